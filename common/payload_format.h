@@ -1,0 +1,106 @@
+// Self-describing stored records: the chunk payload and the recurrent-state record.
+// Byte layouts, field by field, are in docs/format/payload.md; this file implements
+// them. All integers are little-endian.
+//
+// READ ME FIRST
+// - A chunk payload = 136-byte header + codec body. The header says everything needed
+//   to refuse a payload that is not ours to decode: format version, codec id, codec
+//   artifact digest, model fingerprint, layout, token count, the XXH3-64 of the
+//   DECODED canonical chunk bytes (common/kv_chunk.h), and the body's size and
+//   XXH3-64. It ends with a CRC32C of the bytes before it.
+// - Parsers never trust a length: every size is checked against the input before it
+//   is used, and any malformed input returns Corruption (or Mismatch for a version we
+//   do not read), never UB. A libFuzzer target (fuzz/payload_fuzz.cc) runs in CI.
+// - The recurrent-state record is stored beside the chunk payload at a boundary; it is
+//   byte-exact (codec 0, raw) with an XXH3-64 trailer over the whole record.
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/kv_chunk.h"
+#include "common/prefix_key.h"
+#include "common/result.h"
+
+namespace kvstash {
+
+// Codec ids in payload headers. Never renumber; docs/format/payload.md lists them.
+enum class CodecId : uint16_t {
+  kRaw = 0,        // canonical chunk bytes as they are
+  kSpec = 1,       // speculative KV coding (lossless, predictor-based)
+  kDckv = 2,       // learned transform coding (lossy)
+  kBytePlane = 3,  // model-free byte-plane rANS (baseline)
+  kKvtc = 4,       // KVTC-like PCA + bit allocation (baseline)
+  kZstd = 5,       // zstd on the canonical bytes (baseline)
+};
+
+inline constexpr uint32_t kPayloadMagic = 0x5053564B;  // "KVSP" as bytes
+inline constexpr uint16_t kPayloadVersion = 1;
+inline constexpr uint16_t kPayloadHeaderBytes = 136;
+// Header flags.
+inline constexpr uint16_t kPayloadFlagPartialChunk = 1u << 0;  // final partial chunk
+inline constexpr uint16_t kPayloadFlagLossy = 1u << 1;         // decoded != original
+
+struct PayloadHeader {
+  CodecId codec = CodecId::kRaw;
+  uint16_t flags = 0;
+  KvLayout layout;                // layers, kv heads, head_dim, dtype of the decoded KV
+  uint32_t tokens = 0;            // tokens in this chunk
+  uint32_t token_offset = 0;      // position of the chunk's first token in its prefix
+  Digest256 artifact_digest{};    // codec artifact (zeros for codecs without one)
+  Digest256 model_fingerprint{};  // target model's weights digest
+  uint64_t content_checksum = 0;  // XXH3-64 of the decoded canonical chunk
+  uint64_t body_bytes = 0;        // bytes after the header
+  uint64_t body_checksum = 0;     // XXH3-64 of those bytes
+
+  bool operator==(const PayloadHeader&) const = default;
+};
+
+// Appends the 136-byte header (computing its CRC32C) to `out`.
+// REQUIRES: header.layout valid (InvalidArgument otherwise, nothing appended).
+Status AppendPayloadHeader(const PayloadHeader& header, std::vector<uint8_t>* out);
+
+// Parses the header at the start of `bytes` (extra bytes after it are ignored).
+// Errors: Corruption for short input, bad magic, CRC mismatch, nonzero reserved
+// fields, an invalid layout or dtype, 0 tokens; Mismatch for an unknown version.
+Result<PayloadHeader> ParsePayloadHeader(std::span<const uint8_t> bytes);
+
+// A parsed whole payload: header plus a view of its body inside the input.
+struct PayloadView {
+  PayloadHeader header;
+  std::span<const uint8_t> body;
+};
+
+// Builds a whole payload: header (with body_bytes/body_checksum filled from `body`)
+// followed by the body.
+Result<std::vector<uint8_t>> BuildPayload(PayloadHeader header, std::span<const uint8_t> body);
+
+// Parses a whole payload: the header, then checks that exactly body_bytes follow and
+// that their XXH3-64 matches. Errors: ParsePayloadHeader's, and Corruption for a size
+// or body checksum mismatch.
+Result<PayloadView> ParsePayload(std::span<const uint8_t> bytes);
+
+inline constexpr uint32_t kStateMagic = 0x5353564B;  // "KVSS"
+inline constexpr uint16_t kStateVersion = 1;
+inline constexpr uint16_t kStateHeaderBytes = 64;
+// Upper bound on tensors in one state record (Qwen3.5-class models have ~50).
+inline constexpr uint32_t kMaxStateTensors = 4096;
+
+// Serialises a recurrent state record (codec 0: raw, byte-exact).
+// Errors: InvalidArgument if state.Validate() fails.
+Result<std::vector<uint8_t>> EncodeStateRecord(const RecurrentState& state,
+                                               const Digest256& model_fingerprint);
+
+struct DecodedStateRecord {
+  RecurrentState state;
+  Digest256 model_fingerprint{};
+};
+
+// Parses a state record. Errors: Corruption for any malformed or truncated input or
+// checksum mismatch; Mismatch for an unknown version or codec.
+Result<DecodedStateRecord> DecodeStateRecord(std::span<const uint8_t> bytes);
+
+}  // namespace kvstash

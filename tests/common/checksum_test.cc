@@ -1,0 +1,45 @@
+#include "common/checksum.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace kvstash {
+namespace {
+
+std::span<const uint8_t> AsBytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+TEST(ChecksumTest, Crc32cCheckValue) {
+  // CRC-32/ISCSI check value (RFC 3720; reveng catalogue).
+  EXPECT_EQ(Crc32c(AsBytes("123456789")), 0xE3069283u);
+  EXPECT_EQ(Crc32c(AsBytes("")), 0u);
+  // RFC 3720 B.4: 32 bytes of zeros -> 0x8A9136AA, 32 bytes of 0xFF -> 0x62A8AB43.
+  std::vector<uint8_t> zeros(32, 0), ones(32, 0xFF);
+  EXPECT_EQ(Crc32c(zeros), 0x8A9136AAu);
+  EXPECT_EQ(Crc32c(ones), 0x62A8AB43u);
+}
+
+TEST(ChecksumTest, Crc32cContinues) {
+  const std::string a = "1234", b = "56789";
+  EXPECT_EQ(Crc32c(AsBytes(b), Crc32c(AsBytes(a))), 0xE3069283u);
+}
+
+TEST(ChecksumTest, Xxh3KnownValuesAndStreaming) {
+  // XXH3_64bits("") with seed 0, from the xxHash reference (sanity_test vectors).
+  EXPECT_EQ(Xxh3_64(std::string_view("")), 0x2D06800538D394C2ull);
+  std::vector<uint8_t> data(10000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 31 + 7);
+  Xxh3Hasher h;
+  h.Update(std::span(data).first(3));
+  h.Update(std::span(data).subspan(3, 4000));
+  h.Update(std::span(data).subspan(4003));
+  EXPECT_EQ(h.Digest(), Xxh3_64(data));
+  data[5000] ^= 1;
+  EXPECT_NE(h.Digest(), Xxh3_64(data));
+}
+
+}  // namespace
+}  // namespace kvstash

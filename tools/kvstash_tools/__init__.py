@@ -1,0 +1,1 @@
+"""Python side of kvstash: reference implementations and tooling (see tools/README.md)."""
