@@ -21,20 +21,20 @@ mkdir -p "$LOGDIR"
 BUNDLE="$ROOT/.gpu-bundle"
 
 gpu_binaries() {  # test and benchmark executables that need a GPU
-  find "$1" -maxdepth 4 -type f -perm -u+x \( -name '*gpu_tests' -o -name '*gpu_bench' \) | sort
+  find "$1" -maxdepth 4 -type f -perm -u+x \( -name '*gpu*tests' -o -name '*gpu*bench' \) | sort
 }
 
 run_binaries() {  # $1 = folder with binaries; runs tests then benches
   local fail=0
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$LOGDIR/device.txt"
-  for t in $(gpu_binaries "$1" | grep gpu_tests); do
+  for t in $(gpu_binaries "$1" | grep 'tests$'); do
     echo "== $(basename "$t")"
     KVSTASH_SOURCE_DIR="$ROOT" "$t" --gtest_output="xml:$LOGDIR/$(basename "$t").xml" \
       2>&1 | tee "$LOGDIR/$(basename "$t").log" | tail -n 25
     [[ ${PIPESTATUS[0]} -eq 0 ]] || fail=1
     if grep -q "SKIPPED: no CUDA device" "$LOGDIR/$(basename "$t").log"; then fail=1; fi
   done
-  for b in $(gpu_binaries "$1" | grep gpu_bench); do
+  for b in $(gpu_binaries "$1" | grep 'bench$'); do
     echo "== $(basename "$b")"
     KVSTASH_SOURCE_DIR="$ROOT" "$b" --benchmark_out="$LOGDIR/$(basename "$b").json" \
       --benchmark_out_format=json 2>&1 | tee "$LOGDIR/$(basename "$b").log" | tail -n 30
@@ -51,7 +51,7 @@ case "$MODE" in
     ;;
   --bundle)
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSTASH_CUDA=ON || exit 1
-    targets=$(cmake --build build-gpu --target help | sed -n 's/^\([a-z_]*gpu_\(tests\|bench\)\):.*/\1/p')
+    targets=$(cmake --build build-gpu --target help | grep -o -E '^[a-z0-9_]*gpu[a-z0-9_]*(tests|bench)' | sort -u)
     cmake --build build-gpu -j "$(nproc)" --target $targets || exit 1
     rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
     for f in $(gpu_binaries build-gpu); do
