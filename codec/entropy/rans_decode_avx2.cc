@@ -2,7 +2,8 @@
 // (codec/CMakeLists.txt) and entered only after a CPUID check (rans_decode.cc).
 //
 // Per register: gather the slot entries and symbols (tables flattened so that one
-// gather serves 8 different tables), update the 8 states, then refill the lanes whose
+// gather serves 8 different tables; with TableSet's packed layout, P <= 11 for 8-bit
+// alphabets, one gather brings frequency, bias, symbol and escape flag at once), update the 8 states, then refill the lanes whose
 // state fell below 2^16 from consecutive words: the renormalisation mask indexes a
 // table of lane permutations that spreads the next popcount(mask) words to those
 // lanes in ascending lane order, i.e. exactly the scalar reference's word order.
@@ -46,17 +47,20 @@ inline void StoreSymbols(__m256i s, uint8_t* out) {
 
 }  // namespace
 
-template <typename OutT>
-Status DecodeAvx2(const DecodeInput& in, OutT* out) {
+template <typename OutT, bool kPacked>
+Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
   DecodeCursor c;
   KVSTASH_RETURN_IF_ERROR(InitCursor(in, &c));
   const int precision = in.tables->precision();
-  const int* entries = reinterpret_cast<const int*>(in.tables->decode_entries());
+  const int* entries = reinterpret_cast<const int*>(
+      kPacked ? in.tables->packed_entries() : in.tables->decode_entries());
   const int* symbols = reinterpret_cast<const int*>(in.tables->decode_symbols());
   const __m128i shift_p = _mm_cvtsi32_si128(precision);
+  const __m128i shift_2p = _mm_cvtsi32_si128(2 * precision);
   const __m256i slot_mask = _mm256_set1_epi32((1 << precision) - 1);
   const __m256i low16 = _mm256_set1_epi32(0xFFFF);
   const __m256i bias_mask = _mm256_set1_epi32(static_cast<int>(kSlotBiasMask));
+  const __m256i symbol_mask = _mm256_set1_epi32((1 << in.tables->symbol_bits()) - 1);
   const __m256i zero = _mm256_setzero_si256();
   const size_t n = in.num_symbols;
 
@@ -82,10 +86,17 @@ Status DecodeAvx2(const DecodeInput& in, OutT* out) {
         slot = _mm256_or_si256(slot, _mm256_sll_epi32(_mm256_cvtepu16_epi32(t16), shift_p));
       }
       const __m256i e = _mm256_i32gather_epi32(entries, slot, 4);
-      const __m256i sym = _mm256_and_si256(_mm256_i32gather_epi32(symbols, slot, 2), low16);
       escapes |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(e))) << (8 * r);
-      const __m256i freq = _mm256_and_si256(e, low16);
-      const __m256i bias = _mm256_and_si256(_mm256_srli_epi32(e, kSlotBiasShift), bias_mask);
+      __m256i sym, freq, bias;
+      if constexpr (kPacked) {
+        sym = _mm256_and_si256(_mm256_srl_epi32(e, shift_2p), symbol_mask);
+        freq = _mm256_and_si256(e, slot_mask);
+        bias = _mm256_and_si256(_mm256_srl_epi32(e, shift_p), slot_mask);
+      } else {
+        sym = _mm256_and_si256(_mm256_i32gather_epi32(symbols, slot, 2), low16);
+        freq = _mm256_and_si256(e, low16);
+        bias = _mm256_and_si256(_mm256_srli_epi32(e, kSlotBiasShift), bias_mask);
+      }
       const __m256i s =
           _mm256_add_epi32(_mm256_mullo_epi32(freq, _mm256_srl_epi32(x[r], shift_p)), bias);
       const __m256i renorm = _mm256_cmpeq_epi32(_mm256_srli_epi32(s, 16), zero);
@@ -110,6 +121,12 @@ Status DecodeAvx2(const DecodeInput& in, OutT* out) {
         DecodeGroupChecked(in, base, static_cast<int>(n - base), &c, out));
   }
   return FinishCursor(c);
+}
+
+template <typename OutT>
+Status DecodeAvx2(const DecodeInput& in, OutT* out) {
+  return in.tables->packed_entries() != nullptr ? DecodeAvx2Impl<OutT, true>(in, out)
+                                                : DecodeAvx2Impl<OutT, false>(in, out);
 }
 
 template Status DecodeAvx2<uint8_t>(const DecodeInput&, uint8_t*);

@@ -38,10 +38,11 @@ Status DecodeScalar(const DecodeInput& in, OutT* out) {
       escapes |= (e >> 31) << j;
       const uint32_t s = (e & kSlotFreqMask) * (x >> precision) +
                          (e >> kSlotBiasShift & kSlotBiasMask);
-      const bool renorm = s < kRansStateLow;
-      const uint32_t refilled = s << kRansWordBits | LoadU16(p);
-      c.x[j] = renorm ? refilled : s;
-      p += renorm ? 2 : 0;
+      // Branch-free refill (a branch here mispredicts on every other symbol):
+      // shift by 0 or 16 and mask the word with 0 or ~0.
+      const uint32_t renorm = s < kRansStateLow ? 1u : 0u;
+      c.x[j] = s << (kRansWordBits * renorm) | (LoadU16(p) & (0u - renorm));
+      p += 2 * renorm;
     }
     c.p = p;
     if (escapes != 0) KVSTASH_RETURN_IF_ERROR(DecodeEscapes(in, base, escapes, &c, out));

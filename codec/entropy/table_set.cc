@@ -50,6 +50,17 @@ Result<TableSet> TableSet::Create(std::vector<FrequencyTable> tables) {
     }
     if (t.escape_freq() != 0) add(t.escape_freq(), 0, true);
   }
+  if (2 * s.precision_ + s.symbol_bits_ <= 31) {
+    s.packed_entries_.resize(s.decode_entries_.size());
+    for (size_t i = 0; i < s.packed_entries_.size(); ++i) {
+      const uint32_t e = s.decode_entries_[i];
+      const uint32_t freq = e & kSlotFreqMask;
+      const uint32_t bias = e >> kSlotBiasShift & kSlotBiasMask;
+      s.packed_entries_[i] = freq | bias << s.precision_ |
+                             uint32_t{s.decode_symbols_[i]} << (2 * s.precision_) |
+                             (e & kSlotEscapeBit);
+    }
+  }
   s.tables_ = std::move(tables);
   return s;
 }

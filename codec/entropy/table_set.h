@@ -11,9 +11,13 @@
 //   decode_symbols(): u16 = the decoded symbol value (for the escape: 0); the array
 //                     has 2 bytes of zero padding after its end so that 32-bit
 //                     gathers may read it.
+//   packed_entries(): only when 2P + symbol_bits <= 31 (e.g. 8-bit alphabets with
+//                     P <= 11), else empty: u32 = freq | (slot - cum) << P |
+//                     symbol << 2P | escape << 31, so that a SIMD decoder needs one
+//                     gather per symbol instead of two.
 // Encoder array, indexed by encode_offset(table) + direct index (the escape is at
 // index num_direct()): u32 = freq | cum << 16.
-// Memory: 6 * 2^P bytes per table for decoding, 4 * (n + 1) for encoding.
+// Memory: 6 * 2^P bytes per table for decoding (10 with the packed layout), 4 * (n + 1) for encoding.
 //
 // Thread-safety: immutable after Create(); const methods may be called concurrently.
 #pragma once
@@ -46,6 +50,10 @@ class TableSet {
 
   const uint32_t* decode_entries() const { return decode_entries_.data(); }
   const uint16_t* decode_symbols() const { return decode_symbols_.data(); }
+  // nullptr when the packed layout does not fit (see above).
+  const uint32_t* packed_entries() const {
+    return packed_entries_.empty() ? nullptr : packed_entries_.data();
+  }
   // Number of entries in each decoder array (size() << precision()).
   size_t num_slots() const { return decode_entries_.size(); }
   const uint32_t* encode_entries() const { return encode_entries_.data(); }
@@ -58,6 +66,7 @@ class TableSet {
   std::vector<FrequencyTable> tables_;
   std::vector<uint32_t> decode_entries_;
   std::vector<uint16_t> decode_symbols_;  // num_slots() + 1 (padding)
+  std::vector<uint32_t> packed_entries_;  // num_slots() or empty
   std::vector<uint32_t> encode_entries_;
   std::vector<uint32_t> encode_offsets_;
 };
