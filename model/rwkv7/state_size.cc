@@ -71,4 +71,58 @@ Result<uint64_t> ZstdCompressedBytes(std::span<const uint8_t> bytes, int level) 
   return static_cast<uint64_t>(n);
 }
 
+namespace {
+
+Result<StatePartSize> MeasurePart(std::string name, uint64_t tensors,
+                                  std::span<const uint8_t> bytes, int zstd_level) {
+  StatePartSize p;
+  p.part = std::move(name);
+  p.tensors = tensors;
+  p.raw_bytes = bytes.size();
+  p.scalars = bytes.size() / 4;
+  KVSTASH_ASSIGN_OR_RETURN(p.zstd_bytes, ZstdCompressedBytes(bytes, zstd_level));
+  KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> shuffled, ShuffleBytePlanes(bytes));
+  KVSTASH_ASSIGN_OR_RETURN(p.zstd_shuffled_bytes, ZstdCompressedBytes(shuffled, zstd_level));
+  KVSTASH_ASSIGN_OR_RETURN(p.byteplane_bytes, BytePlaneEntropyBytes(bytes));
+  return p;
+}
+
+}  // namespace
+
+Result<std::vector<StatePartSize>> MeasureStateParts(const RecurrentState& state, int zstd_level) {
+  std::vector<std::string> order;
+  std::vector<std::vector<uint8_t>> bytes;
+  std::vector<uint64_t> counts;
+  std::vector<uint8_t> all;
+  for (const StateTensor& t : state.tensors) {
+    KVSTASH_RETURN_IF_ERROR(t.Validate());
+    if (t.dtype != DType::kF32) {
+      return Status::InvalidArgument("state size: tensor " + t.name + " is not f32");
+    }
+    const size_t dot = t.name.rfind('.');
+    const std::string part = dot == std::string::npos ? t.name : t.name.substr(dot + 1);
+    size_t i = std::find(order.begin(), order.end(), part) - order.begin();
+    if (i == order.size()) {
+      order.push_back(part);
+      bytes.emplace_back();
+      counts.push_back(0);
+    }
+    bytes[i].insert(bytes[i].end(), t.data.begin(), t.data.end());
+    counts[i] += 1;
+    all.insert(all.end(), t.data.begin(), t.data.end());
+  }
+  std::vector<StatePartSize> rows;
+  double byteplane_sum = 0.0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    KVSTASH_ASSIGN_OR_RETURN(StatePartSize p, MeasurePart(order[i], counts[i], bytes[i], zstd_level));
+    byteplane_sum += p.byteplane_bytes;
+    rows.push_back(std::move(p));
+  }
+  KVSTASH_ASSIGN_OR_RETURN(StatePartSize total,
+                           MeasurePart("all", state.tensors.size(), all, zstd_level));
+  total.byteplane_bytes = byteplane_sum;
+  rows.push_back(std::move(total));
+  return rows;
+}
+
 }  // namespace kvstash::rwkv7

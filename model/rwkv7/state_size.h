@@ -18,8 +18,10 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "common/kv_chunk.h"
 #include "common/result.h"
 
 namespace kvstash::rwkv7 {
@@ -41,5 +43,24 @@ Result<std::vector<uint8_t>> ShuffleBytePlanes(std::span<const uint8_t> fp32_byt
 // Errors: InvalidArgument for a level out of range; Internal if zstd fails or the
 // round trip differs.
 Result<uint64_t> ZstdCompressedBytes(std::span<const uint8_t> bytes, int level);
+
+// The measures above for one part of a recurrent state.
+struct StatePartSize {
+  std::string part;              // tensor-name suffix ("wkv_state") or "all"
+  uint64_t tensors = 0;          // tensors in the part
+  uint64_t scalars = 0;          // fp32 values
+  uint64_t raw_bytes = 0;        // 4 * scalars
+  uint64_t zstd_bytes = 0;       // zstd of the part's bytes (tensors concatenated in order)
+  uint64_t zstd_shuffled_bytes = 0;  // zstd after ShuffleBytePlanes
+  double byteplane_bytes = 0.0;  // BytePlaneEntropyBytes of the part's bytes
+};
+
+// Splits a state into parts by tensor-name suffix (the text after the last '.', so
+// "layers.3.wkv_state" -> "wkv_state"; parts in order of first appearance), measures
+// each, and appends an "all" row: raw and zstd over all tensors concatenated in state
+// order, byteplane_bytes = the sum over the parts (one set of plane tables per part,
+// as a byte-plane coder that knows the tensor kinds would keep).
+// Errors: InvalidArgument for a tensor that is not f32 or fails Validate(); zstd's.
+Result<std::vector<StatePartSize>> MeasureStateParts(const RecurrentState& state, int zstd_level);
 
 }  // namespace kvstash::rwkv7

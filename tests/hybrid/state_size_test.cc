@@ -91,5 +91,49 @@ TEST(StateSizeTest, ZstdSizesAndLevels) {
   EXPECT_STATUS(ZstdCompressedBytes(zeros, 99), kInvalidArgument);
 }
 
+StateTensor F32Tensor(std::string name, const std::vector<uint32_t>& bits) {
+  StateTensor t;
+  t.name = std::move(name);
+  t.dtype = DType::kF32;
+  t.shape = {bits.size()};
+  t.data = FloatBytes(bits);
+  return t;
+}
+
+TEST(StateSizeTest, PartsGroupByNameSuffix) {
+  RecurrentState s;
+  // shift parts constant (0 bits); "mat" parts vary in plane 0 only, 1 bit per value.
+  s.tensors.push_back(F32Tensor("layers.0.shift", std::vector<uint32_t>(8, 7)));
+  s.tensors.push_back(F32Tensor("layers.0.mat", {0, 1, 0, 1}));
+  s.tensors.push_back(F32Tensor("layers.1.shift", std::vector<uint32_t>(8, 7)));
+  s.tensors.push_back(F32Tensor("layers.1.mat", {1, 0, 1, 0}));
+  ASSERT_OK_AND_ASSIGN(std::vector<StatePartSize> rows, MeasureStateParts(s, 19));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].part, "shift");
+  EXPECT_EQ(rows[0].tensors, 2u);
+  EXPECT_EQ(rows[0].scalars, 16u);
+  EXPECT_EQ(rows[0].raw_bytes, 64u);
+  EXPECT_EQ(rows[0].byteplane_bytes, 0.0);
+  EXPECT_EQ(rows[1].part, "mat");
+  EXPECT_DOUBLE_EQ(rows[1].byteplane_bytes, 8 * 1.0 / 8);
+  EXPECT_EQ(rows[2].part, "all");
+  EXPECT_EQ(rows[2].tensors, 4u);
+  EXPECT_EQ(rows[2].raw_bytes, 96u);
+  EXPECT_DOUBLE_EQ(rows[2].byteplane_bytes, 1.0);  // sum of the parts
+  ASSERT_OK_AND_ASSIGN(uint64_t z, ZstdCompressedBytes(FloatBytes({0, 1, 0, 1, 1, 0, 1, 0}), 19));
+  EXPECT_EQ(rows[1].zstd_bytes, z);  // the part is its tensors concatenated in order
+}
+
+TEST(StateSizeTest, PartsRejectNonF32) {
+  RecurrentState s;
+  s.tensors.push_back(F32Tensor("a.b", {1, 2}));
+  s.tensors[0].dtype = DType::kBF16;
+  s.tensors[0].shape = {4};
+  EXPECT_STATUS(MeasureStateParts(s, 3), kInvalidArgument);
+  ASSERT_OK_AND_ASSIGN(std::vector<StatePartSize> rows, MeasureStateParts(RecurrentState{}, 3));
+  ASSERT_EQ(rows.size(), 1u);  // just "all", empty
+  EXPECT_EQ(rows[0].raw_bytes, 0u);
+}
+
 }  // namespace
 }  // namespace kvstash::rwkv7
