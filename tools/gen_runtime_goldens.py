@@ -285,8 +285,8 @@ def gen_llama2c():
     data = torch.tensor(sp.encode(text), dtype=torch.long)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(5)
-    for step in range(600):
-        starts = torch.randint(0, len(data) - 129, (32,), generator=g)
+    for step in range(250):
+        starts = torch.randint(0, len(data) - 129, (16,), generator=g)
         batch = torch.stack([data[s:s + 129] for s in starts])
         loss = model(input_ids=batch[:, :-1], labels=batch[:, 1:]).loss
         opt.zero_grad()
