@@ -89,12 +89,14 @@ class RocksTier {
 
   struct Value {
     bool found = false;     // meta and payload present
+    bool corrupt = false;   // RocksDB's own checksums failed on this key's values
     std::string meta;
     std::string payload;
     std::string state;      // empty when absent
   };
   // Reads meta, payload and state of `keys` with one MultiGet under `snapshot` (a
-  // fresh one when null). Errors: IOError for any read failure other than not-found.
+  // fresh one when null). A key whose blocks or blob records fail RocksDB's checksums
+  // is reported with `corrupt` set. Errors: IOError for any other read failure.
   Result<std::vector<Value>> Read(std::span<const StoredKey> keys,
                                   const Snapshot* snapshot = nullptr);
 

@@ -34,6 +34,12 @@ Status ValidateChunk(const ChunkPut& c, size_t i) {
 }  // namespace
 
 Status Store::Impl::Put(std::span<const ChunkPut> chunks) {
+  Status s = PutChunks(chunks);
+  if (!s.ok()) c_.put_failures++;
+  return s;
+}
+
+Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   const size_t n = chunks.size();
   if (n == 0) return Status::Ok();
   std::unordered_map<StoredKey, size_t, StoredKeyHash> pos;
@@ -57,10 +63,7 @@ Status Store::Impl::Put(std::span<const ChunkPut> chunks) {
   const int durable = t1_ ? 1 : 0;  // the tier every Put must land in
 
   std::lock_guard wl(write_mu_);
-  auto fail = [&](Status s) {
-    c_.put_failures++;
-    return s;
-  };
+  auto fail = [](Status s) { return s; };
   if (t1_ && t1_write_failed_ && t1_->Resume().ok()) t1_write_failed_ = false;
 
   // Resolve existing entries and parents (again after evictions, which may have
