@@ -189,6 +189,12 @@ Status RocksTier::ScanMeta(const std::function<void(const StoredKey&, std::strin
   return FromRocks(it->status(), "RocksDB meta scan");
 }
 
+Status RocksTier::Flush() {
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  return FromRocks(db_->Flush(fo, handles_), "RocksDB flush");
+}
+
 Status RocksTier::Resume() { return FromRocks(db_->Resume(), "RocksDB resume"); }
 
 uint64_t RocksTier::DiskBytes() {

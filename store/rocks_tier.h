@@ -110,6 +110,9 @@ class RocksTier {
   // back) so writes are accepted again. Errors: IOError when RocksDB cannot resume.
   Status Resume();
 
+  // Flushes the memtables of every column family to SST / blob files.
+  Status Flush();
+
   // Size of live SST + blob files (RocksDB properties), bytes.
   uint64_t DiskBytes();
 

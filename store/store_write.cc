@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "common/checksum.h"
+#include "common/logging.h"
 #include "store/store_impl.h"
 
 namespace kvstash::store {
@@ -64,7 +65,15 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
 
   std::lock_guard wl(write_mu_);
   auto fail = [](Status s) { return s; };
-  if (t1_ && t1_write_failed_ && t1_->Resume().ok()) t1_write_failed_ = false;
+  if (t1_ && t1_write_failed_) {
+    // Busy while RocksDB's own background recovery runs; the write below then
+    // fails with the background error until it completes.
+    Status r = t1_->Resume();
+    if (r.ok()) {
+      KVSTASH_LOG_INFO("store: RocksDB resumed after a failed write");
+      t1_write_failed_ = false;
+    }
+  }
 
   // Resolve existing entries and parents (again after evictions, which may have
   // removed some).

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   }
   const Digest256 ns = testing::TestNamespace("crash");
   for (uint64_t seed = std::strtoull(argv[2], nullptr, 10);; ++seed) {
-    const testing::Chain c = testing::MakeChain(ns, seed, 1 + seed % 4, 1000 + (seed % 3) * 3000,
+    const testing::Chain c = testing::MakeChain(ns, seed, 1 + seed % 4, 500 + (seed % 3) * 2500,
                                                 256, seed % 2 == 0);
     Status s = (*store)->Put(c.Puts());
     if (!s.ok()) {

@@ -21,7 +21,7 @@ namespace {
 
 Chain ChildChain(uint64_t seed) {
   // Must match store_crash_child.cc.
-  return MakeChain(TestNamespace("crash"), seed, 1 + seed % 4, 1000 + (seed % 3) * 3000, 256,
+  return MakeChain(TestNamespace("crash"), seed, 1 + seed % 4, 500 + (seed % 3) * 2500, 256,
                    seed % 2 == 0);
 }
 
@@ -69,15 +69,23 @@ std::string RunAndKill(const std::string& dir, uint64_t first_seed, int ms) {
 }
 
 TEST(StoreCrash, KilledWriterLeavesWholeEntriesAndEveryAcknowledgedPut) {
-  TempDir dir;
+  // 10 databases of 10 rounds each keep every reopen (and VerifyAll) small.
+  constexpr int kRoundsPerDb = 10;
   std::mt19937_64 rng(20261130);
+  std::unique_ptr<TempDir> dir_holder;
   std::set<uint64_t> acked, pinned;
   uint64_t next_seed = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   int rounds = 0;
-  uint64_t in_flight_present = 0, in_flight_absent = 0;
+  uint64_t acked_total = 0, in_flight_present = 0, in_flight_absent = 0;
   for (; rounds < 100 && std::chrono::steady_clock::now() < deadline; ++rounds) {
-    const std::string out = RunAndKill(dir.path(), next_seed, static_cast<int>(rng() % 40));
+    if (rounds % kRoundsPerDb == 0) {
+      dir_holder = std::make_unique<TempDir>();
+      acked.clear();
+      pinned.clear();
+    }
+    const TempDir& dir = *dir_holder;
+    const std::string out = RunAndKill(dir.path(), next_seed, static_cast<int>(rng() % 25));
     uint64_t last = next_seed;
     bool any = false;
     size_t b = 0;
@@ -91,6 +99,7 @@ TEST(StoreCrash, KilledWriterLeavesWholeEntriesAndEveryAcknowledgedPut) {
       } else {
         const uint64_t seed = std::stoull(line);
         acked.insert(seed);
+        ++acked_total;
         last = seed;
         any = true;
       }
@@ -140,7 +149,7 @@ TEST(StoreCrash, KilledWriterLeavesWholeEntriesAndEveryAcknowledgedPut) {
     next_seed = in_flight + 1;
   }
   EXPECT_GE(rounds, 100) << "the time bound cut the rounds short";
-  std::cout << "crash rounds " << rounds << ", acknowledged Puts " << acked.size()
+  std::cout << "crash rounds " << rounds << ", acknowledged Puts " << acked_total
             << ", in-flight Puts found whole " << in_flight_present << ", absent "
             << in_flight_absent << "\n";
 }
