@@ -202,7 +202,7 @@ TEST(PrefixIndex, MemoryStaysWithinBudgetUnderMillionsOfRandomPrefixes) {
     ASSERT_GT(index.max_entries(), 100000u);
     std::mt19937_64 rng(7);
     std::vector<uint32_t> recent;
-    for (uint64_t i = 0; i < 3'000'000; ++i) {
+    for (uint64_t i = 0; i < 2'000'000; ++i) {
       if (index.size() == index.max_entries()) {
         const uint32_t v = index.PickVictim(kAnySlot, nullptr);
         ASSERT_NE(v, kNoEntry);

@@ -159,7 +159,7 @@ void RunStoreModel(const StoreOptions& options, const ModelRunOptions& run, bool
         if (!d.found) ASSERT_FALSE(pinned.count(d.key)) << "pinned chunk missed";
         if (::testing::Test::HasFatalFailure()) return;
       }
-    } else if (r < 83) {  // Delete a chain suffix (and every branch below it)
+    } else if (r < 78) {  // Delete a chain suffix (and every branch below it)
       const StoredKey k = c.keys[rng() % c.keys.size()];
       std::vector<StoredKey> stack{k};
       uint64_t in_model = 0;
@@ -173,7 +173,7 @@ void RunStoreModel(const StoreOptions& options, const ModelRunOptions& run, bool
       }
       ASSERT_OK_AND_ASSIGN(uint64_t removed, store->Delete(std::span(&k, 1)));
       ASSERT_LE(removed, in_model);
-    } else if (r < 88) {  // Pin a present prefix (bounded so budgets stay meetable)
+    } else if (r < 85) {  // Pin a present prefix (bounded so budgets stay meetable)
       if (pinned.size() < 8) {
         const size_t m = 1 + rng() % 2;
         std::vector<StoredKey> keys(c.keys.begin(), c.keys.begin() + m);
@@ -189,7 +189,7 @@ void RunStoreModel(const StoreOptions& options, const ModelRunOptions& run, bool
         }
         ASSERT_EQ(n, expect);
       }
-    } else if (r < 93) {  // Unpin
+    } else if (r < 90) {  // Unpin
       if (!pinned.empty()) {
         auto it = pinned.begin();
         std::advance(it, static_cast<long>(rng() % pinned.size()));
