@@ -52,9 +52,8 @@ void RunStoreModel(const StoreOptions& options, const ModelRunOptions& run, bool
       base_tokens.push_back(tokens);
     }
     ModelChain mc;
-    for (const ChunkKey& k : ComputeChunkKeys(ns, tokens, kC, false).value()) {
-      mc.keys.push_back(k.stored());
-    }
+    const std::vector<ChunkKey> chunk_keys = ComputeChunkKeys(ns, tokens, kC, false).value();
+    for (const ChunkKey& k : chunk_keys) mc.keys.push_back(k.stored());
     for (size_t i = 0; i < mc.keys.size(); ++i) {
       parent_of[mc.keys[i]] = i == 0 ? std::nullopt : std::optional(mc.keys[i - 1]);
     }
