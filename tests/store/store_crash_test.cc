@@ -73,7 +73,7 @@ TEST(StoreCrash, KilledWriterLeavesWholeEntriesAndEveryAcknowledgedPut) {
   constexpr int kRoundsPerDb = 10;
   std::mt19937_64 rng(20261130);
   std::unique_ptr<TempDir> dir_holder;
-  std::set<uint64_t> acked, pinned;
+  std::set<uint64_t> acked, pinned, maybe_pinned;  // maybe: Pin in flight at a kill
   uint64_t next_seed = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   int rounds = 0;
@@ -83,6 +83,7 @@ TEST(StoreCrash, KilledWriterLeavesWholeEntriesAndEveryAcknowledgedPut) {
       dir_holder = std::make_unique<TempDir>();
       acked.clear();
       pinned.clear();
+      maybe_pinned.clear();
     }
     const TempDir& dir = *dir_holder;
     const std::string out = RunAndKill(dir.path(), next_seed, static_cast<int>(rng() % 25));
@@ -105,6 +106,7 @@ TEST(StoreCrash, KilledWriterLeavesWholeEntriesAndEveryAcknowledgedPut) {
       }
     }
     const uint64_t in_flight = any ? last + 1 : next_seed;
+    if (any && last % 5 == 0 && !pinned.count(last)) maybe_pinned.insert(last);
 
     StoreOptions o;
     o.path = dir.path();
@@ -141,11 +143,12 @@ TEST(StoreCrash, KilledWriterLeavesWholeEntriesAndEveryAcknowledgedPut) {
     ASSERT_OK_AND_ASSIGN(VerifyReport v, store->VerifyAll());
     ASSERT_EQ(v.dropped, 0u);
     ASSERT_EQ(v.verified, v.entries);
-    uint64_t pinned_chunks = 0;
+    uint64_t pinned_chunks = 0, maybe_chunks = 0;
     for (uint64_t seed : pinned) pinned_chunks += ChildChain(seed).keys.size();
+    for (uint64_t seed : maybe_pinned) maybe_chunks += ChildChain(seed).keys.size();
     const StoreStats s = store->Stats();
     ASSERT_GE(s.pinned_entries, pinned_chunks);
-    ASSERT_LE(s.pinned_entries, pinned_chunks + 4);  // a pin in flight may have landed
+    ASSERT_LE(s.pinned_entries, pinned_chunks + maybe_chunks);  // in-flight pins may land
     next_seed = in_flight + 1;
   }
   EXPECT_GE(rounds, 100) << "the time bound cut the rounds short";
