@@ -327,7 +327,8 @@ TEST(StoreDisk, ReadersRacingEvictionSeeWholeBytesOrAMiss) {
       ++reads;
     }
   });
-  for (int i = 0; i < 150; ++i) {
+  // At least 150 Puts, and on until the reader has read 50 times.
+  for (int i = 0; i < 150 || reads < 50; ++i) {
     ASSERT_OK(store->Put(MakeChain(ns, 100 + i, 1, 30000).Puts()));  // evicts constantly
     if (i % 10 == 0) ASSERT_OK(store->Put(hot.Puts()));
   }

@@ -347,7 +347,9 @@ TEST(StoreMemory, ConcurrentReadersSeeWholeVersionsOnly) {
       }
     });
   }
-  for (int round = 0; round < 400; ++round) {
+  // At least 400 rounds, and on until the readers (who may start late on a busy
+  // machine) have read 200 times.
+  for (int round = 0; round < 400 || reads < 200; ++round) {
     ASSERT_OK(store->Put((round % 2 ? v2 : c).Puts()));
     if (round % 3 == 0) ASSERT_OK(store->Delete(c.stored()));
   }
