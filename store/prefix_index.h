@@ -92,7 +92,7 @@ struct StoredKeyHash {
 
 class PrefixIndex {
  public:
-  static constexpr uint32_t kBlockEntries = 4096;
+  static constexpr uint32_t kBlockEntries = 256;
   // Bytes of index memory one entry costs at most (entry, key table at the minimum
   // load, candidate arrays); used to derive max_entries from the budget.
   static uint64_t MaxBytesForEntries(uint64_t n);

@@ -155,10 +155,15 @@ Result<std::vector<RocksTier::Value>> RocksTier::Read(std::span<const StoredKey>
   std::vector<rocksdb::Status> st = db_->MultiGet(ro, cfs, slices, &values);
   std::vector<Value> out(n);
   for (size_t i = 0; i < 3 * n; ++i) {
-    if (!st[i].ok() && !st[i].IsNotFound()) return FromRocks(st[i], "RocksDB MultiGet");
+    if (st[i].IsCorruption()) {
+      out[i % n].corrupt = true;
+    } else if (!st[i].ok() && !st[i].IsNotFound()) {
+      return FromRocks(st[i], "RocksDB MultiGet");
+    }
   }
   for (size_t i = 0; i < n; ++i) {
     Value& v = out[i];
+    if (v.corrupt) continue;
     v.found = st[i].ok() && st[n + i].ok();
     if (!v.found) continue;
     v.meta = std::move(values[i]);
@@ -182,6 +187,12 @@ Status RocksTier::ScanMeta(const std::function<void(const StoredKey&, std::strin
     fn(key, std::string_view(it->value().data(), it->value().size()));
   }
   return FromRocks(it->status(), "RocksDB meta scan");
+}
+
+Status RocksTier::Flush() {
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  return FromRocks(db_->Flush(fo, handles_), "RocksDB flush");
 }
 
 Status RocksTier::Resume() { return FromRocks(db_->Resume(), "RocksDB resume"); }

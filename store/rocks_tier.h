@@ -89,12 +89,14 @@ class RocksTier {
 
   struct Value {
     bool found = false;     // meta and payload present
+    bool corrupt = false;   // RocksDB's own checksums failed on this key's values
     std::string meta;
     std::string payload;
     std::string state;      // empty when absent
   };
   // Reads meta, payload and state of `keys` with one MultiGet under `snapshot` (a
-  // fresh one when null). Errors: IOError for any read failure other than not-found.
+  // fresh one when null). A key whose blocks or blob records fail RocksDB's checksums
+  // is reported with `corrupt` set. Errors: IOError for any other read failure.
   Result<std::vector<Value>> Read(std::span<const StoredKey> keys,
                                   const Snapshot* snapshot = nullptr);
 
@@ -107,6 +109,9 @@ class RocksTier {
   // Clears a background error (e.g. after a disk-full write failed and space came
   // back) so writes are accepted again. Errors: IOError when RocksDB cannot resume.
   Status Resume();
+
+  // Flushes the memtables of every column family to SST / blob files.
+  Status Flush();
 
   // Size of live SST + blob files (RocksDB properties), bytes.
   uint64_t DiskBytes();

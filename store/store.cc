@@ -217,7 +217,7 @@ Status Store::Impl::LoadIndex() {
 
 Store::Impl::~Impl() {
   if (!t1_) return;
-  // Persist access statistics of entries hit since they were written.
+  // Persist access statistics of entries hit since they were written, then flush.
   std::lock_guard wl(write_mu_);
   RocksTier::Batch b = t1_->NewBatch();
   {
@@ -231,6 +231,9 @@ Store::Impl::~Impl() {
     Status s = t1_->Write(b);
     if (!s.ok()) KVSTASH_LOG_WARN("store: access statistics not persisted: {}", s.ToString());
   }
+  // A clean close leaves no WAL to replay at the next open.
+  Status s = t1_->Flush();
+  if (!s.ok()) KVSTASH_LOG_WARN("store: flush at close failed: {}", s.ToString());
 }
 
 // ------------------------------------------------------------------ Impl: index

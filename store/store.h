@@ -52,7 +52,8 @@ class Store {
   // endpoints are configured but none answers.
   static Result<std::unique_ptr<Store>> Open(const StoreOptions& options);
 
-  // Flushes access statistics to T1 and closes. Outstanding calls must have returned.
+  // Persists access statistics, flushes RocksDB's memtables and closes. Outstanding
+  // calls must have returned.
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -78,7 +79,8 @@ class Store {
   // duplicate key in one Put, a chunk naming itself as parent); NotFound when a parent
   // is neither stored nor in this Put (put the chain from its first missing chunk);
   // ResourceExhausted when pinned or in-flight entries leave no room in a budget;
-  // IOError when RocksDB fails (nothing of this Put is visible then).
+  // IOError when RocksDB fails (nothing of this Put is visible then; after a full disk
+  // RocksDB recovers in the background once space returns, and later Puts succeed).
   Status Put(std::span<const ChunkPut> chunks);
 
   // Reads `keys`: one ChunkData per key, in order (found == false for a miss). T0

@@ -55,6 +55,7 @@ Result<RedisTier::Item> Store::Impl::ReadForDemotion(uint32_t id) {
   if (!item.payload && t1_ && (flags & kInT1)) {
     const StoredKey key = item.key;
     KVSTASH_ASSIGN_OR_RETURN(auto values, t1_->Read(std::span(&key, 1)));
+    if (values[0].corrupt) return Status::Corruption("RocksDB reports corruption");
     if (!values[0].found) return Status::NotFound("chunk vanished from T1");
     item.payload = std::make_shared<const std::string>(std::move(values[0].payload));
     if (!values[0].state.empty()) {

@@ -74,6 +74,7 @@ class Store::Impl {
   Result<RedisTier::Item> ReadForDemotion(uint32_t id);
 
   Status LoadIndex();
+  Status PutChunks(std::span<const ChunkPut> chunks);
 
   StoreOptions opts_;
   bool on_[kNumTiers] = {};

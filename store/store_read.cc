@@ -108,11 +108,19 @@ Result<std::vector<ChunkData>> Store::Impl::Get(std::span<const StoredKey> keys)
     for (size_t j = 0; j < want_t1.size(); ++j) {
       const size_t i = want_t1[j];
       RocksTier::Value& v = (*values)[j];
+      if (v.corrupt) {
+        KVSTASH_LOG_WARN("store: chunk {}: RocksDB reports corruption", ToHex(keys[i]));
+        bad(i);
+        continue;
+      }
       if (!v.found) {  // evicted or deleted after planning: a miss, or T2 has it now
         if (t2_) want_t2.push_back(i);
         continue;
       }
       auto m = CheckDiskValue(v);
+      if (m.ok() && (m->payload_checksum != plan[i].pck || m->state_checksum != plan[i].sck)) {
+        m = Status::Corruption("T1 record differs from the indexed one");
+      }
       if (!m.ok()) {
         KVSTASH_LOG_WARN("store: chunk {}: {}", ToHex(keys[i]), m.status().ToString());
         bad(i);
@@ -247,12 +255,12 @@ Result<VerifyReport> Store::Impl::VerifyAll() {
     KVSTASH_ASSIGN_OR_RETURN(auto values,
                              t1_->Read(std::span(disk_keys).subspan(b, m)));
     for (size_t j = 0; j < m; ++j) {
-      bool ok = values[j].found && CheckDiskValue(values[j]).ok();
-      if (ok) {
+      bool ok = false;
+      if (values[j].found && !values[j].corrupt) {
+        auto meta = CheckDiskValue(values[j]);
         std::shared_lock lock(index_mu_);
         const IndexEntry& e = index_.at(disk_ids[b + j]);
-        auto meta = CheckDiskValue(values[j]);
-        ok = meta->payload_checksum == e.payload_checksum &&
+        ok = meta.ok() && meta->payload_checksum == e.payload_checksum &&
              meta->state_checksum == e.state_checksum;
       }
       if (ok) ++report.verified;

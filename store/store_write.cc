@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "common/checksum.h"
+#include "common/logging.h"
 #include "store/store_impl.h"
 
 namespace kvstash::store {
@@ -34,6 +35,12 @@ Status ValidateChunk(const ChunkPut& c, size_t i) {
 }  // namespace
 
 Status Store::Impl::Put(std::span<const ChunkPut> chunks) {
+  Status s = PutChunks(chunks);
+  if (!s.ok()) c_.put_failures++;
+  return s;
+}
+
+Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   const size_t n = chunks.size();
   if (n == 0) return Status::Ok();
   std::unordered_map<StoredKey, size_t, StoredKeyHash> pos;
@@ -57,11 +64,16 @@ Status Store::Impl::Put(std::span<const ChunkPut> chunks) {
   const int durable = t1_ ? 1 : 0;  // the tier every Put must land in
 
   std::lock_guard wl(write_mu_);
-  auto fail = [&](Status s) {
-    c_.put_failures++;
-    return s;
-  };
-  if (t1_ && t1_write_failed_ && t1_->Resume().ok()) t1_write_failed_ = false;
+  auto fail = [](Status s) { return s; };
+  if (t1_ && t1_write_failed_) {
+    // Busy while RocksDB's own background recovery runs; the write below then
+    // fails with the background error until it completes.
+    Status r = t1_->Resume();
+    if (r.ok()) {
+      KVSTASH_LOG_INFO("store: RocksDB resumed after a failed write");
+      t1_write_failed_ = false;
+    }
+  }
 
   // Resolve existing entries and parents (again after evictions, which may have
   // removed some).

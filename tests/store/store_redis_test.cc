@@ -1,0 +1,283 @@
+// T2 on real redis-server processes started by the test on free loopback ports: a
+// single node, and a 3-node Redis Cluster (slot routing checked against the server's
+// CLUSTER KEYSLOT, MOVED handling after a slot moves, a pool shared by two stores).
+// Skips with a visible message when redis-server is not installed.
+#include <gtest/gtest.h>
+
+#include <hiredis/hiredis.h>
+
+#include <random>
+
+#include "store/redis_router.h"
+#include "store/redis_slot.h"
+#include "store/redis_tier.h"
+#include "store/store.h"
+#include "tests/store/store_test_util.h"
+#include "tests/support/test_util.h"
+
+namespace kvstash::store::testing {
+namespace {
+
+bool Same(std::span<const uint8_t> a, const std::vector<uint8_t>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+#define SKIP_WITHOUT_REDIS()                                                       \
+  if (!RedisInstalled()) GTEST_SKIP() << "redis-server/redis-cli not installed; " \
+                                         "scripts/setup.sh installs them"
+
+RedisReply Call(RedisRouter& r, const std::string& key, std::vector<std::string> argv) {
+  RedisCommand c{key, std::move(argv)};
+  auto out = r.Execute(std::span(&c, 1));
+  EXPECT_TRUE(out[0].ok()) << out[0].status().ToString();
+  return out[0].ok() ? *out[0] : RedisReply{};
+}
+
+// Runs one command on the node at `port` itself (no routing).
+RedisReply Admin(int port, const std::vector<std::string>& argv) {
+  timeval tv{2, 0};
+  redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  RedisReply out;
+  out.type = RedisReply::Type::kError;
+  if (c == nullptr || c->err) {
+    if (c) redisFree(c);
+    return out;
+  }
+  std::vector<const char*> args;
+  std::vector<size_t> lens;
+  for (const std::string& a : argv) {
+    args.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* r = static_cast<redisReply*>(
+      redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data()));
+  if (r != nullptr) {
+    out.type = r->type == REDIS_REPLY_ERROR ? RedisReply::Type::kError
+               : r->type == REDIS_REPLY_NIL  ? RedisReply::Type::kNil
+                                             : RedisReply::Type::kString;
+    if (r->str != nullptr) out.str.assign(r->str, r->len);
+    freeReplyObject(r);
+  }
+  redisFree(c);
+  return out;
+}
+
+// T1 with a small budget over T2: most chunks get demoted to Redis.
+StoreOptions DemotingOptions(const std::string& path, std::vector<std::string> endpoints) {
+  StoreOptions o;
+  o.path = path;
+  o.memory_budget_bytes = 12000;
+  o.disk_budget_bytes = 30000;
+  o.blob_min_bytes = 4096;
+  o.redis.endpoints = std::move(endpoints);
+  return o;
+}
+
+void ExerciseDemotionAndPromotion(const StoreOptions& o) {
+  auto store = Store::Open(o).value();
+  const Digest256 ns = TestNamespace();
+  std::vector<Chain> chains;
+  for (int i = 0; i < 8; ++i) {
+    chains.push_back(MakeChain(ns, 300 + i, 2, 5000, 256, /*with_state=*/i % 2 == 0));
+    ASSERT_OK(store->Put(chains.back().Puts()));
+  }
+  StoreStats s = store->Stats();
+  EXPECT_LE(s.tiers[1].bytes, 30000u);
+  EXPECT_GT(s.tiers[2].entries, 0u);
+  EXPECT_GT(s.tiers[1].evictions, 0u);
+  // Every chunk is still found (T2 holds the demoted ones), with exact bytes.
+  for (const Chain& c : chains) {
+    ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(ns, c.tokens, 256, false));
+    EXPECT_EQ(r.matched_tokens, 512u);
+    ASSERT_OK_AND_ASSIGN(auto got, store->Get(c.stored()));
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_TRUE(got[i].found);
+      EXPECT_TRUE(Same(got[i].payload_bytes(), c.payloads[i]));
+      EXPECT_TRUE(Same(got[i].state_bytes(), c.states[i]));
+    }
+  }
+  s = store->Stats();
+  EXPECT_GT(s.tiers[2].hits, 0u);
+  EXPECT_GT(s.tiers[1].promotions, 0u);
+  EXPECT_EQ(s.checksum_failures, 0u);
+  EXPECT_EQ(s.tiers[2].errors, 0u);
+}
+
+TEST(StoreRedis, SingleNodeDemotionAndPromotion) {
+  SKIP_WITHOUT_REDIS();
+  TempDir dir;
+  std::string error;
+  auto redis = RedisServer::Start(dir.path(), false, &error);
+  ASSERT_TRUE(redis) << error;
+  auto router = RedisRouter::Connect({{redis->endpoint()}, 500, 2000, 5}).value();
+  EXPECT_FALSE(router->cluster());
+  ExerciseDemotionAndPromotion(DemotingOptions(dir.path() + "/db", {redis->endpoint()}));
+}
+
+TEST(StoreRedis, MemoryOnlyStoreDemotesToRedis) {
+  SKIP_WITHOUT_REDIS();
+  TempDir dir;
+  std::string error;
+  auto redis = RedisServer::Start(dir.path(), false, &error);
+  ASSERT_TRUE(redis) << error;
+  StoreOptions o;
+  o.memory_budget_bytes = 20000;
+  o.redis.endpoints = {redis->endpoint()};
+  auto store = Store::Open(o).value();
+  const Digest256 ns = TestNamespace();
+  std::vector<Chain> chains;
+  for (int i = 0; i < 6; ++i) {
+    chains.push_back(MakeChain(ns, 400 + i, 3, 3000));
+    ASSERT_OK(store->Put(chains.back().Puts()));
+  }
+  EXPECT_GT(store->Stats().tiers[2].entries, 0u);
+  for (const Chain& c : chains) {
+    ASSERT_OK_AND_ASSIGN(auto got, store->Get(c.stored()));
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_TRUE(got[i].found);
+      EXPECT_TRUE(Same(got[i].payload_bytes(), c.payloads[i]));
+    }
+  }
+}
+
+TEST(StoreRedis, CorruptRemoteCopyIsAMiss) {
+  SKIP_WITHOUT_REDIS();
+  TempDir dir;
+  std::string error;
+  auto redis = RedisServer::Start(dir.path(), false, &error);
+  ASSERT_TRUE(redis) << error;
+  RedisOptions ro;
+  ro.endpoints = {redis->endpoint()};
+  auto tier = RedisTier::Open(ro).value();
+  const Chain c = MakeChain(TestNamespace(), 5, 1, 2000);
+  MetaRecord m;
+  m.tokens = 256;
+  m.payload_bytes = c.payloads[0].size();
+  m.payload_checksum = 1234;  // wrong on purpose
+  RedisTier::Item item{c.keys[0].stored(), m,
+                       std::make_shared<const std::string>(c.payloads[0].begin(),
+                                                           c.payloads[0].end()),
+                       nullptr};
+  ASSERT_OK(tier->Put(std::span(&item, 1))[0]);
+  // A store that sees the key only remotely: a Lookup finds it, a Get refuses it.
+  StoreOptions o;
+  o.redis.endpoints = {redis->endpoint()};
+  auto store = Store::Open(o).value();
+  const StoredKey k = c.keys[0].stored();
+  ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(std::span(&k, 1), false));
+  EXPECT_EQ(r.keys.size(), 1u);
+  ASSERT_OK_AND_ASSIGN(auto got, store->Get(std::span(&k, 1)));
+  EXPECT_FALSE(got[0].found);
+  EXPECT_EQ(store->Stats().checksum_failures, 1u);
+  ASSERT_OK_AND_ASSIGN(r, store->Lookup(std::span(&k, 1), false));
+  EXPECT_EQ(r.keys.size(), 0u);  // the bad remote copy was deleted
+}
+
+class StoreRedisCluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RedisInstalled()) GTEST_SKIP() << "redis-server/redis-cli not installed";
+    std::string error;
+    ASSERT_TRUE(StartCluster(dir_.path(), &nodes_, &error)) << error;
+  }
+  std::vector<std::string> Endpoints() const {
+    std::vector<std::string> e;
+    for (const auto& n : nodes_) e.push_back(n->endpoint());
+    return e;
+  }
+  TempDir dir_;
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
+};
+
+TEST_F(StoreRedisCluster, SlotsMatchTheServerAndKeysSpreadOverNodes) {
+  auto router = RedisRouter::Connect({{nodes_[0]->endpoint()}, 500, 2000, 5}).value();
+  EXPECT_TRUE(router->cluster());
+  EXPECT_EQ(router->node_count(), 3u);
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 300; ++i) {
+    std::string key = "kvstash:" + std::to_string(rng());
+    if (i % 10 == 0) key = "{tag" + std::to_string(i) + "}:" + key;
+    const RedisReply r = Call(*router, key, {"CLUSTER", "KEYSLOT", key});
+    ASSERT_EQ(r.type, RedisReply::Type::kInteger);
+    ASSERT_EQ(r.integer, RedisKeySlot(key)) << key;
+  }
+  // Writes and reads of 300 keys land on the right masters (no MOVED needed).
+  std::vector<RedisCommand> sets, gets;
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    sets.push_back({key, {"SET", key, "v" + std::to_string(i)}});
+    gets.push_back({key, {"GET", key}});
+  }
+  for (auto& r : router->Execute(sets)) ASSERT_TRUE(r.ok());
+  auto got = router->Execute(gets);
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_TRUE(got[i].ok());
+    EXPECT_EQ(got[i]->str, "v" + std::to_string(i));
+  }
+  EXPECT_EQ(router->redirects(), 0u);
+}
+
+TEST_F(StoreRedisCluster, FollowsMovedAfterASlotChangesOwner) {
+  auto router = RedisRouter::Connect({{nodes_[0]->endpoint()}, 500, 2000, 5}).value();
+  const std::string key = "moved-key";
+  const int64_t slot = RedisKeySlot(key);
+  // Find the slot's owner (the router's own CLUSTER SLOTS view: a write goes there
+  // without a redirection) and move the (empty) slot to another node with
+  // CLUSTER SETSLOT NODE on every node.
+  std::vector<std::string> ids;
+  for (const auto& n : nodes_) ids.push_back(Admin(n->port(), {"CLUSTER", "MYID"}).str);
+  int owner = -1;
+  for (int n = 0; n < 3; ++n) {
+    // Non-owners answer MOVED to a GET of the key.
+    const RedisReply r = Admin(nodes_[n]->port(), {"GET", key});
+    if (r.type != RedisReply::Type::kError) owner = n;
+  }
+  ASSERT_GE(owner, 0);
+  const int target = (owner + 1) % 3;
+  for (int n = 0; n < 3; ++n) {
+    const RedisReply r = Admin(nodes_[n]->port(),
+                               {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", ids[target]});
+    ASSERT_NE(r.type, RedisReply::Type::kError) << r.str;
+  }
+  // The router still maps the slot to the old owner: its first try gets MOVED.
+  const RedisReply set = Call(*router, key, {"SET", key, "after-move"});
+  EXPECT_EQ(set.str, "OK");
+  EXPECT_GE(router->redirects(), 1u);
+  const RedisReply get = Call(*router, key, {"GET", key});
+  EXPECT_EQ(get.str, "after-move");
+  // The value lives on the new owner.
+  EXPECT_EQ(Admin(nodes_[target]->port(), {"GET", key}).str, "after-move");
+}
+
+TEST_F(StoreRedisCluster, DemotionPromotionAndAPoolSharedByTwoStores) {
+  TempDir a_dir, b_dir;
+  ExerciseDemotionAndPromotion(DemotingOptions(a_dir.path() + "/first", Endpoints()));
+  // A second node (its own T1) finds chunks the first demoted, through the shared pool.
+  const Digest256 ns = TestNamespace();
+  StoreOptions oa = DemotingOptions(a_dir.path() + "/a", Endpoints());
+  StoreOptions ob = DemotingOptions(b_dir.path() + "/b", Endpoints());
+  auto a = Store::Open(oa).value();
+  auto b = Store::Open(ob).value();
+  std::vector<Chain> chains;
+  for (int i = 0; i < 8; ++i) {
+    chains.push_back(MakeChain(ns, 500 + i, 2, 5000));
+    ASSERT_OK(a->Put(chains.back().Puts()));
+  }
+  const StoreStats sa = a->Stats();
+  ASSERT_GT(sa.tiers[2].entries, 0u);
+  uint64_t remote_hits = 0;
+  for (const Chain& c : chains) {
+    ASSERT_OK_AND_ASSIGN(LookupResult r, b->Lookup(ns, c.tokens, 256, false));
+    ASSERT_OK_AND_ASSIGN(auto got, b->Get(r.keys));
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(got[i].found);
+      EXPECT_TRUE(Same(got[i].payload_bytes(), c.payloads[i]));
+      remote_hits += got[i].tier == Tier::kRemote;
+    }
+  }
+  EXPECT_GT(remote_hits, 0u);
+  EXPECT_GT(b->Stats().tiers[1].promotions, 0u);  // B copied them into its own T1
+}
+
+}  // namespace
+}  // namespace kvstash::store::testing
