@@ -36,7 +36,8 @@ void ParallelFor(uint32_t n, int threads, Body body) {
 }  // namespace
 
 std::string SpecPredictorOptions::VariantName() const {
-  return group == 0 ? "w8a8" : "w8a8-g" + std::to_string(group);
+  const std::string base = activation_bits == 16 ? "w8a16" : "w8a8";
+  return group == 0 ? base : base + "-g" + std::to_string(group);
 }
 
 float CanonicalDot(const float* a, const float* b, uint32_t n) {
@@ -80,6 +81,12 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
                                                              const SpecPredictorOptions& options) {
   KVSTASH_RETURN_IF_ERROR(model.Validate());
   if (options.group < 0) return Status::InvalidArgument("predictor group must be >= 0");
+  if (options.activation_bits != 8 && options.activation_bits != 16) {
+    return Status::InvalidArgument("predictor activation_bits must be 8 or 16");
+  }
+  if (options.activation_bits == 16 && (options.group < 1 || options.group > spec::kMaxInt16Group)) {
+    return Status::InvalidArgument("W8A16 predictor needs a group of 1..512 channels");
+  }
   std::unique_ptr<SpecPredictor> p(new SpecPredictor());
   p->config_ = model.config;
   p->options_ = options;
@@ -106,6 +113,7 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
   std::vector<uint8_t> meta;
   ByteWriter w(&meta);
   w.U32(static_cast<uint32_t>(options.group));
+  w.U32(static_cast<uint32_t>(options.activation_bits));
   w.U32(p->config_.n_layers);
   w.U32(p->config_.hidden);
   w.U32(Bits(p->config_.rope_theta));
@@ -129,15 +137,19 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
 Status SpecPredictor::Project(const QuantLinear& q, const float* x, uint32_t rows,
                               float* y) const {
   const int group = options_.group == 0 ? static_cast<int>(q.in) : options_.group;
+  const auto in = std::span(x, static_cast<size_t>(rows) * q.in);
+  const auto out = std::span(y, static_cast<size_t>(rows) * q.out);
+  const int m = static_cast<int>(rows), n = static_cast<int>(q.out), k = static_cast<int>(q.in);
+  if (options_.activation_bits == 16) {
+    spec::Int16Rows a;
+    KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt16(in, m, k, group, &a));
+    return spec::Int16x8GemmGroupedNT(a.q, a.scales, q.w.q, q.w.scales, out, m, n, k, group,
+                                      options_.backend, options_.threads);
+  }
   spec::Int8Rows a;
-  KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt8(
-      std::span(x, static_cast<size_t>(rows) * q.in), static_cast<int>(rows),
-      static_cast<int>(q.in), group, &a));
-  return spec::Int8GemmGroupedNT(a.q, a.scales, q.w.q, q.w.scales,
-                                 std::span(y, static_cast<size_t>(rows) * q.out),
-                                 static_cast<int>(rows), static_cast<int>(q.out),
-                                 static_cast<int>(q.in), group, options_.backend,
-                                 options_.threads);
+  KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt8(in, m, k, group, &a));
+  return spec::Int8GemmGroupedNT(a.q, a.scales, q.w.q, q.w.scales, out, m, n, k, group,
+                                 options_.backend, options_.threads);
 }
 
 void SpecPredictor::RmsNormRows(float* x, uint32_t rows, uint32_t n,

@@ -14,7 +14,8 @@ namespace kvstash::spec {
 namespace {
 
 // Dot product of two int8 vectors of length k (portable reference).
-int32_t DotScalar(const int8_t* a, const int8_t* b, int k) {
+template <typename TA>
+int32_t DotScalar(const TA* a, const int8_t* b, int k) {
   int32_t s = 0;
   for (int i = 0; i < k; ++i) s += static_cast<int32_t>(a[i]) * static_cast<int32_t>(b[i]);
   return s;
@@ -30,9 +31,13 @@ __attribute__((target("avx2"))) inline int32_t HorizontalSum(__m256i v) {
 __attribute__((target("avx2"))) inline __m256i LoadWiden(const int8_t* p) {
   return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+__attribute__((target("avx2"))) inline __m256i LoadWiden(const int16_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
 
 // Four dot products of one A row with four B rows, 16 channels per step.
-__attribute__((target("avx2"))) void Dot4Avx2(const int8_t* a, const int8_t* b0,
+template <typename TA>
+__attribute__((target("avx2"))) void Dot4Avx2(const TA* a, const int8_t* b0,
                                               const int8_t* b1, const int8_t* b2,
                                               const int8_t* b3, int k, int32_t* out) {
   __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
@@ -50,7 +55,8 @@ __attribute__((target("avx2"))) void Dot4Avx2(const int8_t* a, const int8_t* b0,
   out[3] = HorizontalSum(acc3) + DotScalar(a + i, b3 + i, k - i);
 }
 
-__attribute__((target("avx2"))) int32_t DotAvx2(const int8_t* a, const int8_t* b, int k) {
+template <typename TA>
+__attribute__((target("avx2"))) int32_t DotAvx2(const TA* a, const int8_t* b, int k) {
   __m256i acc = _mm256_setzero_si256();
   int i = 0;
   for (; i + 16 <= k; i += 16) {
@@ -60,7 +66,8 @@ __attribute__((target("avx2"))) int32_t DotAvx2(const int8_t* a, const int8_t* b
 }
 
 // Dot products of row a (length len) with rows b[j*ldb] for j in [0, n); out[j].
-void DotRow(const int8_t* a, const int8_t* b, int ldb, int n, int len, bool avx2, int32_t* out) {
+template <typename TA>
+void DotRow(const TA* a, const int8_t* b, int ldb, int n, int len, bool avx2, int32_t* out) {
   int j = 0;
   if (avx2) {
     for (; j + 4 <= n; j += 4) {
@@ -134,12 +141,18 @@ Status Int8GemmNT(std::span<const int8_t> a, std::span<const int8_t> b, std::spa
   return Status::Ok();
 }
 
-Status Int8GemmGroupedNT(std::span<const int8_t> a, std::span<const float> a_scale,
+namespace {
+
+template <typename TA>
+Status GroupedNT(std::span<const TA> a, std::span<const float> a_scale,
                          std::span<const int8_t> b, std::span<const float> b_scale,
                          std::span<float> out, int m, int n, int k, int group,
                          GemmBackend backend, int threads) {
   KVSTASH_RETURN_IF_ERROR(CheckShapes(a.size(), b.size(), out.size(), m, n, k));
   if (group < 1) return Status::InvalidArgument("GEMM group size must be >= 1");
+  if (sizeof(TA) == 2 && group > kMaxInt16Group) {
+    return Status::InvalidArgument("int16 x int8 GEMM group above 512 could overflow int32");
+  }
   const int groups = (k + group - 1) / group;
   if (a_scale.size() != static_cast<size_t>(m) * groups ||
       b_scale.size() != static_cast<size_t>(n) * groups) {
@@ -165,6 +178,22 @@ Status Int8GemmGroupedNT(std::span<const int8_t> a, std::span<const float> a_sca
     }
   });
   return Status::Ok();
+}
+
+}  // namespace
+
+Status Int8GemmGroupedNT(std::span<const int8_t> a, std::span<const float> a_scale,
+                         std::span<const int8_t> b, std::span<const float> b_scale,
+                         std::span<float> out, int m, int n, int k, int group,
+                         GemmBackend backend, int threads) {
+  return GroupedNT<int8_t>(a, a_scale, b, b_scale, out, m, n, k, group, backend, threads);
+}
+
+Status Int16x8GemmGroupedNT(std::span<const int16_t> a, std::span<const float> a_scale,
+                            std::span<const int8_t> b, std::span<const float> b_scale,
+                            std::span<float> out, int m, int n, int k, int group,
+                            GemmBackend backend, int threads) {
+  return GroupedNT<int16_t>(a, a_scale, b, b_scale, out, m, n, k, group, backend, threads);
 }
 
 }  // namespace kvstash::spec

@@ -49,4 +49,15 @@ Status Int8GemmGroupedNT(std::span<const int8_t> a, std::span<const float> a_sca
                          std::span<float> out, int m, int n, int k, int group,
                          GemmBackend backend = GemmBackend::kAuto, int threads = 1);
 
+// Largest group of the int16 x int8 product: 512 * 32767 * 128 < 2^31, so each group's
+// int32 dot product is exact.
+inline constexpr int kMaxInt16Group = 512;
+
+// As Int8GemmGroupedNT with int16 activations (W8A16: 256x finer activation steps).
+// REQUIRES: 1 <= group <= kMaxInt16Group (InvalidArgument otherwise).
+Status Int16x8GemmGroupedNT(std::span<const int16_t> a, std::span<const float> a_scale,
+                            std::span<const int8_t> b, std::span<const float> b_scale,
+                            std::span<float> out, int m, int n, int k, int group,
+                            GemmBackend backend = GemmBackend::kAuto, int threads = 1);
+
 }  // namespace kvstash::spec

@@ -13,7 +13,11 @@ float RoundHalfEven(float x) {
   return DSub(DAdd(x, kMagic), kMagic);
 }
 
-Status QuantizeRowsInt8(std::span<const float> x, int rows, int cols, int group, Int8Rows* out) {
+namespace {
+
+template <typename Rows, typename Q>
+Status QuantizeRows(std::span<const float> x, int rows, int cols, int group, float qmax,
+                    Rows* out) {
   if (rows < 0 || cols < 0 || group < 1) {
     return Status::InvalidArgument("quantise: rows, cols >= 0 and group >= 1 required");
   }
@@ -37,21 +41,32 @@ Status QuantizeRowsInt8(std::span<const float> x, int rows, int cols, int group,
         const float a = x[begin + i] < 0.0f ? -x[begin + i] : x[begin + i];
         if (a > amax && a <= kInf) amax = a;  // NaN and Inf never win
       }
-      const float scale = amax > 0.0f ? DDiv(amax, 127.0f) : 1.0f;
+      const float scale = amax > 0.0f ? DDiv(amax, qmax) : 1.0f;
       out->scales[static_cast<size_t>(r) * groups + g] = scale;
       for (size_t i = 0; i < len; ++i) {
         const float v = x[begin + i];
-        int8_t q = 0;
+        Q q = 0;
         if (v == v) {  // not NaN
           float t = DDiv(v, scale);
-          t = t > 127.0f ? 127.0f : (t < -127.0f ? -127.0f : t);
-          q = static_cast<int8_t>(RoundHalfEven(t));
+          t = t > qmax ? qmax : (t < -qmax ? -qmax : t);
+          q = static_cast<Q>(RoundHalfEven(t));
         }
         out->q[begin + i] = q;
       }
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status QuantizeRowsInt8(std::span<const float> x, int rows, int cols, int group, Int8Rows* out) {
+  return QuantizeRows<Int8Rows, int8_t>(x, rows, cols, group, 127.0f, out);
+}
+
+Status QuantizeRowsInt16(std::span<const float> x, int rows, int cols, int group,
+                         Int16Rows* out) {
+  return QuantizeRows<Int16Rows, int16_t>(x, rows, cols, group, 32767.0f, out);
 }
 
 }  // namespace kvstash::spec

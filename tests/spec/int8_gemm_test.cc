@@ -100,3 +100,37 @@ TEST(Int8GemmTest, RejectsBadShapes) {
 
 }  // namespace
 }  // namespace kvstash::spec
+
+namespace kvstash::spec {
+namespace {
+
+TEST(Int16GemmTest, MatchesNaiveAtExtremesAndRejectsLargeGroups) {
+  const int m = 3, n = 5, k = 1030, group = 512, groups = 3;
+  std::vector<int16_t> a(m * k);
+  std::vector<int8_t> b(n * k);
+  std::mt19937 rng(11);
+  for (auto& x : a) x = (rng() % 3 == 0) ? (rng() % 2 ? 32767 : -32767) : static_cast<int16_t>(rng() % 65535 - 32767);
+  for (auto& x : b) x = (rng() % 3 == 0) ? -128 : static_cast<int8_t>(rng() % 255 - 127);
+  std::vector<float> sa(m * groups, 1.0f), sb(n * groups, 1.0f);
+  std::vector<float> want(m * n);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int g = 0; g < groups; ++g) {
+        int64_t d = 0;
+        for (int t = g * group; t < std::min(k, (g + 1) * group); ++t) d += int64_t{a[i * k + t]} * b[j * k + t];
+        acc = acc + static_cast<float>(d);
+      }
+      want[i * n + j] = acc;
+    }
+  for (GemmBackend be : {GemmBackend::kScalar, GemmBackend::kAuto}) {
+    std::vector<float> out(m * n);
+    ASSERT_OK(Int16x8GemmGroupedNT(a, sa, b, sb, out, m, n, k, group, be, 2));
+    EXPECT_EQ(out, want);
+  }
+  std::vector<float> out(m * n), sa2(m * 2), sb2(n * 2);
+  EXPECT_STATUS(Int16x8GemmGroupedNT(a, sa2, b, sb2, out, m, n, k, 1024), kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace kvstash::spec

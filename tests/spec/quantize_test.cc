@@ -60,3 +60,20 @@ TEST(QuantizeTest, GroupsSpecialsAndErrors) {
 
 }  // namespace
 }  // namespace kvstash::spec
+
+namespace kvstash::spec {
+namespace {
+
+TEST(QuantizeTest, Int16Rows) {
+  std::vector<float> x = {3.2767f, -1.0f, 0.00005f, 0.00015f};
+  Int16Rows q;
+  ASSERT_OK(QuantizeRowsInt16(x, 1, 4, 4, &q));
+  EXPECT_FLOAT_EQ(q.scales[0], 3.2767f / 32767.0f);
+  EXPECT_EQ(q.q[0], 32767);
+  EXPECT_EQ(q.q[1], -10000);
+  EXPECT_EQ(q.q[2], 0);  // 0.5 -> 0
+  EXPECT_EQ(q.q[3], 2);  // 1.5 -> 2
+}
+
+}  // namespace
+}  // namespace kvstash::spec
