@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "codec/entropy/det_math.h"
 #include "codec/spec/det_math.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
@@ -54,7 +55,7 @@ void DeterministicRope(uint32_t first, uint32_t count, uint32_t head_dim, float 
   const double log_theta = spec::DetLogD(static_cast<double>(theta));
   for (uint32_t i = 0; i < half; ++i) {
     const double expo = (2.0 * i) / head_dim;
-    const auto inv_freq = static_cast<float>(1.0 / spec::DetExpD(expo * log_theta));
+    const auto inv_freq = static_cast<float>(1.0 / entropy::DetExp(expo * log_theta));
     for (uint32_t p = 0; p < count; ++p) {
       const float angle = DMul(static_cast<float>(first + p), inv_freq);
       double s, c;

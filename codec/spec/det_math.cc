@@ -5,29 +5,12 @@
 namespace kvstash::spec {
 namespace {
 
-// 2^k as a double for -1022 <= k <= 1023.
-double Pow2d(int k) { return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52); }
-
 int64_t FloorToInt64(double x) {
   const auto t = static_cast<int64_t>(x);
   return (static_cast<double>(t) > x) ? t - 1 : t;
 }
 
 }  // namespace
-
-double DetExpD(double x) {
-  // Cody-Waite: x = k ln2 + r, |r| <= ln2/2; ln2 split so k*kLn2Hi is exact (|k| < 2^11).
-  constexpr double kLn2Hi = 6.93147180369123816490e-01;  // 32 significant bits
-  constexpr double kLn2Lo = 1.90821492927058770002e-10;
-  const int64_t k = FloorToInt64(x * 1.44269504088896338700 + 0.5);
-  const double kd = static_cast<double>(k);
-  const double r = (x - kd * kLn2Hi) - kd * kLn2Lo;
-  // Taylor to degree 20: |r|^21/21! < 1e-22 for |r| <= 0.347.
-  double p = 1.0;
-  for (int i = 20; i >= 1; --i) p = 1.0 + p * r / static_cast<double>(i);
-  const int k1 = static_cast<int>(k / 2);
-  return p * Pow2d(k1) * Pow2d(static_cast<int>(k) - k1);
-}
 
 double DetLogD(double x) {
   // x = m * 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m-1)/(m+1).

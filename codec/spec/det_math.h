@@ -10,8 +10,8 @@
 //   which is also correctly rounded and so identical everywhere. No libm call.
 // - Accuracy is secondary to determinism: DetExp is within 2 ulp of exp on
 //   [-87.3, 88.7] (flushes to 0 below: no subnormal results); DetRsqrt within 3 ulp.
-// - The double-precision helpers (DetSinCosD, DetExpD, DetLogD) run on the host only,
-//   once, to build RoPE tables; double +,-,* are as deterministic as float's.
+// - The double-precision helpers (DetSinCosD, DetLogD; e^x is entropy::DetExp in
+//   codec/entropy/det_math.h) run on the host only, once, to build RoPE tables.
 //
 // Sources: Cody & Waite, "Software Manual for the Elementary Functions" (1980) for the
 // argument reductions; Taylor coefficients for the polynomials; Newton-Raphson for
@@ -110,8 +110,6 @@ KVSTASH_HD inline float DetSilu(float x) { return DDiv(x, DAdd(1.0f, DetExp(-x))
 
 // ---------------------------------------------------------------- host, double
 
-// e^x in double for |x| <= 700 (host-only table building).
-double DetExpD(double x);
 // Natural log for x > 0 finite (host-only table building).
 double DetLogD(double x);
 // sin and cos of x for |x| <= 2^20 (host-only, RoPE tables).
