@@ -33,7 +33,6 @@ void CausalAttention(const AttentionShape& s, const float* q, const float* k, co
       const float* qt = q + static_cast<size_t>(t0) * ldq + h * hd;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, hd, scale, qt, ldq, k + g * hd, ldkv, 0.0f,
                   scores, n);
-#pragma omp parallel for schedule(static) if (rows >= 64)
       for (int t = 0; t < rows; ++t) {
         float* row = scores + static_cast<size_t>(t) * n;
         const int valid = past + t0 + t + 1;

@@ -8,7 +8,7 @@
 // masked ones zeroed after the softmax); the softmax runs in fp32 with the row max
 // subtracted and the sum accumulated in double.
 //
-// Thread-safety: pure over caller buffers; uses the BLAS thread pool and OpenMP.
+// Thread-safety: pure over caller buffers; parallel through the BLAS thread pool.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,6 @@
 namespace kvstash::model {
 
 void RmsNorm(float* x, uint32_t rows, uint32_t n, const float* w, float eps) {
-#pragma omp parallel for schedule(static) if (rows >= 64)
   for (int64_t r = 0; r < static_cast<int64_t>(rows); ++r) {
     float* row = x + r * n;
     double ss = 0;
@@ -37,7 +36,6 @@ RopeTable RopeTable::Build(uint32_t first, uint32_t count, uint32_t head_dim, fl
 
 void ApplyRope(float* x, uint32_t n_heads, uint32_t head_dim, const RopeTable& t) {
   const uint32_t half = head_dim / 2;
-#pragma omp parallel for schedule(static) if (t.count >= 64)
   for (int64_t p = 0; p < static_cast<int64_t>(t.count); ++p) {
     const float* c = &t.cos[p * half];
     const float* s = &t.sin[p * half];
@@ -53,7 +51,6 @@ void ApplyRope(float* x, uint32_t n_heads, uint32_t head_dim, const RopeTable& t
 }
 
 void SiluMul(float* gate, const float* up, uint64_t n) {
-#pragma omp parallel for schedule(static) if (n >= 65536)
   for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
     const float g = gate[i];
     gate[i] = (g / (1.0f + std::exp(-g))) * up[i];

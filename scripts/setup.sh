@@ -20,7 +20,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev nlohmann-json3-dev
   libboost-all-dev librocksdb-dev libhiredis-dev redis-server
-  libopenblas-dev libeigen3-dev
+  libopenblas-dev libeigen3-dev libicu-dev
   libjs-chart.js
   python3 python3-venv
 )

@@ -1,0 +1,112 @@
+// ggml dequantisation: hand-derived blocks, and gguf-py's values for seeded blocks of
+// every supported type (tests/model/data/dequant_vectors.json, tools/gen_dequant_vectors.py).
+#include <cstring>
+
+#include "common/dtype_bits.h"
+#include "model/ggml_types.h"
+#include "tests/model/test_data.h"
+
+namespace kvstash::model {
+namespace {
+
+std::vector<uint8_t> Unhex(const std::string& h) {
+  std::vector<uint8_t> out(h.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(std::stoi(h.substr(2 * i, 2), nullptr, 16));
+  return out;
+}
+
+void PutHalf(uint8_t* p, float v) {
+  const uint16_t h = F32ToF16(v);
+  p[0] = static_cast<uint8_t>(h);
+  p[1] = static_cast<uint8_t>(h >> 8);
+}
+
+TEST(Dequant, Q4_1HandDerived) {
+  // d = 0.5, m = -1: x[j] = 0.5 * (j % 16) - 1 for the low nibbles, x[j+16] = 0.5 * 15 - 1.
+  uint8_t b[20];
+  PutHalf(b, 0.5f);
+  PutHalf(b + 2, -1.0f);
+  for (int j = 0; j < 16; ++j) b[4 + j] = static_cast<uint8_t>(j | (15 << 4));
+  std::vector<float> y(32);
+  ASSERT_OK(Dequantize(GgmlType::kQ4_1, b, y));
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.5f * j - 1.0f);
+    EXPECT_EQ(y[j + 16], 6.5f);
+  }
+}
+
+TEST(Dequant, Q8_0AndQ4_0HandDerived) {
+  uint8_t b8[34];
+  PutHalf(b8, 0.25f);
+  for (int j = 0; j < 32; ++j) b8[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(j - 16));
+  std::vector<float> y(32);
+  ASSERT_OK(Dequantize(GgmlType::kQ8_0, b8, y));
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 0.25f * (j - 16));
+  uint8_t b4[18];
+  PutHalf(b4, 2.0f);
+  for (int j = 0; j < 16; ++j) b4[2 + j] = static_cast<uint8_t>(j | (8 << 4));
+  ASSERT_OK(Dequantize(GgmlType::kQ4_0, b4, y));
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 2.0f * (j - 8));
+    EXPECT_EQ(y[j + 16], 0.0f);
+  }
+}
+
+TEST(Dequant, Q4_KHandDerived) {
+  // d = 1, dmin = 0.5; sub-block scales 1..8 and mins 0..7 packed as ggml packs them.
+  uint8_t b[144] = {};
+  PutHalf(b, 1.0f);
+  PutHalf(b + 2, 0.5f);
+  uint8_t sc[8], mn[8];
+  for (int j = 0; j < 8; ++j) { sc[j] = static_cast<uint8_t>(j + 1 + (j >= 4 ? 32 : 0)); mn[j] = static_cast<uint8_t>(j + (j >= 4 ? 50 : 0)); }
+  uint8_t* s = b + 4;
+  for (int j = 0; j < 4; ++j) {
+    s[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+    s[j + 4] = static_cast<uint8_t>((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+    s[j + 8] = static_cast<uint8_t>((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
+  }
+  for (int i = 0; i < 128; ++i) b[16 + i] = static_cast<uint8_t>((i % 16) | (((i + 3) % 16) << 4));
+  std::vector<float> y(256);
+  ASSERT_OK(Dequantize(GgmlType::kQ4_K, b, y));
+  for (int sub = 0; sub < 8; ++sub) {
+    for (int l = 0; l < 32; ++l) {
+      const int byte = (sub / 2) * 32 + l;
+      const int q = sub % 2 == 0 ? byte % 16 : (byte + 3) % 16;
+      EXPECT_EQ(y[sub * 32 + l], 1.0f * sc[sub] * q - 0.5f * mn[sub]) << sub << " " << l;
+    }
+  }
+}
+
+TEST(Dequant, MatchesGgufPy) {
+  const auto j = testing::LoadJson("dequant_vectors.json");
+  ASSERT_EQ(j["cases"].size(), 7u);
+  for (const auto& c : j["cases"]) {
+    const auto bytes = Unhex(c["bytes_hex"].get<std::string>());
+    const auto want = testing::Floats(c["values"]);
+    const uint32_t id = c["type_id"].get<uint32_t>();
+    ASSERT_TRUE(IsSupportedGgmlType(id)) << c["type"];
+    std::vector<float> got(want.size());
+    ASSERT_OK(Dequantize(static_cast<GgmlType>(id), bytes, got));
+    for (size_t i = 0; i < want.size(); ++i) {
+      // gguf-py computes in float32 with numpy; products may round once differently.
+      ASSERT_NEAR(got[i], want[i], 1e-6f * std::max(1.0f, std::abs(want[i]))) << c["type"] << " element " << i;
+    }
+  }
+}
+
+TEST(Dequant, RejectsBadSizes) {
+  std::vector<float> y(31);
+  std::vector<uint8_t> b(20);
+  EXPECT_STATUS(Dequantize(GgmlType::kQ4_1, b, y), kInvalidArgument);  // 31 not a block multiple
+  y.resize(32);
+  b.resize(19);
+  EXPECT_STATUS(Dequantize(GgmlType::kQ4_1, b, y), kInvalidArgument);  // short input
+  y.resize(0);
+  b.resize(0);
+  EXPECT_OK(Dequantize(GgmlType::kQ6_K, b, y));  // empty is fine
+  EXPECT_FALSE(IsSupportedGgmlType(6));          // Q5_0
+  EXPECT_FALSE(IsSupportedGgmlType(1000));
+}
+
+}  // namespace
+}  // namespace kvstash::model
