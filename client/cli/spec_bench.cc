@@ -60,7 +60,7 @@ std::vector<ChunkRef> Chunks(const std::vector<DocRun>& docs, uint32_t C) {
   return out;
 }
 
-Result<std::vector<DocRun>> RunDocs(const model::Model& target, const model::Model& fp8_model,
+Result<std::vector<DocRun>> RunDocs(const model::Model& target, const model::Model* fp8_model,
                                     const model::SpecPredictor& predictor,
                                     const model::Corpus& corpus, double* prefill_s,
                                     double* predictor_s) {
@@ -77,12 +77,66 @@ Result<std::vector<DocRun>> RunDocs(const model::Model& target, const model::Mod
     const auto t1 = Clock::now();
     KVSTASH_RETURN_IF_ERROR(predictor.Run(r.tokens, &r.pred));
     const auto t2 = Clock::now();
-    KVSTASH_RETURN_IF_ERROR(model::Prefill(fp8_model, r.tokens, &r.published, po).status());
+    if (fp8_model != nullptr) {
+      KVSTASH_RETURN_IF_ERROR(model::Prefill(*fp8_model, r.tokens, &r.published, po).status());
+    }
     *prefill_s += Secs(t0, t1);
     *predictor_s += Secs(t1, t2);
     docs.push_back(std::move(r));
   }
   return docs;
+}
+
+// fp8: one fixed scale per (layer, K/V) from the calibration set (amax / 448), as a
+// deployment fixes k_scale / v_scale.
+std::vector<float> Fp8Scales(const std::vector<ChunkRef>& cal_chunks, const KvLayout& L) {
+  const size_t row = static_cast<size_t>(L.n_kv_heads) * L.head_dim;
+  std::vector<float> scales(2 * L.n_layers, 0.0f);
+  for (const ChunkRef& c : cal_chunks) {
+    for (uint32_t l = 0; l < L.n_layers; ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        const auto& v = kv ? c.doc->target.v[l] : c.doc->target.k[l];
+        for (size_t i = c.begin * row; i < c.end * row; ++i) {
+          scales[2 * l + kv] = std::max(scales[2 * l + kv], std::fabs(v[i]) / kFp8E4M3Max);
+        }
+      }
+    }
+  }
+  for (float& s : scales) s = s > 0.0f ? s : 1.0f;
+  return scales;
+}
+
+// Two-pass calibration of a spec artifact on the calibration chunks, against the
+// predictor's output or, when `fixed` is given, against that one prediction.
+Result<spec::SpecArtifact> Calibrate(const KvLayout& L, const std::vector<KvChunk>& cal,
+                                     const std::vector<ChunkRef>& refs,
+                                     const model::SpecPredictor& predictor,
+                                     const std::string& variant,
+                                     const spec::PredictedChunk* fixed) {
+  spec::CalibrationOptions co;
+  co.contexts.dtype = L.dtype;
+  co.predictor_digest = fixed ? 0 : predictor.Digest();
+  co.predictor_variant = variant;
+  KVSTASH_ASSIGN_OR_RETURN(auto cb, spec::SpecCalibrator::Create(L, co));
+  auto prediction = [&](size_t i) {
+    return fixed ? *fixed : Slice(refs[i].doc->pred, L, refs[i].begin, refs[i].end);
+  };
+  for (size_t i = 0; i < cal.size(); ++i) KVSTASH_RETURN_IF_ERROR(cb.AddVariance(cal[i].view(), prediction(i)));
+  KVSTASH_RETURN_IF_ERROR(cb.FreezeSigma());
+  for (size_t i = 0; i < cal.size(); ++i) KVSTASH_RETURN_IF_ERROR(cb.AddHistogram(cal[i].view(), prediction(i)));
+  return cb.Build();
+}
+
+Status WriteArtifact(const spec::SpecArtifact& art, const std::string& dir, const std::string& variant) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/spec-" + variant + "-" + std::string(DTypeName(art.layout.dtype)) + ".kvsa";
+  std::ofstream f(path, std::ios::binary);
+  const auto bytes = art.Serialize();
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!f) return Status::IOError("cannot write " + path);
+  KVSTASH_LOG_INFO("wrote spec artifact {} ({} bytes)", path, bytes.size());
+  return Status::Ok();
 }
 
 // Gaussian mass of [lo, hi] (value units), tails without cancellation.
@@ -167,8 +221,8 @@ Result<nlohmann::json> RunSpecBench(const SpecBenchOptions& o) {
   KVSTASH_LOG_INFO("bench codec spec: {} calibration and {} evaluation tokens, predictor {}",
                    cal_corpus.TotalTokens(), eval_corpus.TotalTokens(), po.VariantName());
   double cal_prefill = 0, cal_pred = 0, prefill_s = 0, predictor_s = 0;
-  KVSTASH_ASSIGN_OR_RETURN(auto cal_docs, RunDocs(*target, *fp8_model, *predictor, cal_corpus, &cal_prefill, &cal_pred));
-  KVSTASH_ASSIGN_OR_RETURN(auto eval_docs, RunDocs(*target, *fp8_model, *predictor, eval_corpus, &prefill_s, &predictor_s));
+  KVSTASH_ASSIGN_OR_RETURN(auto cal_docs, RunDocs(*target, fp8_model.get(), *predictor, cal_corpus, &cal_prefill, &cal_pred));
+  KVSTASH_ASSIGN_OR_RETURN(auto eval_docs, RunDocs(*target, fp8_model.get(), *predictor, eval_corpus, &prefill_s, &predictor_s));
   const double cost = predictor_s / prefill_s;
   const auto cal_chunks = Chunks(cal_docs, o.chunk_tokens);
   const auto eval_chunks = Chunks(eval_docs, o.chunk_tokens);
@@ -189,22 +243,7 @@ Result<nlohmann::json> RunSpecBench(const SpecBenchOptions& o) {
     const KvLayout L{mc.n_layers, mc.n_kv_heads, mc.head_dim, dt};
     const bool fp8 = dt == DType::kFP8E4M3;
     const size_t row = static_cast<size_t>(L.n_kv_heads) * L.head_dim;
-    // fp8: one fixed scale per (layer, K/V) from the calibration set (amax / 448), as a
-    // deployment fixes k_scale / v_scale.
-    std::vector<float> scales;
-    if (fp8) {
-      scales.assign(2 * L.n_layers, 0.0f);
-      for (const ChunkRef& c : cal_chunks) {
-        for (uint32_t l = 0; l < L.n_layers; ++l) {
-          for (int kv = 0; kv < 2; ++kv) {
-            const auto& v = kv ? c.doc->target.v[l] : c.doc->target.k[l];
-            for (size_t i = c.begin * row; i < c.end * row; ++i) {
-              scales[2 * l + kv] = std::max(scales[2 * l + kv], std::fabs(v[i]) / kFp8E4M3Max);
-            }
-          }
-        }
-      }
-    }
+    const std::vector<float> scales = fp8 ? Fp8Scales(cal_chunks, L) : std::vector<float>();
     auto chunk_of = [&](const ChunkRef& c) {
       return model::ToKvChunk(c.doc->target, c.begin, c.end, dt, scales);
     };
@@ -247,32 +286,12 @@ Result<nlohmann::json> RunSpecBench(const SpecBenchOptions& o) {
     }
 
     // Calibrate our coder and the per-channel baseline.
-    auto calibrate = [&](bool use_mean, const std::string& variant) -> Result<spec::SpecArtifact> {
-      spec::CalibrationOptions co;
-      co.contexts.dtype = dt;
-      co.predictor_digest = use_mean ? 0 : predictor->Digest();
-      co.predictor_variant = variant;
-      KVSTASH_ASSIGN_OR_RETURN(auto cb, spec::SpecCalibrator::Create(L, co));
-      for (size_t i = 0; i < cal.size(); ++i) {
-        const auto p = use_mean ? mean_pred : Slice(cal_chunks[i].doc->pred, L, cal_chunks[i].begin, cal_chunks[i].end);
-        KVSTASH_RETURN_IF_ERROR(cb.AddVariance(cal[i].view(), p));
-      }
-      KVSTASH_RETURN_IF_ERROR(cb.FreezeSigma());
-      for (size_t i = 0; i < cal.size(); ++i) {
-        const auto p = use_mean ? mean_pred : Slice(cal_chunks[i].doc->pred, L, cal_chunks[i].begin, cal_chunks[i].end);
-        KVSTASH_RETURN_IF_ERROR(cb.AddHistogram(cal[i].view(), p));
-      }
-      return cb.Build();
-    };
-    KVSTASH_ASSIGN_OR_RETURN(spec::SpecArtifact art, calibrate(false, po.VariantName()));
-    KVSTASH_ASSIGN_OR_RETURN(spec::SpecArtifact art_mean, calibrate(true, "per-channel-mean"));
+    KVSTASH_ASSIGN_OR_RETURN(spec::SpecArtifact art,
+                             Calibrate(L, cal, cal_chunks, *predictor, po.VariantName(), nullptr));
+    KVSTASH_ASSIGN_OR_RETURN(spec::SpecArtifact art_mean,
+                             Calibrate(L, cal, cal_chunks, *predictor, "per-channel-mean", &mean_pred));
     if (!o.artifact_dir.empty()) {
-      std::filesystem::create_directories(o.artifact_dir);
-      const std::string path = o.artifact_dir + "/spec-" + po.VariantName() + "-" + std::string(DTypeName(dt)) + ".kvsa";
-      std::ofstream f(path, std::ios::binary);
-      const auto bytes = art.Serialize();
-      f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-      KVSTASH_LOG_INFO("wrote {}", path);
+      KVSTASH_RETURN_IF_ERROR(WriteArtifact(art, o.artifact_dir, po.VariantName()));
     }
 
     // Published model parameters: per-channel sigma of the FP8-block predictor's
@@ -396,6 +415,35 @@ Result<nlohmann::json> RunSpecBench(const SpecBenchOptions& o) {
     out["breakdown"][std::string(DTypeName(dt))] = br;
   }
   return out;
+}
+
+Status CalibrateSpec(const SpecBenchOptions& o) {
+  if (o.artifact_dir.empty()) return Status::InvalidArgument("calibrate spec: no output folder");
+  KVSTASH_ASSIGN_OR_RETURN(auto target, model::LoadModel(o.model_path));
+  if (!target->tokenizer) return Status::InvalidArgument("calibrate spec: the model file has no tokenizer");
+  model::SpecPredictorOptions po;
+  po.group = o.predictor_group;
+  po.activation_bits = o.predictor_activation_bits;
+  po.threads = o.threads;
+  KVSTASH_ASSIGN_OR_RETURN(auto predictor, model::SpecPredictor::Create(*target, po));
+  KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*target->tokenizer, model::CorpusSplit::kCalibration,
+                                                          o.doc_tokens, o.cal_tokens));
+  double prefill_s = 0, predictor_s = 0;
+  KVSTASH_ASSIGN_OR_RETURN(auto docs, RunDocs(*target, nullptr, *predictor, corpus, &prefill_s, &predictor_s));
+  const auto refs = Chunks(docs, o.chunk_tokens);
+  if (refs.empty()) return Status::InvalidArgument("calibrate spec: not enough text for one chunk");
+  for (DType dt : o.dtypes) {
+    const KvLayout L{target->config.n_layers, target->config.n_kv_heads, target->config.head_dim, dt};
+    const std::vector<float> scales = dt == DType::kFP8E4M3 ? Fp8Scales(refs, L) : std::vector<float>();
+    std::vector<KvChunk> cal;
+    for (const ChunkRef& c : refs) {
+      KVSTASH_ASSIGN_OR_RETURN(KvChunk k, model::ToKvChunk(c.doc->target, c.begin, c.end, dt, scales));
+      cal.push_back(std::move(k));
+    }
+    KVSTASH_ASSIGN_OR_RETURN(auto art, Calibrate(L, cal, refs, *predictor, po.VariantName(), nullptr));
+    KVSTASH_RETURN_IF_ERROR(WriteArtifact(art, o.artifact_dir, po.VariantName()));
+  }
+  return Status::Ok();
 }
 
 }  // namespace kvstash::cli

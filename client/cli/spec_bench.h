@@ -41,4 +41,8 @@ struct SpecBenchOptions {
 // Runs the benchmark; returns {"rows": [...], "breakdown": {...}, "setup": {...}}.
 Result<nlohmann::json> RunSpecBench(const SpecBenchOptions& options);
 
+// Calibration only (`kvstash calibrate spec`): writes one artifact per dtype to
+// options.artifact_dir as spec-<predictor variant>-<dtype>.kvsa.
+Status CalibrateSpec(const SpecBenchOptions& options);
+
 }  // namespace kvstash::cli
