@@ -39,6 +39,9 @@ double UpperTail(double z) { return 0.5 * DetErfc(z * kInvSqrt2); }
 double GaussianCell(double lo, double hi, double mu, double sigma) {
   const double zl = (lo - mu) / sigma;
   const double zh = (hi - mu) / sigma;
+  // Beyond 40 sd both tails are exactly 0 in double (erfc(28.3) < 2^-1074): skip the
+  // series, which makes 16-bit pmfs of narrow Gaussians cheap. Results are unchanged.
+  if (zl >= 40.0 || zh <= -40.0) return 0.0;
   if (zl >= 0.0) return UpperTail(zl) - UpperTail(zh);
   if (zh <= 0.0) return UpperTail(-zh) - UpperTail(-zl);
   return 1.0 - UpperTail(-zl) - UpperTail(zh);

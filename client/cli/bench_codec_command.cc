@@ -1,0 +1,105 @@
+// `kvstash bench codec --codec spec --dtype bf16|fp8|both --json FILE`: the codec
+// comparison table on SmolLM2-135M and real text (client/cli/spec_bench.h).
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "client/cli/command_registry.h"
+#include "client/cli/spec_bench.h"
+
+namespace kvstash::cli {
+namespace {
+
+struct Options {
+  std::string codec = "spec";
+  std::string dtype = "both";
+  std::string json;
+  SpecBenchOptions spec;
+};
+
+void PrintTable(const nlohmann::json& out) {
+  std::cout << std::left << std::setw(16) << "codec" << std::setw(10) << "dtype" << std::right
+            << std::setw(8) << "tokens" << std::setw(14) << "raw_bytes" << std::setw(14)
+            << "stored_bytes" << std::setw(8) << "ratio" << std::setw(10) << "bits/sc"
+            << std::setw(10) << "ideal" << std::setw(10) << "lossless" << std::setw(10) << "enc MB/s"
+            << std::setw(10) << "dec MB/s" << std::setw(10) << "pred cost" << "\n";
+  auto num = [](const nlohmann::json& v, int prec) {
+    std::ostringstream s;
+    if (v.is_null()) return std::string("-");
+    if (v.is_boolean()) return std::string(v.get<bool>() ? "yes" : "NO");
+    s << std::fixed << std::setprecision(prec) << v.get<double>();
+    return s.str();
+  };
+  for (const auto& r : out["rows"]) {
+    std::cout << std::left << std::setw(16) << r["codec"].get<std::string>() << std::setw(10)
+              << r["dtype"].get<std::string>() << std::right << std::setw(8) << r["tokens"].get<uint64_t>()
+              << std::setw(14) << r["raw_bytes"].get<uint64_t>() << std::setw(14)
+              << r["stored_bytes"].get<uint64_t>() << std::setw(8) << num(r["ratio"], 3) << std::setw(10)
+              << num(r["bits_per_scalar"], 3) << std::setw(10) << num(r["ideal_bits_per_scalar"], 3)
+              << std::setw(10) << num(r["lossless"], 0) << std::setw(10) << num(r["encode_mb_s"], 1)
+              << std::setw(10) << num(r["decode_mb_s"], 1) << std::setw(10)
+              << num(r["predictor_cost_vs_prefill"], 2) << "\n";
+  }
+}
+
+int Run(Options o) {
+  if (o.codec != "spec") {
+    std::cerr << "kvstash bench codec: codec '" << o.codec << "' is not available in this build "
+              << "(available: spec)\n";
+    return 2;
+  }
+  if (o.dtype == "both") {
+    o.spec.dtypes = {DType::kBF16, DType::kFP8E4M3};
+  } else if (auto d = ParseDType(o.dtype); d.ok() && (*d == DType::kBF16 || *d == DType::kFP8E4M3)) {
+    o.spec.dtypes = {*d};
+  } else {
+    std::cerr << "kvstash bench codec: --dtype must be bf16, fp8 or both\n";
+    return 2;
+  }
+  auto out = RunSpecBench(o.spec);
+  if (!out.ok()) {
+    std::cerr << "kvstash bench codec: " << out.status().ToString() << "\n";
+    return 1;
+  }
+  PrintTable(*out);
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << out->dump(1) << "\n";
+    if (!f) {
+      std::cerr << "kvstash bench codec: cannot write " << o.json << "\n";
+      return 1;
+    }
+  }
+  for (const auto& r : (*out)["rows"]) {
+    if (r["lossless"].is_boolean() && !r["lossless"].get<bool>()) return 3;  // never silent
+  }
+  return 0;
+}
+
+const bool kRegistered = RegisterCommand(
+    "bench codec", "Compare KV codecs on a real model and real text (bits/scalar, ratio, speed)",
+    [](CLI::App* cmd) {
+      auto o = std::make_shared<Options>();
+      o->spec.model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+      o->spec.artifact_dir = "models/artifacts";
+      cmd->add_option("--codec", o->codec, "Codec to measure: spec")->capture_default_str();
+      cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();
+      cmd->add_option("--json", o->json, "Write the table (rows, breakdown, setup) to FILE as JSON");
+      cmd->add_option("--model", o->spec.model_path, "Target model file")->capture_default_str();
+      cmd->add_option("--eval-tokens", o->spec.eval_tokens, "Evaluation tokens")->capture_default_str();
+      cmd->add_option("--cal-tokens", o->spec.cal_tokens, "Calibration tokens")->capture_default_str();
+      cmd->add_option("--doc-tokens", o->spec.doc_tokens, "Tokens per prompt")->capture_default_str();
+      cmd->add_option("--chunk-tokens", o->spec.chunk_tokens, "Tokens per chunk")->capture_default_str();
+      cmd->add_option("--threads", o->spec.threads, "Predictor threads")->capture_default_str();
+      cmd->add_option("--predictor-group", o->spec.predictor_group,
+                      "Predictor quantisation group (0 = per channel)")->capture_default_str();
+      cmd->add_option("--predictor-activation-bits", o->spec.predictor_activation_bits,
+                      "Predictor activation bits: 8 or 16")->capture_default_str();
+      cmd->add_option("--artifact-dir", o->spec.artifact_dir,
+                      "Write the calibrated spec artifacts here (empty: do not write)")->capture_default_str();
+      return [o] { return Run(*o); };
+    });
+
+}  // namespace
+}  // namespace kvstash::cli

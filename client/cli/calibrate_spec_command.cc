@@ -1,0 +1,54 @@
+// `kvstash calibrate spec`: runs the target model and the deterministic predictor over
+// the calibration corpus (model/text_corpus.h) and writes one spec artifact per dtype
+// (codec/spec/spec_artifact.h) to --out.
+#include <iostream>
+
+#include "client/cli/command_registry.h"
+#include "client/cli/spec_bench.h"
+
+namespace kvstash::cli {
+namespace {
+
+struct Options {
+  std::string dtype = "both";
+  SpecBenchOptions spec;
+};
+
+int Run(Options o) {
+  if (o.dtype == "both") {
+    o.spec.dtypes = {DType::kBF16, DType::kFP8E4M3};
+  } else if (auto d = ParseDType(o.dtype); d.ok() && (*d == DType::kBF16 || *d == DType::kFP8E4M3)) {
+    o.spec.dtypes = {*d};
+  } else {
+    std::cerr << "kvstash calibrate spec: --dtype must be bf16, fp8 or both\n";
+    return 2;
+  }
+  if (Status s = CalibrateSpec(o.spec); !s.ok()) {
+    std::cerr << "kvstash calibrate spec: " << s.ToString() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+const bool kRegistered = RegisterCommand(
+    "calibrate spec", "Calibrate the spec codec (residual spreads, frequency tables) on real text",
+    [](CLI::App* cmd) {
+      auto o = std::make_shared<Options>();
+      o->spec.model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+      o->spec.artifact_dir = "models/artifacts";
+      cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();
+      cmd->add_option("--model", o->spec.model_path, "Target model file")->capture_default_str();
+      cmd->add_option("--out", o->spec.artifact_dir, "Output folder")->capture_default_str();
+      cmd->add_option("--cal-tokens", o->spec.cal_tokens, "Calibration tokens")->capture_default_str();
+      cmd->add_option("--doc-tokens", o->spec.doc_tokens, "Tokens per prompt")->capture_default_str();
+      cmd->add_option("--chunk-tokens", o->spec.chunk_tokens, "Tokens per chunk")->capture_default_str();
+      cmd->add_option("--threads", o->spec.threads, "Predictor threads")->capture_default_str();
+      cmd->add_option("--predictor-group", o->spec.predictor_group,
+                      "Predictor quantisation group (0 = per channel)")->capture_default_str();
+      cmd->add_option("--predictor-activation-bits", o->spec.predictor_activation_bits,
+                      "Predictor activation bits: 8 or 16")->capture_default_str();
+      return [o] { return Run(*o); };
+    });
+
+}  // namespace
+}  // namespace kvstash::cli

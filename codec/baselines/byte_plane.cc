@@ -1,0 +1,88 @@
+#include "codec/baselines/byte_plane.h"
+
+#include "codec/entropy/rans.h"
+#include "codec/entropy/table_builder.h"
+#include "common/byte_io.h"
+
+namespace kvstash::baselines {
+namespace {
+constexpr int kPrecision = 12;
+}  // namespace
+
+Result<std::vector<uint8_t>> EncodeBytePlanePayload(const KvChunkView& chunk,
+                                                    const Digest256& model_fingerprint,
+                                                    uint32_t token_offset) {
+  KVSTASH_RETURN_IF_ERROR(chunk.Validate());
+  const size_t width = DTypeSize(chunk.layout.dtype);
+  const size_t n = chunk.data.size() / width;
+  std::vector<uint8_t> body;
+  ByteWriter w(&body);
+  w.U32(static_cast<uint32_t>(width));
+  std::vector<uint8_t> plane(n);
+  for (size_t p = 0; p < width; ++p) {
+    std::vector<double> hist(256, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      plane[i] = chunk.data[i * width + p];
+      hist[plane[i]] += 1.0;
+    }
+    entropy::TableBuildOptions o;
+    o.precision = kPrecision;
+    KVSTASH_ASSIGN_OR_RETURN(auto table, entropy::BuildTable(hist, o));
+    const std::vector<uint8_t> tb = table.Serialize();
+    w.U32(static_cast<uint32_t>(tb.size()));
+    w.Bytes(tb);
+    std::vector<entropy::FrequencyTable> one;
+    one.push_back(std::move(table));
+    KVSTASH_ASSIGN_OR_RETURN(auto set, entropy::TableSet::Create(std::move(one)));
+    KVSTASH_ASSIGN_OR_RETURN(auto stream, entropy::RansEncode(plane, {}, set));
+    w.U32(static_cast<uint32_t>(stream.size()));
+    w.Bytes(stream);
+  }
+  for (float s : chunk.scales) w.U32(Bits(s));
+  PayloadHeader h;
+  h.codec = CodecId::kBytePlane;
+  h.layout = chunk.layout;
+  h.tokens = chunk.tokens;
+  h.token_offset = token_offset;
+  h.model_fingerprint = model_fingerprint;
+  h.content_checksum = chunk.ContentChecksum();
+  return BuildPayload(h, body);
+}
+
+Result<KvChunk> DecodeBytePlanePayload(std::span<const uint8_t> payload) {
+  KVSTASH_ASSIGN_OR_RETURN(PayloadView pv, ParsePayload(payload));
+  if (pv.header.codec != CodecId::kBytePlane) return Status::Mismatch("not a byte-plane payload");
+  KvChunk out = KvChunk::Zeros(pv.header.layout, pv.header.tokens);
+  const size_t width = DTypeSize(out.layout.dtype);
+  const size_t n = out.data.size() / width;
+  ByteReader r(pv.body);
+  uint32_t planes = 0;
+  if (!r.U32(&planes) || planes != width) return Status::Corruption("byte-plane body: plane count");
+  std::vector<uint8_t> plane(n);
+  for (size_t p = 0; p < width; ++p) {
+    uint32_t tb_len = 0, st_len = 0;
+    std::span<const uint8_t> tb, st;
+    if (!r.U32(&tb_len) || !r.Take(tb_len, &tb)) return Status::Corruption("byte-plane body truncated");
+    size_t used = 0;
+    KVSTASH_ASSIGN_OR_RETURN(auto table, entropy::FrequencyTable::Parse(tb, &used));
+    if (used != tb.size() || table.symbol_bits() != 8) return Status::Corruption("byte-plane table");
+    std::vector<entropy::FrequencyTable> one;
+    one.push_back(std::move(table));
+    KVSTASH_ASSIGN_OR_RETURN(auto set, entropy::TableSet::Create(std::move(one)));
+    if (!r.U32(&st_len) || !r.Take(st_len, &st)) return Status::Corruption("byte-plane body truncated");
+    KVSTASH_RETURN_IF_ERROR(entropy::RansDecode(st, {}, set, std::span<uint8_t>(plane)));
+    for (size_t i = 0; i < n; ++i) out.data[i * width + p] = plane[i];
+  }
+  for (float& s : out.scales) {
+    uint32_t b = 0;
+    if (!r.U32(&b)) return Status::Corruption("byte-plane body truncated in scales");
+    s = FromBits(b);
+  }
+  if (r.remaining() != 0) return Status::Corruption("byte-plane body has trailing bytes");
+  if (out.ContentChecksum() != pv.header.content_checksum) {
+    return Status::Corruption("byte-plane: decoded chunk fails its content checksum");
+  }
+  return out;
+}
+
+}  // namespace kvstash::baselines

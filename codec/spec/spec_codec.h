@@ -1,0 +1,57 @@
+// The spec codec: lossless coding of a KV chunk against a deterministic predictor's
+// KV (speculative KV coding, docs/methods.md §1; our model: docs/format/spec.md).
+//
+// READ ME FIRST
+// - Both sides run the same SpecPredictor over the prefix and pass its K/V for the
+//   chunk's tokens here. The body stores an XXH3-64 of that prediction: a decoder
+//   whose predictor disagrees in any bit returns Mismatch instead of garbage.
+// - Every scalar is coded as a residual in the ordinal domain of the stored dtype
+//   (codec/spec/ordinal.h) with a rANS table chosen by codec/spec/spec_context.h, so
+//   every bit pattern (NaN, Inf, -0) round-trips exactly.
+// - One segmented rANS stream per (layer, K/V) (2 * n_layers streams): they decode
+//   independently, in parallel on CPU threads or GPU warps.
+//
+// Body layout (after the 136-byte payload header, codec id 1):
+//   u64 prediction digest, u32 n_streams (= 2 * n_layers),
+//   fp8 only: f32 scales [n_layers][2],
+//   u32 stream byte sizes [n_streams], streams (codec/entropy/rans_segments.h).
+// Thread-safety: pure functions over immutable inputs.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "codec/spec/spec_artifact.h"
+#include "common/kv_chunk.h"
+#include "common/payload_format.h"
+
+namespace kvstash::spec {
+
+// The predictor's K/V for one chunk: per layer pointers to [tokens, n_kv_heads,
+// head_dim] fp32 (K after RoPE, as cached). Memory is the caller's.
+struct PredictedChunk {
+  uint32_t tokens = 0;
+  std::vector<const float*> k, v;  // n_layers entries each
+
+  // XXH3-64 over all K then V values of every layer, in layer order.
+  uint64_t Digest(const KvLayout& layout) const;
+};
+
+// Encodes a chunk into a complete payload (header + body). Errors: InvalidArgument if
+// the chunk, the prediction or the artifact disagree in layout/dtype.
+Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
+                                               const KvChunkView& chunk,
+                                               const PredictedChunk& prediction,
+                                               const Digest256& model_fingerprint,
+                                               uint32_t token_offset);
+
+// Decodes a payload produced by EncodeSpecPayload. Errors: Corruption for a malformed
+// or damaged payload or a content checksum mismatch after decoding; Mismatch for a
+// payload of another codec, artifact, model, or a prediction that differs from the
+// encoder's; InvalidArgument for a prediction of the wrong shape.
+Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
+                                  const PredictedChunk& prediction,
+                                  const Digest256& model_fingerprint);
+
+}  // namespace kvstash::spec

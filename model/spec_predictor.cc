@@ -1,0 +1,273 @@
+#include "model/spec_predictor.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "codec/entropy/det_math.h"
+#include "codec/spec/det_math.h"
+#include "common/byte_io.h"
+#include "common/checksum.h"
+
+namespace kvstash::model {
+namespace {
+
+using spec::DAdd;
+using spec::DDiv;
+using spec::DMul;
+using spec::DSub;
+
+// Runs body(i) for i in [0, n) over `threads` threads (static split; each i is
+// computed by exactly one thread, so results do not depend on the split).
+template <typename Body>
+void ParallelFor(uint32_t n, int threads, Body body) {
+  const uint32_t t = static_cast<uint32_t>(std::max(1, std::min<int>(threads, static_cast<int>(n))));
+  if (t <= 1) {
+    for (uint32_t i = 0; i < n; ++i) body(i);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (uint32_t w = 0; w < t; ++w) {
+    pool.emplace_back([&, w] {
+      for (uint32_t i = w; i < n; i += t) body(i);
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+}  // namespace
+
+std::string SpecPredictorOptions::VariantName() const {
+  const std::string base = activation_bits == 16 ? "w8a16" : "w8a8";
+  return group == 0 ? base : base + "-g" + std::to_string(group);
+}
+
+float CanonicalDot(const float* a, const float* b, uint32_t n) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (uint32_t i = 0; i < n; ++i) s[i & 7] = DAdd(s[i & 7], DMul(a[i], b[i]));
+  return DAdd(DAdd(DAdd(s[0], s[1]), DAdd(s[2], s[3])), DAdd(DAdd(s[4], s[5]), DAdd(s[6], s[7])));
+}
+
+void DeterministicRope(uint32_t first, uint32_t count, uint32_t head_dim, float theta,
+                       std::vector<float>* cos, std::vector<float>* sin) {
+  const uint32_t half = head_dim / 2;
+  cos->resize(static_cast<size_t>(count) * half);
+  sin->resize(cos->size());
+  const double log_theta = spec::DetLogD(static_cast<double>(theta));
+  for (uint32_t i = 0; i < half; ++i) {
+    const double expo = (2.0 * i) / head_dim;
+    const auto inv_freq = static_cast<float>(1.0 / entropy::DetExp(expo * log_theta));
+    for (uint32_t p = 0; p < count; ++p) {
+      const float angle = DMul(static_cast<float>(first + p), inv_freq);
+      double s, c;
+      spec::DetSinCosD(static_cast<double>(angle), &s, &c);
+      (*cos)[static_cast<size_t>(p) * half + i] = static_cast<float>(c);
+      (*sin)[static_cast<size_t>(p) * half + i] = static_cast<float>(s);
+    }
+  }
+}
+
+Status SpecPredictor::Quantise(const Linear* linear, int group, QuantLinear* out) {
+  const auto* dense = dynamic_cast<const DenseLinear*>(linear);
+  if (dense == nullptr) {
+    return Status::InvalidArgument("spec predictor needs dense fp32 projections");
+  }
+  out->out = dense->out_features();
+  out->in = dense->in_features();
+  const int g = group == 0 ? static_cast<int>(out->in) : group;
+  return spec::QuantizeRowsInt8(dense->weights(), static_cast<int>(out->out),
+                                static_cast<int>(out->in), g, &out->w);
+}
+
+Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
+                                                             const SpecPredictorOptions& options) {
+  KVSTASH_RETURN_IF_ERROR(model.Validate());
+  if (options.group < 0) return Status::InvalidArgument("predictor group must be >= 0");
+  if (options.activation_bits != 8 && options.activation_bits != 16) {
+    return Status::InvalidArgument("predictor activation_bits must be 8 or 16");
+  }
+  if (options.activation_bits == 16 && (options.group < 1 || options.group > spec::kMaxInt16Group)) {
+    return Status::InvalidArgument("W8A16 predictor needs a group of 1..512 channels");
+  }
+  std::unique_ptr<SpecPredictor> p(new SpecPredictor());
+  p->config_ = model.config;
+  p->options_ = options;
+  p->embed_ = model.embed;
+  p->layers_.resize(model.layers.size());
+  for (size_t l = 0; l < model.layers.size(); ++l) {
+    const LayerWeights& src = model.layers[l];
+    Layer& dst = p->layers_[l];
+    dst.attn_norm = src.attn_norm;
+    dst.ffn_norm = src.ffn_norm;
+    dst.q_norm = src.q_norm;
+    dst.k_norm = src.k_norm;
+    const std::pair<const Linear*, QuantLinear*> projections[] = {
+        {src.wq.get(), &dst.wq},         {src.wk.get(), &dst.wk},  {src.wv.get(), &dst.wv},
+        {src.wo.get(), &dst.wo},         {src.w_gate.get(), &dst.w_gate},
+        {src.w_up.get(), &dst.w_up},     {src.w_down.get(), &dst.w_down}};
+    for (const auto& [lin, q] : projections) {
+      KVSTASH_RETURN_IF_ERROR(Quantise(lin, options.group, q).WithContext(
+          "layer " + std::to_string(l)));
+    }
+  }
+  // Digest: options, then every quantised tensor and scale, in layer order.
+  Xxh3Hasher h;
+  std::vector<uint8_t> meta;
+  ByteWriter w(&meta);
+  w.U32(static_cast<uint32_t>(options.group));
+  w.U32(static_cast<uint32_t>(options.activation_bits));
+  w.U32(p->config_.n_layers);
+  w.U32(p->config_.hidden);
+  w.U32(Bits(p->config_.rope_theta));
+  w.U32(Bits(p->config_.rms_eps));
+  h.Update(meta);
+  auto hash_floats = [&h](const std::vector<float>& v) {
+    h.Update(std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)));
+  };
+  hash_floats(*p->embed_);
+  for (const Layer& L : p->layers_) {
+    for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm}) hash_floats(*v);
+    for (const QuantLinear* q : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      h.Update(std::span(reinterpret_cast<const uint8_t*>(q->w.q.data()), q->w.q.size()));
+      hash_floats(q->w.scales);
+    }
+  }
+  p->digest_ = h.Digest();
+  return p;
+}
+
+Status SpecPredictor::Project(const QuantLinear& q, const float* x, uint32_t rows,
+                              float* y) const {
+  const int group = options_.group == 0 ? static_cast<int>(q.in) : options_.group;
+  const auto in = std::span(x, static_cast<size_t>(rows) * q.in);
+  const auto out = std::span(y, static_cast<size_t>(rows) * q.out);
+  const int m = static_cast<int>(rows), n = static_cast<int>(q.out), k = static_cast<int>(q.in);
+  if (options_.activation_bits == 16) {
+    spec::Int16Rows a;
+    KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt16(in, m, k, group, &a));
+    return spec::Int16x8GemmGroupedNT(a.q, a.scales, q.w.q, q.w.scales, out, m, n, k, group,
+                                      options_.backend, options_.threads);
+  }
+  spec::Int8Rows a;
+  KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt8(in, m, k, group, &a));
+  return spec::Int8GemmGroupedNT(a.q, a.scales, q.w.q, q.w.scales, out, m, n, k, group,
+                                 options_.backend, options_.threads);
+}
+
+void SpecPredictor::RmsNormRows(float* x, uint32_t rows, uint32_t n,
+                                const std::vector<float>& w) const {
+  for (uint32_t r = 0; r < rows; ++r) {
+    float* row = x + static_cast<size_t>(r) * n;
+    const float ms = DDiv(CanonicalDot(row, row, n), static_cast<float>(n));
+    const float inv = spec::DetRsqrt(DAdd(ms, config_.rms_eps));
+    for (uint32_t i = 0; i < n; ++i) row[i] = DMul(w[i], DMul(row[i], inv));
+  }
+}
+
+void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
+                              const PredictorCache& cache, float* out) const {
+  const ModelConfig& c = config_;
+  const uint32_t hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const float scale = spec::DetRsqrt(static_cast<float>(hd));
+  const std::vector<float>& K = cache.k[layer];
+  const std::vector<float>& V = cache.v[layer];
+  ParallelFor(rows * c.n_heads, options_.threads, [&](uint32_t job) {
+    const uint32_t t = job / c.n_heads, h = job % c.n_heads, g = h / group;
+    const uint32_t n = first + t + 1;  // causal: keys 0..first+t
+    const float* qv = q + (static_cast<size_t>(t) * c.n_heads + h) * hd;
+    std::vector<float> s(n);
+    float m = -3.40282347e38f;
+    for (uint32_t j = 0; j < n; ++j) {
+      s[j] = DMul(CanonicalDot(qv, &K[(static_cast<size_t>(j) * c.n_kv_heads + g) * hd], hd), scale);
+      m = s[j] > m ? s[j] : m;
+    }
+    float sum = 0.0f;
+    for (uint32_t j = 0; j < n; ++j) {
+      s[j] = spec::DetExp(DSub(s[j], m));
+      sum = DAdd(sum, s[j]);
+    }
+    float* o = out + (static_cast<size_t>(t) * c.n_heads + h) * hd;
+    std::fill(o, o + hd, 0.0f);
+    for (uint32_t j = 0; j < n; ++j) {
+      const float p = DDiv(s[j], sum);
+      const float* vv = &V[(static_cast<size_t>(j) * c.n_kv_heads + g) * hd];
+      for (uint32_t d = 0; d < hd; ++d) o[d] = DAdd(o[d], DMul(p, vv[d]));
+    }
+  });
+}
+
+Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cache) const {
+  const ModelConfig& c = config_;
+  const auto T = static_cast<uint32_t>(tokens.size());
+  if (T == 0) return Status::Ok();
+  const uint32_t first = cache->tokens;
+  if (c.max_positions != 0 && static_cast<uint64_t>(first) + T > c.max_positions) {
+    return Status::InvalidArgument("predictor: sequence longer than the model's max positions");
+  }
+  for (uint32_t t : tokens) {
+    if (t >= c.vocab_size) return Status::InvalidArgument("predictor: token id out of vocabulary");
+  }
+  if (cache->k.size() != c.n_layers) {
+    if (cache->tokens != 0) return Status::InvalidArgument("predictor cache has the wrong shape");
+    cache->k.assign(c.n_layers, {});
+    cache->v.assign(c.n_layers, {});
+  }
+  const uint32_t D = c.hidden, hd = c.head_dim, half = hd / 2;
+  const uint32_t qd = c.q_dim(), kvd = c.kv_dim(), F = c.ffn_hidden;
+  std::vector<float> x(static_cast<size_t>(T) * D), h(x.size());
+  for (uint32_t t = 0; t < T; ++t) {
+    std::copy_n(embed_->data() + static_cast<size_t>(tokens[t]) * D, D, x.data() + static_cast<size_t>(t) * D);
+  }
+  std::vector<float> cosv, sinv;
+  DeterministicRope(first, T, hd, c.rope_theta, &cosv, &sinv);
+  std::vector<float> q(static_cast<size_t>(T) * qd), k(static_cast<size_t>(T) * kvd), v(k.size());
+  std::vector<float> att(q.size()), tmp(x.size());
+  std::vector<float> gate(static_cast<size_t>(T) * F), up(gate.size());
+
+  auto rope = [&](float* rows, uint32_t heads) {
+    for (uint32_t t = 0; t < T; ++t) {
+      const float* cs = &cosv[static_cast<size_t>(t) * half];
+      const float* sn = &sinv[static_cast<size_t>(t) * half];
+      for (uint32_t hh = 0; hh < heads; ++hh) {
+        float* r = rows + (static_cast<size_t>(t) * heads + hh) * hd;
+        for (uint32_t i = 0; i < half; ++i) {
+          const float a = r[i], b = r[i + half];
+          r[i] = DSub(DMul(a, cs[i]), DMul(b, sn[i]));
+          r[i + half] = DAdd(DMul(b, cs[i]), DMul(a, sn[i]));
+        }
+      }
+    }
+  };
+
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    const Layer& L = layers_[l];
+    std::copy(x.begin(), x.end(), h.begin());
+    RmsNormRows(h.data(), T, D, L.attn_norm);
+    KVSTASH_RETURN_IF_ERROR(Project(L.wq, h.data(), T, q.data()));
+    KVSTASH_RETURN_IF_ERROR(Project(L.wk, h.data(), T, k.data()));
+    KVSTASH_RETURN_IF_ERROR(Project(L.wv, h.data(), T, v.data()));
+    if (c.qk_norm()) {
+      RmsNormRows(q.data(), T * c.n_heads, hd, L.q_norm);
+      RmsNormRows(k.data(), T * c.n_kv_heads, hd, L.k_norm);
+    }
+    rope(q.data(), c.n_heads);
+    rope(k.data(), c.n_kv_heads);
+    cache->k[l].insert(cache->k[l].end(), k.begin(), k.end());
+    cache->v[l].insert(cache->v[l].end(), v.begin(), v.end());
+    if (l + 1 == c.n_layers) break;  // the last layer's attention and MLP feed no KV
+    Attention(l, first, T, q.data(), *cache, att.data());
+    KVSTASH_RETURN_IF_ERROR(Project(L.wo, att.data(), T, tmp.data()));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = DAdd(x[i], tmp[i]);
+
+    std::copy(x.begin(), x.end(), h.begin());
+    RmsNormRows(h.data(), T, D, L.ffn_norm);
+    KVSTASH_RETURN_IF_ERROR(Project(L.w_gate, h.data(), T, gate.data()));
+    KVSTASH_RETURN_IF_ERROR(Project(L.w_up, h.data(), T, up.data()));
+    for (size_t i = 0; i < gate.size(); ++i) gate[i] = DMul(spec::DetSilu(gate[i]), up[i]);
+    KVSTASH_RETURN_IF_ERROR(Project(L.w_down, gate.data(), T, tmp.data()));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = DAdd(x[i], tmp[i]);
+  }
+  cache->tokens = first + T;
+  return Status::Ok();
+}
+
+}  // namespace kvstash::model

@@ -1,0 +1,71 @@
+#include "codec/spec/ordinal.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "common/dtype.h"
+
+namespace kvstash::spec {
+namespace {
+
+TEST(OrdinalTest, Bf16IsMonotoneBijection) {
+  std::set<uint16_t> seen;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const auto x = static_cast<uint16_t>(b);
+    EXPECT_EQ(Bf16FromOrdinal(Bf16Ordinal(x)), x);
+    seen.insert(Bf16Ordinal(x));
+  }
+  EXPECT_EQ(seen.size(), 65536u);
+  // Over all non-NaN patterns, ordinal order equals value order; neighbours differ by 1.
+  uint16_t prev = 0;
+  float prev_v = -INFINITY;
+  bool first = true;
+  for (uint32_t o = 0; o < 65536; ++o) {
+    const uint16_t b = Bf16FromOrdinal(static_cast<uint16_t>(o));
+    const float v = Bf16ToF32(b);
+    if (std::isnan(v)) continue;
+    if (!first) {
+      EXPECT_GE(v, prev_v) << o;
+      EXPECT_EQ(o, prev + 1u) << "non-NaN ordinals are contiguous";
+    }
+    prev = static_cast<uint16_t>(o);
+    prev_v = v;
+    first = false;
+  }
+  EXPECT_EQ(Bf16Ordinal(0x0000), 0x8000);  // +0
+  EXPECT_EQ(Bf16Ordinal(0x8000), 0x7FFF);  // -0 just below
+  EXPECT_EQ(Bf16Ordinal(0x3F80) + 1, Bf16Ordinal(0x3F81));
+}
+
+TEST(OrdinalTest, Fp8IsMonotoneBijection) {
+  std::set<uint8_t> seen;
+  float prev_v = -INFINITY;
+  for (uint32_t o = 0; o < 256; ++o) {
+    const uint8_t b = Fp8FromOrdinal(static_cast<uint8_t>(o));
+    EXPECT_EQ(Fp8Ordinal(b), o);
+    seen.insert(b);
+    const float v = Fp8E4M3ToF32(b);
+    if (std::isnan(v)) continue;
+    EXPECT_GE(v, prev_v) << o;
+    prev_v = v;
+  }
+  EXPECT_EQ(seen.size(), 256u);
+}
+
+TEST(OrdinalTest, UlpMatchesValueSpacing) {
+  for (uint16_t b : {0x3F80, 0x4000, 0x0001, 0x0080, 0x4B00, 0xC2F0}) {
+    const float v = Bf16ToF32(b);
+    const float next = Bf16ToF32(Bf16FromOrdinal(static_cast<uint16_t>(Bf16Ordinal(b) + 1)));
+    EXPECT_EQ(std::fabs(next - v), std::ldexp(1.0f, Bf16UlpLog2(b))) << std::hex << b;
+  }
+  for (uint8_t b : {0x38, 0x01, 0x08, 0x70}) {
+    const float v = Fp8E4M3ToF32(b);
+    const float next = Fp8E4M3ToF32(static_cast<uint8_t>(b + 1));
+    EXPECT_EQ(next - v, std::ldexp(1.0f, Fp8UlpLog2(b))) << int(b);
+  }
+}
+
+}  // namespace
+}  // namespace kvstash::spec
