@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Builds and runs every GPU test (ctest label "gpu") and GPU benchmark in one go.
+#
+#   scripts/gpu_check.sh                 on a GPU machine with the project's set-up:
+#                                        configure build-gpu/, build, run, report.
+#   scripts/gpu_check.sh --bundle        on a machine WITHOUT a GPU (CI kind): build the
+#                                        GPU test/bench binaries and pack them with the
+#                                        shared libraries they need into .gpu-bundle/
+#                                        (git-ignored) for a bare GPU machine that has no
+#                                        package registry (the lent device machine).
+#   scripts/gpu_check.sh --from-bundle   on that bare GPU machine: run .gpu-bundle/.
+#
+# Logs go to $OUT (if set) or gpu-check-out/. Exit status is non-zero if any GPU test
+# fails or no device is visible in the run modes.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+MODE="${1:-run}"
+LOGDIR="${OUT:-$ROOT/gpu-check-out}"
+mkdir -p "$LOGDIR"
+BUNDLE="$ROOT/.gpu-bundle"
+
+gpu_binaries() {  # test and benchmark executables that need a GPU
+  find "$1" -maxdepth 4 -type f -perm -u+x \( -name '*gpu*tests' -o -name '*gpu*bench' \) | sort
+}
+
+run_binaries() {  # $1 = folder with binaries; runs tests then benches
+  local fail=0
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$LOGDIR/device.txt"
+  for t in $(gpu_binaries "$1" | grep 'tests$'); do
+    echo "== $(basename "$t")"
+    KVSTASH_SOURCE_DIR="$ROOT" "$t" --gtest_output="xml:$LOGDIR/$(basename "$t").xml" \
+      2>&1 | tee "$LOGDIR/$(basename "$t").log" | tail -n 25
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || fail=1
+    if grep -q "SKIPPED: no CUDA device" "$LOGDIR/$(basename "$t").log"; then fail=1; fi
+  done
+  for b in $(gpu_binaries "$1" | grep 'bench$'); do
+    echo "== $(basename "$b")"
+    KVSTASH_SOURCE_DIR="$ROOT" "$b" --benchmark_out="$LOGDIR/$(basename "$b").json" \
+      --benchmark_out_format=json 2>&1 | tee "$LOGDIR/$(basename "$b").log" | tail -n 30
+  done
+  [[ $fail -eq 0 ]] && echo "gpu_check: all GPU tests passed" || echo "gpu_check: FAILURES"
+  return $fail
+}
+
+case "$MODE" in
+  run|--run)
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSTASH_CUDA=ON || exit 1
+    cmake --build build-gpu -j "$(nproc)" || exit 1
+    run_binaries build-gpu
+    ;;
+  --bundle)
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSTASH_CUDA=ON || exit 1
+    targets=$(cmake --build build-gpu --target help | grep -o -E '^[a-z0-9_]*gpu[a-z0-9_]*(tests|bench)' | sort -u)
+    cmake --build build-gpu -j "$(nproc)" --target $targets || exit 1
+    rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
+    for f in $(gpu_binaries build-gpu); do
+      cp "$f" "$BUNDLE/bin/" && strip --strip-debug "$BUNDLE/bin/$(basename "$f")"
+      # Ship every non-glibc, non-driver shared library the binary links.
+      ldd "$f" | awk '/=> \//{print $3}' | grep -v -E 'lib(c|m|dl|pthread|rt|cuda)\.so' \
+        | xargs -r -I{} cp -L {} "$BUNDLE/lib/"
+    done
+    du -sh "$BUNDLE"
+    echo "bundle ready: run on the GPU machine with carry=[.gpu-bundle]: scripts/gpu_check.sh --from-bundle"
+    ;;
+  --from-bundle)
+    [[ -d "$BUNDLE/bin" ]] || { echo "no .gpu-bundle/: run --bundle first" >&2; exit 1; }
+    export LD_LIBRARY_PATH="$BUNDLE/lib:${LD_LIBRARY_PATH:-}"
+    run_binaries "$BUNDLE/bin"
+    ;;
+  *)
+    echo "usage: scripts/gpu_check.sh [--bundle|--from-bundle]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,43 @@
+"""The `kvstash keys` command agrees with the Python key implementation."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(HERE, ".."))
+from kvstash_tools.keys import Namespace, chunk_keys, namespace_digest  # noqa: E402
+
+KVSTASH = os.environ.get("KVSTASH_BIN", os.path.join(ROOT, "build", "kvstash"))
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+def test_keys_command_matches_python():
+    fp = bytes(range(32))
+    tokens = [5, 17, 49151, 0, 7, 7, 7]
+    out = subprocess.run(
+        [KVSTASH, "keys", "--model-fingerprint", fp.hex(), "--chunk-tokens", "3",
+         "--tenant", "acme", "--codec", "spec", "--tokens", ",".join(map(str, tokens)),
+         "--partial"],
+        check=True, capture_output=True, text=True).stdout
+    got = json.loads(out)
+    ns = Namespace(model_fingerprint=fp, kv_dtype="bf16", n_layers=30, n_kv_heads=3,
+                   head_dim=64, chunk_tokens=3, tenant=b"acme", codec_id=b"spec")
+    d = namespace_digest(ns)
+    assert got["namespace_digest"] == d.hex()
+    want = chunk_keys(d, tokens, 3, True)
+    assert [c["digest"] for c in got["chunks"]] == [k.digest.hex() for k in want]
+    assert [c["partial"] for c in got["chunks"]] == [False, False, True]
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+def test_keys_command_rejects_bad_input():
+    r = subprocess.run([KVSTASH, "keys", "--tokens", "1,2", "--model-fingerprint", "abc"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "hex" in r.stderr
+    r = subprocess.run([KVSTASH, "keys", "--tokens", "1", "--tp-rank", "2", "--tp-size", "2"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "InvalidArgument" in r.stderr
