@@ -58,8 +58,8 @@ class FrameParser {
   Outcome Fail(Status status, std::optional<FrameHeader> header);
   Outcome HeaderDone();
 
-  const uint32_t max_body_bytes_;
-  const Direction direction_;
+  uint32_t max_body_bytes_;
+  Direction direction_;
   State state_ = State::kHeader;
   uint8_t header_bytes_[kFrameHeaderBytes] = {};
   size_t header_have_ = 0;
