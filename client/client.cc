@@ -421,7 +421,8 @@ void Client::Impl::AttemptFailed(const CallPtr& c, Status s) {
   const double jitter = 0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(rng_);
   const auto wait = std::chrono::duration_cast<Clock::duration>(backoff * jitter);
   if (Clock::now() + wait >= c->deadline) {
-    Finish(c, s);
+    Finish(c, Status::DeadlineExceeded("deadline passes before the next retry; last error: " +
+                                       s.ToString()));
     return;
   }
   c->backoff_timer = std::make_unique<asio::steady_timer>(ioc_, wait);

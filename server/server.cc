@@ -13,6 +13,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <fstream>
+#include <set>
 #include <unistd.h>
 
 #include "common/logging.h"
@@ -170,7 +171,8 @@ class Server::Impl {
       const uint64_t id = next_id_++;
       auto handle = StartConnection(ioc_, std::move(socket), id, conn_ctx_);
       std::lock_guard<std::mutex> lock(mu_);
-      conns_[id] = handle;
+      // It may have closed already (on another I/O thread).
+      if (closed_early_.erase(id) == 0) conns_[id] = handle;
     }
   }
 
@@ -178,7 +180,7 @@ class Server::Impl {
     metrics_.ConnectionClosed();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      conns_.erase(id);
+      if (conns_.erase(id) == 0) closed_early_.insert(id);
     }
     if (draining_) asio::post(ioc_, [this] { MaybeFinishDrain(); });
   }
@@ -219,6 +221,7 @@ class Server::Impl {
   uint16_t port_ = 0;
   std::mutex mu_;
   std::map<uint64_t, std::weak_ptr<ConnectionHandle>> conns_;  // GUARDED_BY(mu_)
+  std::set<uint64_t> closed_early_;  // closed before AcceptLoop registered them; GUARDED_BY(mu_)
   std::atomic<uint64_t> next_id_{1};
 };
 
