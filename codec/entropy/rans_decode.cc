@@ -1,0 +1,76 @@
+// rANS decoder entry points: input validation and run-time choice of the kernel.
+#include <string>
+
+#include "codec/entropy/rans.h"
+#include "codec/entropy/rans_decode_internal.h"
+
+namespace kvstash::entropy {
+namespace {
+
+bool CpuHasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
+  return has;
+}
+
+template <typename OutT>
+Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,
+              const TableSet& tables, std::span<OutT> out, RansDecoder decoder) {
+  if (sizeof(OutT) == 1 && tables.symbol_bits() > 8) {
+    return Status::InvalidArgument("rANS decode: 8-bit output for a " +
+                                   std::to_string(tables.symbol_bits()) + "-bit alphabet");
+  }
+  if (!table_index.empty() && table_index.size() != out.size()) {
+    return Status::InvalidArgument("rANS decode: " + std::to_string(table_index.size()) +
+                                   " table indices for " + std::to_string(out.size()) +
+                                   " symbols");
+  }
+  for (size_t i = 0; i < table_index.size(); ++i) {
+    if (table_index[i] >= tables.size()) {
+      return Status::InvalidArgument("rANS decode: table index " +
+                                     std::to_string(table_index[i]) + " at " +
+                                     std::to_string(i) + " >= " +
+                                     std::to_string(tables.size()) + " tables");
+    }
+  }
+  if (decoder == RansDecoder::kAvx2 && !CpuHasAvx2()) {
+    return Status::NotSupported("rANS decode: this CPU has no AVX2");
+  }
+  if (stream.size() < static_cast<size_t>(kRansHeaderBytes)) {
+    return Status::Corruption("rANS decode: stream shorter than its 128-byte header");
+  }
+  if ((stream.size() - kRansHeaderBytes) % 2 != 0) {
+    return Status::Corruption("rANS decode: odd number of word bytes");
+  }
+  internal::DecodeInput in;
+  in.stream = stream.data();
+  in.stream_size = stream.size();
+  in.table_index = table_index.empty() ? nullptr : table_index.data();
+  in.tables = &tables;
+  in.num_symbols = out.size();
+  if (ResolveRansDecoder(decoder) == RansDecoder::kAvx2) {
+    return internal::DecodeAvx2(in, out.data());
+  }
+  return internal::DecodeScalar(in, out.data());
+}
+
+}  // namespace
+
+bool RansDecoderAvailable(RansDecoder decoder) {
+  return decoder != RansDecoder::kAvx2 || CpuHasAvx2();
+}
+
+RansDecoder ResolveRansDecoder(RansDecoder decoder) {
+  if (decoder == RansDecoder::kAuto) return CpuHasAvx2() ? RansDecoder::kAvx2 : RansDecoder::kScalar;
+  return decoder;
+}
+
+Status RansDecode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,
+                  const TableSet& tables, std::span<uint16_t> out, RansDecoder decoder) {
+  return Decode(stream, table_index, tables, out, decoder);
+}
+Status RansDecode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,
+                  const TableSet& tables, std::span<uint8_t> out, RansDecoder decoder) {
+  return Decode(stream, table_index, tables, out, decoder);
+}
+
+}  // namespace kvstash::entropy

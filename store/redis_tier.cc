@@ -1,0 +1,163 @@
+#include "store/redis_tier.h"
+
+#include "common/checksum.h"
+
+namespace kvstash::store {
+namespace {
+
+std::span<const uint8_t> AsBytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+Status ReplyError(const RedisReply& r) {
+  return Status::Unavailable("Redis error reply: " + r.str);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RedisTier>> RedisTier::Open(const RedisOptions& o) {
+  RedisRouterOptions ro;
+  ro.endpoints = o.endpoints;
+  ro.connect_timeout_ms = o.connect_timeout_ms;
+  ro.command_timeout_ms = o.command_timeout_ms;
+  ro.max_redirects = o.max_redirects;
+  KVSTASH_ASSIGN_OR_RETURN(auto router, RedisRouter::Connect(ro));
+  return std::unique_ptr<RedisTier>(new RedisTier(o.key_prefix, std::move(router)));
+}
+
+std::string RedisTier::RedisKey(const StoredKey& key) const { return prefix_ + ToHex(key); }
+
+std::vector<Status> RedisTier::Put(std::span<const Item> items) {
+  std::vector<RedisCommand> cmds;
+  cmds.reserve(items.size());
+  for (const Item& it : items) {
+    RedisCommand c;
+    c.key = RedisKey(it.key);
+    c.argv = {"HSET", c.key, "m", EncodeMetaRecord(it.meta), "p", *it.payload};
+    if (it.state) {
+      c.argv.push_back("s");
+      c.argv.push_back(*it.state);
+    }
+    cmds.push_back(std::move(c));
+  }
+  std::vector<Status> out;
+  out.reserve(items.size());
+  for (auto& r : router_->Execute(cmds)) {
+    if (!r.ok()) out.push_back(r.status());
+    else if (r->type == RedisReply::Type::kError) out.push_back(ReplyError(*r));
+    else out.push_back(Status::Ok());
+  }
+  return out;
+}
+
+std::vector<Result<std::optional<RedisTier::Item>>> RedisTier::Get(
+    std::span<const StoredKey> keys) {
+  std::vector<RedisCommand> cmds;
+  cmds.reserve(keys.size());
+  for (const StoredKey& k : keys) {
+    RedisCommand c;
+    c.key = RedisKey(k);
+    c.argv = {"HMGET", c.key, "m", "p", "s"};
+    cmds.push_back(std::move(c));
+  }
+  std::vector<Result<std::optional<Item>>> out;
+  out.reserve(keys.size());
+  auto replies = router_->Execute(cmds);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto& r = replies[i];
+    if (!r.ok()) {
+      out.push_back(r.status());
+      continue;
+    }
+    if (r->type == RedisReply::Type::kError) {
+      out.push_back(ReplyError(*r));
+      continue;
+    }
+    if (r->type != RedisReply::Type::kArray || r->elements.size() != 3) {
+      out.push_back(Status::Corruption("Redis HMGET reply of unexpected shape"));
+      continue;
+    }
+    auto& f = r->elements;
+    if (f[0].type == RedisReply::Type::kNil) {
+      out.push_back(std::optional<Item>());
+      continue;
+    }
+    if (f[0].type != RedisReply::Type::kString || f[1].type != RedisReply::Type::kString) {
+      out.push_back(Status::Corruption("Redis chunk record without meta or payload"));
+      continue;
+    }
+    auto meta = DecodeMetaRecord(AsBytes(f[0].str));
+    if (!meta.ok()) {
+      out.push_back(meta.status().WithContext("Redis chunk record"));
+      continue;
+    }
+    const bool has_state = meta->flags & kMetaHasState;
+    if (f[1].str.size() != meta->payload_bytes || Xxh3_64(f[1].str) != meta->payload_checksum) {
+      out.push_back(Status::Corruption("Redis payload fails its checksum"));
+      continue;
+    }
+    if (has_state && (f[2].type != RedisReply::Type::kString ||
+                      f[2].str.size() != meta->state_bytes ||
+                      Xxh3_64(f[2].str) != meta->state_checksum)) {
+      out.push_back(Status::Corruption("Redis state record fails its checksum"));
+      continue;
+    }
+    Item item;
+    item.key = keys[i];
+    item.meta = *meta;
+    item.payload = std::make_shared<const std::string>(std::move(f[1].str));
+    if (has_state) item.state = std::make_shared<const std::string>(std::move(f[2].str));
+    out.push_back(std::optional<Item>(std::move(item)));
+  }
+  return out;
+}
+
+std::vector<Result<std::optional<MetaRecord>>> RedisTier::GetMeta(
+    std::span<const StoredKey> keys) {
+  std::vector<RedisCommand> cmds;
+  cmds.reserve(keys.size());
+  for (const StoredKey& k : keys) {
+    RedisCommand c;
+    c.key = RedisKey(k);
+    c.argv = {"HGET", c.key, "m"};
+    cmds.push_back(std::move(c));
+  }
+  std::vector<Result<std::optional<MetaRecord>>> out;
+  out.reserve(keys.size());
+  for (auto& r : router_->Execute(cmds)) {
+    if (!r.ok()) {
+      out.push_back(r.status());
+    } else if (r->type == RedisReply::Type::kNil) {
+      out.push_back(std::optional<MetaRecord>());
+    } else if (r->type != RedisReply::Type::kString) {
+      out.push_back(r->type == RedisReply::Type::kError
+                        ? ReplyError(*r)
+                        : Status::Corruption("Redis meta field is not a string"));
+    } else {
+      auto meta = DecodeMetaRecord(AsBytes(r->str));
+      if (meta.ok()) out.push_back(std::optional<MetaRecord>(*meta));
+      else out.push_back(meta.status());
+    }
+  }
+  return out;
+}
+
+std::vector<Status> RedisTier::Delete(std::span<const StoredKey> keys) {
+  std::vector<RedisCommand> cmds;
+  cmds.reserve(keys.size());
+  for (const StoredKey& k : keys) {
+    RedisCommand c;
+    c.key = RedisKey(k);
+    c.argv = {"DEL", c.key};
+    cmds.push_back(std::move(c));
+  }
+  std::vector<Status> out;
+  for (auto& r : router_->Execute(cmds)) {
+    if (!r.ok()) out.push_back(r.status());
+    else if (r->type == RedisReply::Type::kError) out.push_back(ReplyError(*r));
+    else out.push_back(Status::Ok());
+  }
+  return out;
+}
+
+}  // namespace kvstash::store

@@ -1,0 +1,196 @@
+#include "store/rocks_tier.h"
+
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstring>
+
+namespace kvstash::store {
+namespace {
+
+constexpr const char* kMetaFamily = "meta";
+constexpr const char* kPayloadFamily = "payload";
+constexpr const char* kStateFamily = "state";
+
+rocksdb::Slice KeySlice(const StoredKey& key) {
+  return rocksdb::Slice(reinterpret_cast<const char*>(key.data()), key.size());
+}
+rocksdb::Slice BytesSlice(std::span<const uint8_t> b) {
+  return rocksdb::Slice(reinterpret_cast<const char*>(b.data()), b.size());
+}
+Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return Status::Ok();
+  return Status::IOError(std::string(what) + ": " + s.ToString());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
+  if (o.path.empty()) return Status::InvalidArgument("RocksDB path is empty");
+  std::unique_ptr<RocksTier> t(new RocksTier());
+  t->env_ = o.env;
+  t->sync_writes_ = o.sync_writes;
+
+  rocksdb::DBOptions db_opts;
+  db_opts.create_if_missing = true;
+  db_opts.create_missing_column_families = true;
+  db_opts.max_background_jobs = 2;
+  if (o.env) db_opts.env = o.env.get();
+
+  std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(o.block_cache_bytes);
+  rocksdb::BlockBasedTableOptions table;
+  table.block_cache = cache;
+  table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  table.cache_index_and_filter_blocks = true;
+
+  rocksdb::ColumnFamilyOptions meta_opts;
+  meta_opts.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  meta_opts.compression = rocksdb::kNoCompression;  // 88-byte records of hashes
+
+  // Payloads are codec-compressed already and state records are float tensors: no
+  // block or blob compression. Values >= blob_min_bytes go to blob files; garbage
+  // collection rewrites blob files whose values were deleted or overwritten.
+  rocksdb::ColumnFamilyOptions blob_opts;
+  blob_opts.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  blob_opts.compression = rocksdb::kNoCompression;
+  blob_opts.enable_blob_files = true;
+  blob_opts.min_blob_size = o.blob_min_bytes;
+  blob_opts.blob_compression_type = rocksdb::kNoCompression;
+  blob_opts.enable_blob_garbage_collection = true;
+  blob_opts.blob_garbage_collection_age_cutoff = 0.25;
+
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {kMetaFamily, meta_opts},
+      {kPayloadFamily, blob_opts},
+      {kStateFamily, blob_opts},
+  };
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_opts, o.path, families, &t->handles_, &db);
+  if (!s.ok()) return FromRocks(s, "opening RocksDB at " + o.path);
+  t->db_.reset(db);
+  return t;
+}
+
+RocksTier::~RocksTier() {
+  if (!db_) return;
+  for (rocksdb::ColumnFamilyHandle* h : handles_) {
+    (void)db_->DestroyColumnFamilyHandle(h);
+  }
+  (void)db_->Close();
+}
+
+RocksTier::Batch::Batch() = default;
+RocksTier::Batch::~Batch() = default;
+RocksTier::Batch::Batch(Batch&&) noexcept = default;
+RocksTier::Batch::Batch(RocksTier* tier)
+    : tier_(tier), wb_(std::make_unique<rocksdb::WriteBatch>()) {}
+
+RocksTier::Batch RocksTier::NewBatch() { return Batch(this); }
+
+void RocksTier::Batch::PutChunk(const StoredKey& key, std::string_view meta,
+                                std::span<const uint8_t> payload,
+                                std::span<const uint8_t> state) {
+  (void)wb_->Put(tier_->meta_cf(), KeySlice(key), rocksdb::Slice(meta.data(), meta.size()));
+  (void)wb_->Put(tier_->payload_cf(), KeySlice(key), BytesSlice(payload));
+  if (state.empty()) {
+    (void)wb_->Delete(tier_->state_cf(), KeySlice(key));
+  } else {
+    (void)wb_->Put(tier_->state_cf(), KeySlice(key), BytesSlice(state));
+  }
+}
+
+void RocksTier::Batch::PutMeta(const StoredKey& key, std::string_view meta) {
+  (void)wb_->Put(tier_->meta_cf(), KeySlice(key), rocksdb::Slice(meta.data(), meta.size()));
+}
+
+void RocksTier::Batch::DeleteValues(const StoredKey& key) {
+  (void)wb_->Delete(tier_->payload_cf(), KeySlice(key));
+  (void)wb_->Delete(tier_->state_cf(), KeySlice(key));
+}
+
+void RocksTier::Batch::DeleteChunk(const StoredKey& key) {
+  (void)wb_->Delete(tier_->meta_cf(), KeySlice(key));
+  DeleteValues(key);
+}
+
+uint64_t RocksTier::Batch::count() const { return wb_ ? wb_->Count() : 0; }
+
+Status RocksTier::Write(Batch& batch) {
+  rocksdb::WriteOptions wo;
+  wo.sync = sync_writes_;
+  return FromRocks(db_->Write(wo, batch.wb_.get()), "RocksDB write");
+}
+
+RocksTier::Snapshot::~Snapshot() { db_->ReleaseSnapshot(snap_); }
+
+std::unique_ptr<RocksTier::Snapshot> RocksTier::TakeSnapshot() {
+  return std::unique_ptr<Snapshot>(new Snapshot(db_.get(), db_->GetSnapshot()));
+}
+
+Result<std::vector<RocksTier::Value>> RocksTier::Read(std::span<const StoredKey> keys,
+                                                      const Snapshot* snapshot) {
+  std::unique_ptr<Snapshot> own;
+  if (snapshot == nullptr) {
+    own = TakeSnapshot();
+    snapshot = own.get();
+  }
+  const size_t n = keys.size();
+  std::vector<rocksdb::ColumnFamilyHandle*> cfs;
+  std::vector<rocksdb::Slice> slices;
+  cfs.reserve(3 * n);
+  slices.reserve(3 * n);
+  for (rocksdb::ColumnFamilyHandle* cf : {meta_cf(), payload_cf(), state_cf()}) {
+    for (const StoredKey& k : keys) {
+      cfs.push_back(cf);
+      slices.push_back(KeySlice(k));
+    }
+  }
+  rocksdb::ReadOptions ro;
+  ro.snapshot = snapshot->snap_;
+  std::vector<std::string> values;
+  std::vector<rocksdb::Status> st = db_->MultiGet(ro, cfs, slices, &values);
+  std::vector<Value> out(n);
+  for (size_t i = 0; i < 3 * n; ++i) {
+    if (!st[i].ok() && !st[i].IsNotFound()) return FromRocks(st[i], "RocksDB MultiGet");
+  }
+  for (size_t i = 0; i < n; ++i) {
+    Value& v = out[i];
+    v.found = st[i].ok() && st[n + i].ok();
+    if (!v.found) continue;
+    v.meta = std::move(values[i]);
+    v.payload = std::move(values[n + i]);
+    if (st[2 * n + i].ok()) v.state = std::move(values[2 * n + i]);
+  }
+  return out;
+}
+
+Status RocksTier::ScanMeta(const std::function<void(const StoredKey&, std::string_view)>& fn,
+                           uint64_t* skipped) {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_cf()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const rocksdb::Slice k = it->key();
+    if (k.size() != sizeof(StoredKey)) {
+      if (skipped) ++*skipped;
+      continue;
+    }
+    StoredKey key;
+    std::memcpy(key.data(), k.data(), key.size());
+    fn(key, std::string_view(it->value().data(), it->value().size()));
+  }
+  return FromRocks(it->status(), "RocksDB meta scan");
+}
+
+Status RocksTier::Resume() { return FromRocks(db_->Resume(), "RocksDB resume"); }
+
+uint64_t RocksTier::DiskBytes() {
+  uint64_t sst = 0, blob = 0;
+  (void)db_->GetAggregatedIntProperty("rocksdb.live-sst-files-size", &sst);
+  (void)db_->GetAggregatedIntProperty("rocksdb.live-blob-file-size", &blob);
+  return sst + blob;
+}
+
+}  // namespace kvstash::store

@@ -1,0 +1,319 @@
+// Store::Impl eviction, demotion, promotion and removal (store/store.h "Guarantees").
+#include <algorithm>
+#include <unordered_set>
+
+#include "common/checksum.h"
+#include "common/logging.h"
+#include "store/store_impl.h"
+
+namespace kvstash::store {
+namespace {
+
+bool Matches(const SharedBytes& b, uint64_t size, uint64_t checksum) {
+  if (!b) return size == 0;
+  return b->size() == size && Xxh3_64(*b) == checksum;
+}
+
+}  // namespace
+
+bool Store::Impl::EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect) {
+  auto excluded = [&](uint32_t id) {
+    return std::binary_search(protect.begin(), protect.end(), id);
+  };
+  for (;;) {
+    uint32_t victim;
+    {
+      std::unique_lock lock(index_mu_);  // PickVictim advances the sampler
+      const uint64_t current = slot == kAnySlot ? index_.size() : bytes_[slot];
+      if (current <= target) return true;
+      victim = index_.PickVictim(slot, excluded);
+    }
+    if (victim == kNoEntry) return false;
+    Status s = EvictOne(slot, victim);
+    if (!s.ok()) {
+      KVSTASH_LOG_WARN("store: eviction from {} failed: {}",
+                       slot == kAnySlot ? "index" : TierName(Tier(slot)), s.ToString());
+      return false;
+    }
+  }
+}
+
+Result<RedisTier::Item> Store::Impl::ReadForDemotion(uint32_t id) {
+  RedisTier::Item item;
+  uint8_t flags;
+  {
+    std::shared_lock lock(index_mu_);
+    const IndexEntry& e = index_.at(id);
+    item.key = e.key;
+    item.meta = MetaOf(id);
+    flags = e.flags;
+    if (e.t0) {
+      item.payload = e.t0->payload;
+      item.state = e.t0->state;
+    }
+  }
+  if (!item.payload && t1_ && (flags & kInT1)) {
+    const StoredKey key = item.key;
+    KVSTASH_ASSIGN_OR_RETURN(auto values, t1_->Read(std::span(&key, 1)));
+    if (!values[0].found) return Status::NotFound("chunk vanished from T1");
+    item.payload = std::make_shared<const std::string>(std::move(values[0].payload));
+    if (!values[0].state.empty()) {
+      item.state = std::make_shared<const std::string>(std::move(values[0].state));
+    }
+  }
+  if (!item.payload) return Status::NotFound("chunk has no readable copy");
+  if (!Matches(item.payload, item.meta.payload_bytes, item.meta.payload_checksum) ||
+      ((item.meta.flags & kMetaHasState) &&
+       !Matches(item.state, item.meta.state_bytes, item.meta.state_checksum))) {
+    c_.checksum_failures++;
+    return Status::Corruption("chunk fails its checksum while being demoted");
+  }
+  if (!(item.meta.flags & kMetaHasState)) item.state.reset();
+  item.meta.tiers = kMetaInT2;
+  return item;
+}
+
+Status Store::Impl::EvictOne(int slot, uint32_t id) {
+  uint8_t flags;
+  MetaRecord meta;
+  StoredKey key;
+  {
+    std::shared_lock lock(index_mu_);
+    flags = index_.at(id).flags;
+    key = index_.at(id).key;
+    meta = MetaOf(id);
+  }
+  auto remove = [&]() -> Status {
+    KVSTASH_ASSIGN_OR_RETURN(uint64_t removed, RemoveSubtrees({id}));
+    (void)removed;
+    if (slot == kAnySlot) c_.index_evictions++; else c_.evictions[slot]++;
+    return Status::Ok();
+  };
+  // Copies the entry to T2; false when that failed.
+  auto demote = [&]() -> bool {
+    auto item = ReadForDemotion(id);
+    if (item.ok()) {
+      const RedisTier::Item items[1] = {std::move(item).value()};
+      if (t2_->Put(items)[0].ok()) return true;
+    }
+    c_.errors[2]++;
+    return false;
+  };
+
+  if (slot == 0) {
+    if (flags & (kInT1 | kInT2)) {  // another copy remains: drop the memory copy
+      std::unique_lock lock(index_mu_);
+      SetFlagsLocked(id, flags & ~kInT0);
+      c_.evictions[0]++;
+      return Status::Ok();
+    }
+    if (t2_ && demote()) {
+      std::unique_lock lock(index_mu_);
+      SetFlagsLocked(id, (flags & ~kInT0) | kInT2);
+      c_.evictions[0]++;
+      return Status::Ok();
+    }
+    return remove();
+  }
+  if (slot == 1) {
+    if (!t2_) return remove();
+    if (!(flags & kInT2)) {
+      if (!demote()) return remove();
+      std::unique_lock lock(index_mu_);
+      flags |= kInT2;
+      SetFlagsLocked(id, flags);
+    }
+    meta.tiers = kMetaInT2;
+    RocksTier::Batch b = t1_->NewBatch();
+    b.PutMeta(key, EncodeMetaRecord(meta));
+    b.DeleteValues(key);
+    if (Status s = t1_->Write(b); !s.ok()) {
+      c_.errors[1]++;
+      t1_write_failed_ = true;
+      return s;
+    }
+    std::unique_lock lock(index_mu_);
+    SetFlagsLocked(id, flags & ~(kInT0 | kInT1));
+    c_.evictions[1]++;
+    return Status::Ok();
+  }
+  if (slot == 2) {
+    if (!(flags & (kInT0 | kInT1))) return remove();
+    const StoredKey keys[1] = {key};
+    if (!t2_->Delete(keys)[0].ok()) c_.errors[2]++;
+    if (t1_ && (flags & kInT1)) {
+      meta.tiers = kMetaInT1;
+      RocksTier::Batch b = t1_->NewBatch();
+      b.PutMeta(key, EncodeMetaRecord(meta));
+      if (Status s = t1_->Write(b); !s.ok()) {
+        c_.errors[1]++;
+        t1_write_failed_ = true;
+        return s;
+      }
+    }
+    std::unique_lock lock(index_mu_);
+    SetFlagsLocked(id, flags & ~kInT2);
+    c_.evictions[2]++;
+    return Status::Ok();
+  }
+  return remove();  // kAnySlot: the whole entry
+}
+
+Result<uint64_t> Store::Impl::RemoveSubtrees(const std::vector<uint32_t>& roots) {
+  std::vector<uint32_t> order;
+  std::vector<StoredKey> t1_keys, t2_keys;
+  {
+    std::shared_lock lock(index_mu_);
+    std::unordered_set<uint32_t> seen;
+    for (uint32_t root : roots) {
+      if (seen.count(root) || !index_.at(root).live()) continue;
+      for (uint32_t id : index_.SubtreePostOrder(root)) {
+        if (!seen.insert(id).second) continue;
+        order.push_back(id);
+        const IndexEntry& e = index_.at(id);
+        if (t1_ && (e.flags & (kInT1 | kInT2))) t1_keys.push_back(e.key);
+        if (t2_ && (e.flags & kInT2)) t2_keys.push_back(e.key);
+      }
+    }
+  }
+  if (!t1_keys.empty()) {
+    RocksTier::Batch b = t1_->NewBatch();
+    for (const StoredKey& k : t1_keys) b.DeleteChunk(k);
+    if (Status s = t1_->Write(b); !s.ok()) {
+      c_.errors[1]++;
+      t1_write_failed_ = true;
+      return s;
+    }
+  }
+  if (!t2_keys.empty()) {
+    for (const Status& s : t2_->Delete(t2_keys)) {
+      if (!s.ok()) c_.errors[2]++;
+    }
+  }
+  std::unique_lock lock(index_mu_);
+  for (uint32_t id : order) RemoveLocked(id);
+  return static_cast<uint64_t>(order.size());
+}
+
+void Store::Impl::DropKeys(const std::vector<StoredKey>& keys) {
+  std::lock_guard wl(write_mu_);
+  std::vector<uint32_t> roots;
+  {
+    std::shared_lock lock(index_mu_);
+    for (const StoredKey& k : keys) {
+      const uint32_t id = index_.Find(k);
+      if (id != kNoEntry) roots.push_back(id);
+    }
+  }
+  auto removed = RemoveSubtrees(roots);
+  if (!removed.ok()) {
+    KVSTASH_LOG_WARN("store: dropping {} bad chunks failed: {}", keys.size(),
+                     removed.status().ToString());
+  }
+}
+
+void Store::Impl::PromoteToMemory(uint32_t id, const SharedBytes& payload,
+                                  const SharedBytes& state) {
+  uint64_t bytes;
+  StoredKey key;
+  {
+    std::shared_lock lock(index_mu_);
+    const IndexEntry& e = index_.at(id);
+    if (!on_[0] || !e.live() || (e.flags & kInT0)) return;
+    bytes = e.bytes();
+    key = e.key;
+  }
+  if (bytes > budget_[0] || !EvictUntil(0, budget_[0] - bytes, {id})) return;
+  std::unique_lock lock(index_mu_);
+  IndexEntry& e = index_.at(id);
+  if (!e.live() || e.key != key || (e.flags & kInT0)) return;
+  auto rec = std::make_shared<MemoryRecord>();
+  rec->payload = payload;
+  rec->state = (e.flags & kHasState) ? state : nullptr;
+  e.t0 = std::move(rec);
+  SetFlagsLocked(id, e.flags | kInT0);
+  c_.promotions[0]++;
+}
+
+void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
+  const MetaRecord& m = item.meta;
+  const uint64_t bytes = m.payload_bytes + m.state_bytes;
+  uint32_t id, parent = kNoEntry;
+  std::vector<uint32_t> protect;
+  {
+    std::shared_lock lock(index_mu_);
+    id = index_.Find(item.key);
+    if (id == kNoEntry && (m.flags & kMetaHasParent)) {
+      parent = index_.Find(m.parent);
+      if (parent == kNoEntry) return;  // cannot link it into a chain here
+    }
+  }
+  if (id != kNoEntry) protect.push_back(id);
+  if (parent != kNoEntry) protect.push_back(parent);
+  std::sort(protect.begin(), protect.end());
+  if (id == kNoEntry && !EvictUntil(kAnySlot, index_.max_entries() - 1, protect)) return;
+  const int durable = t1_ ? 1 : 0;
+  if (bytes > budget_[durable] || !EvictUntil(durable, budget_[durable] - bytes, protect)) return;
+  {
+    // Evictions above never remove protected entries, but re-check before linking.
+    std::shared_lock lock(index_mu_);
+    if (id != kNoEntry && (!index_.at(id).live() || index_.at(id).key != item.key)) return;
+    if (parent != kNoEntry && (!index_.at(parent).live() || index_.at(parent).key != m.parent)) {
+      return;
+    }
+  }
+  if (t1_) {
+    MetaRecord meta = m;
+    meta.tiers = kMetaInT1 | kMetaInT2;
+    meta.flags &= static_cast<uint16_t>(~kMetaPinned);
+    if (id != kNoEntry) {
+      std::shared_lock lock(index_mu_);
+      if (index_.at(id).flags & kPinned) meta.flags |= kMetaPinned;
+    }
+    RocksTier::Batch b = t1_->NewBatch();
+    auto as_span = [](const SharedBytes& s) {
+      return s ? std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s->data()), s->size())
+               : std::span<const uint8_t>();
+    };
+    b.PutChunk(item.key, EncodeMetaRecord(meta), as_span(item.payload), as_span(item.state));
+    if (Status s = t1_->Write(b); !s.ok()) {
+      c_.errors[1]++;
+      t1_write_failed_ = true;
+      return;
+    }
+  }
+  std::unique_lock lock(index_mu_);
+  if (id == kNoEntry) {
+    id = index_.Insert(item.key, parent, 0);
+    IndexEntry& e = index_.at(id);
+    e.tokens = m.tokens;
+    e.payload_bytes = static_cast<uint32_t>(m.payload_bytes);
+    e.state_bytes = static_cast<uint32_t>(m.state_bytes);
+    e.payload_checksum = m.payload_checksum;
+    e.state_checksum = m.state_checksum;
+    e.codec = m.codec;
+    e.created_ms = m.created_ms;
+    e.access_s = static_cast<uint32_t>(NowMs() / 1000);
+    uint8_t f = kInT2;
+    if (m.flags & kMetaPartial) f |= kPartial;
+    if (m.flags & kMetaHasState) f |= kHasState;
+    SetFlagsLocked(id, f);
+  }
+  uint8_t flags = index_.at(id).flags | kInT2;
+  if (t1_) {
+    flags |= kInT1;
+    c_.promotions[1]++;
+  }
+  if (!t1_ && on_[0] && !(flags & kInT0)) {
+    // Without T1, T0 holds the promoted copy (room was made above).
+    auto rec = std::make_shared<MemoryRecord>();
+    rec->payload = item.payload;
+    rec->state = item.state;
+    index_.at(id).t0 = std::move(rec);
+    flags |= kInT0;
+    c_.promotions[0]++;
+  }
+  SetFlagsLocked(id, flags);
+}
+
+}  // namespace kvstash::store

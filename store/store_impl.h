@@ -1,0 +1,97 @@
+// Store::Impl: the orchestration behind store/store.h (private to store/).
+//
+// Locking (see store.h "Thread-safety"):
+// - write_mu_ serialises every operation that changes what is stored: Put, Delete,
+//   Pin/Unpin, evictions, demotions, promotions and drops. While it is held nothing
+//   else changes residency, so a writer can read the index, do I/O without the index
+//   lock, and then apply the result.
+// - index_mu_ (shared) guards the PrefixIndex and the per-tier accounting; readers
+//   (Lookup, Get's planning) take it shared, writers take it exclusively and briefly,
+//   never across I/O. Lock order: write_mu_ before index_mu_.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
+
+#include "store/meta_record.h"
+#include "store/prefix_index.h"
+#include "store/redis_tier.h"
+#include "store/rocks_tier.h"
+#include "store/store.h"
+
+namespace kvstash::store {
+
+class Store::Impl {
+ public:
+  explicit Impl(const StoreOptions& options);
+  ~Impl();
+  // Opens the tiers and rebuilds the index from T1.
+  Status Init();
+
+  Result<LookupResult> Lookup(std::span<const StoredKey> keys, bool hybrid);
+  Status Put(std::span<const ChunkPut> chunks);
+  Result<std::vector<ChunkData>> Get(std::span<const StoredKey> keys);
+  Result<uint64_t> Delete(std::span<const StoredKey> keys);
+  Result<uint64_t> SetPinned(std::span<const StoredKey> keys, bool pinned);
+  StoreStats Stats() const;
+  Result<VerifyReport> VerifyAll();
+
+ private:
+  struct Counters {
+    std::atomic<uint64_t> lookups{0}, lookup_chunks{0}, lookup_hit_chunks{0},
+        lookup_hit_tokens{0}, gets{0}, get_misses{0}, puts{0}, put_bytes{0}, put_failures{0},
+        deletes{0}, checksum_failures{0}, index_evictions{0};
+    std::atomic<uint64_t> hits[kNumTiers]{}, evictions[kNumTiers]{}, promotions[kNumTiers]{},
+        errors[kNumTiers]{};
+  };
+
+  // --- index bookkeeping; REQUIRES index_mu_ held exclusively.
+  // Sets an entry's flags and keeps bytes_/entries_/pinned_ in step.
+  void SetFlagsLocked(uint32_t id, uint8_t flags);
+  // Removes a childless entry and its accounting.
+  void RemoveLocked(uint32_t id);
+  // The meta record describing entry `id` now (REQUIRES index_mu_ held, any mode).
+  MetaRecord MetaOf(uint32_t id) const;
+
+  // --- writers; REQUIRES write_mu_ held, index_mu_ not held.
+  // Evicts from tier `slot` until its bytes are <= target (false: no candidate left
+  // outside `protect`, sorted ids). kAnySlot: until the index has <= target entries.
+  bool EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect);
+  Status EvictOne(int slot, uint32_t id);
+  // Removes the entries of `roots` and all descendants from every tier; returns the
+  // number removed. Errors: IOError from T1 (nothing removed then).
+  Result<uint64_t> RemoveSubtrees(const std::vector<uint32_t>& roots);
+  // Drops the entries with these keys (checksum failure, vanished remote copy).
+  // REQUIRES: write_mu_ NOT held (takes it).
+  void DropKeys(const std::vector<StoredKey>& keys);
+  // Promotion of Get hits (T1 -> T0, T2 -> T1 and T0).
+  void PromoteToMemory(uint32_t id, const SharedBytes& payload, const SharedBytes& state);
+  void PromoteFromRemote(const RedisTier::Item& item);
+  // Reads an entry's bytes from T0 or T1 for a demotion (nullopt: not readable).
+  Result<RedisTier::Item> ReadForDemotion(uint32_t id);
+
+  Status LoadIndex();
+
+  StoreOptions opts_;
+  bool on_[kNumTiers] = {};
+  std::unique_ptr<RocksTier> t1_;
+  std::unique_ptr<RedisTier> t2_;
+
+  std::mutex write_mu_;
+  mutable std::shared_mutex index_mu_;
+  PrefixIndex index_;                     // guarded by index_mu_
+  uint64_t bytes_[kNumTiers] = {};        // guarded by index_mu_
+  uint64_t entries_[kNumTiers] = {};      // guarded by index_mu_
+  uint64_t pinned_ = 0;                   // guarded by index_mu_
+  uint64_t budget_[kNumTiers] = {};
+  bool t1_write_failed_ = false;          // guarded by write_mu_
+  Counters c_;
+};
+
+// Unix time now.
+uint64_t NowMs();
+
+}  // namespace kvstash::store
