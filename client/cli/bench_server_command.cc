@@ -20,7 +20,10 @@
 //      req_s, mb_s, p50_us, p99_us, plus requests, errors, seconds and (LOOKUP)
 //      hit_rate = tokens hit / tokens looked up. Every GET reply is checked
 //      byte-for-byte against the payload that was stored (round trip verified).
+#include <arpa/inet.h>
 #include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
