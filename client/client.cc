@@ -545,7 +545,8 @@ void Client::GetAsync(const StoredKey& route, const StoredKey& key, GetOptions g
   protocol::GetRequest req{key, get.decoded, get.with_state};
   impl_->Submit(ServerFor(route), Opcode::kGet, req.Flags(), EncodeBody(req), call,
                 [done = std::move(done)](Result<Frame> r) {
-                  auto m = DecodeReply<protocol::GetReply>(std::move(r));
+                  if (!r.ok()) return done(r.status());
+                  auto m = protocol::GetReply::DecodeOwned(r->header.flags, std::move(r->body));
                   if (!m.ok()) return done(m.status());
                   done(GetResult{std::move(m->payload), std::move(m->state_record)});
                 });

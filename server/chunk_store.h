@@ -72,6 +72,9 @@ class ChunkStore {
   // Pins or unpins; returns 1 when the key is stored, 0 otherwise. Errors: IOError.
   virtual Result<uint64_t> SetPinned(const StoredKey& key, bool pinned) = 0;
   virtual StoreSnapshot Snapshot() const = 0;
+  // True when Lookup never waits on I/O (index in memory, no remote tier asked), so
+  // the server may answer LOOKUPs on its socket threads instead of the worker pool.
+  virtual bool LookupIsInMemory() const { return false; }
 };
 
 }  // namespace kvstash::server

@@ -167,6 +167,12 @@ class Connection : public ConnectionHandle,
       closing_ = true;
       return;
     }
+    if (ctx_.handler->RunsInline(frame.header)) {
+      std::vector<uint8_t> out;
+      ctx_.handler->Handle(tenant_, frame, &out);
+      Enqueue(std::move(out));
+      return;
+    }
     ++in_flight_;
     auto self = this->shared_from_this();
     asio::post(*ctx_.workers, [self, frame = std::move(frame), tenant = tenant_]() mutable {

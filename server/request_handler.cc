@@ -14,20 +14,32 @@ namespace {
 using protocol::Frame;
 using protocol::Opcode;
 
+// Reply bodies are built after kFrameHeaderBytes of room for the frame header, so the
+// finished frame is the same buffer (no copy of large GET payloads).
+std::vector<uint8_t> ReplyBuffer(size_t body_capacity) {
+  std::vector<uint8_t> b;
+  b.reserve(protocol::kFrameHeaderBytes + body_capacity);
+  b.resize(protocol::kFrameHeaderBytes);
+  return b;
+}
+
 template <typename Reply>
 std::vector<uint8_t> Body(const Reply& r) {
-  std::vector<uint8_t> b;
+  std::vector<uint8_t> b = ReplyBuffer(64);
   r.Encode(&b);
   return b;
 }
 
-void AppendOkReply(const Frame& request, uint16_t flags, std::span<const uint8_t> body,
-                   std::vector<uint8_t>* out) {
+// Fills the header room of `frame` (ReplyBuffer + body) for a successful reply.
+void FinishOkReply(const Frame& request, std::vector<uint8_t>* frame) {
   protocol::FrameHeader h;
   h.opcode = static_cast<uint8_t>(request.header.opcode | protocol::kReplyBit);
   h.request_id = request.header.request_id;
-  h.flags = flags;
-  protocol::AppendFrame(h, body, out);
+  const std::span<const uint8_t> body(frame->data() + protocol::kFrameHeaderBytes,
+                                      frame->size() - protocol::kFrameHeaderBytes);
+  h.body_bytes = static_cast<uint32_t>(body.size());
+  h.body_crc32c = body.empty() ? 0 : Crc32c(body);
+  protocol::EncodeFrameHeader(h, frame->data());
 }
 
 uint64_t CanonicalBytes(const PayloadHeader& h) {
@@ -80,7 +92,9 @@ bool RequestHandler::HandleHello(const Frame& f, std::string* tenant, std::vecto
   *tenant = req->tenant;
   protocol::HelloReply reply{protocol::kProtocolVersion, limits_.max_frame_bytes,
                              limits_.max_in_flight, limits_.server_id};
-  AppendOkReply(f, 0, Body(reply), out);
+  std::vector<uint8_t> frame = Body(reply);
+  FinishOkReply(f, &frame);
+  out->insert(out->end(), frame.begin(), frame.end());
   return finish(true);
 }
 
@@ -89,7 +103,12 @@ void RequestHandler::Handle(const std::string& tenant, const Frame& f, std::vect
   const auto op = static_cast<Opcode>(f.header.opcode);
   Result<std::vector<uint8_t>> body = Dispatch(tenant, f);
   if (body.ok()) {
-    AppendOkReply(f, 0, *body, out);
+    FinishOkReply(f, &*body);
+    if (out->empty()) {
+      *out = std::move(*body);
+    } else {
+      out->insert(out->end(), body->begin(), body->end());
+    }
   } else {
     protocol::AppendErrorReply(f.header.opcode, f.header.request_id, body.status(), out);
   }
@@ -207,16 +226,16 @@ Result<std::vector<uint8_t>> RequestHandler::DoGet(const std::string& tenant, co
                                   " on the server is not available in this build");
     }
   }
-  // Reply body (messages.h GetReply), built without an intermediate copy.
+  // Reply body (messages.h GetReply) copied once, from the store's buffer.
   const std::string& payload = *hit->payload;
   const std::string* state = req.with_state && hit->state ? hit->state.get() : nullptr;
-  std::vector<uint8_t> body;
-  body.reserve(8 + payload.size() + (state ? state->size() : 0));
+  const size_t state_bytes = state ? state->size() : 0;
+  std::vector<uint8_t> body = ReplyBuffer(payload.size() + state_bytes + 8);
   ByteWriter w(&body);
-  w.U32(static_cast<uint32_t>(payload.size()));
   w.Bytes(payload);
-  w.U32(state ? static_cast<uint32_t>(state->size()) : 0);
   if (state) w.Bytes(*state);
+  w.U32(static_cast<uint32_t>(state_bytes));
+  w.U32(static_cast<uint32_t>(payload.size()));
   metrics_->RecordGetHit(payload.size());
   return body;
 }
@@ -232,6 +251,11 @@ Result<std::vector<uint8_t>> RequestHandler::DoPin(const std::string& tenant, co
   KVSTASH_ASSIGN_OR_RETURN(uint64_t n, store_->SetPinned(ScopeKey(tenant, req.key), req.pin));
   if (n == 0) return Status::NotFound("chunk not stored");
   return Body(protocol::PinReply{});
+}
+
+bool RequestHandler::RunsInline(const protocol::FrameHeader& h) const {
+  const auto op = static_cast<Opcode>(h.opcode);
+  return op == Opcode::kPing || (op == Opcode::kLookup && store_->LookupIsInMemory());
 }
 
 nlohmann::json RequestHandler::StatsJson() const {

@@ -54,6 +54,10 @@ class RequestHandler {
   void Handle(const std::string& tenant, const protocol::Frame& request,
               std::vector<uint8_t>* out);
 
+  // True for requests cheap enough to answer on a socket thread (PING; LOOKUP when the
+  // store's lookups are in memory): no hop to the worker pool and back.
+  bool RunsInline(const protocol::FrameHeader& h) const;
+
   // The STATS / /v1/stats document.
   nlohmann::json StatsJson() const;
   std::string PrometheusText() const;

@@ -82,7 +82,8 @@ Result<store::StoreOptions> StoreOptionsFromJson(const nlohmann::json& doc) {
 Result<std::unique_ptr<StoreChunkStore>> StoreChunkStore::Open(const nlohmann::json& doc) {
   KVSTASH_ASSIGN_OR_RETURN(store::StoreOptions o, StoreOptionsFromJson(doc));
   KVSTASH_ASSIGN_OR_RETURN(std::unique_ptr<store::Store> s, store::Store::Open(o));
-  return std::make_unique<StoreChunkStore>(std::move(s));
+  const bool remote = !o.redis.endpoints.empty() && o.redis.lookup_remote;
+  return std::make_unique<StoreChunkStore>(std::move(s), remote);
 }
 
 Result<ChunkLookup> StoreChunkStore::Lookup(std::span<const StoredKey> keys, bool require_state) {

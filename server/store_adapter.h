@@ -24,7 +24,9 @@ Result<store::StoreOptions> StoreOptionsFromJson(const nlohmann::json& doc);
 
 class StoreChunkStore : public ChunkStore {
  public:
-  explicit StoreChunkStore(std::unique_ptr<store::Store> store) : store_(std::move(store)) {}
+  // `remote_lookups`: the store asks T2 during Lookup (redis endpoints configured).
+  StoreChunkStore(std::unique_ptr<store::Store> store, bool remote_lookups)
+      : store_(std::move(store)), remote_lookups_(remote_lookups) {}
   // Opens the store described by the config section. Errors: StoreOptionsFromJson's,
   // store::Store::Open's.
   static Result<std::unique_ptr<StoreChunkStore>> Open(const nlohmann::json& doc);
@@ -35,9 +37,11 @@ class StoreChunkStore : public ChunkStore {
   Result<uint64_t> Delete(const StoredKey& key) override;
   Result<uint64_t> SetPinned(const StoredKey& key, bool pinned) override;
   StoreSnapshot Snapshot() const override;
+  bool LookupIsInMemory() const override { return !remote_lookups_; }
 
  private:
   std::unique_ptr<store::Store> store_;
+  bool remote_lookups_;
 };
 
 }  // namespace kvstash::server

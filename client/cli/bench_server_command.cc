@@ -17,10 +17,12 @@
 //        kvstash PUT     one chunk of the prefix (overwrite)
 //        redis   GET / SET the same chunk bytes under the same keys (hiredis)
 //   4. Prints and writes (--json) one row per (system, op): system, op, clients,
-//      req_s, mb_s, p50_us, p99_us, plus requests, errors, seconds and (LOOKUP)
-//      hit_rate = tokens hit / tokens looked up. Every GET reply is checked
+//      req_s, mb_s, p50_us, p99_us, plus requests, errors, seconds, mode
+//      (closed-loop, or open-loop with offered_req_s: the LOOKUP phase at --lookup-rate
+//      per client) and (LOOKUP) hit_rate = tokens hit / tokens looked up. Every GET reply is checked
 //      byte-for-byte against the payload that was stored (round trip verified).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -61,19 +63,27 @@ struct BenchOptions {
   uint32_t chunk_tokens = 32;
   double zipf_s = 1.0;
   double seconds = 4.0;
+  // Open-loop LOOKUP phase: each client issues this many LOOKUPs per second on a fixed
+  // schedule; latency counts from the scheduled send time (no coordinated omission).
+  // 0: skip. Default: 100.
+  double lookup_rate = 100;
   bool skip_redis = false;
 };
 
 // A child process started with posix_spawn, stopped with SIGTERM.
 class Child {
  public:
-  Status Start(const std::vector<std::string>& argv) {
+  // `quiet`: the child's stdout goes to /dev/null (redis-server's banner and log).
+  Status Start(const std::vector<std::string>& argv, bool quiet = false) {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    if (posix_spawnp(&pid_, args[0], nullptr, nullptr, args.data(), environ) != 0) {
-      return Status::Unavailable("cannot start " + argv[0]);
-    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (quiet) posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    const int rc = posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return Status::Unavailable("cannot start " + argv[0]);
     return Status::Ok();
   }
   ~Child() {
@@ -125,6 +135,7 @@ struct Row {
   double seconds = 0;
   std::vector<uint32_t> lat_us;
   bool has_hit_rate = false;
+  double offered_req_s = 0;  // open-loop phases only
 
   nlohmann::json Json(uint32_t clients) {
     std::sort(lat_us.begin(), lat_us.end());
@@ -137,14 +148,18 @@ struct Row {
                         {"p50_us", pct(0.50)}, {"p99_us", pct(0.99)},
                         {"requests", requests}, {"errors", errors}, {"seconds", seconds}};
     if (has_hit_rate) j["hit_rate"] = tokens ? static_cast<double>(tokens_hit) / tokens : 0.0;
+    j["mode"] = offered_req_s > 0 ? "open-loop" : "closed-loop";
+    if (offered_req_s > 0) j["offered_req_s"] = offered_req_s;
     return j;
   }
 };
 
-// Runs `clients` threads calling op(thread, rng, row) until `seconds` pass.
+// Runs `clients` threads calling op(thread, rng, row) until `seconds` pass: closed loop
+// when rate == 0, else each thread on a fixed schedule of `rate` calls per second
+// (random phase), latency measured from the scheduled time.
 template <typename Op>
 Row RunPhase(const std::string& system, const std::string& op_name, uint32_t clients,
-             double seconds, Op op) {
+             double seconds, Op op, double rate = 0) {
   std::vector<Row> rows(clients);
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
@@ -152,8 +167,18 @@ Row RunPhase(const std::string& system, const std::string& op_name, uint32_t cli
   for (uint32_t t = 0; t < clients; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(1000 + t);
+      const auto interval = rate > 0 ? std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(1.0 / rate))
+                                     : Clock::duration::zero();
+      auto next = t0 + std::chrono::duration_cast<Clock::duration>(
+                           interval * std::uniform_real_distribution<double>(0, 1)(rng));
       while (!stop.load(std::memory_order_relaxed)) {
-        const auto s = Clock::now();
+        auto s = Clock::now();
+        if (rate > 0) {
+          std::this_thread::sleep_until(next);
+          s = next;
+          next += interval;
+        }
         op(t, rng, rows[t]);
         rows[t].lat_us.push_back(static_cast<uint32_t>(
             std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - s).count()));
@@ -168,6 +193,7 @@ Row RunPhase(const std::string& system, const std::string& op_name, uint32_t cli
   r.system = system;
   r.op = op_name;
   r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.offered_req_s = rate * clients;
   for (auto& x : rows) {
     r.requests += x.requests;
     r.errors += x.errors;
@@ -273,8 +299,7 @@ int Run(const BenchOptions& o) {
   const Zipf zipf_all(ranks, o.zipf_s), zipf_stored(o.prefixes, o.zipf_s);
   std::vector<Row> rows;
 
-  rows.push_back(RunPhase("kvstash", "LOOKUP", o.clients, o.seconds,
-                          [&](uint32_t t, std::mt19937_64& rng, Row& row) {
+  auto lookup_op = [&](uint32_t t, std::mt19937_64& rng, Row& row) {
     const uint32_t p = zipf_all.Sample(rng);
     std::vector<ChunkRef> chain;
     for (uint32_t c = 0; c < o.chunks + 2; ++c) {
@@ -296,7 +321,11 @@ int Run(const BenchOptions& o) {
     }
     row.tokens_hit += r->matched_tokens;
     row.bytes += 4 + 20 * chain.size();
-  }));
+  };
+  rows.push_back(RunPhase("kvstash", "LOOKUP", o.clients, o.seconds, lookup_op));
+  if (o.lookup_rate > 0) {
+    rows.push_back(RunPhase("kvstash", "LOOKUP", o.clients, o.seconds, lookup_op, o.lookup_rate));
+  }
   std::atomic<uint64_t> mismatches{0};
   rows.push_back(RunPhase("kvstash", "GET", o.clients, o.seconds,
                           [&](uint32_t t, std::mt19937_64& rng, Row& row) {
@@ -327,7 +356,8 @@ int Run(const BenchOptions& o) {
     Child redis;
     Status s = redis.Start({o.redis_bin, "--port", std::to_string(port), "--save", "", "--appendonly",
                             "no", "--daemonize", "no", "--bind", "127.0.0.1", "--loglevel", "warning",
-                            "--dir", tmp.string()});
+                            "--dir", tmp.string()},
+                    /*quiet=*/true);
     if (!s.ok()) return fail(s.ToString());
     std::vector<redisContext*> conns(o.clients, nullptr);
     for (int attempt = 0; attempt < 100; ++attempt) {
@@ -411,6 +441,9 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--server-bin", o->server_bin, "kvstash-server binary");
       cmd->add_option("--redis-bin", o->redis_bin, "redis-server binary")->capture_default_str();
       cmd->add_option("--data", o->data_file, "Real bf16 bytes to fill payloads with");
+      cmd->add_option("--lookup-rate", o->lookup_rate,
+                      "Open-loop LOOKUPs per second per client (0: skip that phase)")
+          ->capture_default_str();
       cmd->add_flag("--skip-redis", o->skip_redis, "No redis baseline");
       return [o] { return Run(*o); };
     });

@@ -245,20 +245,43 @@ Result<GetRequest> GetRequest::Decode(uint16_t flags, std::span<const uint8_t> b
 void GetReply::Encode(std::vector<uint8_t>* body) const {
   ByteWriter w(body);
   body->reserve(body->size() + 8 + payload.size() + state_record.size());
-  w.U32(static_cast<uint32_t>(payload.size()));
   w.Bytes(payload);
-  w.U32(static_cast<uint32_t>(state_record.size()));
   w.Bytes(state_record);
+  w.U32(static_cast<uint32_t>(state_record.size()));
+  w.U32(static_cast<uint32_t>(payload.size()));
 }
+
+namespace {
+// Sizes of a GET reply body from its trailer. Errors: Corruption.
+Status GetReplySizes(std::span<const uint8_t> body, uint32_t* payload_len, uint32_t* state_len) {
+  if (body.size() < 8) return Status::Corruption("GET reply body is truncated");
+  *state_len = LoadLe<uint32_t>(body.data() + body.size() - 8);
+  *payload_len = LoadLe<uint32_t>(body.data() + body.size() - 4);
+  if (uint64_t{*payload_len} + *state_len + 8 != body.size()) {
+    return Status::Corruption("GET reply sizes disagree with its body size");
+  }
+  return Status::Ok();
+}
+}  // namespace
 
 Result<GetReply> GetReply::Decode(uint16_t flags, std::span<const uint8_t> body) {
   KVSTASH_RETURN_IF_ERROR(CheckFlags("GET reply", flags, 0));
-  BodyReader r("GET reply", body);
-  GetReply m;
   uint32_t payload_len = 0, state_len = 0;
-  r.U32(&payload_len) && r.Bytes(payload_len, &m.payload) && r.U32(&state_len) &&
-      r.Bytes(state_len, &m.state_record);
-  KVSTASH_RETURN_IF_ERROR(r.Finish());
+  KVSTASH_RETURN_IF_ERROR(GetReplySizes(body, &payload_len, &state_len));
+  GetReply m;
+  m.payload.assign(body.begin(), body.begin() + payload_len);
+  m.state_record.assign(body.begin() + payload_len, body.begin() + payload_len + state_len);
+  return m;
+}
+
+Result<GetReply> GetReply::DecodeOwned(uint16_t flags, std::vector<uint8_t>&& body) {
+  KVSTASH_RETURN_IF_ERROR(CheckFlags("GET reply", flags, 0));
+  uint32_t payload_len = 0, state_len = 0;
+  KVSTASH_RETURN_IF_ERROR(GetReplySizes(body, &payload_len, &state_len));
+  GetReply m;
+  m.state_record.assign(body.begin() + payload_len, body.begin() + payload_len + state_len);
+  body.resize(payload_len);
+  m.payload = std::move(body);
   return m;
 }
 

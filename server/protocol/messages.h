@@ -127,6 +127,9 @@ struct GetRequest {
   static Result<GetRequest> Decode(uint16_t flags, std::span<const uint8_t> body);
   bool operator==(const GetRequest&) const = default;
 };
+// Body layout: payload || state_record || u32 state_bytes || u32 payload_bytes. The
+// sizes trail the bytes so a receiver can keep the payload in the buffer it read the
+// body into (DecodeOwned: no copy of a multi-megabyte payload).
 struct GetReply {
   std::vector<uint8_t> payload;       // a whole chunk payload
   std::vector<uint8_t> state_record;  // empty unless asked for and present
@@ -134,6 +137,8 @@ struct GetReply {
   uint16_t Flags() const { return 0; }
   void Encode(std::vector<uint8_t>* body) const;
   static Result<GetReply> Decode(uint16_t flags, std::span<const uint8_t> body);
+  // Same result as Decode, taking over `body`'s buffer for the payload.
+  static Result<GetReply> DecodeOwned(uint16_t flags, std::vector<uint8_t>&& body);
   bool operator==(const GetReply&) const = default;
 };
 

@@ -80,6 +80,7 @@ class MemoryChunkStore : public ChunkStore {
     s.index_entries = entries_.size();
     return s;
   }
+  bool LookupIsInMemory() const override { return true; }
   bool IsPinned(const StoredKey& k) const {
     std::lock_guard<std::mutex> l(mu_);
     return pinned_.count(k) > 0;
