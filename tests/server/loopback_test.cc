@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <thread>
 
@@ -342,6 +343,45 @@ TEST_F(LoopbackTest, ClientRetriesUntilAServerAppearsAndHonoursDeadlines) {
   o.max_attempts = 1000;
   auto patient = Client::Create(o).value();
   EXPECT_STATUS(patient->Ping(0, quick), kDeadlineExceeded);
+}
+
+TEST_F(LoopbackTest, TlsOnTheProtocolPort) {
+  // A throw-away self-signed certificate (openssl CLI, Debian package openssl).
+  const std::string dir = ::testing::TempDir() + "kvstash-tls-" + std::to_string(getpid());
+  const std::string cmd = "mkdir -p " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout " +
+                          dir + "/key.pem -out " + dir + "/cert.pem -days 1 -subj /CN=localhost " +
+                          ">/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl CLI not available";
+  ServerConfig cfg = TestConfig();
+  cfg.tls_cert_file = dir + "/cert.pem";
+  cfg.tls_key_file = dir + "/key.pem";
+  StartServer(cfg);
+  asio::ssl::context ctx(asio::ssl::context::tls_client);
+  ctx.set_verify_mode(asio::ssl::verify_none);
+  asio::ssl::stream<tcp::socket> s(ioc_, ctx);
+  s.next_layer().connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()));
+  s.handshake(asio::ssl::stream_base::client);
+  auto hello = HelloFrame("a", "pa");
+  asio::write(s, asio::buffer(hello));
+  std::vector<uint8_t> ping;
+  protocol::AppendFrame({.opcode = 8, .request_id = 2}, std::vector<uint8_t>{4, 2}, &ping);
+  asio::write(s, asio::buffer(ping));
+  for (uint64_t want : {1u, 2u}) {
+    uint8_t h[32];
+    asio::read(s, asio::buffer(h));
+    auto hd = protocol::DecodeFrameHeader(std::span<const uint8_t, 32>(h, 32)).value();
+    EXPECT_EQ(hd.request_id, want);
+    EXPECT_EQ(hd.status, 0);
+    std::vector<uint8_t> body(hd.body_bytes);
+    asio::read(s, asio::buffer(body));
+    if (want == 2) EXPECT_EQ(body, (std::vector<uint8_t>{4, 2}));
+  }
+  // A plain-TCP client on the TLS port gets nowhere (closed by the handshake deadline
+  // or failure), and the server goes on serving.
+  tcp::socket plain = Raw();
+  asio::write(plain, asio::buffer(hello));
+  EXPECT_TRUE(ClosedByServer(plain));
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(RendezvousTest, SpreadsChainsAndMovesOnlyTheRemovedServersChains) {
