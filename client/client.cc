@@ -196,6 +196,23 @@ asio::awaitable<void> ConnectAndServe(Conn* c, uint64_t gen, std::string host, s
   on_ready(c, gen, hello_status);
   if (!hello_status.ok()) co_return;
   while (c->generation == gen) {
+    // Large bodies (GET payloads) are read straight into the frame's buffer.
+    if (std::span<uint8_t> tail = c->parser.BodyTail(); tail.size() >= 64 * 1024) {
+      size_t n = co_await c->socket.async_read_some(asio::buffer(tail.data(), tail.size()),
+                                                    asio::redirect_error(asio::use_awaitable, ec));
+      if (c->generation != gen) co_return;
+      if (ec) {
+        on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
+        co_return;
+      }
+      auto o = c->parser.CommitBody(n);
+      if (o == protocol::FrameParser::Outcome::kBad) {
+        on_ready(c, gen, c->parser.error().WithContext("reply stream"));
+        co_return;
+      }
+      if (o == protocol::FrameParser::Outcome::kComplete) on_frame(c, gen, c->parser.TakeFrame());
+      continue;
+    }
     size_t n = co_await c->socket.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
     if (c->generation != gen) co_return;
     if (ec) {

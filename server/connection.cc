@@ -115,6 +115,24 @@ class Connection : public ConnectionHandle,
       ArmDeadline(read_timer_, mid_frame ? ctx_.limits->io_timeout_ms
                                          : ctx_.limits->idle_timeout_ms);
       boost::system::error_code ec;
+      // Large bodies (PUT payloads) are read straight into the frame's buffer.
+      if (std::span<uint8_t> tail = parser_.BodyTail(); tail.size() >= 64 * 1024) {
+        const size_t n = co_await stream_.async_read_some(
+            asio::buffer(tail.data(), tail.size()), asio::redirect_error(use_awaitable, ec));
+        read_timer_.cancel();
+        if (ec || n == 0) break;
+        ctx_.metrics->AddBytesIn(n);
+        const auto outcome = parser_.CommitBody(n);
+        if (outcome == protocol::FrameParser::Outcome::kBad) {
+          OnBadFrame();
+          co_return;
+        }
+        if (outcome == protocol::FrameParser::Outcome::kComplete) {
+          OnFrame(parser_.TakeFrame());
+          if (closing_) co_return;
+        }
+        continue;
+      }
       const size_t n = co_await stream_.async_read_some(asio::buffer(buf),
                                                         asio::redirect_error(use_awaitable, ec));
       read_timer_.cancel();
@@ -140,8 +158,8 @@ class Connection : public ConnectionHandle,
     ctx_.metrics->RecordBadFrame();
     KVSTASH_LOG_DEBUG("connection {}: bad frame: {}", id_, parser_.error().ToString());
     if (const auto& h = parser_.bad_header()) {
-      std::vector<uint8_t> out;
-      protocol::AppendErrorReply(h->opcode, h->request_id, parser_.error(), &out);
+      Reply out;
+      protocol::AppendErrorReply(h->opcode, h->request_id, parser_.error(), &out.head);
       Enqueue(std::move(out));
     }
     closing_ = true;
@@ -150,8 +168,8 @@ class Connection : public ConnectionHandle,
   void OnFrame(protocol::Frame frame) {
     const auto op = static_cast<protocol::Opcode>(frame.header.opcode);
     if (op == protocol::Opcode::kHello && tenant_.empty()) {
-      std::vector<uint8_t> out;
-      const bool ok = ctx_.handler->HandleHello(frame, &tenant_, &out);
+      Reply out;
+      const bool ok = ctx_.handler->HandleHello(frame, &tenant_, &out.head);
       Enqueue(std::move(out));
       if (ok) {
         hello_timer_.cancel();
@@ -161,23 +179,18 @@ class Connection : public ConnectionHandle,
       return;
     }
     if (tenant_.empty() && op != protocol::Opcode::kPing) {
-      std::vector<uint8_t> out;
-      ctx_.handler->Handle(tenant_, frame, &out);  // PermissionDenied reply
-      Enqueue(std::move(out));
+      Enqueue(ctx_.handler->Handle(tenant_, frame));  // PermissionDenied reply
       closing_ = true;
       return;
     }
     if (ctx_.handler->RunsInline(frame.header)) {
-      std::vector<uint8_t> out;
-      ctx_.handler->Handle(tenant_, frame, &out);
-      Enqueue(std::move(out));
+      Enqueue(ctx_.handler->Handle(tenant_, frame));
       return;
     }
     ++in_flight_;
     auto self = this->shared_from_this();
     asio::post(*ctx_.workers, [self, frame = std::move(frame), tenant = tenant_]() mutable {
-      std::vector<uint8_t> out;
-      self->ctx_.handler->Handle(tenant, frame, &out);
+      Reply out = self->ctx_.handler->Handle(tenant, frame);
       asio::post(self->strand_, [self, out = std::move(out)]() mutable {
         --self->in_flight_;
         self->Enqueue(std::move(out));
@@ -187,14 +200,14 @@ class Connection : public ConnectionHandle,
     });
   }
 
-  void Enqueue(std::vector<uint8_t> frame) {
+  void Enqueue(Reply frame) {
     if (broken_) return;
     queue_.push_back(std::move(frame));
     writer_wake_.cancel();
   }
 
   awaitable<void> Writer() {
-    std::vector<std::vector<uint8_t>> batch;
+    std::vector<Reply> batch;
     std::vector<asio::const_buffer> bufs;
     while (true) {
       while (queue_.empty() && !(reading_done_ && in_flight_ == 0)) co_await Wait(writer_wake_);
@@ -206,9 +219,11 @@ class Connection : public ConnectionHandle,
         queue_.pop_front();
       }
       size_t total = 0;
-      for (const auto& b : batch) {
-        bufs.emplace_back(b.data(), b.size());
-        total += b.size();
+      for (const Reply& r : batch) {
+        bufs.emplace_back(r.head.data(), r.head.size());
+        if (r.shared) bufs.emplace_back(r.shared->data(), r.shared->size());
+        if (!r.tail.empty()) bufs.emplace_back(r.tail.data(), r.tail.size());
+        total += r.size();
       }
       ArmDeadline(write_timer_, ctx_.limits->io_timeout_ms);
       boost::system::error_code ec;
@@ -270,7 +285,7 @@ class Connection : public ConnectionHandle,
   protocol::FrameParser parser_;
   asio::steady_timer read_timer_, write_timer_, hello_timer_;
   asio::steady_timer reader_wake_, writer_wake_, done_wake_;  // condition signals
-  std::deque<std::vector<uint8_t>> queue_;
+  std::deque<Reply> queue_;
   std::string tenant_;  // empty until HELLO succeeds
   uint32_t in_flight_ = 0;
   bool draining_ = false, closing_ = false, reading_done_ = false, writer_done_ = false,

@@ -98,25 +98,39 @@ bool RequestHandler::HandleHello(const Frame& f, std::string* tenant, std::vecto
   return finish(true);
 }
 
-void RequestHandler::Handle(const std::string& tenant, const Frame& f, std::vector<uint8_t>* out) {
+std::vector<uint8_t> Reply::Flatten() const {
+  std::vector<uint8_t> all(head);
+  if (shared) all.insert(all.end(), shared->begin(), shared->end());
+  all.insert(all.end(), tail.begin(), tail.end());
+  return all;
+}
+
+Reply RequestHandler::Handle(const std::string& tenant, const Frame& f) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto op = static_cast<Opcode>(f.header.opcode);
-  Result<std::vector<uint8_t>> body = Dispatch(tenant, f);
-  if (body.ok()) {
-    FinishOkReply(f, &*body);
-    if (out->empty()) {
-      *out = std::move(*body);
-    } else {
-      out->insert(out->end(), body->begin(), body->end());
-    }
+  Reply reply;
+  Status status;
+  if (op == Opcode::kGet && !tenant.empty()) {
+    Result<Reply> r = DoGet(tenant, f);
+    status = r.status();
+    if (r.ok()) reply = std::move(r).value();
   } else {
-    protocol::AppendErrorReply(f.header.opcode, f.header.request_id, body.status(), out);
+    Result<std::vector<uint8_t>> body = Dispatch(tenant, f);
+    status = body.status();
+    if (body.ok()) {
+      FinishOkReply(f, &*body);
+      reply.head = std::move(body).value();
+    }
+  }
+  if (!status.ok()) {
+    protocol::AppendErrorReply(f.header.opcode, f.header.request_id, status, &reply.head);
   }
   // A GET miss is an answer, not a server error.
-  const bool ok = body.ok() || (op == Opcode::kGet && body.status().IsNotFound());
+  const bool ok = status.ok() || (op == Opcode::kGet && status.IsNotFound());
   metrics_->RecordRequest(op,
                           std::chrono::duration_cast<std::chrono::microseconds>(
                               std::chrono::steady_clock::now() - t0).count(), ok);
+  return reply;
 }
 
 Result<std::vector<uint8_t>> RequestHandler::Dispatch(const std::string& tenant, const Frame& f) {
@@ -133,7 +147,7 @@ Result<std::vector<uint8_t>> RequestHandler::Dispatch(const std::string& tenant,
     case Opcode::kHello: return Status::InvalidArgument("HELLO sent twice on one connection");
     case Opcode::kLookup: return DoLookup(tenant, f);
     case Opcode::kPut: return DoPut(tenant, f);
-    case Opcode::kGet: return DoGet(tenant, f);
+    case Opcode::kGet: return Status::Internal("GET is answered by Handle (shared payload)");
     case Opcode::kDelete: return DoDelete(tenant, f);
     case Opcode::kPin: return DoPin(tenant, f);
     case Opcode::kStats: {
@@ -209,35 +223,40 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
   return Body(protocol::PutReply{req.payload.size()});
 }
 
-Result<std::vector<uint8_t>> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
+Result<Reply> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
   KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::GetRequest::Decode(f.header.flags, f.body));
   KVSTASH_ASSIGN_OR_RETURN(std::optional<ChunkRead> hit, store_->Get(ScopeKey(tenant, req.key)));
   if (!hit) {
     metrics_->RecordGetMiss();
     return Status::NotFound("chunk not stored");
   }
+  const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(hit->payload->data()),
+                                         hit->payload->size());
   if (req.decoded) {
-    KVSTASH_ASSIGN_OR_RETURN(
-        PayloadHeader h,
-        ParsePayloadHeader(std::span<const uint8_t>(
-            reinterpret_cast<const uint8_t*>(hit->payload->data()), hit->payload->size())));
+    KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
     if (h.codec != CodecId::kRaw) {
       return Status::NotSupported("decoding codec " + std::to_string(static_cast<int>(h.codec)) +
                                   " on the server is not available in this build");
     }
   }
-  // Reply body (messages.h GetReply) copied once, from the store's buffer.
-  const std::string& payload = *hit->payload;
+  // Body (messages.h GetReply): payload || state || u32 state_bytes || u32 payload_bytes.
+  // The payload is sent from the store's shared buffer, never copied.
+  Reply reply;
+  reply.shared = hit->payload;
   const std::string* state = req.with_state && hit->state ? hit->state.get() : nullptr;
-  const size_t state_bytes = state ? state->size() : 0;
-  std::vector<uint8_t> body = ReplyBuffer(payload.size() + state_bytes + 8);
-  ByteWriter w(&body);
-  w.Bytes(payload);
+  ByteWriter w(&reply.tail);
   if (state) w.Bytes(*state);
-  w.U32(static_cast<uint32_t>(state_bytes));
+  w.U32(state ? static_cast<uint32_t>(state->size()) : 0);
   w.U32(static_cast<uint32_t>(payload.size()));
+  protocol::FrameHeader h;
+  h.opcode = static_cast<uint8_t>(f.header.opcode | protocol::kReplyBit);
+  h.request_id = f.header.request_id;
+  h.body_bytes = static_cast<uint32_t>(payload.size() + reply.tail.size());
+  h.body_crc32c = Crc32c(reply.tail, Crc32c(payload));
+  reply.head.resize(protocol::kFrameHeaderBytes);
+  protocol::EncodeFrameHeader(h, reply.head.data());
   metrics_->RecordGetHit(payload.size());
-  return body;
+  return reply;
 }
 
 Result<std::vector<uint8_t>> RequestHandler::DoDelete(const std::string& tenant, const Frame& f) {

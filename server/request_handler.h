@@ -31,6 +31,19 @@
 
 namespace kvstash::server {
 
+// A reply frame ready to send: `head`, then the bytes of `shared` (when set), then
+// `tail`. A GET reply references the store's immutable payload buffer instead of
+// copying it into the frame.
+struct Reply {
+  std::vector<uint8_t> head;
+  SharedBytes shared;
+  std::vector<uint8_t> tail;
+
+  size_t size() const { return head.size() + (shared ? shared->size() : 0) + tail.size(); }
+  // The frame as one buffer (tests, logs).
+  std::vector<uint8_t> Flatten() const;
+};
+
 struct HandlerLimits {
   std::string server_id;
   uint32_t max_frame_bytes = 0;
@@ -50,9 +63,8 @@ class RequestHandler {
   bool HandleHello(const protocol::Frame& request, std::string* tenant,
                    std::vector<uint8_t>* out);
 
-  // Handles any other request for `tenant` (empty: no HELLO yet); appends the reply.
-  void Handle(const std::string& tenant, const protocol::Frame& request,
-              std::vector<uint8_t>* out);
+  // Handles any other request for `tenant` (empty: no HELLO yet).
+  Reply Handle(const std::string& tenant, const protocol::Frame& request);
 
   // True for requests cheap enough to answer on a socket thread (PING; LOOKUP when the
   // store's lookups are in memory): no hop to the worker pool and back.
@@ -66,7 +78,7 @@ class RequestHandler {
   Result<std::vector<uint8_t>> Dispatch(const std::string& tenant, const protocol::Frame& f);
   Result<std::vector<uint8_t>> DoLookup(const std::string& tenant, const protocol::Frame& f);
   Result<std::vector<uint8_t>> DoPut(const std::string& tenant, const protocol::Frame& f);
-  Result<std::vector<uint8_t>> DoGet(const std::string& tenant, const protocol::Frame& f);
+  Result<Reply> DoGet(const std::string& tenant, const protocol::Frame& f);
   Result<std::vector<uint8_t>> DoDelete(const std::string& tenant, const protocol::Frame& f);
   Result<std::vector<uint8_t>> DoPin(const std::string& tenant, const protocol::Frame& f);
 

@@ -9,7 +9,9 @@
 //      payload of a SmolLM2-135M KV chunk shape (30 layers x 3 KV heads x 64, bf16,
 //      `chunk_tokens` tokens) whose bytes are real SmolLM2 bf16 weights
 //      (benchmarks/data/smollm2_token_embd_bf16.bin, tiled). PUTs them (SET on redis).
-//   3. Runs timed phases with `clients` concurrent closed-loop clients, each picking a
+//   3. Runs timed phases with `clients` concurrent closed-loop clients (GET/PUT and the
+//      redis GET/SET alternate in 4 rounds of seconds/4 each, both servers up, so that
+//      background load on the machine weighs on both systems alike), each picking a
 //      prefix with Zipf(s) popularity over 1.25 x `prefixes` ranks (the ranks beyond
 //      the stored ones are never-seen prefixes, i.e. misses):
 //        kvstash LOOKUP  the prefix's chain plus 2 never-stored chunks
@@ -134,6 +136,7 @@ struct Row {
   uint64_t requests = 0, errors = 0, bytes = 0, tokens = 0, tokens_hit = 0;
   double seconds = 0;
   std::vector<uint32_t> lat_us;
+  std::vector<uint32_t> service_us;  // open loop: from the actual send, not the schedule
   bool has_hit_rate = false;
   double offered_req_s = 0;  // open-loop phases only
 
@@ -149,7 +152,16 @@ struct Row {
                         {"requests", requests}, {"errors", errors}, {"seconds", seconds}};
     if (has_hit_rate) j["hit_rate"] = tokens ? static_cast<double>(tokens_hit) / tokens : 0.0;
     j["mode"] = offered_req_s > 0 ? "open-loop" : "closed-loop";
-    if (offered_req_s > 0) j["offered_req_s"] = offered_req_s;
+    if (offered_req_s > 0) {
+      j["offered_req_s"] = offered_req_s;
+      std::sort(service_us.begin(), service_us.end());
+      auto spct = [&](double q) -> double {
+        if (service_us.empty()) return 0;
+        return service_us[std::min<size_t>(service_us.size() - 1, static_cast<size_t>(q * service_us.size()))];
+      };
+      j["service_p50_us"] = spct(0.50);
+      j["service_p99_us"] = spct(0.99);
+    }
     return j;
   }
 };
@@ -174,12 +186,18 @@ Row RunPhase(const std::string& system, const std::string& op_name, uint32_t cli
                            interval * std::uniform_real_distribution<double>(0, 1)(rng));
       while (!stop.load(std::memory_order_relaxed)) {
         auto s = Clock::now();
+        Clock::time_point sent = s;
         if (rate > 0) {
           std::this_thread::sleep_until(next);
           s = next;
+          sent = Clock::now();
           next += interval;
         }
         op(t, rng, rows[t]);
+        if (rate > 0) {
+          rows[t].service_us.push_back(static_cast<uint32_t>(
+              std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count()));
+        }
         rows[t].lat_us.push_back(static_cast<uint32_t>(
             std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - s).count()));
         rows[t].requests++;
@@ -202,8 +220,20 @@ Row RunPhase(const std::string& system, const std::string& op_name, uint32_t cli
     r.tokens_hit += x.tokens_hit;
     r.has_hit_rate |= x.has_hit_rate;
     r.lat_us.insert(r.lat_us.end(), x.lat_us.begin(), x.lat_us.end());
+    r.service_us.insert(r.service_us.end(), x.service_us.begin(), x.service_us.end());
   }
   return r;
+}
+
+// Adds phase `b` into the running total `a` (same system and op).
+void Merge(Row* a, Row b) {
+  a->system = b.system;
+  a->op = b.op;
+  a->requests += b.requests;
+  a->errors += b.errors;
+  a->bytes += b.bytes;
+  a->seconds += b.seconds;
+  a->lat_us.insert(a->lat_us.end(), b.lat_us.begin(), b.lat_us.end());
 }
 
 Status WaitForReadyFile(const std::string& path, nlohmann::json* out) {
@@ -327,8 +357,7 @@ int Run(const BenchOptions& o) {
     rows.push_back(RunPhase("kvstash", "LOOKUP", o.clients, o.seconds, lookup_op, o.lookup_rate));
   }
   std::atomic<uint64_t> mismatches{0};
-  rows.push_back(RunPhase("kvstash", "GET", o.clients, o.seconds,
-                          [&](uint32_t t, std::mt19937_64& rng, Row& row) {
+  auto kv_get = [&](uint32_t t, std::mt19937_64& rng, Row& row) {
     const uint32_t i = zipf_stored.Sample(rng) * o.chunks + static_cast<uint32_t>(rng() % o.chunks);
     auto r = client_of(t).Get(keys[(i / o.chunks) * o.chunks], keys[i]);
     if (!r.ok()) {
@@ -337,9 +366,8 @@ int Run(const BenchOptions& o) {
     }
     if (r->payload != payloads[i]) mismatches++;
     row.bytes += r->payload.size();
-  }));
-  rows.push_back(RunPhase("kvstash", "PUT", o.clients, o.seconds,
-                          [&](uint32_t t, std::mt19937_64& rng, Row& row) {
+  };
+  auto kv_put = [&](uint32_t t, std::mt19937_64& rng, Row& row) {
     // Overwrites keep the chain shape: chunk 0 of a prefix (its parent is never needed).
     const uint32_t i = zipf_stored.Sample(rng) * o.chunks;
     if (!put_chunk(client_of(t), i).ok()) {
@@ -347,65 +375,96 @@ int Run(const BenchOptions& o) {
       return;
     }
     row.bytes += payloads[i].size();
-  }));
-  clients.clear();
-  server_proc.reset();
+  };
 
+  // redis-server, up at the same time so that GET/SET phases of both systems can be
+  // interleaved (the machine's background load then weighs on both alike).
+  std::unique_ptr<Child> redis;
+  std::vector<redisContext*> conns;
+  auto free_conns = [&] {
+    for (auto* c : conns) {
+      if (c) redisFree(c);
+    }
+    conns.clear();
+  };
   if (!o.skip_redis) {
     const uint16_t port = FreePort();
-    Child redis;
-    Status s = redis.Start({o.redis_bin, "--port", std::to_string(port), "--save", "", "--appendonly",
-                            "no", "--daemonize", "no", "--bind", "127.0.0.1", "--loglevel", "warning",
-                            "--dir", tmp.string()},
-                    /*quiet=*/true);
+    redis = std::make_unique<Child>();
+    Status s = redis->Start({o.redis_bin, "--port", std::to_string(port), "--save", "",
+                             "--appendonly", "no", "--daemonize", "no", "--bind", "127.0.0.1",
+                             "--loglevel", "warning", "--dir", tmp.string()},
+                            /*quiet=*/true);
     if (!s.ok()) return fail(s.ToString());
-    std::vector<redisContext*> conns(o.clients, nullptr);
     for (int attempt = 0; attempt < 100; ++attempt) {
       redisContext* c = redisConnect("127.0.0.1", port);
-      if (c && !c->err) {
-        redisFree(c);
-        break;
-      }
+      const bool up = c && !c->err;
       if (c) redisFree(c);
+      if (up) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+    conns.assign(o.clients, nullptr);
     for (auto& c : conns) {
       c = redisConnect("127.0.0.1", port);
-      if (!c || c->err) return fail("cannot connect to redis-server");
-    }
-    auto set = [&](redisContext* c, uint32_t i) {
-      auto* r = static_cast<redisReply*>(redisCommand(c, "SET %b %b", keys[i].data(), keys[i].size(),
-                                                      payloads[i].data(), payloads[i].size()));
-      const bool ok = r && r->type == REDIS_REPLY_STATUS;
-      if (r) freeReplyObject(r);
-      return ok;
-    };
-    for (uint32_t i = 0; i < n_chunks; ++i) {
-      if (!set(conns[0], i)) return fail("redis populate failed");
-    }
-    rows.push_back(RunPhase("redis", "GET", o.clients, o.seconds,
-                            [&](uint32_t t, std::mt19937_64& rng, Row& row) {
-      const uint32_t i = zipf_stored.Sample(rng) * o.chunks + static_cast<uint32_t>(rng() % o.chunks);
-      auto* r = static_cast<redisReply*>(redisCommand(conns[t], "GET %b", keys[i].data(), keys[i].size()));
-      if (!r || r->type != REDIS_REPLY_STRING) {
-        row.errors++;
-      } else {
-        if (r->len != static_cast<long long>(payloads[i].size()) ||
-            std::memcmp(r->str, payloads[i].data(), r->len) != 0) {
-          mismatches++;
-        }
-        row.bytes += r->len;
+      if (!c || c->err) {
+        free_conns();
+        return fail("cannot connect to redis-server");
       }
-      if (r) freeReplyObject(r);
-    }));
-    rows.push_back(RunPhase("redis", "SET", o.clients, o.seconds,
-                            [&](uint32_t t, std::mt19937_64& rng, Row& row) {
-      const uint32_t i = zipf_stored.Sample(rng) * o.chunks;
-      if (!set(conns[t], i)) row.errors++;
-      else row.bytes += payloads[i].size();
-    }));
-    for (auto* c : conns) redisFree(c);
+    }
   }
+  auto set = [&](redisContext* c, uint32_t i) {
+    auto* r = static_cast<redisReply*>(redisCommand(c, "SET %b %b", keys[i].data(), keys[i].size(),
+                                                    payloads[i].data(), payloads[i].size()));
+    const bool ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok;
+  };
+  for (uint32_t i = 0; i < n_chunks && !conns.empty(); ++i) {
+    if (!set(conns[0], i)) {
+      free_conns();
+      return fail("redis populate failed");
+    }
+  }
+  auto redis_get = [&](uint32_t t, std::mt19937_64& rng, Row& row) {
+    const uint32_t i = zipf_stored.Sample(rng) * o.chunks + static_cast<uint32_t>(rng() % o.chunks);
+    auto* r = static_cast<redisReply*>(redisCommand(conns[t], "GET %b", keys[i].data(), keys[i].size()));
+    if (!r || r->type != REDIS_REPLY_STRING) {
+      row.errors++;
+    } else {
+      if (r->len != static_cast<long long>(payloads[i].size()) ||
+          std::memcmp(r->str, payloads[i].data(), r->len) != 0) {
+        mismatches++;
+      }
+      row.bytes += r->len;
+    }
+    if (r) freeReplyObject(r);
+  };
+  auto redis_set = [&](uint32_t t, std::mt19937_64& rng, Row& row) {
+    const uint32_t i = zipf_stored.Sample(rng) * o.chunks;
+    if (!set(conns[t], i)) row.errors++;
+    else row.bytes += payloads[i].size();
+  };
+  // Rounds of (kvstash, redis) slices; rows of one (system, op) are merged.
+  constexpr int kRounds = 4;
+  const double slice = o.seconds / kRounds;
+  Row kv_get_row, kv_put_row, redis_get_row, redis_set_row;
+  for (int round = 0; round < kRounds; ++round) {
+    Merge(&kv_get_row, RunPhase("kvstash", "GET", o.clients, slice, kv_get));
+    if (!conns.empty()) Merge(&redis_get_row, RunPhase("redis", "GET", o.clients, slice, redis_get));
+  }
+  for (int round = 0; round < kRounds; ++round) {
+    Merge(&kv_put_row, RunPhase("kvstash", "PUT", o.clients, slice, kv_put));
+    if (!conns.empty()) Merge(&redis_set_row, RunPhase("redis", "SET", o.clients, slice, redis_set));
+  }
+  rows.push_back(std::move(kv_get_row));
+  rows.push_back(std::move(kv_put_row));
+  if (!conns.empty()) {
+    rows.push_back(std::move(redis_get_row));
+    rows.push_back(std::move(redis_set_row));
+  }
+  free_conns();
+  redis.reset();
+  clients.clear();
+  server_proc.reset();
   fs::remove_all(tmp);
 
   nlohmann::json out = nlohmann::json::array();

@@ -76,16 +76,30 @@ FrameParser::Outcome FrameParser::Feed(std::span<const uint8_t> in, size_t* cons
       body_have_ += n;
       pos += n;
       *consumed = pos;
-      if (body_have_ == frame_.body.size()) {
-        if (Crc32c(frame_.body) != frame_.header.body_crc32c) {
-          return Fail(Status::Corruption("frame body CRC32C mismatch"), frame_.header);
-        }
-        state_ = State::kComplete;
-        return Outcome::kComplete;
-      }
+      if (body_have_ == frame_.body.size()) return BodyDone();
     }
   }
   *consumed = pos;
+  return Outcome::kNeedMore;
+}
+
+FrameParser::Outcome FrameParser::BodyDone() {
+  if (Crc32c(frame_.body) != frame_.header.body_crc32c) {
+    return Fail(Status::Corruption("frame body CRC32C mismatch"), frame_.header);
+  }
+  state_ = State::kComplete;
+  return Outcome::kComplete;
+}
+
+std::span<uint8_t> FrameParser::BodyTail() {
+  if (state_ != State::kBody) return {};
+  return std::span<uint8_t>(frame_.body).subspan(body_have_);
+}
+
+FrameParser::Outcome FrameParser::CommitBody(size_t n) {
+  if (state_ != State::kBody) return state_ == State::kBad ? Outcome::kBad : Outcome::kNeedMore;
+  body_have_ += std::min(n, frame_.body.size() - body_have_);
+  if (body_have_ == frame_.body.size()) return BodyDone();
   return Outcome::kNeedMore;
 }
 

@@ -43,6 +43,14 @@ class FrameParser {
   // then ready for the next frame.
   Frame TakeFrame();
 
+  // Zero-copy body reads: while a frame body is being received, BodyTail() is the
+  // not-yet-filled rest of the body buffer; a caller may read socket bytes straight
+  // into (a prefix of) it and then call CommitBody(n). Same outcomes as Feed.
+  // BodyTail() is empty outside the body state.
+  std::span<uint8_t> BodyTail();
+  // REQUIRES: n <= BodyTail().size().
+  Outcome CommitBody(size_t n);
+
   // After kBad: the reason (Corruption, NotSupported, ResourceExhausted,
   // InvalidArgument).
   const Status& error() const { return error_; }
@@ -57,6 +65,7 @@ class FrameParser {
   enum class State { kHeader, kBody, kComplete, kBad };
   Outcome Fail(Status status, std::optional<FrameHeader> header);
   Outcome HeaderDone();
+  Outcome BodyDone();
 
   uint32_t max_body_bytes_;
   Direction direction_;

@@ -2,6 +2,7 @@
 // (over the in-memory ChunkStore).
 #include <gtest/gtest.h>
 
+#include "common/checksum.h"
 #include "server/config.h"
 #include "server/metrics.h"
 #include "server/protocol/messages.h"
@@ -141,14 +142,14 @@ class HandlerTest : public ::testing::Test {
   // Sends `req` as `tenant`; returns the reply header status and body.
   template <typename Req>
   std::pair<Status, std::vector<uint8_t>> Call(const std::string& tenant, Opcode op, const Req& req) {
-    std::vector<uint8_t> out;
-    handler_.Handle(tenant, Request(op, req, 7), &out);
+    std::vector<uint8_t> out = handler_.Handle(tenant, Request(op, req, 7)).Flatten();
     auto h = protocol::DecodeFrameHeader(
                  std::span<const uint8_t, protocol::kFrameHeaderBytes>(out.data(), 32)).value();
     EXPECT_EQ(h.request_id, 7u);
     EXPECT_EQ(h.opcode, static_cast<uint8_t>(op) | protocol::kReplyBit);
     std::vector<uint8_t> body(out.begin() + 32, out.end());
     EXPECT_EQ(body.size(), h.body_bytes);
+    EXPECT_EQ(body.empty() ? 0u : Crc32c(body), h.body_crc32c);
     return {Status::FromCode(h.status, std::string(body.begin(), body.end())), body};
   }
   Status Put(const std::string& tenant, uint32_t key, std::optional<uint32_t> parent,
