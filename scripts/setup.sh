@@ -21,7 +21,7 @@ APT_PACKAGES=(
   libcli11-dev libspdlog-dev nlohmann-json3-dev
   libboost-all-dev librocksdb-dev libhiredis-dev redis-server
   libopenblas-dev libeigen3-dev libicu-dev
-  libjs-chart.js
+  libjs-chart.js chromium openssl          # dashboard test (headless), TLS test certs
   python3 python3-venv
 )
 if [[ "${KVSTASH_SKIP_APT:-0}" != 1 ]]; then

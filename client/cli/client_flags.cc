@@ -1,0 +1,59 @@
+#include "client/cli/client_flags.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+namespace kvstash::cli {
+
+void ClientFlags::Add(CLI::App* cmd) {
+  cmd->add_option("--server", servers, "Server host:port (repeatable)")->capture_default_str();
+  cmd->add_option("--tenant", tenant, "Tenant name")->capture_default_str();
+  cmd->add_option("--credential", credential,
+                  "Tenant credential (default: $KVSTASH_CREDENTIAL)");
+  cmd->add_option("--deadline-ms", deadline_ms, "Per-call deadline")->capture_default_str();
+}
+
+Result<std::unique_ptr<Client>> ClientFlags::Connect() const {
+  ClientOptions o;
+  o.servers = servers;
+  o.tenant = tenant;
+  o.credential = credential;
+  if (o.credential.empty()) {
+    if (const char* env = std::getenv("KVSTASH_CREDENTIAL")) o.credential = env;
+  }
+  o.client_name = "kvstash-cli";
+  o.connections_per_server = 1;
+  o.default_deadline = std::chrono::milliseconds(deadline_ms);
+  return Client::Create(std::move(o));
+}
+
+Result<StoredKey> ParseKey(const std::string& hex) {
+  StoredKey k{};
+  if (hex.size() != 2 * k.size()) return Status::InvalidArgument("key must be 32 hex digits: " + hex);
+  for (size_t i = 0; i < k.size(); ++i) {
+    unsigned v = 0;
+    if (std::sscanf(hex.c_str() + 2 * i, "%2x", &v) != 1 ||
+        !std::isxdigit(static_cast<unsigned char>(hex[2 * i])) ||
+        !std::isxdigit(static_cast<unsigned char>(hex[2 * i + 1]))) {
+      return Status::InvalidArgument("key is not hex: " + hex);
+    }
+    k[i] = static_cast<uint8_t>(v);
+  }
+  return k;
+}
+
+Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::IOError("cannot open " + path);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+Status WriteFileBytes(const std::string& path, std::span<const uint8_t> bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!out) return Status::IOError("cannot write " + path);
+  return Status::Ok();
+}
+
+}  // namespace kvstash::cli

@@ -1,0 +1,34 @@
+// Flags shared by the `kvstash` subcommands that talk to a server (put, get, lookup,
+// stats, bench server): --server (repeatable), --tenant, --credential (or the
+// KVSTASH_CREDENTIAL environment variable), --deadline-ms; and hex key parsing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/prefix_key.h"
+#include "kvstash/client.h"
+
+namespace kvstash::cli {
+
+struct ClientFlags {
+  std::vector<std::string> servers = {"127.0.0.1:7470"};
+  std::string tenant = "default";
+  std::string credential;
+  uint32_t deadline_ms = 5000;
+
+  void Add(CLI::App* cmd);
+  // A client from the flags. Errors: Client::Create's.
+  Result<std::unique_ptr<Client>> Connect() const;
+};
+
+// 32 hex digits -> StoredKey. Errors: InvalidArgument.
+Result<StoredKey> ParseKey(const std::string& hex);
+// Reads a whole file. Errors: IOError.
+Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
+Status WriteFileBytes(const std::string& path, std::span<const uint8_t> bytes);
+
+}  // namespace kvstash::cli

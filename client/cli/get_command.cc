@@ -1,0 +1,60 @@
+// `kvstash get`: fetches one chunk payload from a server into a file.
+#include <iostream>
+
+#include "client/cli/client_flags.h"
+#include "client/cli/command_registry.h"
+
+namespace kvstash::cli {
+namespace {
+
+struct GetCmdOptions {
+  ClientFlags client;
+  std::string key, route, out, state_out;
+  bool decoded = false;
+};
+
+int Run(const GetCmdOptions& o) {
+  auto key = ParseKey(o.key);
+  auto route = ParseKey(o.route.empty() ? o.key : o.route);
+  if (!key.ok() || !route.ok()) {
+    std::cerr << "kvstash get: " << (!key.ok() ? key.status() : route.status()).ToString() << "\n";
+    return 2;
+  }
+  auto client = o.client.Connect();
+  if (!client.ok()) {
+    std::cerr << "kvstash get: " << client.status().ToString() << "\n";
+    return 2;
+  }
+  auto r = (*client)->Get(*route, *key, GetOptions{o.decoded, !o.state_out.empty()});
+  if (!r.ok()) {
+    std::cerr << "kvstash get: " << r.status().ToString() << "\n";
+    return r.status().IsNotFound() ? 3 : 1;
+  }
+  if (Status s = WriteFileBytes(o.out, r->payload); !s.ok()) {
+    std::cerr << "kvstash get: " << s.ToString() << "\n";
+    return 1;
+  }
+  if (!o.state_out.empty()) {
+    if (Status s = WriteFileBytes(o.state_out, r->state_record); !s.ok()) {
+      std::cerr << "kvstash get: " << s.ToString() << "\n";
+      return 1;
+    }
+  }
+  std::cout << "wrote " << r->payload.size() << " bytes to " << o.out << "\n";
+  return 0;
+}
+
+const bool kRegistered = RegisterCommand(
+    "get", "Fetch a chunk payload from a kvstash server (exit 3 on a miss)", [](CLI::App* cmd) {
+      auto o = std::make_shared<GetCmdOptions>();
+      o->client.Add(cmd);
+      cmd->add_option("--key", o->key, "Stored chunk key (32 hex digits)")->required();
+      cmd->add_option("--route", o->route, "First chunk key of the prefix (default: --key)");
+      cmd->add_option("--out", o->out, "Output file for the payload")->required();
+      cmd->add_option("--state-out", o->state_out, "Also fetch the state record into FILE");
+      cmd->add_flag("--decoded", o->decoded, "Ask for the decoded (codec raw) chunk");
+      return [o] { return Run(*o); };
+    });
+
+}  // namespace
+}  // namespace kvstash::cli

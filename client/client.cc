@@ -1,0 +1,649 @@
+#include "kvstash/client.h"
+
+#include <utility>  // before Boost.Asio (g++ 12 bug, docs/platform-notes.md)
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <deque>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "common/checksum.h"
+#include "common/logging.h"
+#include "server/protocol/frame_parser.h"
+#include "server/protocol/messages.h"
+
+namespace kvstash {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using protocol::Frame;
+using protocol::Opcode;
+using FrameDone = std::function<void(Result<Frame>)>;
+
+size_t RendezvousPick(std::span<const std::string> servers, const StoredKey& key) {
+  size_t best = 0;
+  uint64_t best_score = 0;
+  for (size_t i = 0; i < servers.size(); ++i) {
+    std::string buf = servers[i];
+    buf.append(reinterpret_cast<const char*>(key.data()), key.size());
+    const uint64_t score = Xxh3_64(buf);
+    if (i == 0 || score > best_score) {
+      best = i;
+      best_score = score;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+void LogFailure(const char* what, std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    KVSTASH_LOG_ERROR("{} ended with an exception: {}", what, ex.what());
+  }
+}
+
+struct Conn;
+
+// One logical call across its attempts. Touched only on the client's I/O thread.
+struct Call {
+  uint8_t opcode = 0;
+  uint16_t flags = 0;
+  std::vector<uint8_t> body;
+  size_t server = 0;
+  Clock::time_point deadline;
+  uint32_t attempt = 0;
+  FrameDone done;
+  bool finished = false;
+  std::unique_ptr<asio::steady_timer> deadline_timer, backoff_timer;
+  Conn* conn = nullptr;  // connection of the attempt in flight
+  uint64_t request_id = 0;
+};
+using CallPtr = std::shared_ptr<Call>;
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions o) : opts_(std::move(o)), work_(asio::make_work_guard(ioc_)) {}
+
+  Status Init();
+  void Stop();
+  size_t ServerFor(const StoredKey& route) const { return RendezvousPick(opts_.servers, route); }
+  // Starts a call on the I/O thread; `done` runs there exactly once.
+  void Submit(size_t server, Opcode op, uint16_t flags, std::vector<uint8_t> body,
+              const CallOptions& call, FrameDone done);
+  const ClientOptions& options() const { return opts_; }
+
+ private:
+  friend struct Conn;
+  void Send(const CallPtr& c);
+  void Finish(const CallPtr& c, Result<Frame> r);
+  void AttemptFailed(const CallPtr& c, Status s);
+
+  ClientOptions opts_;
+  asio::io_context ioc_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+  struct Endpoint {
+    std::string host, port;
+  };
+  std::vector<Endpoint> endpoints_;
+  std::vector<std::vector<std::unique_ptr<Conn>>> pools_;
+  std::vector<size_t> next_conn_;
+  std::mt19937_64 rng_{0x6b76636c};
+  bool stopped_ = false;
+};
+
+namespace {
+
+// A pooled connection. Touched only on the client's I/O thread.
+struct Conn {
+  Conn(Client::Impl* client, asio::io_context& ioc, size_t server, uint32_t max_reply)
+      : client(client), socket(ioc), server(server),
+        parser(max_reply, protocol::FrameParser::Direction::kReplies) {}
+
+  enum class State { kIdle, kConnecting, kReady };
+  Client::Impl* client;
+  tcp::socket socket;
+  size_t server;
+  protocol::FrameParser parser;
+  State state = State::kIdle;
+  uint64_t generation = 0;  // bumps on every (re)connect; stale coroutines stop
+  uint64_t next_id = 1;
+  std::map<uint64_t, CallPtr> pending;
+  std::vector<CallPtr> waiting;  // calls queued while connecting
+  std::deque<std::vector<uint8_t>> outq;
+  bool writing = false;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- connection logic
+namespace {
+
+asio::awaitable<void> ConnectAndServe(Conn* c, uint64_t gen, std::string host, std::string port,
+                                      std::string hello_frame,
+                                      std::chrono::milliseconds timeout,
+                                      std::function<void(Conn*, uint64_t, Status)> on_ready,
+                                      std::function<void(Conn*, uint64_t, Frame)> on_frame) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer guard(ex);
+  guard.expires_after(timeout);
+  bool timed_out = false;
+  guard.async_wait([c, gen, &timed_out](boost::system::error_code ec) {
+    if (ec || c->generation != gen) return;
+    timed_out = true;
+    boost::system::error_code ignored;
+    c->socket.close(ignored);
+  });
+  boost::system::error_code ec;
+  tcp::resolver resolver(ex);
+  auto results = co_await resolver.async_resolve(host, port, asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) co_await asio::async_connect(c->socket, results, asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) {
+    c->socket.set_option(tcp::no_delay(true), ec);
+    co_await asio::async_write(c->socket, asio::buffer(hello_frame),
+                               asio::redirect_error(asio::use_awaitable, ec));
+  }
+  // Read the HELLO reply.
+  std::vector<uint8_t> buf(256 * 1024);
+  Status hello_status = Status::Ok();
+  bool have_hello = false;
+  while (!ec && !have_hello) {
+    size_t n = co_await c->socket.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) break;
+    size_t used = 0;
+    auto o = c->parser.Feed(std::span<const uint8_t>(buf.data(), n), &used);
+    if (o == protocol::FrameParser::Outcome::kBad) {
+      hello_status = c->parser.error().WithContext("HELLO reply");
+      have_hello = true;
+      break;
+    }
+    if (o == protocol::FrameParser::Outcome::kComplete) {
+      Frame f = c->parser.TakeFrame();
+      have_hello = true;
+      if (used != n) hello_status = Status::Corruption("bytes after the HELLO reply");
+      else if (f.header.status != 0) {
+        hello_status = Status::FromCode(f.header.status, std::string(f.body.begin(), f.body.end()));
+      } else if (auto r = protocol::HelloReply::Decode(f.header.flags, f.body); !r.ok()) {
+        hello_status = r.status();
+      }
+    }
+  }
+  guard.cancel();
+  if (c->generation != gen) co_return;
+  if (!have_hello) {
+    on_ready(c, gen, timed_out ? Status::Unavailable("connect to " + host + ":" + port + " timed out")
+                               : Status::Unavailable("connect to " + host + ":" + port + ": " +
+                                                     ec.message()));
+    co_return;
+  }
+  on_ready(c, gen, hello_status);
+  if (!hello_status.ok()) co_return;
+  while (c->generation == gen) {
+    // Large bodies (GET payloads) are read straight into the frame's buffer.
+    if (std::span<uint8_t> tail = c->parser.BodyTail(); tail.size() >= 64 * 1024) {
+      size_t n = co_await c->socket.async_read_some(asio::buffer(tail.data(), tail.size()),
+                                                    asio::redirect_error(asio::use_awaitable, ec));
+      if (c->generation != gen) co_return;
+      if (ec) {
+        on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
+        co_return;
+      }
+      auto o = c->parser.CommitBody(n);
+      if (o == protocol::FrameParser::Outcome::kBad) {
+        on_ready(c, gen, c->parser.error().WithContext("reply stream"));
+        co_return;
+      }
+      if (o == protocol::FrameParser::Outcome::kComplete) on_frame(c, gen, c->parser.TakeFrame());
+      continue;
+    }
+    size_t n = co_await c->socket.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    if (c->generation != gen) co_return;
+    if (ec) {
+      on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
+      co_return;
+    }
+    std::span<const uint8_t> in(buf.data(), n);
+    while (!in.empty() && c->generation == gen) {
+      size_t used = 0;
+      auto o = c->parser.Feed(in, &used);
+      in = in.subspan(used);
+      if (o == protocol::FrameParser::Outcome::kNeedMore) break;
+      if (o == protocol::FrameParser::Outcome::kBad) {
+        on_ready(c, gen, c->parser.error().WithContext("reply stream"));
+        co_return;
+      }
+      on_frame(c, gen, c->parser.TakeFrame());
+    }
+  }
+}
+
+}  // namespace
+
+Status Client::Impl::Init() {
+  if (opts_.servers.empty()) return Status::InvalidArgument("client needs at least one server");
+  if (opts_.tenant.empty() || opts_.tenant.size() > protocol::kMaxTenantBytes) {
+    return Status::InvalidArgument("tenant must be 1..255 bytes");
+  }
+  if (opts_.credential.size() > protocol::kMaxCredentialBytes) {
+    return Status::InvalidArgument("credential longer than 4096 bytes");
+  }
+  if (opts_.connections_per_server == 0 || opts_.max_attempts == 0) {
+    return Status::InvalidArgument("connections_per_server and max_attempts must be >= 1");
+  }
+  if (opts_.client_name.size() > 255) opts_.client_name.resize(255);
+  for (const std::string& s : opts_.servers) {
+    const size_t colon = s.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) {
+      return Status::InvalidArgument("server address \"" + s + "\" is not host:port");
+    }
+    std::string host = s.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    endpoints_.push_back({host, s.substr(colon + 1)});
+  }
+  pools_.resize(opts_.servers.size());
+  next_conn_.assign(opts_.servers.size(), 0);
+  for (size_t s = 0; s < pools_.size(); ++s) {
+    for (uint32_t i = 0; i < opts_.connections_per_server; ++i) {
+      pools_[s].push_back(std::make_unique<Conn>(this, ioc_, s, opts_.max_reply_bytes));
+    }
+  }
+  thread_ = std::thread([this] { ioc_.run(); });
+  return Status::Ok();
+}
+
+void Client::Impl::Stop() {
+  asio::post(ioc_, [this] {
+    stopped_ = true;
+    for (auto& pool : pools_) {
+      for (auto& c : pool) {
+        ++c->generation;
+        boost::system::error_code ec;
+        c->socket.close(ec);
+        auto pending = std::move(c->pending);
+        auto waiting = std::move(c->waiting);
+        for (auto& [id, call] : pending) Finish(call, Status::Unavailable("client shut down"));
+        for (auto& call : waiting) Finish(call, Status::Unavailable("client shut down"));
+      }
+    }
+    work_.reset();
+  });
+  if (thread_.joinable()) thread_.join();
+}
+
+void Client::Impl::Submit(size_t server, Opcode op, uint16_t flags, std::vector<uint8_t> body,
+                          const CallOptions& call, FrameDone done) {
+  auto c = std::make_shared<Call>();
+  c->opcode = static_cast<uint8_t>(op);
+  c->flags = flags;
+  c->body = std::move(body);
+  c->server = server;
+  c->deadline = Clock::now() + call.deadline.value_or(opts_.default_deadline);
+  c->done = std::move(done);
+  asio::post(ioc_, [this, c] {
+    if (stopped_) {
+      Finish(c, Status::Unavailable("client shut down"));
+      return;
+    }
+    c->deadline_timer = std::make_unique<asio::steady_timer>(ioc_, c->deadline);
+    c->deadline_timer->async_wait([this, c](boost::system::error_code ec) {
+      if (ec) return;
+      Finish(c, Status::DeadlineExceeded(std::string(protocol::OpcodeName(c->opcode)) +
+                                         ": deadline passed after " + std::to_string(c->attempt) +
+                                         " attempt(s)"));
+    });
+    Send(c);
+  });
+}
+
+void Client::Impl::Send(const CallPtr& c) {
+  if (c->finished) return;
+  ++c->attempt;
+  auto& pool = pools_[c->server];
+  // Prefer a ready connection, round robin.
+  Conn* conn = nullptr;
+  for (size_t i = 0; i < pool.size() && !conn; ++i) {
+    Conn* cand = pool[(next_conn_[c->server] + i) % pool.size()].get();
+    if (cand->state == Conn::State::kReady) conn = cand;
+  }
+  if (!conn) conn = pool[next_conn_[c->server] % pool.size()].get();
+  next_conn_[c->server]++;
+  c->conn = conn;
+  if (conn->state != Conn::State::kReady) {
+    conn->waiting.push_back(c);
+    if (conn->state == Conn::State::kIdle) {
+      conn->state = Conn::State::kConnecting;
+      const uint64_t gen = ++conn->generation;
+      conn->socket = tcp::socket(ioc_);
+      conn->parser = protocol::FrameParser(opts_.max_reply_bytes,
+                                           protocol::FrameParser::Direction::kReplies);
+      conn->outq.clear();
+      conn->writing = false;
+      protocol::HelloRequest hello{protocol::kProtocolVersion, opts_.tenant, opts_.credential,
+                                   opts_.client_name};
+      std::vector<uint8_t> body, frame;
+      hello.Encode(&body);
+      protocol::AppendFrame(protocol::FrameHeader{.opcode = static_cast<uint8_t>(Opcode::kHello),
+                                                  .request_id = 0},
+                            body, &frame);
+      auto on_state = [this](Conn* k, uint64_t g, Status s) {
+        if (k->generation != g) return;
+        if (s.ok()) {
+          k->state = Conn::State::kReady;
+          auto waiting = std::move(k->waiting);
+          k->waiting.clear();
+          for (auto& w : waiting) {
+            if (w->finished) continue;
+            --w->attempt;  // the attempt is made now, on the ready connection
+            Send(w);
+          }
+          return;
+        }
+        // Connection failed or was lost: every call on it fails this attempt.
+        ++k->generation;
+        k->state = Conn::State::kIdle;
+        boost::system::error_code ec;
+        k->socket.close(ec);
+        auto pending = std::move(k->pending);
+        auto waiting = std::move(k->waiting);
+        k->pending.clear();
+        k->waiting.clear();
+        k->outq.clear();
+        k->writing = false;
+        // A rejected HELLO is final (PermissionDenied, NotSupported); others retry.
+        for (auto& [id, call] : pending) AttemptFailed(call, s);
+        for (auto& call : waiting) AttemptFailed(call, s);
+      };
+      auto on_frame = [this](Conn* k, uint64_t, Frame f) {
+        auto it = k->pending.find(f.header.request_id);
+        if (it == k->pending.end()) return;  // its call already finished (deadline)
+        CallPtr call = it->second;
+        k->pending.erase(it);
+        if (f.header.status == 0) {
+          Finish(call, std::move(f));
+          return;
+        }
+        Status s = Status::FromCode(f.header.status, std::string(f.body.begin(), f.body.end()));
+        if (s.IsRetryable()) AttemptFailed(call, s);
+        else Finish(call, s);
+      };
+      asio::co_spawn(ioc_,
+                     ConnectAndServe(conn, gen, endpoints_[c->server].host,
+                                     endpoints_[c->server].port,
+                                     std::string(frame.begin(), frame.end()),
+                                     opts_.connect_timeout, on_state, on_frame),
+                     [](std::exception_ptr e) { LogFailure("client connection", e); });
+    }
+    return;
+  }
+  c->request_id = conn->next_id++;
+  conn->pending[c->request_id] = c;
+  std::vector<uint8_t> frame;
+  protocol::AppendFrame(protocol::FrameHeader{.opcode = c->opcode, .flags = c->flags,
+                                              .request_id = c->request_id},
+                        c->body, &frame);
+  conn->outq.push_back(std::move(frame));
+  // Writer: one async_write at a time, batching whatever is queued.
+  struct Writer {
+    static void Pump(Client::Impl* self, Conn* k) {
+      if (k->writing || k->outq.empty() || k->state != Conn::State::kReady) return;
+      k->writing = true;
+      auto batch = std::make_shared<std::vector<std::vector<uint8_t>>>();
+      while (!k->outq.empty() && batch->size() < 64) {
+        batch->push_back(std::move(k->outq.front()));
+        k->outq.pop_front();
+      }
+      std::vector<asio::const_buffer> bufs;
+      for (auto& b : *batch) bufs.emplace_back(b.data(), b.size());
+      const uint64_t gen = k->generation;
+      asio::async_write(k->socket, bufs, [self, k, batch, gen](boost::system::error_code ec, size_t) {
+        if (k->generation != gen) return;
+        k->writing = false;
+        if (ec) {
+          boost::system::error_code ignored;
+          k->socket.close(ignored);  // the reader reports the loss and fails the calls
+          return;
+        }
+        Pump(self, k);
+      });
+    }
+  };
+  Writer::Pump(this, conn);
+}
+
+void Client::Impl::AttemptFailed(const CallPtr& c, Status s) {
+  if (c->finished) return;
+  if (!s.IsRetryable() || c->attempt >= opts_.max_attempts) {
+    Finish(c, s);
+    return;
+  }
+  const uint32_t shift = std::min<uint32_t>(c->attempt - 1, 20);
+  auto backoff = std::min<std::chrono::milliseconds>(opts_.max_backoff, opts_.initial_backoff * (1u << shift));
+  const double jitter = 0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(rng_);
+  const auto wait = std::chrono::duration_cast<Clock::duration>(backoff * jitter);
+  if (Clock::now() + wait >= c->deadline) {
+    Finish(c, Status::DeadlineExceeded("deadline passes before the next retry; last error: " +
+                                       s.ToString()));
+    return;
+  }
+  c->backoff_timer = std::make_unique<asio::steady_timer>(ioc_, wait);
+  c->backoff_timer->async_wait([this, c](boost::system::error_code ec) {
+    if (!ec) Send(c);
+  });
+}
+
+void Client::Impl::Finish(const CallPtr& c, Result<Frame> r) {
+  if (c->finished) return;
+  c->finished = true;
+  if (c->deadline_timer) c->deadline_timer->cancel();
+  if (c->backoff_timer) c->backoff_timer->cancel();
+  if (c->conn) c->conn->pending.erase(c->request_id);
+  auto done = std::move(c->done);
+  done(std::move(r));
+}
+
+// ---------------------------------------------------------------- typed calls
+namespace {
+
+template <typename T>
+Result<T> DecodeReply(Result<Frame> r) {
+  if (!r.ok()) return r.status();
+  return T::Decode(r->header.flags, r->body);
+}
+
+template <typename Req>
+std::vector<uint8_t> EncodeBody(const Req& req) {
+  std::vector<uint8_t> b;
+  req.Encode(&b);
+  return b;
+}
+
+// Turns a callback API into a future.
+template <typename T>
+std::pair<std::future<T>, std::function<void(T)>> Promise() {
+  auto p = std::make_shared<std::promise<T>>();
+  return {p->get_future(), [p](T v) { p->set_value(std::move(v)); }};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
+  auto impl = std::make_unique<Impl>(std::move(options));
+  KVSTASH_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Client>(new Client(std::move(impl)));
+}
+
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Client::~Client() { impl_->Stop(); }
+
+size_t Client::ServerFor(const StoredKey& route) const { return impl_->ServerFor(route); }
+
+void Client::LookupAsync(std::vector<ChunkRef> chain, bool require_state,
+                         std::function<void(Result<LookupResult>)> done, const CallOptions& call) {
+  if (chain.empty()) {
+    done(Status::InvalidArgument("Lookup of an empty chain"));
+    return;
+  }
+  if (chain.size() > protocol::kMaxLookupKeys) {
+    done(Status::InvalidArgument("Lookup of more than 65536 chunks"));
+    return;
+  }
+  protocol::LookupRequest req;
+  req.require_state = require_state;
+  for (const ChunkRef& c : chain) req.keys.push_back({c.key, c.tokens});
+  impl_->Submit(ServerFor(chain[0].key), Opcode::kLookup, req.Flags(), EncodeBody(req), call,
+                [done = std::move(done)](Result<Frame> r) {
+                  auto m = DecodeReply<protocol::LookupReply>(std::move(r));
+                  if (!m.ok()) return done(m.status());
+                  done(LookupResult{m->matched_chunks, m->matched_tokens});
+                });
+}
+
+std::future<Result<LookupResult>> Client::LookupAsync(std::vector<ChunkRef> chain,
+                                                      bool require_state, const CallOptions& call) {
+  auto [f, cb] = Promise<Result<LookupResult>>();
+  LookupAsync(std::move(chain), require_state, std::move(cb), call);
+  return std::move(f);
+}
+
+Result<LookupResult> Client::Lookup(std::span<const ChunkRef> chain, bool require_state,
+                                    const CallOptions& call) {
+  return LookupAsync(std::vector<ChunkRef>(chain.begin(), chain.end()), require_state, call).get();
+}
+
+void Client::PutAsync(PutChunk chunk, std::function<void(Status)> done, const CallOptions& call) {
+  if (chunk.payload.empty()) {
+    done(Status::InvalidArgument("Put without a payload"));
+    return;
+  }
+  const size_t server = ServerFor(chunk.route);
+  protocol::PutRequest req;
+  req.key = chunk.key;
+  req.parent = chunk.parent;
+  req.raw_kv = chunk.raw_kv;
+  req.pin = chunk.pin;
+  req.target_codec = chunk.target_codec;
+  req.payload = std::move(chunk.payload);
+  req.state_record = std::move(chunk.state_record);
+  impl_->Submit(server, Opcode::kPut, req.Flags(), EncodeBody(req), call,
+                [done = std::move(done)](Result<Frame> r) {
+                  done(DecodeReply<protocol::PutReply>(std::move(r)).status());
+                });
+}
+
+std::future<Status> Client::PutAsync(PutChunk chunk, const CallOptions& call) {
+  auto [f, cb] = Promise<Status>();
+  PutAsync(std::move(chunk), std::move(cb), call);
+  return std::move(f);
+}
+
+Status Client::Put(const PutChunk& chunk, const CallOptions& call) {
+  return PutAsync(chunk, call).get();
+}
+
+void Client::GetAsync(const StoredKey& route, const StoredKey& key, GetOptions get,
+                      std::function<void(Result<GetResult>)> done, const CallOptions& call) {
+  protocol::GetRequest req{key, get.decoded, get.with_state};
+  impl_->Submit(ServerFor(route), Opcode::kGet, req.Flags(), EncodeBody(req), call,
+                [done = std::move(done)](Result<Frame> r) {
+                  if (!r.ok()) return done(r.status());
+                  auto m = protocol::GetReply::DecodeOwned(r->header.flags, std::move(r->body));
+                  if (!m.ok()) return done(m.status());
+                  done(GetResult{std::move(m->payload), std::move(m->state_record)});
+                });
+}
+
+std::future<Result<GetResult>> Client::GetAsync(const StoredKey& route, const StoredKey& key,
+                                                GetOptions get, const CallOptions& call) {
+  auto [f, cb] = Promise<Result<GetResult>>();
+  GetAsync(route, key, get, std::move(cb), call);
+  return std::move(f);
+}
+
+Result<GetResult> Client::Get(const StoredKey& route, const StoredKey& key, GetOptions get,
+                              const CallOptions& call) {
+  return GetAsync(route, key, get, call).get();
+}
+
+std::future<Result<bool>> Client::DeleteAsync(const StoredKey& route, const StoredKey& key,
+                                              const CallOptions& call) {
+  auto [f, cb] = Promise<Result<bool>>();
+  protocol::DeleteRequest req{key};
+  impl_->Submit(ServerFor(route), Opcode::kDelete, req.Flags(), EncodeBody(req), call,
+                [cb = std::move(cb)](Result<Frame> r) {
+                  auto m = DecodeReply<protocol::DeleteReply>(std::move(r));
+                  if (!m.ok()) return cb(m.status());
+                  cb(m->existed);
+                });
+  return std::move(f);
+}
+
+Result<bool> Client::Delete(const StoredKey& route, const StoredKey& key, const CallOptions& call) {
+  return DeleteAsync(route, key, call).get();
+}
+
+std::future<Status> Client::PinAsync(const StoredKey& route, const StoredKey& key, bool pin,
+                                     const CallOptions& call) {
+  auto [f, cb] = Promise<Status>();
+  protocol::PinRequest req{key, pin};
+  impl_->Submit(ServerFor(route), Opcode::kPin, req.Flags(), EncodeBody(req), call,
+                [cb = std::move(cb)](Result<Frame> r) {
+                  cb(DecodeReply<protocol::PinReply>(std::move(r)).status());
+                });
+  return std::move(f);
+}
+
+Status Client::Pin(const StoredKey& route, const StoredKey& key, bool pin, const CallOptions& call) {
+  return PinAsync(route, key, pin, call).get();
+}
+
+std::future<Result<std::string>> Client::StatsAsync(size_t server_index, const CallOptions& call) {
+  auto [f, cb] = Promise<Result<std::string>>();
+  if (server_index >= impl_->options().servers.size()) {
+    cb(Status::InvalidArgument("no server with index " + std::to_string(server_index)));
+    return std::move(f);
+  }
+  impl_->Submit(server_index, Opcode::kStats, 0, {}, call, [cb = std::move(cb)](Result<Frame> r) {
+    auto m = DecodeReply<protocol::StatsReply>(std::move(r));
+    if (!m.ok()) return cb(m.status());
+    cb(std::move(m->json));
+  });
+  return std::move(f);
+}
+
+Result<std::string> Client::Stats(size_t server_index, const CallOptions& call) {
+  return StatsAsync(server_index, call).get();
+}
+
+Status Client::Ping(size_t server_index, const CallOptions& call) {
+  if (server_index >= impl_->options().servers.size()) {
+    return Status::InvalidArgument("no server with index " + std::to_string(server_index));
+  }
+  auto [f, cb] = Promise<Status>();
+  const std::vector<uint8_t> data = {'k', 'v', 's'};
+  impl_->Submit(server_index, Opcode::kPing, 0, data, call,
+                [cb = std::move(cb), data](Result<Frame> r) {
+                  auto m = DecodeReply<protocol::PingMessage>(std::move(r));
+                  if (!m.ok()) return cb(m.status());
+                  cb(m->data == data ? Status::Ok() : Status::Corruption("PING echo differs"));
+                });
+  return f.get();
+}
+
+}  // namespace kvstash

@@ -1,0 +1,167 @@
+// kvstash::Client: the C++ client of a kvstash server fleet (docs/protocol.md).
+//
+// A Client talks to one or more servers. A prefix chain lives on one server: the
+// server of a chain is chosen by rendezvous (highest-random-weight) hashing of the
+// chain's FIRST chunk key over the configured server addresses (Thaler & Ravishankar,
+// "Using name-based mappings to increase hit rates", 1998): score(s) =
+// XXH3-64(address(s) || key), highest score wins. Adding or removing a server moves
+// only the chains whose winner changed. Every call therefore takes the chain's first
+// chunk key (`route`) besides the key it acts on.
+//
+// Each server has a pool of `connections_per_server` TCP connections (opened lazily,
+// HELLO with the tenant credential first); calls are pipelined on them, replies are
+// matched by request id. Every call has a deadline (CallOptions::deadline, default
+// ClientOptions::default_deadline) covering all its attempts. A call whose reply is a
+// retryable status (Unavailable, ResourceExhausted, DeadlineExceeded) or whose
+// connection fails is retried with exponential backoff and jitter, up to
+// `max_attempts`, while its deadline allows; other statuses are returned at once.
+//
+// All socket work runs on one I/O thread owned by the client. Sync calls block the
+// caller; async calls return a std::future or invoke a callback on that I/O thread (callbacks must not block and must not call sync
+// methods of the same client).
+//
+// Thread-safety: all methods may be called concurrently from any thread. Destroying
+// the Client fails outstanding calls with Unavailable and joins its threads.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/payload_format.h"
+#include "common/prefix_key.h"
+#include "common/result.h"
+
+namespace kvstash {
+
+struct ClientOptions {
+  // Server addresses "host:port" (IPv4/IPv6 literal or name). At least one.
+  std::vector<std::string> servers;
+  std::string tenant;      // tenant name in the servers' config
+  std::string credential;  // that tenant's secret
+  std::string client_name = "kvstash-client";  // shown in server logs
+  // Pooled connections per server. Default: 2.
+  uint32_t connections_per_server = 2;
+  // Deadline of a call when CallOptions has none. Default: 5 s.
+  std::chrono::milliseconds default_deadline{5000};
+  // Attempts per call (1 = no retry). Default: 3.
+  uint32_t max_attempts = 3;
+  // Backoff before retry n (n >= 1): min(max_backoff, initial_backoff * 2^(n-1)) times a
+  // random factor in [0.5, 1]. Defaults: 10 ms, 500 ms.
+  std::chrono::milliseconds initial_backoff{10};
+  std::chrono::milliseconds max_backoff{500};
+  // Largest reply body accepted (bytes). Default: 1 GiB.
+  uint32_t max_reply_bytes = 1u << 30;
+  // Deadline of connecting + HELLO to a server. Default: 2 s.
+  std::chrono::milliseconds connect_timeout{2000};
+};
+
+struct CallOptions {
+  // Overrides ClientOptions::default_deadline for this call.
+  std::optional<std::chrono::milliseconds> deadline;
+};
+
+// One chunk of a prefix chain for Lookup: its stored key and its token count.
+struct ChunkRef {
+  StoredKey key{};
+  uint32_t tokens = 0;
+};
+
+struct LookupResult {
+  uint32_t matched_chunks = 0;  // chain[0..matched_chunks) are stored
+  uint64_t matched_tokens = 0;
+};
+
+struct PutChunk {
+  StoredKey route{};                // first chunk key of the chain (routing)
+  StoredKey key{};                  // this chunk's stored key
+  std::optional<StoredKey> parent;  // previous chunk of the chain (none for chunk 0)
+  // A whole chunk payload (common/payload_format.h). With raw_kv it must be codec kRaw
+  // and the server encodes it with target_codec (docs/protocol.md §5.3).
+  std::vector<uint8_t> payload;
+  std::vector<uint8_t> state_record;  // optional EncodeStateRecord() record
+  bool raw_kv = false;
+  CodecId target_codec = CodecId::kRaw;
+  bool pin = false;
+};
+
+struct GetOptions {
+  bool decoded = false;     // ask for the decoded chunk (a codec-kRaw payload)
+  bool with_state = false;  // also return the recurrent-state record, if any
+};
+
+struct GetResult {
+  std::vector<uint8_t> payload;       // whole chunk payload
+  std::vector<uint8_t> state_record;  // empty when absent or not asked for
+};
+
+class Client {
+ public:
+  // Validates the options and starts the I/O threads; connections open on first use.
+  // Errors: InvalidArgument for no servers, a bad address, an empty tenant or zero
+  // counts.
+  static Result<std::unique_ptr<Client>> Create(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Index into options.servers of the server owning the chain whose first chunk key
+  // is `route` (rendezvous hashing, see the file comment).
+  size_t ServerFor(const StoredKey& route) const;
+
+  // Longest stored run from chain[0] (chain non-empty; routed by chain[0].key).
+  Result<LookupResult> Lookup(std::span<const ChunkRef> chain, bool require_state = false,
+                              const CallOptions& call = {});
+  // Stores one chunk. Errors: the server's (InvalidArgument/Corruption for a payload
+  // that fails validation, NotFound for a parent not stored, NotSupported for a codec
+  // the server cannot encode), DeadlineExceeded, Unavailable.
+  Status Put(const PutChunk& chunk, const CallOptions& call = {});
+  // NotFound on a miss.
+  Result<GetResult> Get(const StoredKey& route, const StoredKey& key, GetOptions get = {},
+                        const CallOptions& call = {});
+  // Removes the chunk and its descendants; true when it existed.
+  Result<bool> Delete(const StoredKey& route, const StoredKey& key, const CallOptions& call = {});
+  // Pins (pin=true) or unpins. NotFound when the chunk is not stored.
+  Status Pin(const StoredKey& route, const StoredKey& key, bool pin = true,
+             const CallOptions& call = {});
+  // The /v1/stats JSON document of server `server_index`.
+  Result<std::string> Stats(size_t server_index, const CallOptions& call = {});
+  // Round trip to server `server_index` (no HELLO needed on the server side).
+  Status Ping(size_t server_index, const CallOptions& call = {});
+
+  // Async forms: the future or the callback gets what the sync form returns.
+  std::future<Result<LookupResult>> LookupAsync(std::vector<ChunkRef> chain,
+                                                bool require_state = false,
+                                                const CallOptions& call = {});
+  void LookupAsync(std::vector<ChunkRef> chain, bool require_state,
+                   std::function<void(Result<LookupResult>)> done, const CallOptions& call = {});
+  std::future<Status> PutAsync(PutChunk chunk, const CallOptions& call = {});
+  void PutAsync(PutChunk chunk, std::function<void(Status)> done, const CallOptions& call = {});
+  std::future<Result<GetResult>> GetAsync(const StoredKey& route, const StoredKey& key,
+                                          GetOptions get = {}, const CallOptions& call = {});
+  void GetAsync(const StoredKey& route, const StoredKey& key, GetOptions get,
+                std::function<void(Result<GetResult>)> done, const CallOptions& call = {});
+  std::future<Result<bool>> DeleteAsync(const StoredKey& route, const StoredKey& key,
+                                        const CallOptions& call = {});
+  std::future<Status> PinAsync(const StoredKey& route, const StoredKey& key, bool pin = true,
+                               const CallOptions& call = {});
+  std::future<Result<std::string>> StatsAsync(size_t server_index, const CallOptions& call = {});
+
+  class Impl;
+
+ private:
+  explicit Client(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Rendezvous choice among `servers` for `key` (exposed for tests and other clients).
+// REQUIRES: servers non-empty.
+size_t RendezvousPick(std::span<const std::string> servers, const StoredKey& key);
+
+}  // namespace kvstash

@@ -1,0 +1,80 @@
+// ChunkStore: what the server needs from a store of chunk payloads, in the server's
+// terms. The production implementation wraps kvstash::store::Store (store_adapter.h);
+// unit tests of the request handler use a small in-memory one.
+//
+// Keys reaching a ChunkStore are already tenant-scoped (tenants.h: ScopeKey).
+//
+// Thread-safety: implementations must allow every method to be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/prefix_key.h"
+#include "common/result.h"
+
+namespace kvstash::server {
+
+// Immutable shared bytes (a hit from memory may share the stored buffer).
+using SharedBytes = std::shared_ptr<const std::string>;
+
+struct ChunkWrite {
+  StoredKey key{};
+  std::optional<StoredKey> parent;  // previous chunk of the chain
+  uint32_t tokens = 0;
+  bool partial = false;
+  uint16_t codec = 0;
+  std::span<const uint8_t> payload;  // borrowed for the call
+  std::span<const uint8_t> state;    // empty: no recurrent-state record
+};
+
+struct ChunkRead {
+  SharedBytes payload;  // never null
+  SharedBytes state;    // null when the chunk has no state record
+};
+
+struct ChunkLookup {
+  uint32_t matched_chunks = 0;
+  uint64_t matched_tokens = 0;
+};
+
+// Occupancy and counters of the store for /metrics, /v1/stats and the dashboard.
+struct StoreSnapshot {
+  struct Tier {
+    std::string name;  // "T0", "T1", "T2"
+    bool enabled = false;
+    uint64_t entries = 0, bytes = 0, budget_bytes = 0;
+    uint64_t hits = 0, evictions = 0, promotions = 0;
+  };
+  std::vector<Tier> tiers;
+  uint64_t checksum_failures = 0;  // entries the store dropped for a failed checksum
+  uint64_t pinned_entries = 0;
+  uint64_t index_entries = 0;
+};
+
+class ChunkStore {
+ public:
+  virtual ~ChunkStore() = default;
+  // Longest run of present chunks from keys[0]; with `require_state` cut back to the
+  // last chunk with a state record. Errors: Internal.
+  virtual Result<ChunkLookup> Lookup(std::span<const StoredKey> keys, bool require_state) = 0;
+  // Stores one chunk atomically (present entirely or not at all after a crash).
+  // Errors: InvalidArgument, NotFound (parent not stored), ResourceExhausted, IOError.
+  virtual Status Put(const ChunkWrite& chunk) = 0;
+  // The chunk, or std::nullopt on a miss. Errors: IOError.
+  virtual Result<std::optional<ChunkRead>> Get(const StoredKey& key) = 0;
+  // Removes the chunk and its descendants; returns entries removed. Errors: IOError.
+  virtual Result<uint64_t> Delete(const StoredKey& key) = 0;
+  // Pins or unpins; returns 1 when the key is stored, 0 otherwise. Errors: IOError.
+  virtual Result<uint64_t> SetPinned(const StoredKey& key, bool pinned) = 0;
+  virtual StoreSnapshot Snapshot() const = 0;
+  // True when Lookup never waits on I/O (index in memory, no remote tier asked), so
+  // the server may answer LOOKUPs on its socket threads instead of the worker pool.
+  virtual bool LookupIsInMemory() const { return false; }
+};
+
+}  // namespace kvstash::server

@@ -1,0 +1,151 @@
+#include "server/config.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace kvstash::server {
+namespace {
+
+// Reads doc[key] into *out when present; rejects a wrong type or range.
+template <typename T>
+Status Read(const nlohmann::json& doc, const char* key, T* out) {
+  auto it = doc.find(key);
+  if (it == doc.end()) return Status::Ok();
+  try {
+    if constexpr (std::is_same_v<T, std::string>) {
+      if (!it->is_string()) return Status::InvalidArgument(std::string(key) + " must be a string");
+      *out = it->template get<std::string>();
+    } else {
+      if (!it->is_number_unsigned()) {
+        return Status::InvalidArgument(std::string(key) + " must be a non-negative integer");
+      }
+      const uint64_t v = it->template get<uint64_t>();
+      if (v > std::numeric_limits<T>::max()) {
+        return Status::InvalidArgument(std::string(key) + " is out of range");
+      }
+      *out = static_cast<T>(v);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(std::string(key) + ": " + e.what());
+  }
+  return Status::Ok();
+}
+
+Status OnlyKeys(const nlohmann::json& doc, const char* where, std::set<std::string> allowed) {
+  if (!doc.is_object()) return Status::InvalidArgument(std::string(where) + " must be an object");
+  for (auto it = doc.begin(); it != doc.end(); ++it) {
+    if (!allowed.count(it.key())) {
+      return Status::InvalidArgument(std::string("unknown key \"") + it.key() + "\" in " + where);
+    }
+  }
+  return Status::Ok();
+}
+
+bool IsHex64(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!std::isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Status ServerConfig::Validate() const {
+  if (tenants.empty()) return Status::InvalidArgument("config has no tenants");
+  std::set<std::string> names;
+  for (const TenantConfig& t : tenants) {
+    if (t.name.empty() || t.name.size() > 255) {
+      return Status::InvalidArgument("tenant name must be 1..255 bytes");
+    }
+    if (!names.insert(t.name).second) {
+      return Status::InvalidArgument("tenant \"" + t.name + "\" is listed twice");
+    }
+    if (t.credential.empty() == t.credential_sha256.empty()) {
+      return Status::InvalidArgument("tenant \"" + t.name +
+                                     "\" needs exactly one of credential, credential_sha256");
+    }
+    if (!t.credential_sha256.empty() && !IsHex64(t.credential_sha256)) {
+      return Status::InvalidArgument("tenant \"" + t.name +
+                                     "\" credential_sha256 is not 64 hex digits");
+    }
+  }
+  if (limits.max_frame_bytes < 1024 || limits.max_in_flight == 0 ||
+      limits.max_connections == 0 || limits.idle_timeout_ms == 0 ||
+      limits.io_timeout_ms == 0 || limits.hello_timeout_ms == 0) {
+    return Status::InvalidArgument("limits must be nonzero (max_frame_bytes >= 1024)");
+  }
+  if (io_threads == 0 || worker_threads == 0) {
+    return Status::InvalidArgument("io_threads and worker_threads must be >= 1");
+  }
+  if (tls_cert_file.empty() != tls_key_file.empty()) {
+    return Status::InvalidArgument("tls needs both cert_file and key_file");
+  }
+  if (!store.is_object()) return Status::InvalidArgument("store must be an object");
+  return Status::Ok();
+}
+
+Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc) {
+  KVSTASH_RETURN_IF_ERROR(OnlyKeys(doc, "config",
+                                   {"listen", "port", "http_port", "server_id", "io_threads",
+                                    "worker_threads", "limits", "drain_timeout_ms", "tenants",
+                                    "tls", "store", "chart_js", "ready_file"}));
+  ServerConfig c;
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "listen", &c.listen));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "port", &c.port));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "http_port", &c.http_port));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "server_id", &c.server_id));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "io_threads", &c.io_threads));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "worker_threads", &c.worker_threads));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "drain_timeout_ms", &c.drain_timeout_ms));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "chart_js", &c.chart_js));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "ready_file", &c.ready_file));
+  if (auto it = doc.find("limits"); it != doc.end()) {
+    const auto& l = *it;
+    KVSTASH_RETURN_IF_ERROR(OnlyKeys(l, "limits",
+                                     {"max_frame_bytes", "max_in_flight", "max_connections",
+                                      "idle_timeout_ms", "io_timeout_ms", "hello_timeout_ms"}));
+    KVSTASH_RETURN_IF_ERROR(Read(l, "max_frame_bytes", &c.limits.max_frame_bytes));
+    KVSTASH_RETURN_IF_ERROR(Read(l, "max_in_flight", &c.limits.max_in_flight));
+    KVSTASH_RETURN_IF_ERROR(Read(l, "max_connections", &c.limits.max_connections));
+    KVSTASH_RETURN_IF_ERROR(Read(l, "idle_timeout_ms", &c.limits.idle_timeout_ms));
+    KVSTASH_RETURN_IF_ERROR(Read(l, "io_timeout_ms", &c.limits.io_timeout_ms));
+    KVSTASH_RETURN_IF_ERROR(Read(l, "hello_timeout_ms", &c.limits.hello_timeout_ms));
+  }
+  if (auto it = doc.find("tenants"); it != doc.end()) {
+    if (!it->is_array()) return Status::InvalidArgument("tenants must be an array");
+    for (const auto& t : *it) {
+      KVSTASH_RETURN_IF_ERROR(OnlyKeys(t, "tenant", {"name", "credential", "credential_sha256"}));
+      TenantConfig tc;
+      KVSTASH_RETURN_IF_ERROR(Read(t, "name", &tc.name));
+      KVSTASH_RETURN_IF_ERROR(Read(t, "credential", &tc.credential));
+      KVSTASH_RETURN_IF_ERROR(Read(t, "credential_sha256", &tc.credential_sha256));
+      c.tenants.push_back(std::move(tc));
+    }
+  }
+  if (auto it = doc.find("tls"); it != doc.end()) {
+    KVSTASH_RETURN_IF_ERROR(OnlyKeys(*it, "tls", {"cert_file", "key_file"}));
+    KVSTASH_RETURN_IF_ERROR(Read(*it, "cert_file", &c.tls_cert_file));
+    KVSTASH_RETURN_IF_ERROR(Read(*it, "key_file", &c.tls_key_file));
+  }
+  if (auto it = doc.find("store"); it != doc.end()) {
+    if (!it->is_object()) return Status::InvalidArgument("store must be an object");
+    c.store = *it;
+  }
+  return c;
+}
+
+Result<ServerConfig> LoadServerConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::IOError("cannot open config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Status::InvalidArgument("config file " + path + " is not JSON");
+  auto c = ParseServerConfig(doc);
+  if (!c.ok()) return c.status().WithContext(path);
+  return c;
+}
+
+}  // namespace kvstash::server

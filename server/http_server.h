@@ -1,0 +1,56 @@
+// The HTTP port (Boost.Beast): operators' view of a running server.
+//
+//   GET /metrics                 Prometheus text exposition 0.0.4 (metrics.h)
+//   GET /v1/stats                the stats JSON document (docs/protocol.md §8)
+//   GET /healthz                 "ok" while serving, 503 "draining" during shutdown
+//   GET /dashboard               live dashboard page (server/web/dashboard.html)
+//   GET /dashboard/dashboard.js  its script (server/web/dashboard.js)
+//   GET /dashboard/chart.min.js  Chart.js from the configured file (Debian
+//                                libjs-chart.js); nothing is loaded from a CDN
+// Anything else is 404; methods other than GET/HEAD are 405. Keep-alive is supported;
+// each read and write has a deadline (Beast's tcp_stream timeouts).
+//
+// Thread-safety: runs on the server's io_context; Stop() may be called from any thread.
+#pragma once
+
+#include <utility>  // before Boost.Asio (g++ 12 bug, docs/platform-notes.md)
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+
+namespace kvstash::server {
+
+struct HttpSources {
+  std::function<std::string()> metrics_text;  // /metrics body
+  std::function<std::string()> stats_json;    // /v1/stats body
+  std::function<bool()> draining;             // /healthz answers 503 when true
+  std::string chart_js_path;                  // file served as chart.min.js
+};
+
+class HttpServer {
+ public:
+  HttpServer(boost::asio::io_context& ioc, HttpSources sources);
+  // Binds and starts accepting. Errors: IOError when the address cannot be bound.
+  Status Listen(const std::string& address, uint16_t port);
+  uint16_t port() const { return port_; }
+  // Closes the acceptor; open HTTP connections end after their current request.
+  void Stop();
+
+ private:
+  boost::asio::io_context& ioc_;
+  std::shared_ptr<HttpSources> sources_;
+  std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+  uint16_t port_ = 0;
+};
+
+// The embedded dashboard files (generated from server/web/ at build time).
+extern const char kDashboardHtml[];
+extern const char kDashboardJs[];
+
+}  // namespace kvstash::server

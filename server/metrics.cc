@@ -1,0 +1,260 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+namespace kvstash::server {
+namespace {
+
+constexpr auto kRelaxed = std::memory_order_relaxed;
+
+std::string CodecName(int codec) {
+  static const char* kNames[] = {"raw", "spec", "dckv", "byteplane", "kvtc", "zstd"};
+  if (codec >= 0 && codec < 6) return kNames[codec];
+  return "codec" + std::to_string(codec);
+}
+
+}  // namespace
+
+void LatencyHistogram::Record(uint64_t micros) {
+  const auto it = std::lower_bound(kLatencyBoundsUs.begin(), kLatencyBoundsUs.end(), micros);
+  buckets_[it - kLatencyBoundsUs.begin()].fetch_add(1, kRelaxed);
+  sum_us_.fetch_add(micros, kRelaxed);
+}
+
+LatencyHistogram::View LatencyHistogram::Read() const {
+  View v;
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    v.buckets[i] = buckets_[i].load(kRelaxed);
+    v.count += v.buckets[i];
+  }
+  v.sum_us = sum_us_.load(kRelaxed);
+  return v;
+}
+
+double LatencyHistogram::View::Quantile(double q) const {
+  if (count == 0) return 0;
+  const double rank = q * static_cast<double>(count);
+  uint64_t seen = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    if (buckets[i] == 0) continue;
+    if (static_cast<double>(seen + buckets[i]) >= rank) {
+      const double lo = i == 0 ? 0.0 : static_cast<double>(kLatencyBoundsUs[i - 1]);
+      if (i == kLatencyBoundsUs.size()) return lo;  // +Inf bucket: its lower bound
+      const double hi = static_cast<double>(kLatencyBoundsUs[i]);
+      const double frac = (rank - static_cast<double>(seen)) / static_cast<double>(buckets[i]);
+      return lo + (hi - lo) * std::clamp(frac, 0.0, 1.0);
+    }
+    seen += buckets[i];
+  }
+  return static_cast<double>(kLatencyBoundsUs.back());
+}
+
+void Metrics::RecordRequest(protocol::Opcode op, uint64_t micros, bool ok) {
+  Op& o = ops_[protocol::OpcodeIndex(op)];
+  o.requests.fetch_add(1, kRelaxed);
+  if (!ok) o.errors.fetch_add(1, kRelaxed);
+  o.latency.Record(micros);
+}
+
+void Metrics::RecordLookup(uint64_t chunks, uint64_t tokens, uint64_t hit_chunks,
+                           uint64_t hit_tokens) {
+  lookups_.fetch_add(1, kRelaxed);
+  lookup_chunks_.fetch_add(chunks, kRelaxed);
+  lookup_tokens_.fetch_add(tokens, kRelaxed);
+  lookup_hit_chunks_.fetch_add(hit_chunks, kRelaxed);
+  lookup_hit_tokens_.fetch_add(hit_tokens, kRelaxed);
+}
+
+void Metrics::RecordPut(uint16_t codec, uint64_t raw_bytes, uint64_t stored_bytes) {
+  const int c = codec < kTrackedCodecs ? codec : kTrackedCodecs - 1;
+  put_chunks_[c].fetch_add(1, kRelaxed);
+  put_raw_bytes_[c].fetch_add(raw_bytes, kRelaxed);
+  put_stored_bytes_[c].fetch_add(stored_bytes, kRelaxed);
+}
+
+void Metrics::RecordGetHit(uint64_t bytes) {
+  get_hits_.fetch_add(1, kRelaxed);
+  get_bytes_.fetch_add(bytes, kRelaxed);
+}
+
+std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
+  std::ostringstream o;
+  auto family = [&](const char* name, const char* type, const char* help) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+  };
+  auto value = [&](const char* name, uint64_t v) { o << name << ' ' << v << '\n'; };
+
+  family("kvstash_requests_total", "counter", "Requests answered, by opcode.");
+  for (int i = 0; i < protocol::kNumOpcodes; ++i) {
+    o << "kvstash_requests_total{op=\"" << protocol::OpcodeName(i + 1) << "\"} "
+      << ops_[i].requests.load(kRelaxed) << '\n';
+  }
+  family("kvstash_request_errors_total", "counter", "Requests answered with an error status.");
+  for (int i = 0; i < protocol::kNumOpcodes; ++i) {
+    o << "kvstash_request_errors_total{op=\"" << protocol::OpcodeName(i + 1) << "\"} "
+      << ops_[i].errors.load(kRelaxed) << '\n';
+  }
+  family("kvstash_request_duration_seconds", "histogram",
+         "Time from a request's last byte read to its reply queued, by opcode.");
+  for (int i = 0; i < protocol::kNumOpcodes; ++i) {
+    const auto v = ops_[i].latency.Read();
+    const std::string op(protocol::OpcodeName(i + 1));
+    uint64_t cum = 0;
+    for (size_t b = 0; b < kLatencyBoundsUs.size(); ++b) {
+      cum += v.buckets[b];
+      o << "kvstash_request_duration_seconds_bucket{op=\"" << op << "\",le=\""
+        << static_cast<double>(kLatencyBoundsUs[b]) / 1e6 << "\"} " << cum << '\n';
+    }
+    o << "kvstash_request_duration_seconds_bucket{op=\"" << op << "\",le=\"+Inf\"} "
+      << v.count << '\n';
+    o << "kvstash_request_duration_seconds_sum{op=\"" << op << "\"} "
+      << static_cast<double>(v.sum_us) / 1e6 << '\n';
+    o << "kvstash_request_duration_seconds_count{op=\"" << op << "\"} " << v.count << '\n';
+  }
+
+  family("kvstash_lookups_total", "counter", "LOOKUP requests.");
+  value("kvstash_lookups_total", lookups_.load(kRelaxed));
+  family("kvstash_lookup_tokens_requested_total", "counter", "Tokens asked by LOOKUPs.");
+  value("kvstash_lookup_tokens_requested_total", lookup_tokens_.load(kRelaxed));
+  family("kvstash_lookup_tokens_hit_total", "counter", "Tokens of the matched prefixes.");
+  value("kvstash_lookup_tokens_hit_total", lookup_hit_tokens_.load(kRelaxed));
+  family("kvstash_lookup_chunks_requested_total", "counter", "Chunk keys asked by LOOKUPs.");
+  value("kvstash_lookup_chunks_requested_total", lookup_chunks_.load(kRelaxed));
+  family("kvstash_lookup_chunks_hit_total", "counter", "Chunk keys matched by LOOKUPs.");
+  value("kvstash_lookup_chunks_hit_total", lookup_hit_chunks_.load(kRelaxed));
+  family("kvstash_lookup_token_hit_rate", "gauge", "Tokens hit / tokens requested since start.");
+  const uint64_t req_tokens = lookup_tokens_.load(kRelaxed);
+  o << "kvstash_lookup_token_hit_rate "
+    << (req_tokens ? static_cast<double>(lookup_hit_tokens_.load(kRelaxed)) / req_tokens : 0.0)
+    << '\n';
+
+  family("kvstash_put_chunks_total", "counter", "Chunks stored by PUT, by codec.");
+  family("kvstash_put_raw_bytes_total", "counter", "Decoded KV bytes of stored chunks, by codec.");
+  family("kvstash_put_stored_bytes_total", "counter", "Payload bytes as stored, by codec.");
+  for (int c = 0; c < kTrackedCodecs; ++c) {
+    if (put_chunks_[c].load(kRelaxed) == 0) continue;
+    const std::string label = "{codec=\"" + CodecName(c) + "\"} ";
+    o << "kvstash_put_chunks_total" << label << put_chunks_[c].load(kRelaxed) << '\n'
+      << "kvstash_put_raw_bytes_total" << label << put_raw_bytes_[c].load(kRelaxed) << '\n'
+      << "kvstash_put_stored_bytes_total" << label << put_stored_bytes_[c].load(kRelaxed)
+      << '\n';
+  }
+  family("kvstash_get_hits_total", "counter", "GET requests that found their chunk.");
+  value("kvstash_get_hits_total", get_hits_.load(kRelaxed));
+  family("kvstash_get_misses_total", "counter", "GET requests that found nothing.");
+  value("kvstash_get_misses_total", get_misses_.load(kRelaxed));
+  family("kvstash_get_bytes_total", "counter", "Payload bytes sent by GET.");
+  value("kvstash_get_bytes_total", get_bytes_.load(kRelaxed));
+
+  family("kvstash_tier_entries", "gauge", "Entries resident per tier.");
+  family("kvstash_tier_bytes", "gauge", "Payload + state bytes resident per tier.");
+  family("kvstash_tier_budget_bytes", "gauge", "Byte budget per tier.");
+  family("kvstash_tier_hits_total", "counter", "GET hits served per tier.");
+  family("kvstash_tier_evictions_total", "counter", "Entries evicted per tier.");
+  for (const auto& t : store.tiers) {
+    if (!t.enabled) continue;
+    const std::string label = "{tier=\"" + t.name + "\"} ";
+    o << "kvstash_tier_entries" << label << t.entries << '\n'
+      << "kvstash_tier_bytes" << label << t.bytes << '\n'
+      << "kvstash_tier_budget_bytes" << label << t.budget_bytes << '\n'
+      << "kvstash_tier_hits_total" << label << t.hits << '\n'
+      << "kvstash_tier_evictions_total" << label << t.evictions << '\n';
+  }
+  family("kvstash_checksum_failures_total", "counter",
+         "Stored entries dropped because a checksum failed on read.");
+  value("kvstash_checksum_failures_total", store.checksum_failures);
+  family("kvstash_payload_rejected_total", "counter",
+         "PUT payloads rejected by header/digest/size validation.");
+  value("kvstash_payload_rejected_total", payload_rejected_.load(kRelaxed));
+  family("kvstash_pinned_entries", "gauge", "Pinned entries.");
+  value("kvstash_pinned_entries", store.pinned_entries);
+
+  family("kvstash_connections_open", "gauge", "Open protocol connections.");
+  value("kvstash_connections_open", open_.load(kRelaxed));
+  family("kvstash_connections_accepted_total", "counter", "Protocol connections accepted.");
+  value("kvstash_connections_accepted_total", accepted_.load(kRelaxed));
+  family("kvstash_connections_rejected_total", "counter",
+         "Connections refused at the max_connections limit.");
+  value("kvstash_connections_rejected_total", rejected_.load(kRelaxed));
+  family("kvstash_bad_frames_total", "counter", "Malformed or oversized frames received.");
+  value("kvstash_bad_frames_total", bad_frames_.load(kRelaxed));
+  family("kvstash_auth_failures_total", "counter", "HELLOs with a rejected credential.");
+  value("kvstash_auth_failures_total", auth_failures_.load(kRelaxed));
+  family("kvstash_timeouts_total", "counter", "Connections closed by a deadline.");
+  value("kvstash_timeouts_total", timeouts_.load(kRelaxed));
+  family("kvstash_bytes_received_total", "counter", "Protocol bytes received.");
+  value("kvstash_bytes_received_total", bytes_in_.load(kRelaxed));
+  family("kvstash_bytes_sent_total", "counter", "Protocol bytes sent.");
+  value("kvstash_bytes_sent_total", bytes_out_.load(kRelaxed));
+  return o.str();
+}
+
+nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string& server_id) const {
+  using nlohmann::json;
+  json j;
+  j["server_id"] = server_id;
+  j["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  j["connections"] = {{"open", open_.load(kRelaxed)},
+                      {"accepted", accepted_.load(kRelaxed)},
+                      {"rejected", rejected_.load(kRelaxed)}};
+  json ops = json::object();
+  for (int i = 0; i < protocol::kNumOpcodes; ++i) {
+    const auto v = ops_[i].latency.Read();
+    ops[std::string(protocol::OpcodeName(i + 1))] = {
+        {"count", ops_[i].requests.load(kRelaxed)},
+        {"errors", ops_[i].errors.load(kRelaxed)},
+        {"mean_us", v.count ? static_cast<double>(v.sum_us) / v.count : 0.0},
+        {"p50_us", v.Quantile(0.50)},
+        {"p90_us", v.Quantile(0.90)},
+        {"p99_us", v.Quantile(0.99)}};
+  }
+  j["requests"] = ops;
+  const uint64_t tokens = lookup_tokens_.load(kRelaxed), hit = lookup_hit_tokens_.load(kRelaxed);
+  j["lookup"] = {{"lookups", lookups_.load(kRelaxed)},
+                 {"chunks_requested", lookup_chunks_.load(kRelaxed)},
+                 {"chunks_hit", lookup_hit_chunks_.load(kRelaxed)},
+                 {"tokens_requested", tokens},
+                 {"tokens_hit", hit},
+                 {"hit_rate", tokens ? static_cast<double>(hit) / tokens : 0.0}};
+  json codecs = json::object();
+  uint64_t raw_total = 0, stored_total = 0;
+  for (int c = 0; c < kTrackedCodecs; ++c) {
+    const uint64_t n = put_chunks_[c].load(kRelaxed);
+    if (n == 0) continue;
+    const uint64_t raw = put_raw_bytes_[c].load(kRelaxed), st = put_stored_bytes_[c].load(kRelaxed);
+    raw_total += raw;
+    stored_total += st;
+    codecs[CodecName(c)] = {{"chunks", n},
+                            {"raw_bytes", raw},
+                            {"stored_bytes", st},
+                            {"ratio", st ? static_cast<double>(raw) / st : 0.0}};
+  }
+  j["codecs"] = codecs;
+  j["bytes_raw"] = raw_total;
+  j["bytes_stored"] = stored_total;
+  j["bytes_saved"] = raw_total > stored_total ? raw_total - stored_total : 0;
+  j["get"] = {{"hits", get_hits_.load(kRelaxed)},
+              {"misses", get_misses_.load(kRelaxed)},
+              {"bytes", get_bytes_.load(kRelaxed)}};
+  json tiers = json::array();
+  for (const auto& t : store.tiers) {
+    tiers.push_back({{"name", t.name}, {"enabled", t.enabled}, {"entries", t.entries},
+                     {"bytes", t.bytes}, {"budget_bytes", t.budget_bytes}, {"hits", t.hits},
+                     {"evictions", t.evictions}, {"promotions", t.promotions}});
+  }
+  j["tiers"] = tiers;
+  j["checksum_failures"] = store.checksum_failures;
+  j["pinned_entries"] = store.pinned_entries;
+  j["index_entries"] = store.index_entries;
+  j["payload_rejected"] = payload_rejected_.load(kRelaxed);
+  j["bad_frames"] = bad_frames_.load(kRelaxed);
+  j["auth_failures"] = auth_failures_.load(kRelaxed);
+  j["timeouts"] = timeouts_.load(kRelaxed);
+  j["bytes_received"] = bytes_in_.load(kRelaxed);
+  j["bytes_sent"] = bytes_out_.load(kRelaxed);
+  return j;
+}
+
+}  // namespace kvstash::server

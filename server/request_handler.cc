@@ -1,0 +1,288 @@
+#include "server/request_handler.h"
+
+#include <chrono>
+
+#include "common/byte_io.h"
+#include "common/checksum.h"
+#include "common/logging.h"
+#include "common/payload_format.h"
+#include "server/protocol/messages.h"
+
+namespace kvstash::server {
+namespace {
+
+using protocol::Frame;
+using protocol::Opcode;
+
+// Reply bodies are built after kFrameHeaderBytes of room for the frame header, so the
+// finished frame is the same buffer (no copy of large GET payloads).
+std::vector<uint8_t> ReplyBuffer(size_t body_capacity) {
+  std::vector<uint8_t> b;
+  b.reserve(protocol::kFrameHeaderBytes + body_capacity);
+  b.resize(protocol::kFrameHeaderBytes);
+  return b;
+}
+
+template <typename Reply>
+std::vector<uint8_t> Body(const Reply& r) {
+  std::vector<uint8_t> b = ReplyBuffer(64);
+  r.Encode(&b);
+  return b;
+}
+
+// Fills the header room of `frame` (ReplyBuffer + body) for a successful reply.
+void FinishOkReply(const Frame& request, std::vector<uint8_t>* frame) {
+  protocol::FrameHeader h;
+  h.opcode = static_cast<uint8_t>(request.header.opcode | protocol::kReplyBit);
+  h.request_id = request.header.request_id;
+  const std::span<const uint8_t> body(frame->data() + protocol::kFrameHeaderBytes,
+                                      frame->size() - protocol::kFrameHeaderBytes);
+  h.body_bytes = static_cast<uint32_t>(body.size());
+  h.body_crc32c = body.empty() ? 0 : Crc32c(body);
+  protocol::EncodeFrameHeader(h, frame->data());
+}
+
+uint64_t CanonicalBytes(const PayloadHeader& h) {
+  return h.layout.DataBytes(h.tokens) + h.layout.NumScales() * sizeof(float);
+}
+
+// Checks that a codec-kRaw payload's body is exactly a canonical chunk.
+Status CheckRawBody(const PayloadView& p) {
+  if (p.body.size() != CanonicalBytes(p.header)) {
+    return Status::Corruption("raw payload body of " + std::to_string(p.body.size()) +
+                              " bytes, its layout needs " +
+                              std::to_string(CanonicalBytes(p.header)));
+  }
+  if (Xxh3_64(p.body) != p.header.content_checksum) {
+    return Status::Corruption("raw payload content checksum mismatch");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool RequestHandler::HandleHello(const Frame& f, std::string* tenant, std::vector<uint8_t>* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto finish = [&](bool ok) {
+    metrics_->RecordRequest(Opcode::kHello,
+                            std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::steady_clock::now() - t0).count(), ok);
+    return ok;
+  };
+  auto req = protocol::HelloRequest::Decode(f.header.flags, f.body);
+  if (!req.ok()) {
+    protocol::AppendErrorReply(f.header.opcode, f.header.request_id, req.status(), out);
+    return finish(false);
+  }
+  if (req->protocol_version < protocol::kProtocolVersion) {
+    protocol::AppendErrorReply(f.header.opcode, f.header.request_id,
+                               Status::NotSupported("protocol version " +
+                                                    std::to_string(req->protocol_version) +
+                                                    " is older than this server's 1"),
+                               out);
+    return finish(false);
+  }
+  if (Status s = tenants_->Authenticate(req->tenant, req->credential); !s.ok()) {
+    metrics_->RecordAuthFailure();
+    KVSTASH_LOG_WARN("HELLO from client \"{}\" for tenant \"{}\" rejected", req->client_name,
+                     req->tenant);
+    protocol::AppendErrorReply(f.header.opcode, f.header.request_id, s, out);
+    return finish(false);
+  }
+  *tenant = req->tenant;
+  protocol::HelloReply reply{protocol::kProtocolVersion, limits_.max_frame_bytes,
+                             limits_.max_in_flight, limits_.server_id};
+  std::vector<uint8_t> frame = Body(reply);
+  FinishOkReply(f, &frame);
+  out->insert(out->end(), frame.begin(), frame.end());
+  return finish(true);
+}
+
+std::vector<uint8_t> Reply::Flatten() const {
+  std::vector<uint8_t> all(head);
+  if (shared) all.insert(all.end(), shared->begin(), shared->end());
+  all.insert(all.end(), tail.begin(), tail.end());
+  return all;
+}
+
+Reply RequestHandler::Handle(const std::string& tenant, const Frame& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto op = static_cast<Opcode>(f.header.opcode);
+  Reply reply;
+  Status status;
+  if (op == Opcode::kGet && !tenant.empty()) {
+    Result<Reply> r = DoGet(tenant, f);
+    status = r.status();
+    if (r.ok()) reply = std::move(r).value();
+  } else {
+    Result<std::vector<uint8_t>> body = Dispatch(tenant, f);
+    status = body.status();
+    if (body.ok()) {
+      FinishOkReply(f, &*body);
+      reply.head = std::move(body).value();
+    }
+  }
+  if (!status.ok()) {
+    protocol::AppendErrorReply(f.header.opcode, f.header.request_id, status, &reply.head);
+  }
+  // A GET miss is an answer, not a server error.
+  const bool ok = status.ok() || (op == Opcode::kGet && status.IsNotFound());
+  metrics_->RecordRequest(op,
+                          std::chrono::duration_cast<std::chrono::microseconds>(
+                              std::chrono::steady_clock::now() - t0).count(), ok);
+  return reply;
+}
+
+Result<std::vector<uint8_t>> RequestHandler::Dispatch(const std::string& tenant, const Frame& f) {
+  const auto op = static_cast<Opcode>(f.header.opcode);
+  if (op == Opcode::kPing) {
+    KVSTASH_ASSIGN_OR_RETURN(auto ping, protocol::PingMessage::Decode(f.header.flags, f.body));
+    return Body(ping);
+  }
+  if (tenant.empty()) {
+    return Status::PermissionDenied(std::string(protocol::OpcodeName(f.header.opcode)) +
+                                    " before a successful HELLO");
+  }
+  switch (op) {
+    case Opcode::kHello: return Status::InvalidArgument("HELLO sent twice on one connection");
+    case Opcode::kLookup: return DoLookup(tenant, f);
+    case Opcode::kPut: return DoPut(tenant, f);
+    case Opcode::kGet: return Status::Internal("GET is answered by Handle (shared payload)");
+    case Opcode::kDelete: return DoDelete(tenant, f);
+    case Opcode::kPin: return DoPin(tenant, f);
+    case Opcode::kStats: {
+      KVSTASH_RETURN_IF_ERROR(protocol::StatsRequest::Decode(f.header.flags, f.body).status());
+      return Body(protocol::StatsReply{StatsJson().dump()});
+    }
+    case Opcode::kPing: break;
+  }
+  return Status::InvalidArgument("unknown opcode");
+}
+
+Result<std::vector<uint8_t>> RequestHandler::DoLookup(const std::string& tenant, const Frame& f) {
+  KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::LookupRequest::Decode(f.header.flags, f.body));
+  std::vector<StoredKey> keys;
+  keys.reserve(req.keys.size());
+  uint64_t tokens = 0;
+  for (const auto& k : req.keys) {
+    keys.push_back(ScopeKey(tenant, k.key));
+    tokens += k.tokens;
+  }
+  KVSTASH_ASSIGN_OR_RETURN(ChunkLookup found, store_->Lookup(keys, req.require_state));
+  // Token accounting uses the client's per-chunk counts for the matched prefix.
+  protocol::LookupReply reply;
+  reply.matched_chunks = std::min<uint32_t>(found.matched_chunks, keys.size());
+  for (uint32_t i = 0; i < reply.matched_chunks; ++i) reply.matched_tokens += req.keys[i].tokens;
+  metrics_->RecordLookup(keys.size(), tokens, reply.matched_chunks, reply.matched_tokens);
+  return Body(reply);
+}
+
+Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, const Frame& f) {
+  KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::PutRequest::Decode(f.header.flags, f.body));
+  auto parsed = ParsePayload(req.payload);
+  if (!parsed.ok()) {
+    metrics_->RecordPayloadRejected();
+    return parsed.status().WithContext("PUT payload");
+  }
+  const PayloadView& p = *parsed;
+  if (p.header.codec == CodecId::kRaw) {
+    if (Status s = CheckRawBody(p); !s.ok()) {
+      metrics_->RecordPayloadRejected();
+      return s.WithContext("PUT payload");
+    }
+  }
+  if (req.raw_kv) {
+    if (p.header.codec != CodecId::kRaw) {
+      return Status::InvalidArgument("PUT with the raw-KV flag carries a codec " +
+                                     std::to_string(static_cast<int>(p.header.codec)) +
+                                     " payload (raw KV must be codec 0)");
+    }
+    if (req.target_codec != CodecId::kRaw) {
+      return Status::NotSupported("server-side encoding with codec " +
+                                  std::to_string(static_cast<int>(req.target_codec)) +
+                                  " is not available in this build (only raw)");
+    }
+  }
+  if (!req.state_record.empty()) {
+    if (auto st = DecodeStateRecord(req.state_record); !st.ok()) {
+      metrics_->RecordPayloadRejected();
+      return st.status().WithContext("PUT state record");
+    }
+  }
+  ChunkWrite w;
+  w.key = ScopeKey(tenant, req.key);
+  if (req.parent) w.parent = ScopeKey(tenant, *req.parent);
+  w.tokens = p.header.tokens;
+  w.partial = (p.header.flags & kPayloadFlagPartialChunk) != 0;
+  w.codec = static_cast<uint16_t>(p.header.codec);
+  w.payload = req.payload;
+  w.state = req.state_record;
+  KVSTASH_RETURN_IF_ERROR(store_->Put(w));
+  if (req.pin) KVSTASH_RETURN_IF_ERROR(store_->SetPinned(w.key, true).status());
+  metrics_->RecordPut(w.codec, CanonicalBytes(p.header), req.payload.size());
+  return Body(protocol::PutReply{req.payload.size()});
+}
+
+Result<Reply> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
+  KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::GetRequest::Decode(f.header.flags, f.body));
+  KVSTASH_ASSIGN_OR_RETURN(std::optional<ChunkRead> hit, store_->Get(ScopeKey(tenant, req.key)));
+  if (!hit) {
+    metrics_->RecordGetMiss();
+    return Status::NotFound("chunk not stored");
+  }
+  const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(hit->payload->data()),
+                                         hit->payload->size());
+  if (req.decoded) {
+    KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
+    if (h.codec != CodecId::kRaw) {
+      return Status::NotSupported("decoding codec " + std::to_string(static_cast<int>(h.codec)) +
+                                  " on the server is not available in this build");
+    }
+  }
+  // Body (messages.h GetReply): payload || state || u32 state_bytes || u32 payload_bytes.
+  // The payload is sent from the store's shared buffer, never copied.
+  Reply reply;
+  reply.shared = hit->payload;
+  const std::string* state = req.with_state && hit->state ? hit->state.get() : nullptr;
+  ByteWriter w(&reply.tail);
+  if (state) w.Bytes(*state);
+  w.U32(state ? static_cast<uint32_t>(state->size()) : 0);
+  w.U32(static_cast<uint32_t>(payload.size()));
+  protocol::FrameHeader h;
+  h.opcode = static_cast<uint8_t>(f.header.opcode | protocol::kReplyBit);
+  h.request_id = f.header.request_id;
+  h.body_bytes = static_cast<uint32_t>(payload.size() + reply.tail.size());
+  h.body_crc32c = Crc32c(reply.tail, Crc32c(payload));
+  reply.head.resize(protocol::kFrameHeaderBytes);
+  protocol::EncodeFrameHeader(h, reply.head.data());
+  metrics_->RecordGetHit(payload.size());
+  return reply;
+}
+
+Result<std::vector<uint8_t>> RequestHandler::DoDelete(const std::string& tenant, const Frame& f) {
+  KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::DeleteRequest::Decode(f.header.flags, f.body));
+  KVSTASH_ASSIGN_OR_RETURN(uint64_t removed, store_->Delete(ScopeKey(tenant, req.key)));
+  return Body(protocol::DeleteReply{removed > 0});
+}
+
+Result<std::vector<uint8_t>> RequestHandler::DoPin(const std::string& tenant, const Frame& f) {
+  KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::PinRequest::Decode(f.header.flags, f.body));
+  KVSTASH_ASSIGN_OR_RETURN(uint64_t n, store_->SetPinned(ScopeKey(tenant, req.key), req.pin));
+  if (n == 0) return Status::NotFound("chunk not stored");
+  return Body(protocol::PinReply{});
+}
+
+bool RequestHandler::RunsInline(const protocol::FrameHeader& h) const {
+  const auto op = static_cast<Opcode>(h.opcode);
+  return op == Opcode::kPing || (op == Opcode::kLookup && store_->LookupIsInMemory());
+}
+
+nlohmann::json RequestHandler::StatsJson() const {
+  return metrics_->RenderJson(store_->Snapshot(), limits_.server_id);
+}
+
+std::string RequestHandler::PrometheusText() const {
+  return metrics_->RenderPrometheus(store_->Snapshot());
+}
+
+}  // namespace kvstash::server

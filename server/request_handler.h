@@ -1,0 +1,91 @@
+// RequestHandler: turns one complete request frame into its reply frame. No sockets,
+// no threads of its own: the connection code (connection.h) calls it, HELLO on the
+// connection's strand and everything else on a worker thread.
+//
+// Rules it enforces (docs/protocol.md §4-§5):
+// - HELLO binds the connection to a tenant (constant-time credential check); any
+//   request but PING and HELLO before a successful HELLO is PermissionDenied, and a
+//   failed HELLO closes the connection.
+// - Every key is scoped by the tenant (tenants.h) before it reaches the store.
+// - PUT payloads are validated before they are stored: header CRC, body XXH3, layout,
+//   size; raw KV (kPutFlagRawKv) must be a codec-kRaw payload whose body is exactly the
+//   canonical chunk with a matching content checksum, and is then encoded with the
+//   requested codec (only kRaw is available in this build: other codecs are
+//   NotSupported). State records must parse (DecodeStateRecord).
+// - GET with kGetFlagDecoded returns a codec-kRaw payload; a stored payload of another
+//   codec is NotSupported until its decoder is linked in.
+//
+// Thread-safety: Handle may run concurrently for different frames; the handler's
+// collaborators are thread-safe (ChunkStore, Metrics) or immutable (TenantTable).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/chunk_store.h"
+#include "server/metrics.h"
+#include "server/protocol/frame.h"
+#include "server/tenants.h"
+
+namespace kvstash::server {
+
+// A reply frame ready to send: `head`, then the bytes of `shared` (when set), then
+// `tail`. A GET reply references the store's immutable payload buffer instead of
+// copying it into the frame.
+struct Reply {
+  std::vector<uint8_t> head;
+  SharedBytes shared;
+  std::vector<uint8_t> tail;
+
+  size_t size() const { return head.size() + (shared ? shared->size() : 0) + tail.size(); }
+  // The frame as one buffer (tests, logs).
+  std::vector<uint8_t> Flatten() const;
+};
+
+struct HandlerLimits {
+  std::string server_id;
+  uint32_t max_frame_bytes = 0;
+  uint32_t max_in_flight = 0;
+};
+
+class RequestHandler {
+ public:
+  // The pointers must outlive the handler.
+  RequestHandler(ChunkStore* store, const TenantTable* tenants, Metrics* metrics,
+                 HandlerLimits limits)
+      : store_(store), tenants_(tenants), metrics_(metrics), limits_(std::move(limits)) {}
+
+  // Handles a HELLO frame; appends the reply to `out`. On success sets *tenant and
+  // returns true; on failure appends an error reply and returns false (close after
+  // sending it).
+  bool HandleHello(const protocol::Frame& request, std::string* tenant,
+                   std::vector<uint8_t>* out);
+
+  // Handles any other request for `tenant` (empty: no HELLO yet).
+  Reply Handle(const std::string& tenant, const protocol::Frame& request);
+
+  // True for requests cheap enough to answer on a socket thread (PING; LOOKUP when the
+  // store's lookups are in memory): no hop to the worker pool and back.
+  bool RunsInline(const protocol::FrameHeader& h) const;
+
+  // The STATS / /v1/stats document.
+  nlohmann::json StatsJson() const;
+  std::string PrometheusText() const;
+
+ private:
+  Result<std::vector<uint8_t>> Dispatch(const std::string& tenant, const protocol::Frame& f);
+  Result<std::vector<uint8_t>> DoLookup(const std::string& tenant, const protocol::Frame& f);
+  Result<std::vector<uint8_t>> DoPut(const std::string& tenant, const protocol::Frame& f);
+  Result<Reply> DoGet(const std::string& tenant, const protocol::Frame& f);
+  Result<std::vector<uint8_t>> DoDelete(const std::string& tenant, const protocol::Frame& f);
+  Result<std::vector<uint8_t>> DoPin(const std::string& tenant, const protocol::Frame& f);
+
+  ChunkStore* store_;
+  const TenantTable* tenants_;
+  Metrics* metrics_;
+  const HandlerLimits limits_;
+};
+
+}  // namespace kvstash::server

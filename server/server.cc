@@ -1,0 +1,252 @@
+#include "server/server.h"
+
+#include <utility>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <fstream>
+#include <set>
+#include <unistd.h>
+
+#include "common/logging.h"
+#include "server/connection.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/request_handler.h"
+#include "server/tenants.h"
+
+namespace kvstash::server {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+class Server::Impl {
+ public:
+  Impl(ServerConfig config, std::unique_ptr<ChunkStore> store, TenantTable tenants)
+      : config_(std::move(config)),
+        store_(std::move(store)),
+        tenants_(std::move(tenants)),
+        ioc_(static_cast<int>(config_.io_threads)),
+        work_(asio::make_work_guard(ioc_)),
+        workers_(config_.worker_threads),
+        acceptor_(ioc_),
+        signals_(ioc_),
+        drain_timer_(ioc_),
+        http_(ioc_, HttpSources{[this] { return handler_->PrometheusText(); },
+                                [this] { return handler_->StatsJson().dump(1); },
+                                [this] { return draining_.load(); }, config_.chart_js}) {}
+
+  Status Init() {
+    if (!config_.tls_cert_file.empty()) {
+      tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
+      boost::system::error_code ec;
+      tls_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                        asio::ssl::context::no_tlsv1_1);
+      tls_->use_certificate_chain_file(config_.tls_cert_file, ec);
+      if (!ec) tls_->use_private_key_file(config_.tls_key_file, asio::ssl::context::pem, ec);
+      if (ec) return Status::InvalidArgument("TLS certificate/key: " + ec.message());
+    }
+    return Status::Ok();
+  }
+
+  Status Start() {
+    boost::system::error_code ec;
+    auto addr = asio::ip::make_address(config_.listen, ec);
+    if (ec) return Status::InvalidArgument("bad listen address " + config_.listen);
+    tcp::endpoint ep(addr, config_.port);
+    acceptor_.open(ep.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acceptor_.bind(ep, ec);
+    if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Status::IOError("protocol port " + std::to_string(config_.port) + ": " + ec.message());
+    port_ = acceptor_.local_endpoint().port();
+    KVSTASH_RETURN_IF_ERROR(http_.Listen(config_.listen, config_.http_port));
+    if (config_.server_id.empty()) config_.server_id = config_.listen + ":" + std::to_string(port_);
+    handler_ = std::make_unique<RequestHandler>(
+        store_.get(), &tenants_, &metrics_,
+        HandlerLimits{config_.server_id, config_.limits.max_frame_bytes,
+                      config_.limits.max_in_flight});
+    conn_ctx_ = ConnectionContext{&config_.limits, handler_.get(), &metrics_, &workers_,
+                                  tls_.get(), [this](uint64_t id) { OnClose(id); }};
+    asio::co_spawn(ioc_, AcceptLoop(), [](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        KVSTASH_LOG_ERROR("protocol acceptor ended with an exception: {}", ex.what());
+      }
+    });
+    for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    if (!config_.ready_file.empty()) {
+      const std::string tmp = config_.ready_file + ".tmp";
+      std::ofstream(tmp) << "{\"port\":" << port_ << ",\"http_port\":" << http_.port()
+                         << ",\"pid\":" << ::getpid() << "}\n";
+      std::rename(tmp.c_str(), config_.ready_file.c_str());
+    }
+    KVSTASH_LOG_INFO("kvstash-server {} listening on {}:{} (protocol{}) and :{} (HTTP), {} tenants",
+                     config_.server_id, config_.listen, port_, tls_ ? ", TLS" : "", http_.port(),
+                     tenants_.size());
+    return Status::Ok();
+  }
+
+  void HandleSignals() {
+    signals_.add(SIGINT);
+    signals_.add(SIGTERM);
+    signals_.async_wait([this](boost::system::error_code ec, int sig) {
+      if (ec) return;
+      KVSTASH_LOG_INFO("signal {}: draining", sig);
+      Shutdown();
+    });
+  }
+
+  void Shutdown() {
+    if (draining_.exchange(true)) return;
+    asio::post(ioc_, [this] {
+      boost::system::error_code ec;
+      acceptor_.close(ec);
+      signals_.cancel(ec);
+      http_.Stop();
+      std::vector<std::shared_ptr<ConnectionHandle>> open;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& [id, c] : conns_) {
+          if (auto s = c.lock()) open.push_back(std::move(s));
+        }
+      }
+      for (auto& c : open) c->BeginDrain();
+      drain_timer_.expires_after(std::chrono::milliseconds(config_.drain_timeout_ms));
+      drain_timer_.async_wait([this](boost::system::error_code e) {
+        if (e) return;
+        KVSTASH_LOG_WARN("drain timeout: {} connections cut off", metrics_.open_connections());
+        Stop();
+      });
+      MaybeFinishDrain();
+    });
+  }
+
+  void Wait() {
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    workers_.join();
+  }
+
+  uint16_t port() const { return port_; }
+  uint16_t http_port() const { return http_.port(); }
+
+ private:
+  asio::awaitable<void> AcceptLoop() {
+    while (true) {
+      boost::system::error_code ec;
+      tcp::socket socket =
+          co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (!acceptor_.is_open() || draining_) co_return;
+        KVSTASH_LOG_WARN("accept failed: {}", ec.message());
+        if (ec == asio::error::no_descriptors) {
+          asio::steady_timer t(ioc_, std::chrono::milliseconds(50));
+          co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        }
+        continue;
+      }
+      if (metrics_.open_connections() >= config_.limits.max_connections) {
+        metrics_.ConnectionRejected();
+        std::vector<uint8_t> out;
+        protocol::AppendErrorReply(static_cast<uint8_t>(protocol::Opcode::kHello), 0,
+                                   Status::ResourceExhausted("server at its connection limit"),
+                                   &out);
+        asio::write(socket, asio::buffer(out), ec);  // a few bytes into an empty buffer
+        socket.close(ec);
+        continue;
+      }
+      metrics_.ConnectionOpened();
+      const uint64_t id = next_id_++;
+      auto handle = StartConnection(ioc_, std::move(socket), id, conn_ctx_);
+      std::lock_guard<std::mutex> lock(mu_);
+      // It may have closed already (on another I/O thread).
+      if (closed_early_.erase(id) == 0) conns_[id] = handle;
+    }
+  }
+
+  void OnClose(uint64_t id) {
+    metrics_.ConnectionClosed();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (conns_.erase(id) == 0) closed_early_.insert(id);
+    }
+    if (draining_) asio::post(ioc_, [this] { MaybeFinishDrain(); });
+  }
+
+  void MaybeFinishDrain() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (conns_.empty()) {
+      drain_timer_.cancel();
+      StopLocked();
+    }
+  }
+
+  void Stop() {
+    std::lock_guard<std::mutex> lock(mu_);
+    StopLocked();
+  }
+  void StopLocked() {
+    work_.reset();
+    ioc_.stop();
+  }
+
+  ServerConfig config_;
+  std::unique_ptr<ChunkStore> store_;
+  TenantTable tenants_;
+  Metrics metrics_;
+  asio::io_context ioc_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  asio::thread_pool workers_;
+  tcp::acceptor acceptor_;
+  asio::signal_set signals_;
+  asio::steady_timer drain_timer_;
+  HttpServer http_;
+  std::unique_ptr<asio::ssl::context> tls_;
+  std::unique_ptr<RequestHandler> handler_;
+  ConnectionContext conn_ctx_{};
+  std::vector<std::thread> threads_;
+  std::atomic<bool> draining_{false};
+  uint16_t port_ = 0;
+  std::mutex mu_;
+  std::map<uint64_t, std::weak_ptr<ConnectionHandle>> conns_;  // GUARDED_BY(mu_)
+  std::set<uint64_t> closed_early_;  // closed before AcceptLoop registered them; GUARDED_BY(mu_)
+  std::atomic<uint64_t> next_id_{1};
+};
+
+Result<std::unique_ptr<Server>> Server::Create(ServerConfig config,
+                                               std::unique_ptr<ChunkStore> store) {
+  KVSTASH_RETURN_IF_ERROR(config.Validate());
+  if (!store) return Status::InvalidArgument("server needs a store");
+  KVSTASH_ASSIGN_OR_RETURN(TenantTable tenants, TenantTable::Create(config.tenants));
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(store), std::move(tenants));
+  KVSTASH_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() {
+  if (impl_) {
+    impl_->Shutdown();
+    impl_->Wait();
+  }
+}
+void Server::HandleSignals() { impl_->HandleSignals(); }
+Status Server::Start() { return impl_->Start(); }
+uint16_t Server::port() const { return impl_->port(); }
+uint16_t Server::http_port() const { return impl_->http_port(); }
+void Server::Shutdown() { impl_->Shutdown(); }
+void Server::Wait() { impl_->Wait(); }
+
+}  // namespace kvstash::server

@@ -1,0 +1,210 @@
+// End-to-end tests: real kvstash-server processes (RocksDB + memory tiers) on loopback
+// ports chosen at run time, driven by the client library and plain HTTP.
+#include <gtest/gtest.h>
+
+#include <utility>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <future>
+#include <map>
+#include <condition_variable>
+#include <mutex>
+
+#include "common/payload_format.h"
+#include "kvstash/client.h"
+#include "tests/server/server_process.h"
+#include "tests/server/test_payloads.h"
+#include "tests/support/test_util.h"
+
+namespace kvstash::server {
+namespace {
+
+using testing::Key;
+using testing::RawPayload;
+using testing::ServerProcess;
+using testing::TempDir;
+
+std::unique_ptr<Client> Connect(const ServerProcess& s, const std::string& tenant,
+                                const std::string& cred, uint32_t conns = 2) {
+  ClientOptions o;
+  o.servers = {s.address()};
+  o.tenant = tenant;
+  o.credential = cred;
+  o.connections_per_server = conns;
+  o.default_deadline = std::chrono::milliseconds(5000);
+  o.max_attempts = 1;
+  return Client::Create(o).value();
+}
+
+PutChunk Chunk(uint32_t key, std::optional<uint32_t> parent, std::vector<uint8_t> payload) {
+  PutChunk p;
+  p.route = Key(1);
+  p.key = Key(key);
+  if (parent) p.parent = Key(*parent);
+  p.payload = std::move(payload);
+  return p;
+}
+
+// GET over HTTP/1.1 with a raw socket; returns status line + body.
+std::pair<std::string, std::string> HttpGet(int port, const std::string& path) {
+  namespace asio = boost::asio;
+  asio::io_context ioc;
+  asio::ip::tcp::socket s(ioc);
+  s.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)});
+  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  asio::write(s, asio::buffer(req));
+  std::string all;
+  boost::system::error_code ec;
+  asio::read(s, asio::dynamic_buffer(all), ec);
+  const size_t eol = all.find("\r\n"), body = all.find("\r\n\r\n");
+  return {all.substr(0, eol), body == std::string::npos ? "" : all.substr(body + 4)};
+}
+
+const std::vector<std::string> kTenants = {"--tenant", "a=pa", "--tenant", "b=pb"};
+
+std::vector<std::string> Args(const TempDir& dir) {
+  std::vector<std::string> a = kTenants;
+  a.insert(a.end(), {"--data-dir", dir.path() + "/db", "--memory-budget", "67108864"});
+  return a;
+}
+
+TEST(E2eTest, EveryOpcodeTenantsAndHttpAgainstTheRealStore) {
+  TempDir dir;
+  ServerProcess s;
+  ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), Args(dir)));
+  auto a = Connect(s, "a", "pa");
+  auto b = Connect(s, "b", "pb");
+  ASSERT_OK(a->Ping(0));
+  ASSERT_OK(a->Put(Chunk(1, std::nullopt, RawPayload(16, 1))));
+  ASSERT_OK(a->Put(Chunk(2, 1, RawPayload(16, 2))));
+  EXPECT_STATUS(a->Put(Chunk(4, 3, RawPayload(16, 4))), kNotFound);  // parent missing
+  std::vector<ChunkRef> chain = {{Key(1), 16}, {Key(2), 16}, {Key(3), 16}};
+  ASSERT_OK_AND_ASSIGN(LookupResult la, a->Lookup(chain));
+  EXPECT_EQ(la.matched_chunks, 2u);
+  EXPECT_EQ(la.matched_tokens, 32u);
+  ASSERT_OK_AND_ASSIGN(LookupResult lb, b->Lookup(chain));
+  EXPECT_EQ(lb.matched_chunks, 0u);
+  EXPECT_STATUS(b->Get(Key(1), Key(1)), kNotFound);
+  ASSERT_OK_AND_ASSIGN(GetResult g, a->Get(Key(1), Key(2), GetOptions{.decoded = true}));
+  EXPECT_EQ(g.payload, RawPayload(16, 2));
+  ASSERT_OK(a->Pin(Key(1), Key(1)));
+  ASSERT_OK(a->Pin(Key(1), Key(1), false));
+  ASSERT_OK_AND_ASSIGN(bool existed, a->Delete(Key(1), Key(1)));
+  EXPECT_TRUE(existed);
+  ASSERT_OK_AND_ASSIGN(la, a->Lookup(chain));
+  EXPECT_EQ(la.matched_chunks, 0u);  // the descendant went too
+  auto stats = nlohmann::json::parse(a->Stats(0).value());
+  EXPECT_EQ(stats["requests"]["PUT"]["count"], 3);
+  EXPECT_EQ(stats["lookup"]["tokens_hit"], 32);
+  EXPECT_TRUE(stats["tiers"][1]["enabled"].get<bool>());  // T1 (RocksDB)
+
+  auto [st, metrics] = HttpGet(s.http_port(), "/metrics");
+  EXPECT_EQ(st, "HTTP/1.1 200 OK");
+  EXPECT_NE(metrics.find("kvstash_requests_total{op=\"PUT\"} 3"), std::string::npos);
+  EXPECT_NE(metrics.find("kvstash_tier_bytes{tier=\"T1\"}"), std::string::npos);
+  auto [st2, json] = HttpGet(s.http_port(), "/v1/stats");
+  EXPECT_EQ(nlohmann::json::parse(json)["lookup"]["lookups"], 3);
+  EXPECT_EQ(HttpGet(s.http_port(), "/healthz").second, "ok\n");
+  EXPECT_NE(HttpGet(s.http_port(), "/dashboard").second.find("<canvas"), std::string::npos);
+  EXPECT_EQ(HttpGet(s.http_port(), "/nope").first, "HTTP/1.1 404 Not Found");
+  EXPECT_EQ(s.Kill(SIGTERM), 0);  // clean drain
+}
+
+TEST(E2eTest, RestartKeepsData) {
+  TempDir dir;
+  {
+    ServerProcess s;
+    ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), Args(dir)));
+    auto a = Connect(s, "a", "pa");
+    ASSERT_OK(a->Put(Chunk(1, std::nullopt, RawPayload(64, 1))));
+    for (uint32_t i = 2; i <= 10; ++i) ASSERT_OK(a->Put(Chunk(i, i - 1, RawPayload(64, i))));
+    ASSERT_OK(a->Pin(Key(1), Key(1)));
+    a.reset();
+    EXPECT_EQ(s.Kill(SIGTERM), 0);
+  }
+  ServerProcess s;
+  ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), Args(dir)));
+  auto a = Connect(s, "a", "pa");
+  std::vector<ChunkRef> chain;
+  for (uint32_t i = 1; i <= 11; ++i) chain.push_back({Key(i), 64});
+  ASSERT_OK_AND_ASSIGN(LookupResult l, a->Lookup(chain));
+  EXPECT_EQ(l.matched_chunks, 10u);
+  for (uint32_t i = 1; i <= 10; ++i) {
+    ASSERT_OK_AND_ASSIGN(GetResult g, a->Get(Key(1), Key(i)));
+    EXPECT_EQ(g.payload, RawPayload(64, i)) << i;
+  }
+  EXPECT_EQ(nlohmann::json::parse(a->Stats(0).value())["pinned_entries"], 1);
+}
+
+TEST(E2eTest, KillDashNineMidPutLeavesNoTornEntry) {
+  TempDir dir;
+  // 2 MiB payloads: PUTs take long enough on the wire and in the store that the kill
+  // lands while several are in flight.
+  const KvLayout big{16, 8, 64, DType::kBF16};  // 32 KiB per token
+  std::map<uint32_t, std::vector<uint8_t>> sent;
+  for (uint32_t i = 1; i <= 60; ++i) sent[i] = RawPayload(64, i, big);
+  std::vector<uint32_t> acked;
+  std::vector<Status> errors;
+  {
+    ServerProcess s;
+    ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), Args(dir)));
+    auto a = Connect(s, "a", "pa", 4);
+    ASSERT_OK(a->Put(Chunk(1, std::nullopt, sent[1])));
+    acked.push_back(1);
+    // Kill the server as soon as a few of the pipelined PUTs have been acknowledged,
+    // so the rest are on the wire or inside the store.
+    std::mutex mu;
+    std::condition_variable cv;
+    int finished = 0;
+    std::map<uint32_t, Status> results;
+    for (uint32_t i = 2; i <= 60; ++i) {
+      a->PutAsync(Chunk(i, 1, sent[i]), [&, i](Status st) {
+        std::lock_guard<std::mutex> l(mu);
+        results[i] = st;
+        ++finished;
+        cv.notify_all();
+      });
+    }
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return finished >= 3; });
+    }
+    s.Kill(SIGKILL);
+    {
+      std::unique_lock<std::mutex> l(mu);
+      cv.wait(l, [&] { return finished == 59; });
+    }
+    for (auto& [i, st] : results) {
+      if (st.ok()) acked.push_back(i);
+      else errors.push_back(st);
+    }
+  }
+  ASSERT_FALSE(errors.empty()) << "the kill came after every PUT finished; nothing tested";
+  for (const Status& e : errors) EXPECT_TRUE(e.IsRetryable()) << e.ToString();
+  ServerProcess s;
+  ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), Args(dir)));
+  auto a = Connect(s, "a", "pa");
+  int present = 0;
+  for (auto& [i, payload] : sent) {
+    auto g = a->Get(Key(1), Key(i));
+    const bool was_acked = std::find(acked.begin(), acked.end(), i) != acked.end();
+    if (g.ok()) {
+      ++present;
+      EXPECT_EQ(g->payload, payload) << "entry " << i << " is torn";
+      EXPECT_OK(ParsePayload(g->payload).status());
+    } else {
+      EXPECT_STATUS(g, kNotFound);
+      EXPECT_FALSE(was_acked) << "acknowledged PUT " << i << " lost";
+    }
+  }
+  EXPECT_GE(present, static_cast<int>(acked.size()));
+  std::cerr << "kill -9: " << acked.size() << " PUTs acknowledged, " << errors.size()
+            << " failed, " << present << " present after restart\n";
+}
+
+}  // namespace
+}  // namespace kvstash::server

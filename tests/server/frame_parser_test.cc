@@ -1,0 +1,219 @@
+// FrameParser: every split of a valid stream parses the same; every bad stream is
+// reported as kBad with the documented status, and the parser stays bad.
+#include "server/protocol/frame_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "common/byte_io.h"
+#include "common/checksum.h"
+#include "tests/support/test_util.h"
+
+namespace kvstash::protocol {
+namespace {
+
+using Outcome = FrameParser::Outcome;
+using Direction = FrameParser::Direction;
+
+std::vector<uint8_t> Body(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> b(n);
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  return b;
+}
+
+std::vector<uint8_t> Request(Opcode op, uint64_t id, const std::vector<uint8_t>& body) {
+  std::vector<uint8_t> out;
+  AppendFrame(FrameHeader{.opcode = static_cast<uint8_t>(op), .request_id = id}, body, &out);
+  return out;
+}
+
+// Feeds `stream` in pieces of `piece` bytes; returns the frames or stops at kBad.
+std::vector<Frame> FeedAll(FrameParser& p, const std::vector<uint8_t>& stream, size_t piece,
+                           Outcome* last) {
+  std::vector<Frame> frames;
+  size_t pos = 0;
+  *last = Outcome::kNeedMore;
+  while (pos < stream.size()) {
+    const size_t n = std::min(piece, stream.size() - pos);
+    std::span<const uint8_t> chunk(stream.data() + pos, n);
+    size_t off = 0;
+    while (off < n) {
+      size_t used = 0;
+      *last = p.Feed(chunk.subspan(off), &used);
+      off += used;
+      if (*last == Outcome::kBad) return frames;
+      if (*last == Outcome::kComplete) frames.push_back(p.TakeFrame());
+      else EXPECT_EQ(off, n);  // kNeedMore consumes everything
+    }
+    pos += n;
+  }
+  return frames;
+}
+
+TEST(FrameParserTest, BodySizeSweepAroundTheLimit) {
+  constexpr uint32_t kLimit = 4096;
+  for (size_t n : {0, 1, 2, 31, 32, 33, 1023, 4095, 4096}) {
+    FrameParser p(kLimit, Direction::kRequests);
+    const auto body = Body(n, static_cast<uint32_t>(n));
+    Outcome last;
+    auto frames = FeedAll(p, Request(Opcode::kPing, n + 1, body), 1 << 20, &last);
+    ASSERT_EQ(frames.size(), 1u) << n;
+    EXPECT_EQ(frames[0].body, body);
+    EXPECT_EQ(frames[0].header.request_id, n + 1);
+  }
+  FrameParser p(kLimit, Direction::kRequests);
+  Outcome last;
+  auto frames = FeedAll(p, Request(Opcode::kPing, 1, Body(kLimit + 1, 1)), 1 << 20, &last);
+  EXPECT_TRUE(frames.empty());
+  EXPECT_EQ(last, Outcome::kBad);
+  EXPECT_STATUS(p.error(), kResourceExhausted);
+  ASSERT_TRUE(p.bad_header().has_value());
+  EXPECT_EQ(p.bad_header()->request_id, 1u);
+}
+
+TEST(FrameParserTest, EverySplitOfAPipelinedStreamGivesTheSameFrames) {
+  std::vector<uint8_t> stream;
+  std::vector<std::vector<uint8_t>> bodies;
+  for (int i = 0; i < 5; ++i) {
+    bodies.push_back(Body(i * 37 % 101, i));
+    auto f = Request(static_cast<Opcode>(1 + i % kNumOpcodes), 100 + i, bodies.back());
+    stream.insert(stream.end(), f.begin(), f.end());
+  }
+  for (size_t piece = 1; piece <= stream.size(); ++piece) {
+    FrameParser p(1024, Direction::kRequests);
+    Outcome last;
+    auto frames = FeedAll(p, stream, piece, &last);
+    ASSERT_EQ(frames.size(), bodies.size()) << "piece " << piece;
+    for (size_t i = 0; i < frames.size(); ++i) {
+      EXPECT_EQ(frames[i].body, bodies[i]);
+      EXPECT_EQ(frames[i].header.request_id, 100 + i);
+    }
+  }
+}
+
+TEST(FrameParserTest, CompleteStopsAtTheFrameBoundary) {
+  auto a = Request(Opcode::kPing, 1, {1, 2, 3});
+  auto b = Request(Opcode::kPing, 2, {4});
+  std::vector<uint8_t> both = a;
+  both.insert(both.end(), b.begin(), b.end());
+  FrameParser p(64, Direction::kRequests);
+  size_t used = 0;
+  ASSERT_EQ(p.Feed(both, &used), Outcome::kComplete);
+  EXPECT_EQ(used, a.size());
+  // Feeding again before TakeFrame consumes nothing.
+  size_t again = 7;
+  EXPECT_EQ(p.Feed(std::span<const uint8_t>(both).subspan(used), &again), Outcome::kComplete);
+  EXPECT_EQ(again, 0u);
+  EXPECT_EQ(p.TakeFrame().header.request_id, 1u);
+  EXPECT_EQ(p.bytes_wanted(), kFrameHeaderBytes);
+  ASSERT_EQ(p.Feed(std::span<const uint8_t>(both).subspan(used), &used), Outcome::kComplete);
+  EXPECT_EQ(p.TakeFrame().body, std::vector<uint8_t>{4});
+}
+
+TEST(FrameParserTest, BodyCorruptionIsBadWithTheHeaderKnown) {
+  auto f = Request(Opcode::kPut, 77, Body(100, 3));
+  f[kFrameHeaderBytes + 50] ^= 0x10;
+  FrameParser p(1024, Direction::kRequests);
+  Outcome last;
+  EXPECT_TRUE(FeedAll(p, f, 7, &last).empty());
+  EXPECT_EQ(last, Outcome::kBad);
+  EXPECT_STATUS(p.error(), kCorruption);
+  ASSERT_TRUE(p.bad_header());
+  EXPECT_EQ(p.bad_header()->request_id, 77u);
+  // Stays bad whatever follows.
+  auto good = Request(Opcode::kPing, 1, {});
+  size_t used = 9;
+  EXPECT_EQ(p.Feed(good, &used), Outcome::kBad);
+  EXPECT_EQ(used, 0u);
+  EXPECT_TRUE(p.is_bad());
+}
+
+TEST(FrameParserTest, HeaderCorruptionIsBadWithoutAHeader) {
+  auto f = Request(Opcode::kPing, 5, {});
+  f[9] ^= 1;  // request id byte, covered by the header CRC
+  FrameParser p(1024, Direction::kRequests);
+  size_t used = 0;
+  EXPECT_EQ(p.Feed(f, &used), Outcome::kBad);
+  EXPECT_STATUS(p.error(), kCorruption);
+  EXPECT_FALSE(p.bad_header());
+}
+
+TEST(FrameParserTest, DirectionAndStatusRules) {
+  std::vector<uint8_t> reply;
+  AppendFrame(FrameHeader{.opcode = 0x88, .request_id = 3}, {}, &reply);
+  {
+    FrameParser p(64, Direction::kRequests);
+    size_t used;
+    EXPECT_EQ(p.Feed(reply, &used), Outcome::kBad);
+    EXPECT_STATUS(p.error(), kInvalidArgument);
+  }
+  {
+    FrameParser p(64, Direction::kReplies);
+    size_t used;
+    EXPECT_EQ(p.Feed(reply, &used), Outcome::kComplete);
+  }
+  std::vector<uint8_t> unknown_op;
+  AppendFrame(FrameHeader{.opcode = 0x09}, {}, &unknown_op);
+  FrameParser p(64, Direction::kRequests);
+  size_t used;
+  EXPECT_EQ(p.Feed(unknown_op, &used), Outcome::kBad);
+  EXPECT_STATUS(p.error(), kInvalidArgument);
+  ASSERT_TRUE(p.bad_header());  // a request we can answer with an error reply
+
+  std::vector<uint8_t> with_status;
+  AppendFrame(FrameHeader{.opcode = 0x08, .status = 2}, {}, &with_status);
+  FrameParser q(64, Direction::kRequests);
+  EXPECT_EQ(q.Feed(with_status, &used), Outcome::kBad);
+  EXPECT_STATUS(q.error(), kCorruption);
+}
+
+TEST(FrameParserTest, EmptyBodyWithNonzeroCrcIsBad) {
+  uint8_t b[kFrameHeaderBytes];
+  EncodeFrameHeader(FrameHeader{.opcode = 8, .body_bytes = 0, .body_crc32c = 5}, b);
+  FrameParser p(64, Direction::kRequests);
+  size_t used;
+  EXPECT_EQ(p.Feed(b, &used), Outcome::kBad);
+  EXPECT_STATUS(p.error(), kCorruption);
+}
+
+TEST(FrameParserTest, ZeroCopyBodyReadsGiveTheSameFrame) {
+  const auto body = Body(1000, 9);
+  auto f = Request(Opcode::kPut, 3, body);
+  FrameParser p(4096, Direction::kRequests);
+  EXPECT_TRUE(p.BodyTail().empty());  // header not read yet
+  size_t used = 0;
+  ASSERT_EQ(p.Feed(std::span<const uint8_t>(f).first(40), &used), Outcome::kNeedMore);
+  ASSERT_EQ(p.BodyTail().size(), 992u);  // 1000 - the 8 body bytes fed
+  // Write the rest straight into the body buffer, in two pieces.
+  std::memcpy(p.BodyTail().data(), f.data() + 40, 500);
+  EXPECT_EQ(p.CommitBody(500), Outcome::kNeedMore);
+  ASSERT_EQ(p.BodyTail().size(), 492u);
+  std::memcpy(p.BodyTail().data(), f.data() + 540, 492);
+  ASSERT_EQ(p.CommitBody(492), Outcome::kComplete);
+  EXPECT_EQ(p.TakeFrame().body, body);
+  // A corrupted body is caught the same way.
+  f[kFrameHeaderBytes + 999] ^= 1;
+  FrameParser q(4096, Direction::kRequests);
+  ASSERT_EQ(q.Feed(std::span<const uint8_t>(f).first(kFrameHeaderBytes), &used), Outcome::kNeedMore);
+  std::memcpy(q.BodyTail().data(), f.data() + kFrameHeaderBytes, 1000);
+  EXPECT_EQ(q.CommitBody(1000), Outcome::kBad);
+  EXPECT_STATUS(q.error(), kCorruption);
+  EXPECT_TRUE(q.BodyTail().empty());
+}
+
+TEST(FrameParserTest, BytesWantedTracksProgress) {
+  auto f = Request(Opcode::kPing, 1, Body(10, 1));
+  FrameParser p(64, Direction::kRequests);
+  size_t used;
+  EXPECT_EQ(p.bytes_wanted(), 32u);
+  EXPECT_EQ(p.Feed(std::span<const uint8_t>(f).first(20), &used), Outcome::kNeedMore);
+  EXPECT_EQ(p.bytes_wanted(), 12u);
+  EXPECT_EQ(p.Feed(std::span<const uint8_t>(f).subspan(20, 15), &used), Outcome::kNeedMore);
+  EXPECT_EQ(p.bytes_wanted(), 7u);
+}
+
+}  // namespace
+}  // namespace kvstash::protocol

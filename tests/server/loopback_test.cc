@@ -1,0 +1,401 @@
+// The server core and the client library over loopback, in one process: the server
+// runs on its own threads with the in-memory ChunkStore, on ports chosen by the OS.
+// Raw sockets play malformed, oversized and slow clients.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <utility>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
+#include <thread>
+
+#include "kvstash/client.h"
+#include "server/protocol/frame.h"
+#include "server/protocol/messages.h"
+#include "server/server.h"
+#include "tests/server/memory_chunk_store.h"
+#include "tests/server/test_payloads.h"
+#include "tests/support/test_util.h"
+
+namespace kvstash::server {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using protocol::Opcode;
+using testing::Key;
+using testing::RawPayload;
+
+ServerConfig TestConfig() {
+  ServerConfig c;
+  c.port = 0;
+  c.http_port = 0;
+  c.tenants = {{"a", "pa", ""}, {"b", "pb", ""}};
+  c.limits.max_frame_bytes = 1u << 20;
+  c.limits.max_in_flight = 8;
+  c.limits.io_timeout_ms = 300;
+  c.limits.hello_timeout_ms = 500;
+  c.limits.idle_timeout_ms = 2000;
+  c.drain_timeout_ms = 2000;
+  return c;
+}
+
+class LoopbackTest : public ::testing::Test {
+ protected:
+  void StartServer(ServerConfig c = TestConfig()) {
+    auto s = Server::Create(std::move(c), std::make_unique<testing::MemoryChunkStore>());
+    ASSERT_OK(s.status());
+    server_ = std::move(s).value();
+    ASSERT_OK(server_->Start());
+  }
+  std::unique_ptr<Client> MakeClient(const std::string& tenant, const std::string& cred,
+                                     uint32_t conns = 2) {
+    ClientOptions o;
+    o.servers = {"127.0.0.1:" + std::to_string(server_->port())};
+    o.tenant = tenant;
+    o.credential = cred;
+    o.connections_per_server = conns;
+    o.default_deadline = std::chrono::milliseconds(3000);
+    return Client::Create(o).value();
+  }
+  PutChunk Chunk(uint32_t key, std::optional<uint32_t> parent, uint32_t tokens = 16) {
+    PutChunk p;
+    p.route = Key(1);
+    p.key = Key(key);
+    if (parent) p.parent = Key(*parent);
+    p.payload = RawPayload(tokens, key);
+    return p;
+  }
+  // A raw socket connected to the protocol port.
+  tcp::socket Raw() {
+    tcp::socket s(ioc_);
+    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()));
+    return s;
+  }
+  static std::vector<uint8_t> HelloFrame(const std::string& tenant, const std::string& cred) {
+    std::vector<uint8_t> body, out;
+    protocol::HelloRequest{1, tenant, cred, "raw"}.Encode(&body);
+    protocol::AppendFrame({.opcode = 1, .request_id = 1}, body, &out);
+    return out;
+  }
+  // Reads one reply frame header + body; Status of the header field or an I/O error.
+  static Result<protocol::Frame> ReadFrame(tcp::socket& s) {
+    uint8_t h[32];
+    boost::system::error_code ec;
+    asio::read(s, asio::buffer(h), ec);
+    if (ec) return Status::Unavailable(ec.message());
+    auto hd = protocol::DecodeFrameHeader(std::span<const uint8_t, 32>(h, 32));
+    if (!hd.ok()) return hd.status();
+    protocol::Frame f{*hd, std::vector<uint8_t>(hd->body_bytes)};
+    asio::read(s, asio::buffer(f.body), ec);
+    if (ec) return Status::Unavailable(ec.message());
+    return f;
+  }
+  // True when the server closed `s` (read returns EOF/reset within `wait`).
+  static bool ClosedByServer(tcp::socket& s) {
+    uint8_t b[64];
+    boost::system::error_code ec;
+    while (true) {
+      s.read_some(asio::buffer(b), ec);
+      if (ec) return ec == asio::error::eof || ec == asio::error::connection_reset;
+    }
+  }
+
+  asio::io_context ioc_;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(LoopbackTest, EveryOpcodeThroughTheClient) {
+  StartServer();
+  auto c = MakeClient("a", "pa");
+  ASSERT_OK(c->Ping(0));
+  ASSERT_OK(c->Put(Chunk(1, std::nullopt)));
+  ASSERT_OK(c->Put(Chunk(2, 1)));
+  std::vector<ChunkRef> chain = {{Key(1), 16}, {Key(2), 16}, {Key(3), 16}};
+  ASSERT_OK_AND_ASSIGN(LookupResult l, c->Lookup(chain));
+  EXPECT_EQ(l.matched_chunks, 2u);
+  EXPECT_EQ(l.matched_tokens, 32u);
+  ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(1), Key(2)));
+  EXPECT_EQ(g.payload, RawPayload(16, 2));
+  EXPECT_STATUS(c->Get(Key(1), Key(3)), kNotFound);
+  ASSERT_OK(c->Pin(Key(1), Key(1), true));
+  EXPECT_STATUS(c->Pin(Key(1), Key(7), true), kNotFound);
+  ASSERT_OK_AND_ASSIGN(bool existed, c->Delete(Key(1), Key(2)));
+  EXPECT_TRUE(existed);
+  ASSERT_OK_AND_ASSIGN(existed, c->Delete(Key(1), Key(2)));
+  EXPECT_FALSE(existed);
+  ASSERT_OK_AND_ASSIGN(std::string stats, c->Stats(0));
+  auto j = nlohmann::json::parse(stats);
+  EXPECT_EQ(j["requests"]["PUT"]["count"], 2);
+  EXPECT_EQ(j["lookup"]["tokens_hit"], 32);
+  EXPECT_EQ(j["pinned_entries"], 1);
+  // A payload that fails validation comes back as the server's status.
+  PutChunk bad = Chunk(5, std::nullopt);
+  bad.payload[150] ^= 1;
+  EXPECT_STATUS(c->Put(bad), kCorruption);
+}
+
+TEST_F(LoopbackTest, PipelinedAsyncCallsAllComplete) {
+  StartServer();
+  auto c = MakeClient("a", "pa", 1);  // one connection: everything pipelined on it
+  ASSERT_OK(c->Put(Chunk(1, std::nullopt)));
+  std::vector<std::future<Status>> puts;
+  for (uint32_t i = 2; i < 200; ++i) puts.push_back(c->PutAsync(Chunk(i, 1, 1 + i % 7)));
+  for (auto& f : puts) ASSERT_OK(f.get());
+  std::vector<std::future<Result<GetResult>>> gets;
+  for (uint32_t i = 2; i < 200; ++i) gets.push_back(c->GetAsync(Key(1), Key(i)));
+  for (uint32_t i = 2; i < 200; ++i) {
+    auto r = gets[i - 2].get();
+    ASSERT_OK(r.status());
+    EXPECT_EQ(r->payload, RawPayload(1 + i % 7, i)) << i;
+  }
+  std::atomic<int> done{0};
+  for (int i = 0; i < 50; ++i) {
+    c->LookupAsync({{Key(1), 16}, {Key(2), 16}}, false, [&](Result<LookupResult> r) {
+      EXPECT_TRUE(r.ok() && r->matched_chunks == 2);
+      done++;
+    });
+  }
+  for (int i = 0; i < 200 && done < 50; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(done.load(), 50);
+}
+
+TEST_F(LoopbackTest, TwoTenantsAreIsolatedAndBadCredentialsRejected) {
+  StartServer();
+  auto a = MakeClient("a", "pa");
+  auto b = MakeClient("b", "pb");
+  ASSERT_OK(a->Put(Chunk(1, std::nullopt)));
+  ASSERT_OK_AND_ASSIGN(LookupResult la, a->Lookup(std::vector<ChunkRef>{{Key(1), 16}}));
+  ASSERT_OK_AND_ASSIGN(LookupResult lb, b->Lookup(std::vector<ChunkRef>{{Key(1), 16}}));
+  EXPECT_EQ(la.matched_chunks, 1u);
+  EXPECT_EQ(lb.matched_chunks, 0u);
+  EXPECT_STATUS(b->Get(Key(1), Key(1)), kNotFound);
+  auto wrong = MakeClient("a", "pb");
+  EXPECT_STATUS(wrong->Lookup(std::vector<ChunkRef>{{Key(1), 16}}), kPermissionDenied);
+}
+
+TEST_F(LoopbackTest, MalformedFramesGetAnErrorAndOthersKeepBeingServed) {
+  StartServer();
+  auto good = MakeClient("a", "pa");
+  ASSERT_OK(good->Put(Chunk(1, std::nullopt)));
+  {  // garbage bytes: no header to answer, the connection closes
+    tcp::socket s = Raw();
+    std::vector<uint8_t> junk(64, 0x5A);
+    asio::write(s, asio::buffer(junk));
+    EXPECT_TRUE(ClosedByServer(s));
+  }
+  {  // valid header, corrupted body: error reply with the request id, then close
+    tcp::socket s = Raw();
+    auto hello = HelloFrame("a", "pa");
+    asio::write(s, asio::buffer(hello));
+    ASSERT_OK(ReadFrame(s).status());
+    std::vector<uint8_t> f;
+    protocol::AppendFrame({.opcode = 8, .request_id = 42}, std::vector<uint8_t>{1, 2, 3}, &f);
+    f.back() ^= 0xFF;
+    asio::write(s, asio::buffer(f));
+    ASSERT_OK_AND_ASSIGN(protocol::Frame reply, ReadFrame(s));
+    EXPECT_EQ(reply.header.request_id, 42u);
+    EXPECT_EQ(reply.header.status, static_cast<uint8_t>(Status::Code::kCorruption));
+    EXPECT_TRUE(ClosedByServer(s));
+  }
+  {  // oversized frame: ResourceExhausted before the body is read
+    tcp::socket s = Raw();
+    uint8_t h[32];
+    protocol::EncodeFrameHeader({.opcode = 8, .request_id = 9, .body_bytes = (1u << 20) + 1}, h);
+    asio::write(s, asio::buffer(h));
+    ASSERT_OK_AND_ASSIGN(protocol::Frame reply, ReadFrame(s));
+    EXPECT_EQ(reply.header.status, static_cast<uint8_t>(Status::Code::kResourceExhausted));
+    EXPECT_TRUE(ClosedByServer(s));
+  }
+  {  // a request before HELLO
+    tcp::socket s = Raw();
+    std::vector<uint8_t> f, body;
+    protocol::GetRequest{Key(1)}.Encode(&body);
+    protocol::AppendFrame({.opcode = 4, .request_id = 5}, body, &f);
+    asio::write(s, asio::buffer(f));
+    ASSERT_OK_AND_ASSIGN(protocol::Frame reply, ReadFrame(s));
+    EXPECT_EQ(reply.header.status, static_cast<uint8_t>(Status::Code::kPermissionDenied));
+    EXPECT_TRUE(ClosedByServer(s));
+  }
+  ASSERT_OK_AND_ASSIGN(GetResult g, good->Get(Key(1), Key(1)));
+  EXPECT_EQ(g.payload, RawPayload(16, 1));
+  auto j = nlohmann::json::parse(good->Stats(0).value());
+  EXPECT_GE(j["bad_frames"].get<int>(), 3);
+}
+
+TEST_F(LoopbackTest, SlowClientsAreCutOffByDeadlines) {
+  StartServer();
+  const auto t0 = std::chrono::steady_clock::now();
+  tcp::socket slow_hello = Raw();  // never says HELLO: closed after hello_timeout_ms
+  tcp::socket slowloris = Raw();
+  auto hello = HelloFrame("a", "pa");
+  asio::write(slowloris, asio::buffer(hello));
+  ASSERT_OK(ReadFrame(slowloris).status());
+  uint8_t h[32];
+  protocol::EncodeFrameHeader({.opcode = 8, .request_id = 1, .body_bytes = 100}, h);
+  asio::write(slowloris, asio::buffer(h, 10));  // a third of a header, then silence
+  EXPECT_TRUE(ClosedByServer(slowloris));
+  EXPECT_TRUE(ClosedByServer(slow_hello));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(waited, std::chrono::milliseconds(1500));
+  EXPECT_GE(waited, std::chrono::milliseconds(300));
+  auto c = MakeClient("a", "pa");
+  ASSERT_OK(c->Ping(0));
+  auto j = nlohmann::json::parse(c->Stats(0).value());
+  EXPECT_GE(j["timeouts"].get<int>(), 2);
+}
+
+TEST_F(LoopbackTest, AThousandConcurrentConnections) {
+  rlimit rl{};
+  getrlimit(RLIMIT_NOFILE, &rl);
+  if (rl.rlim_cur < 2200) {
+    rl.rlim_cur = std::min<rlim_t>(rl.rlim_max, 4096);
+    setrlimit(RLIMIT_NOFILE, &rl);
+    getrlimit(RLIMIT_NOFILE, &rl);
+  }
+  if (rl.rlim_cur < 2200) GTEST_SKIP() << "RLIMIT_NOFILE " << rl.rlim_cur << " < 2200";
+  StartServer();
+  constexpr int kConns = 1000;
+  std::vector<tcp::socket> socks;
+  auto hello = HelloFrame("a", "pa");
+  for (int i = 0; i < kConns; ++i) {
+    socks.push_back(Raw());
+    asio::write(socks.back(), asio::buffer(hello));
+  }
+  for (int i = 0; i < kConns; ++i) {
+    ASSERT_OK_AND_ASSIGN(protocol::Frame r, ReadFrame(socks[i]));
+    ASSERT_EQ(r.header.status, 0) << i;
+  }
+  // Every connection pings at once; every one answers.
+  std::vector<uint8_t> ping;
+  protocol::AppendFrame({.opcode = 8, .request_id = 77}, std::vector<uint8_t>{7}, &ping);
+  for (auto& s : socks) asio::write(s, asio::buffer(ping));
+  for (int i = 0; i < kConns; ++i) {
+    ASSERT_OK_AND_ASSIGN(protocol::Frame r, ReadFrame(socks[i]));
+    EXPECT_EQ(r.header.request_id, 77u);
+    EXPECT_EQ(r.body, std::vector<uint8_t>{7});
+  }
+  auto c = MakeClient("a", "pa", 1);
+  auto j = nlohmann::json::parse(c->Stats(0).value());
+  EXPECT_EQ(j["connections"]["open"].get<int>(), kConns + 1);
+}
+
+TEST_F(LoopbackTest, ConnectionLimitRejectsTheExtraConnection) {
+  ServerConfig cfg = TestConfig();
+  cfg.limits.max_connections = 2;
+  StartServer(cfg);
+  tcp::socket a = Raw(), b = Raw();
+  auto hello = HelloFrame("a", "pa");
+  asio::write(a, asio::buffer(hello));
+  asio::write(b, asio::buffer(hello));
+  ASSERT_OK(ReadFrame(a).status());
+  ASSERT_OK(ReadFrame(b).status());
+  tcp::socket c = Raw();
+  ASSERT_OK_AND_ASSIGN(protocol::Frame r, ReadFrame(c));
+  EXPECT_EQ(r.header.status, static_cast<uint8_t>(Status::Code::kResourceExhausted));
+  EXPECT_TRUE(ClosedByServer(c));
+}
+
+TEST_F(LoopbackTest, DrainFinishesRequestsInFlight) {
+  StartServer();
+  auto c = MakeClient("a", "pa", 1);
+  ASSERT_OK(c->Put(Chunk(1, std::nullopt)));
+  std::vector<std::future<Result<GetResult>>> gets;
+  for (int i = 0; i < 20; ++i) gets.push_back(c->GetAsync(Key(1), Key(1)));
+  server_->Shutdown();
+  server_->Wait();
+  int ok = 0;
+  for (auto& g : gets) {
+    auto r = g.get();
+    if (r.ok()) ++ok;
+    else EXPECT_TRUE(r.status().IsRetryable()) << r.status().ToString();
+  }
+  EXPECT_GT(ok, 0);
+  // After the drain nothing listens.
+  boost::system::error_code ec;
+  tcp::socket s(ioc_);
+  s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()), ec);
+  EXPECT_TRUE(ec);
+}
+
+TEST_F(LoopbackTest, ClientRetriesUntilAServerAppearsAndHonoursDeadlines) {
+  // Nothing listens on a port we reserve and release: Unavailable after retries.
+  uint16_t port;
+  {
+    tcp::acceptor acc(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    port = acc.local_endpoint().port();
+  }
+  ClientOptions o;
+  o.servers = {"127.0.0.1:" + std::to_string(port)};
+  o.tenant = "a";
+  o.credential = "pa";
+  o.max_attempts = 3;
+  o.initial_backoff = std::chrono::milliseconds(5);
+  auto c = Client::Create(o).value();
+  EXPECT_STATUS(c->Ping(0), kUnavailable);
+  CallOptions quick;
+  quick.deadline = std::chrono::milliseconds(1);
+  o.max_attempts = 1000;
+  auto patient = Client::Create(o).value();
+  EXPECT_STATUS(patient->Ping(0, quick), kDeadlineExceeded);
+}
+
+TEST_F(LoopbackTest, TlsOnTheProtocolPort) {
+  // A throw-away self-signed certificate (openssl CLI, Debian package openssl).
+  const std::string dir = ::testing::TempDir() + "kvstash-tls-" + std::to_string(getpid());
+  const std::string cmd = "mkdir -p " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout " +
+                          dir + "/key.pem -out " + dir + "/cert.pem -days 1 -subj /CN=localhost " +
+                          ">/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl CLI not available";
+  ServerConfig cfg = TestConfig();
+  cfg.tls_cert_file = dir + "/cert.pem";
+  cfg.tls_key_file = dir + "/key.pem";
+  StartServer(cfg);
+  asio::ssl::context ctx(asio::ssl::context::tls_client);
+  ctx.set_verify_mode(asio::ssl::verify_none);
+  asio::ssl::stream<tcp::socket> s(ioc_, ctx);
+  s.next_layer().connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->port()));
+  s.handshake(asio::ssl::stream_base::client);
+  auto hello = HelloFrame("a", "pa");
+  asio::write(s, asio::buffer(hello));
+  std::vector<uint8_t> ping;
+  protocol::AppendFrame({.opcode = 8, .request_id = 2}, std::vector<uint8_t>{4, 2}, &ping);
+  asio::write(s, asio::buffer(ping));
+  for (uint64_t want : {1u, 2u}) {
+    uint8_t h[32];
+    asio::read(s, asio::buffer(h));
+    auto hd = protocol::DecodeFrameHeader(std::span<const uint8_t, 32>(h, 32)).value();
+    EXPECT_EQ(hd.request_id, want);
+    EXPECT_EQ(hd.status, 0);
+    std::vector<uint8_t> body(hd.body_bytes);
+    asio::read(s, asio::buffer(body));
+    if (want == 2) EXPECT_EQ(body, (std::vector<uint8_t>{4, 2}));
+  }
+  // A plain-TCP client on the TLS port gets nowhere (closed by the handshake deadline
+  // or failure), and the server goes on serving.
+  tcp::socket plain = Raw();
+  asio::write(plain, asio::buffer(hello));
+  EXPECT_TRUE(ClosedByServer(plain));
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(RendezvousTest, SpreadsChainsAndMovesOnlyTheRemovedServersChains) {
+  std::vector<std::string> three = {"10.0.0.1:7470", "10.0.0.2:7470", "10.0.0.3:7470"};
+  std::vector<std::string> two = {"10.0.0.1:7470", "10.0.0.3:7470"};
+  int counts[3] = {};
+  for (uint32_t i = 0; i < 3000; ++i) {
+    const size_t a = RendezvousPick(three, Key(i));
+    counts[a]++;
+    const size_t b = RendezvousPick(two, Key(i));
+    if (a != 1) EXPECT_EQ(two[b], three[a]) << i;  // only server 2's chains move
+  }
+  for (int n : counts) EXPECT_GT(n, 800);  // ~1000 each
+}
+
+}  // namespace
+}  // namespace kvstash::server

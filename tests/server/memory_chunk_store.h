@@ -1,0 +1,100 @@
+// MemoryChunkStore: an in-memory ChunkStore for fast tests of the request handler and
+// the server core (a test seam, not a mock: it keeps real bytes and real prefix-chain
+// semantics — parents must exist, Delete removes descendants — checked against the
+// real store in the end-to-end tests).
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "server/chunk_store.h"
+
+namespace kvstash::server::testing {
+
+class MemoryChunkStore : public ChunkStore {
+ public:
+  Result<ChunkLookup> Lookup(std::span<const StoredKey> keys, bool require_state) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ChunkLookup r, last_with_state;
+    for (const StoredKey& k : keys) {
+      auto it = entries_.find(k);
+      if (it == entries_.end()) break;
+      r.matched_chunks++;
+      r.matched_tokens += it->second.tokens;
+      if (it->second.read.state) last_with_state = r;
+    }
+    return require_state ? last_with_state : r;
+  }
+  Status Put(const ChunkWrite& w) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (w.parent && !entries_.count(*w.parent)) return Status::NotFound("parent not stored");
+    Entry e;
+    e.parent = w.parent;
+    e.tokens = w.tokens;
+    e.read.payload = std::make_shared<const std::string>(w.payload.begin(), w.payload.end());
+    if (!w.state.empty()) e.read.state = std::make_shared<const std::string>(w.state.begin(), w.state.end());
+    entries_[w.key] = std::move(e);
+    return Status::Ok();
+  }
+  Result<std::optional<ChunkRead>> Get(const StoredKey& key) override {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return std::optional<ChunkRead>();
+    return std::optional<ChunkRead>(it->second.read);
+  }
+  Result<uint64_t> Delete(const StoredKey& key) override {
+    std::lock_guard<std::mutex> l(mu_);
+    std::set<StoredKey> doomed;
+    if (entries_.count(key)) doomed.insert(key);
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (auto& [k, e] : entries_) {
+        if (e.parent && doomed.count(*e.parent) && doomed.insert(k).second) grew = true;
+      }
+    }
+    for (const auto& k : doomed) {
+      entries_.erase(k);
+      pinned_.erase(k);
+    }
+    return static_cast<uint64_t>(doomed.size());
+  }
+  Result<uint64_t> SetPinned(const StoredKey& key, bool pinned) override {
+    std::lock_guard<std::mutex> l(mu_);
+    if (!entries_.count(key)) return uint64_t{0};
+    if (pinned) pinned_.insert(key);
+    else pinned_.erase(key);
+    return uint64_t{1};
+  }
+  StoreSnapshot Snapshot() const override {
+    std::lock_guard<std::mutex> l(mu_);
+    StoreSnapshot s;
+    StoreSnapshot::Tier t;
+    t.name = "T0";
+    t.enabled = true;
+    t.entries = entries_.size();
+    for (auto& [k, e] : entries_) t.bytes += e.read.payload->size();
+    t.budget_bytes = 1ull << 30;
+    s.tiers.push_back(t);
+    s.pinned_entries = pinned_.size();
+    s.index_entries = entries_.size();
+    return s;
+  }
+  bool LookupIsInMemory() const override { return true; }
+  bool IsPinned(const StoredKey& k) const {
+    std::lock_guard<std::mutex> l(mu_);
+    return pinned_.count(k) > 0;
+  }
+
+ private:
+  struct Entry {
+    std::optional<StoredKey> parent;
+    uint32_t tokens = 0;
+    ChunkRead read;
+  };
+  mutable std::mutex mu_;
+  std::map<StoredKey, Entry> entries_;
+  std::set<StoredKey> pinned_;
+};
+
+}  // namespace kvstash::server::testing

@@ -1,0 +1,306 @@
+// Server parts without sockets: config loading, tenants, metrics, request handler
+// (over the in-memory ChunkStore).
+#include <gtest/gtest.h>
+
+#include "common/checksum.h"
+#include "server/config.h"
+#include "server/metrics.h"
+#include "server/protocol/messages.h"
+#include "server/request_handler.h"
+#include "server/tenants.h"
+#include "tests/server/memory_chunk_store.h"
+#include "tests/server/test_payloads.h"
+#include "tests/support/test_util.h"
+
+namespace kvstash::server {
+namespace {
+
+using protocol::Frame;
+using protocol::Opcode;
+using testing::Key;
+using testing::RawPayload;
+
+TEST(ConfigTest, ParsesEveryFieldAndKeepsDefaults) {
+  auto doc = nlohmann::json::parse(R"({
+    "listen": "0.0.0.0", "port": 9000, "http_port": 9001, "server_id": "n1",
+    "io_threads": 3, "worker_threads": 4,
+    "limits": {"max_frame_bytes": 2048, "max_in_flight": 8, "idle_timeout_ms": 100},
+    "tenants": [{"name": "a", "credential": "x"},
+                {"name": "b", "credential_sha256": "ff492ef788c89b555e6f738b33d2422f57dbb6656af2402155672c5f123a90af"}],
+    "store": {"memory_budget_bytes": 1000}, "ready_file": "/tmp/r"})");
+  ASSERT_OK_AND_ASSIGN(ServerConfig c, ParseServerConfig(doc));
+  ASSERT_OK(c.Validate());
+  EXPECT_EQ(c.port, 9000);
+  EXPECT_EQ(c.http_port, 9001);
+  EXPECT_EQ(c.io_threads, 3u);
+  EXPECT_EQ(c.limits.max_frame_bytes, 2048u);
+  EXPECT_EQ(c.limits.max_in_flight, 8u);
+  EXPECT_EQ(c.limits.idle_timeout_ms, 100u);
+  EXPECT_EQ(c.limits.io_timeout_ms, 10000u);  // default kept
+  EXPECT_EQ(c.tenants.size(), 2u);
+  EXPECT_EQ(c.store["memory_budget_bytes"], 1000);
+}
+
+TEST(ConfigTest, RejectsTyposAndBadValues) {
+  EXPECT_STATUS(ParseServerConfig(nlohmann::json::parse(R"({"prot": 1})")), kInvalidArgument);
+  EXPECT_STATUS(ParseServerConfig(nlohmann::json::parse(R"({"port": 70000})")), kInvalidArgument);
+  EXPECT_STATUS(ParseServerConfig(nlohmann::json::parse(R"({"port": "1"})")), kInvalidArgument);
+  EXPECT_STATUS(ParseServerConfig(nlohmann::json::parse(R"({"limits": {"max_inflight": 1}})")),
+                kInvalidArgument);
+  ServerConfig c;
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);  // no tenants
+  c.tenants = {{"a", "x", ""}, {"a", "y", ""}};
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);  // duplicate
+  c.tenants = {{"a", "x", "ab"}};
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);  // both forms
+  c.tenants = {{"a", "", "zz"}};
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);  // bad hex
+  c.tenants = {{"a", "x", ""}};
+  ASSERT_OK(c.Validate());
+  c.tls_cert_file = "cert.pem";
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);  // cert without key
+  EXPECT_STATUS(LoadServerConfig("/nonexistent/kvstash.json"), kIOError);
+}
+
+TEST(TenantsTest, AuthenticatesInClearAndByDigest) {
+  // SHA-256("secret-b") computed independently (coreutils sha256sum).
+  ASSERT_OK_AND_ASSIGN(
+      TenantTable t,
+      TenantTable::Create({{"a", "secret-a", ""},
+                           {"b", "", "ff492ef788c89b555e6f738b33d2422f57dbb6656af2402155672c5f123a90af"}}));
+  EXPECT_OK(t.Authenticate("a", "secret-a"));
+  EXPECT_STATUS(t.Authenticate("a", "secret-b"), kPermissionDenied);
+  EXPECT_STATUS(t.Authenticate("a", ""), kPermissionDenied);
+  EXPECT_STATUS(t.Authenticate("c", "secret-a"), kPermissionDenied);
+  EXPECT_EQ(ToHex(Sha256("secret-b")),
+            "ff492ef788c89b555e6f738b33d2422f57dbb6656af2402155672c5f123a90af");
+  EXPECT_OK(t.Authenticate("b", "secret-b"));
+}
+
+TEST(TenantsTest, ScopedKeysDifferPerTenantAndAreStable) {
+  const StoredKey k = Key(1);
+  EXPECT_NE(ScopeKey("a", k), ScopeKey("b", k));
+  EXPECT_NE(ScopeKey("a", k), ScopeKey("a", Key(2)));
+  EXPECT_EQ(ScopeKey("a", k), ScopeKey("a", k));
+  // Length prefix: tenant "ab" + key != tenant "a" + ("b" || key[0..14]).
+  EXPECT_NE(ScopeKey("ab", k), ScopeKey("a", k));
+}
+
+TEST(MetricsTest, HistogramQuantilesInterpolateInsideBuckets) {
+  LatencyHistogram h;
+  // 100 samples: 50 at 30us (bucket (25,50]), 50 at 150us (bucket (100,200]).
+  for (int i = 0; i < 50; ++i) h.Record(30);
+  for (int i = 0; i < 50; ++i) h.Record(150);
+  auto v = h.Read();
+  EXPECT_EQ(v.count, 100u);
+  EXPECT_EQ(v.sum_us, 50u * 30 + 50u * 150);
+  EXPECT_DOUBLE_EQ(v.Quantile(0.5), 50.0);   // rank 50 = top of the first bucket
+  EXPECT_DOUBLE_EQ(v.Quantile(0.75), 150.0); // halfway through (100,200]
+  EXPECT_DOUBLE_EQ(v.Quantile(0.25), 37.5);  // halfway through (25,50]
+  EXPECT_DOUBLE_EQ(LatencyHistogram().Read().Quantile(0.5), 0.0);
+}
+
+TEST(MetricsTest, PrometheusAndJsonAgree) {
+  Metrics m;
+  m.RecordRequest(Opcode::kLookup, 120, true);
+  m.RecordRequest(Opcode::kGet, 80, false);
+  m.RecordLookup(4, 1024, 3, 768);
+  m.RecordPut(0, 4096, 4096 + 136);
+  const std::string text = m.RenderPrometheus(StoreSnapshot{});
+  EXPECT_NE(text.find("kvstash_requests_total{op=\"LOOKUP\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("kvstash_request_errors_total{op=\"GET\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("kvstash_lookup_tokens_hit_total 768\n"), std::string::npos);
+  EXPECT_NE(text.find("kvstash_lookup_token_hit_rate 0.75\n"), std::string::npos);
+  EXPECT_NE(text.find("kvstash_put_raw_bytes_total{codec=\"raw\"} 4096\n"), std::string::npos);
+  EXPECT_NE(text.find("kvstash_request_duration_seconds_bucket{op=\"LOOKUP\",le=\"0.0002\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("kvstash_request_duration_seconds_bucket{op=\"LOOKUP\",le=\"0.0001\"} 0\n"),
+            std::string::npos);
+  auto j = m.RenderJson(StoreSnapshot{}, "n1");
+  EXPECT_EQ(j["lookup"]["tokens_hit"], 768);
+  EXPECT_DOUBLE_EQ(j["lookup"]["hit_rate"].get<double>(), 0.75);
+  EXPECT_EQ(j["codecs"]["raw"]["stored_bytes"], 4232);
+  EXPECT_EQ(j["requests"]["GET"]["errors"], 1);
+}
+
+// Drives a RequestHandler with frames, as a connection would.
+class HandlerTest : public ::testing::Test {
+ protected:
+  HandlerTest()
+      : tenants_(TenantTable::Create({{"a", "pa", ""}, {"b", "pb", ""}}).value()),
+        handler_(&store_, &tenants_, &metrics_, HandlerLimits{"n1", 1u << 20, 16}) {}
+
+  template <typename Req>
+  Frame Request(Opcode op, const Req& req, uint64_t id = 1) {
+    Frame f;
+    f.header.opcode = static_cast<uint8_t>(op);
+    f.header.flags = req.Flags();
+    f.header.request_id = id;
+    req.Encode(&f.body);
+    return f;
+  }
+  // Sends `req` as `tenant`; returns the reply header status and body.
+  template <typename Req>
+  std::pair<Status, std::vector<uint8_t>> Call(const std::string& tenant, Opcode op, const Req& req) {
+    std::vector<uint8_t> out = handler_.Handle(tenant, Request(op, req, 7)).Flatten();
+    auto h = protocol::DecodeFrameHeader(
+                 std::span<const uint8_t, protocol::kFrameHeaderBytes>(out.data(), 32)).value();
+    EXPECT_EQ(h.request_id, 7u);
+    EXPECT_EQ(h.opcode, static_cast<uint8_t>(op) | protocol::kReplyBit);
+    std::vector<uint8_t> body(out.begin() + 32, out.end());
+    EXPECT_EQ(body.size(), h.body_bytes);
+    EXPECT_EQ(body.empty() ? 0u : Crc32c(body), h.body_crc32c);
+    return {Status::FromCode(h.status, std::string(body.begin(), body.end())), body};
+  }
+  Status Put(const std::string& tenant, uint32_t key, std::optional<uint32_t> parent,
+             uint32_t tokens, bool raw_kv = false) {
+    protocol::PutRequest p;
+    p.key = Key(key);
+    if (parent) p.parent = Key(*parent);
+    p.payload = RawPayload(tokens, key);
+    p.raw_kv = raw_kv;
+    return Call(tenant, Opcode::kPut, p).first;
+  }
+  protocol::LookupReply Lookup(const std::string& tenant, std::vector<uint32_t> keys) {
+    protocol::LookupRequest r;
+    for (uint32_t k : keys) r.keys.push_back({Key(k), 16});
+    auto [s, body] = Call(tenant, Opcode::kLookup, r);
+    EXPECT_OK(s);
+    return protocol::LookupReply::Decode(0, body).value();
+  }
+
+  testing::MemoryChunkStore store_;
+  TenantTable tenants_;
+  Metrics metrics_;
+  RequestHandler handler_;
+};
+
+TEST_F(HandlerTest, HelloChecksTheCredential) {
+  std::string tenant;
+  std::vector<uint8_t> out;
+  EXPECT_TRUE(handler_.HandleHello(Request(Opcode::kHello, protocol::HelloRequest{1, "a", "pa", "t"}),
+                                   &tenant, &out));
+  EXPECT_EQ(tenant, "a");
+  auto reply = protocol::HelloReply::Decode(0, std::span<const uint8_t>(out).subspan(32)).value();
+  EXPECT_EQ(reply.server_id, "n1");
+  EXPECT_EQ(reply.max_in_flight, 16u);
+  tenant.clear();
+  out.clear();
+  EXPECT_FALSE(handler_.HandleHello(Request(Opcode::kHello, protocol::HelloRequest{1, "a", "pb", "t"}),
+                                    &tenant, &out));
+  EXPECT_TRUE(tenant.empty());
+  EXPECT_EQ(out[24], static_cast<uint8_t>(Status::Code::kPermissionDenied));
+}
+
+TEST_F(HandlerTest, RequestsBeforeHelloArePermissionDeniedExceptPing) {
+  EXPECT_STATUS(Call("", Opcode::kLookup, protocol::LookupRequest{}).first, kPermissionDenied);
+  auto [s, body] = Call("", Opcode::kPing, protocol::PingMessage{{1, 2, 3}});
+  ASSERT_OK(s);
+  EXPECT_EQ(body, (std::vector<uint8_t>{1, 2, 3}));
+}
+
+TEST_F(HandlerTest, PutLookupGetDeleteChain) {
+  ASSERT_OK(Put("a", 1, std::nullopt, 16));
+  ASSERT_OK(Put("a", 2, 1, 16));
+  ASSERT_OK(Put("a", 3, 2, 16));
+  EXPECT_STATUS(Put("a", 5, 4, 16), kNotFound);  // parent missing
+  auto l = Lookup("a", {1, 2, 3, 4});
+  EXPECT_EQ(l.matched_chunks, 3u);
+  EXPECT_EQ(l.matched_tokens, 48u);
+  EXPECT_EQ(Lookup("a", {2, 3}).matched_chunks, 2u);
+  EXPECT_EQ(Lookup("a", {4, 1}).matched_chunks, 0u);
+
+  auto [gs, gbody] = Call("a", Opcode::kGet, protocol::GetRequest{Key(2)});
+  ASSERT_OK(gs);
+  auto g = protocol::GetReply::Decode(0, gbody).value();
+  EXPECT_EQ(g.payload, RawPayload(16, 2));
+  auto [ds, dbody] = Call("a", Opcode::kDelete, protocol::DeleteRequest{Key(2)});
+  ASSERT_OK(ds);
+  EXPECT_TRUE(protocol::DeleteReply::Decode(0, dbody).value().existed);
+  EXPECT_EQ(Lookup("a", {1, 2, 3}).matched_chunks, 1u);  // 3 went with its parent
+  EXPECT_STATUS(Call("a", Opcode::kGet, protocol::GetRequest{Key(3)}).first, kNotFound);
+  auto j = handler_.StatsJson();
+  EXPECT_EQ(j["lookup"]["lookups"], 4);
+  EXPECT_EQ(j["lookup"]["tokens_hit"], 48 + 32 + 16);
+  EXPECT_EQ(j["get"]["misses"], 1);
+  EXPECT_EQ(j["requests"]["GET"]["errors"], 0);  // a miss is not an error
+}
+
+TEST_F(HandlerTest, TenantsNeverSeeEachOthersEntries) {
+  ASSERT_OK(Put("a", 1, std::nullopt, 16));
+  EXPECT_EQ(Lookup("a", {1}).matched_chunks, 1u);
+  EXPECT_EQ(Lookup("b", {1}).matched_chunks, 0u);
+  EXPECT_STATUS(Call("b", Opcode::kGet, protocol::GetRequest{Key(1)}).first, kNotFound);
+  auto [ds, dbody] = Call("b", Opcode::kDelete, protocol::DeleteRequest{Key(1)});
+  ASSERT_OK(ds);
+  EXPECT_FALSE(protocol::DeleteReply::Decode(0, dbody).value().existed);
+  EXPECT_EQ(Lookup("a", {1}).matched_chunks, 1u);
+}
+
+TEST_F(HandlerTest, PutValidatesPayloads) {
+  protocol::PutRequest p;
+  p.key = Key(1);
+  p.payload = RawPayload(4, 1);
+  p.payload[200] ^= 1;  // body byte: body XXH3 mismatch
+  EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kCorruption);
+  p.payload = RawPayload(4, 1);
+  p.payload[10] ^= 1;  // header byte: header CRC mismatch
+  EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kCorruption);
+  p.payload = {1, 2, 3};
+  EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kCorruption);
+  // A raw payload whose content checksum lies (body digest recomputed to match).
+  KvChunk c = KvChunk::Zeros(testing::SmallLayout(), 4);
+  PayloadHeader h{.codec = CodecId::kRaw, .layout = testing::SmallLayout(), .tokens = 4,
+                  .content_checksum = 12345};
+  p.payload = BuildPayload(h, c.data).value();
+  EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kCorruption);
+  // Raw KV to be encoded with a codec this build lacks.
+  p.payload = RawPayload(4, 1);
+  p.raw_kv = true;
+  p.target_codec = CodecId::kZstd;
+  EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kNotSupported);
+  p.target_codec = CodecId::kRaw;
+  ASSERT_OK(Call("a", Opcode::kPut, p).first);
+  // A bad state record.
+  p.state_record = {9, 9, 9};
+  EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kCorruption);
+  EXPECT_EQ(handler_.StatsJson()["payload_rejected"], 5);
+}
+
+TEST_F(HandlerTest, GetDecodedAndStateAndPin) {
+  RecurrentState st;
+  st.boundary_tokens = 16;
+  st.tensors.push_back({"layers.0.state", DType::kF32, {2, 2}, std::vector<uint8_t>(16, 7)});
+  protocol::PutRequest p;
+  p.key = Key(1);
+  p.payload = RawPayload(16, 1);
+  p.state_record = EncodeStateRecord(st, Digest256{}).value();
+  p.pin = true;
+  ASSERT_OK(Call("a", Opcode::kPut, p).first);
+  EXPECT_TRUE(store_.IsPinned(ScopeKey("a", Key(1))));
+  auto [s, body] = Call("a", Opcode::kGet, protocol::GetRequest{Key(1), true, true});
+  ASSERT_OK(s);
+  auto g = protocol::GetReply::Decode(0, body).value();
+  EXPECT_EQ(g.payload, p.payload);
+  EXPECT_EQ(g.state_record, p.state_record);
+  ASSERT_OK(Call("a", Opcode::kPin, protocol::PinRequest{Key(1), false}).first);
+  EXPECT_FALSE(store_.IsPinned(ScopeKey("a", Key(1))));
+  EXPECT_STATUS(Call("a", Opcode::kPin, protocol::PinRequest{Key(9), true}).first, kNotFound);
+  protocol::LookupRequest lr;
+  lr.keys = {{Key(1), 16}};
+  lr.require_state = true;
+  auto [ls, lbody] = Call("a", Opcode::kLookup, lr);
+  ASSERT_OK(ls);
+  EXPECT_EQ(protocol::LookupReply::Decode(0, lbody).value().matched_chunks, 1u);
+}
+
+TEST_F(HandlerTest, StatsReplyIsTheJsonDocument) {
+  auto [s, body] = Call("a", Opcode::kStats, protocol::StatsRequest{});
+  ASSERT_OK(s);
+  auto j = nlohmann::json::parse(std::string(body.begin(), body.end()));
+  EXPECT_EQ(j["server_id"], "n1");
+  EXPECT_EQ(j["tiers"][0]["name"], "T0");
+}
+
+}  // namespace
+}  // namespace kvstash::server
