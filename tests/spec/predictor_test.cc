@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "codec/spec/spec_calibration.h"
@@ -202,6 +203,26 @@ TEST_F(PredictorTest, SpecCodesRealKvLosslessly) {
   const double bits = 8.0 * payload.size() / (static_cast<double>(half) * L.ScalarsPerToken());
   std::printf("spec on %u real tokens: %.3f bits/scalar (headers included)\n", half, bits);
   EXPECT_LT(bits, 8.0);  // half of bf16 even with 32 calibration tokens
+}
+
+}  // namespace
+}  // namespace kvstash::model
+
+namespace kvstash::model {
+namespace {
+
+TEST(CanonicalDotTest, SimdEqualsScalarBitForBit) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> g(0.0f, 10.0f);
+  for (uint32_t n = 0; n < 200; ++n) {
+    std::vector<float> a(n), b(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      a[i] = g(rng);
+      b[i] = (i % 17 == 3) ? g(rng) * 1e6f : g(rng);  // wide range: order matters
+    }
+    const float x = CanonicalDot(a.data(), b.data(), n), y = CanonicalDotScalar(a.data(), b.data(), n);
+    ASSERT_EQ(std::memcmp(&x, &y, 4), 0) << n;
+  }
 }
 
 }  // namespace
