@@ -1,5 +1,7 @@
 #include "model/spec_predictor.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <thread>
 
@@ -41,10 +43,49 @@ std::string SpecPredictorOptions::VariantName() const {
   return group == 0 ? base : base + "-g" + std::to_string(group);
 }
 
-float CanonicalDot(const float* a, const float* b, uint32_t n) {
+float CanonicalDotScalar(const float* a, const float* b, uint32_t n) {
   float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (uint32_t i = 0; i < n; ++i) s[i & 7] = DAdd(s[i & 7], DMul(a[i], b[i]));
   return DAdd(DAdd(DAdd(s[0], s[1]), DAdd(s[2], s[3])), DAdd(DAdd(s[4], s[5]), DAdd(s[6], s[7])));
+}
+
+namespace {
+
+// AVX2 form of CanonicalDotScalar: lane l of the vector accumulator is partial sum
+// s_l (separate multiply and add, never FMA), the tail continues each lane in order,
+// and the final tree is the same, so the bits are identical.
+__attribute__((target("avx2"))) float CanonicalDotAvx2(const float* a, const float* b, uint32_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  uint32_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+  }
+  alignas(32) float s[8];
+  _mm256_store_ps(s, acc);
+  for (; i < n; ++i) s[i & 7] = DAdd(s[i & 7], DMul(a[i], b[i]));
+  return DAdd(DAdd(DAdd(s[0], s[1]), DAdd(s[2], s[3])), DAdd(DAdd(s[4], s[5]), DAdd(s[6], s[7])));
+}
+
+// o[d] = o[d] + p * v[d] for d < n (each lane independent: same bits as scalar).
+__attribute__((target("avx2"))) void AxpyAvx2(float p, const float* v, float* o, uint32_t n) {
+  const __m256 pv = _mm256_set1_ps(p);
+  uint32_t d = 0;
+  for (; d + 8 <= n; d += 8) {
+    _mm256_storeu_ps(o + d, _mm256_add_ps(_mm256_loadu_ps(o + d), _mm256_mul_ps(pv, _mm256_loadu_ps(v + d))));
+  }
+  for (; d < n; ++d) o[d] = DAdd(o[d], DMul(p, v[d]));
+}
+
+void AxpyScalar(float p, const float* v, float* o, uint32_t n) {
+  for (uint32_t d = 0; d < n; ++d) o[d] = DAdd(o[d], DMul(p, v[d]));
+}
+
+const bool kHasAvx2 = spec::CpuHasAvx2();
+
+}  // namespace
+
+float CanonicalDot(const float* a, const float* b, uint32_t n) {
+  return kHasAvx2 ? CanonicalDotAvx2(a, b, n) : CanonicalDotScalar(a, b, n);
 }
 
 void DeterministicRope(uint32_t first, uint32_t count, uint32_t head_dim, float theta,
@@ -190,7 +231,7 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
     for (uint32_t j = 0; j < n; ++j) {
       const float p = DDiv(s[j], sum);
       const float* vv = &V[(static_cast<size_t>(j) * c.n_kv_heads + g) * hd];
-      for (uint32_t d = 0; d < hd; ++d) o[d] = DAdd(o[d], DMul(p, vv[d]));
+      (kHasAvx2 ? AxpyAvx2 : AxpyScalar)(p, vv, o, hd);
     }
   });
 }

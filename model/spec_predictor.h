@@ -110,8 +110,10 @@ class SpecPredictor {
 
 // Canonical fp32 dot product: 8 strided partial sums (lane l sums i = l, l+8, ... in
 // increasing i), then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)). Any SIMD or GPU version
-// must keep exactly this order.
+// must keep exactly this order. CanonicalDot uses AVX2 when the CPU has it (same
+// bits); CanonicalDotScalar is the portable reference.
 float CanonicalDot(const float* a, const float* b, uint32_t n);
+float CanonicalDotScalar(const float* a, const float* b, uint32_t n);
 
 // The RoPE tables the predictor uses: cos/sin [count, head_dim/2] for positions
 // first..first+count-1, fp32 inv_freq = 1/theta^(2i/d) and fp32 angle as transformers

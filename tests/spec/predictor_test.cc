@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "codec/spec/spec_calibration.h"
@@ -202,6 +203,44 @@ TEST_F(PredictorTest, SpecCodesRealKvLosslessly) {
   const double bits = 8.0 * payload.size() / (static_cast<double>(half) * L.ScalarsPerToken());
   std::printf("spec on %u real tokens: %.3f bits/scalar (headers included)\n", half, bits);
   EXPECT_LT(bits, 8.0);  // half of bf16 even with 32 calibration tokens
+
+  // A decoder whose predictor differs in one weight gets Mismatch, never wrong KV.
+  auto* wk = dynamic_cast<const DenseLinear*>(model_->layers[3].wk.get());
+  ASSERT_NE(wk, nullptr);
+  auto perturbed = std::make_shared<std::vector<float>>(wk->weights());
+  (*perturbed)[1234] += 0.01f;
+  ASSERT_OK_AND_ASSIGN(auto bad_linear, DenseLinear::Create(perturbed, wk->out_features(), wk->in_features()));
+  std::unique_ptr<Linear> original = std::move(model_->layers[3].wk);
+  model_->layers[3].wk = std::move(bad_linear);
+  const PredictorCache pred3 = RunWith({}, {});
+  model_->layers[3].wk = std::move(original);
+  spec::PredictedChunk p3;
+  p3.tokens = half;
+  for (uint32_t l = 0; l < L.n_layers; ++l) {
+    p3.k.push_back(pred3.k[l].data() + static_cast<size_t>(half) * L.n_kv_heads * L.head_dim);
+    p3.v.push_back(pred3.v[l].data() + static_cast<size_t>(half) * L.n_kv_heads * L.head_dim);
+  }
+  EXPECT_STATUS(spec::DecodeSpecPayload(art, payload, p3, fp), kMismatch);
+}
+
+}  // namespace
+}  // namespace kvstash::model
+
+namespace kvstash::model {
+namespace {
+
+TEST(CanonicalDotTest, SimdEqualsScalarBitForBit) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> g(0.0f, 10.0f);
+  for (uint32_t n = 0; n < 200; ++n) {
+    std::vector<float> a(n), b(n);
+    for (uint32_t i = 0; i < n; ++i) {
+      a[i] = g(rng);
+      b[i] = (i % 17 == 3) ? g(rng) * 1e6f : g(rng);  // wide range: order matters
+    }
+    const float x = CanonicalDot(a.data(), b.data(), n), y = CanonicalDotScalar(a.data(), b.data(), n);
+    ASSERT_EQ(std::memcmp(&x, &y, 4), 0) << n;
+  }
 }
 
 }  // namespace
