@@ -14,7 +14,7 @@ log() { printf '[setup] %s\n' "$*"; }
 
 # ---------------------------------------------------------------- 1. Debian packages
 APT_PACKAGES=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   clang libclang-rt-14-dev                 # libFuzzer + sanitizer runtimes
   libssl-dev libxxhash-dev libzstd-dev zstd
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -12,6 +12,8 @@ cd "$ROOT"
 JOBS="${KVSTASH_JOBS:-$(nproc)}"
 FUZZ_SECONDS="${KVSTASH_FUZZ_SECONDS:-60}"
 step() { printf '\n==== %s ====\n' "$*"; }
+# ccache (when installed): paths relative to the clone so any clone folder hits.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 
 step "set-up"
 scripts/setup.sh
