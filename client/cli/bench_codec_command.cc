@@ -1,7 +1,7 @@
 // `kvstash bench codec --codec spec --dtype bf16|fp8|both --json FILE`: the codec
 // comparison table on SmolLM2-135M and real text (client/cli/spec_bench.h).
-// `kvstash bench codec --codec dckv --rate R [--rate R2 ...] --json FILE`: the lossy
-// dckv codec's rate-distortion rows (client/cli/dckv_bench.h).
+// `kvstash bench codec --codec dckv|kvtc|dckv+kvtc --rate R [--rate R2 ...] --json FILE`:
+// rate-distortion rows of the lossy dckv codec and the KVTC-like baseline (client/cli/dckv_bench.h).
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -90,10 +90,14 @@ void PrintTable(const nlohmann::json& out) {
 }
 
 int Run(Options o) {
-  if (o.codec == "dckv") return RunDckv(o);
+  if (o.codec == "dckv" || o.codec == "kvtc" || o.codec == "dckv+kvtc") {
+    o.dckv.run_dckv = o.codec != "kvtc";
+    o.dckv.run_kvtc = o.codec != "dckv";
+    return RunDckv(o);
+  }
   if (o.codec != "spec") {
     std::cerr << "kvstash bench codec: codec '" << o.codec << "' is not available in this build "
-              << "(available: spec, dckv)\n";
+              << "(available: spec, dckv, kvtc, dckv+kvtc)\n";
     return 2;
   }
   if (o.dtype == "both") {
@@ -130,7 +134,7 @@ const bool kRegistered = RegisterCommand(
       auto o = std::make_shared<Options>();
       o->spec.model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
       o->spec.artifact_dir = "models/artifacts";
-      cmd->add_option("--codec", o->codec, "Codec to measure: spec or dckv")->capture_default_str();
+      cmd->add_option("--codec", o->codec, "Codec to measure: spec, dckv, kvtc or dckv+kvtc")->capture_default_str();
       cmd->add_option("--rate", o->rates, "dckv: target ratio vs bf16 (repeatable; default 8 16 24 32 48)");
       cmd->add_option("--prompts", o->dckv.prompts, "dckv: evaluation prompts")->capture_default_str();
       cmd->add_option("--prompt-tokens", o->dckv.prompt_tokens, "dckv: tokens per prompt")->capture_default_str();

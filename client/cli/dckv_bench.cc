@@ -3,9 +3,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 
+#include "codec/baselines/kvtc.h"
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
 #include "common/logging.h"
@@ -240,14 +242,12 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
     out["rows"].push_back(r);
   }
 
-  for (double rate : o.rates) {
-    KVSTASH_ASSIGN_OR_RETURN(auto artifact, ArtifactFor(cal, *m, o, rate));
-    const uint64_t active = artifact.ActiveComponents();
-    if (!o.artifact_dir.empty()) {
-      std::filesystem::create_directories(o.artifact_dir);
-      KVSTASH_RETURN_IF_ERROR(WriteArtifact(artifact, (std::filesystem::path(o.artifact_dir) / ArtifactName(o, rate)).string()));
-    }
-    KVSTASH_ASSIGN_OR_RETURN(auto codec, dckv::DckvCodec::Create(std::move(artifact)));
+  // One rate-distortion row: every prompt's cache coded chunk by chunk, decoded,
+  // restored and scored. `encode`/`decode` are the codec's.
+  using EncodeFn = std::function<Result<std::vector<uint8_t>>(const KvChunk&, uint32_t, uint32_t)>;
+  using DecodeFn = std::function<Result<KvChunk>(std::span<const uint8_t>)>;
+  auto measure = [&](const std::string& name, double rate, const EncodeFn& encode,
+                     const DecodeFn& decode) -> Result<nlohmann::json> {
     Quality q;
     double enc_s = 0, dec_s = 0;
     uint64_t payload_bytes = 0, raw_bytes = 0, coded_tokens = 0, tokens = 0, chunk_bytes = 0;
@@ -258,16 +258,19 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
         const uint32_t e = std::min(P, b + o.chunk_tokens);
         KVSTASH_ASSIGN_OR_RETURN(auto chunk, model::ToKvChunk(p.exact, b, e, DType::kBF16));
         auto t0 = Clock::now();
-        KVSTASH_ASSIGN_OR_RETURN(auto payload, codec.Encode(chunk.view(), b, P, fingerprint));
+        KVSTASH_ASSIGN_OR_RETURN(auto payload, encode(chunk, b, P));
         enc_s += Seconds(t0);
         t0 = Clock::now();
-        KVSTASH_ASSIGN_OR_RETURN(auto decoded, codec.Decode(payload, fingerprint));
+        KVSTASH_ASSIGN_OR_RETURN(auto decoded, decode(payload));
         dec_s += Seconds(t0);
-        KVSTASH_ASSIGN_OR_RETURN(auto q8, codec.ParsePayload(payload, fingerprint, nullptr));
-        const uint64_t raw_rows = q8.raw_head_rows + q8.raw_tail_rows;
+        // Raw rows: the same rule for both codecs (dckv_codec.h).
+        const uint32_t head = o.raw_head > b ? std::min(e - b, o.raw_head - b) : 0;
+        const uint32_t tail_start = P > o.raw_tail ? P - o.raw_tail : 0;
+        const uint32_t first_tail = std::max(tail_start, b + head);
+        const uint32_t tail = e > first_tail ? e - first_tail : 0;
         payload_bytes += payload.size();
-        raw_bytes += raw_rows * static_cast<uint64_t>(bf16_per_token);
-        coded_tokens += q8.coded_rows();
+        raw_bytes += static_cast<uint64_t>(head + tail) * static_cast<uint64_t>(bf16_per_token);
+        coded_tokens += e - b - head - tail;
         tokens += e - b;
         chunk_bytes += chunk.data.size();
         KVSTASH_ASSIGN_OR_RETURN(auto part, model::FromKvChunk(decoded.view()));
@@ -277,15 +280,42 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
     }
     if (coded_tokens == 0) return Status::InvalidArgument("bench codec dckv: prompts shorter than the raw positions");
     const double bpt = static_cast<double>(payload_bytes - raw_bytes) / static_cast<double>(coded_tokens);
-    nlohmann::json r = {{"codec", "dckv"}, {"rate", rate}, {"tokens", tokens},
+    nlohmann::json r = {{"codec", name}, {"rate", rate}, {"tokens", tokens},
                         {"bytes_per_token", bpt},
                         {"request_bytes_per_token", static_cast<double>(payload_bytes) / tokens},
                         {"ratio_vs_bf16", bf16_per_token / bpt},
-                        {"encode_mb_s", chunk_bytes / enc_s / 1e6}, {"decode_mb_s", chunk_bytes / dec_s / 1e6},
-                        {"active_components", active}};
+                        {"encode_mb_s", chunk_bytes / enc_s / 1e6}, {"decode_mb_s", chunk_bytes / dec_s / 1e6}};
     r.update(QualityJson(q));
-    KVSTASH_LOG_INFO("bench codec dckv: rate {} -> {}", rate, r.dump());
-    out["rows"].push_back(r);
+    KVSTASH_LOG_INFO("bench codec: {}", r.dump());
+    return r;
+  };
+
+  for (double rate : o.rates) {
+    if (o.run_dckv) {
+      KVSTASH_ASSIGN_OR_RETURN(auto artifact, ArtifactFor(cal, *m, o, rate));
+      const uint64_t active = artifact.ActiveComponents();
+      if (!o.artifact_dir.empty()) {
+        std::filesystem::create_directories(o.artifact_dir);
+        KVSTASH_RETURN_IF_ERROR(WriteArtifact(artifact, (std::filesystem::path(o.artifact_dir) / ArtifactName(o, rate)).string()));
+      }
+      KVSTASH_ASSIGN_OR_RETURN(auto codec, dckv::DckvCodec::Create(std::move(artifact)));
+      KVSTASH_ASSIGN_OR_RETURN(
+          auto r, measure("dckv", rate,
+                          [&](const KvChunk& c, uint32_t b, uint32_t P) { return codec.Encode(c.view(), b, P, fingerprint); },
+                          [&](std::span<const uint8_t> pl) { return codec.Decode(pl, fingerprint); }));
+      r["active_components"] = active;
+      out["rows"].push_back(r);
+    }
+    if (o.run_kvtc) {
+      KVSTASH_ASSIGN_OR_RETURN(auto codec, baselines::KvtcCodec::Create(cal.basis, rate, mc.rope_theta,
+                                                                       o.raw_head, o.raw_tail));
+      KVSTASH_ASSIGN_OR_RETURN(
+          auto r, measure("kvtc", rate,
+                          [&](const KvChunk& c, uint32_t b, uint32_t P) { return codec.Encode(c.view(), b, P, fingerprint); },
+                          [&](std::span<const uint8_t> pl) { return codec.Decode(pl, fingerprint); }));
+      r["allocated_bits_per_token"] = codec.BitsPerToken();
+      out["rows"].push_back(r);
+    }
   }
   return out;
 }

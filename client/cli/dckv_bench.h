@@ -1,5 +1,5 @@
 // The dckv codec's measurement on a real model and real text (`kvstash bench codec
-// --codec dckv --rate R`) and its calibration (`kvstash calibrate dckv`).
+// --codec dckv|kvtc|dckv+kvtc --rate R`) and its calibration (`kvstash calibrate dckv`).
 //
 // Calibration: the target model runs over the calibration corpus (model/text_corpus.h);
 // the rows (K before RoPE and V of every layer) of every position except each
@@ -19,7 +19,8 @@
 // rANS streams; raw rows excluded) / coded positions; request_bytes_per_token = all
 // payload bytes (raw head/tail rows included) / all positions; ratio_vs_bf16 =
 // bf16 bytes per token / bytes_per_token. encode/decode MB/s count bf16 chunk bytes
-// per second of Encode / Decode (one thread). A "bf16" row gives the same quality
+// per second of Encode / Decode (one thread). The KVTC-like baseline
+// (codec/baselines/kvtc.h) is measured the same way on the same PCA and prompts. A "bf16" row gives the same quality
 // metrics for the plain bf16 cache (the storage format the ratio is against).
 //
 // Thread-safety: not reentrant; one run at a time.
@@ -50,6 +51,8 @@ struct DckvBenchOptions {
   uint32_t raw_tail = 128;
   double active_threshold = 0.3;
   std::string artifact_dir;            // where artifacts are written ("" = none)
+  bool run_dckv = true;                // rows of the dckv codec
+  bool run_kvtc = false;               // rows of the KVTC-like baseline (codec/baselines/kvtc.h)
 };
 
 // Returns {"rows": [...], "setup": {...}}.
