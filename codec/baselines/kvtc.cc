@@ -3,6 +3,8 @@
 #include <openssl/sha.h>
 #include <zstd.h>
 
+#include <Eigen/Dense>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -154,26 +156,40 @@ static KvChunk Rebuild(const std::vector<KvtcGroup>& groups, uint32_t L, uint32_
   };
   for (uint32_t t = 0; t < p.h; ++t) put_raw(t, p.raw.data() + t * per_token);
   for (uint32_t j = 0; j < p.t; ++j) put_raw(T - p.t + j, p.raw.data() + (p.h + j) * per_token);
-  size_t s = 0;
+  size_t comps = 0;
+  for (const auto& g : groups) comps += g.bits.size();
+  // Blocks of tokens so that each basis row is read once per block; per value the sum
+  // order is still the component order.
+  constexpr uint32_t kBlock = 16;
   std::vector<float> x;
-  for (uint32_t r = 0; r < p.c; ++r) {
-    const uint32_t t = p.h + r;
-    for (const auto& g : groups) {
-      x.assign(g.mean.begin(), g.mean.end());
+  size_t offset = 0;
+  for (const auto& g : groups) {
+    for (uint32_t r0 = 0; r0 < p.c; r0 += kBlock) {
+      const uint32_t nb = std::min(kBlock, p.c - r0);
+      x.resize(static_cast<size_t>(nb) * g.dims);
+      for (uint32_t b = 0; b < nb; ++b) std::copy(g.mean.begin(), g.mean.end(), x.begin() + static_cast<size_t>(b) * g.dims);
       for (size_t i = 0; i < g.bits.size(); ++i) {
-        const float coef = (static_cast<float>(p.q[s++]) + 0.5f) * g.step[i];
         const float* w = g.basis.data() + i * g.dims;
-        for (uint32_t c = 0; c < g.dims; ++c) x[c] += coef * w[c];
+        for (uint32_t b = 0; b < nb; ++b) {
+          const float coef = (static_cast<float>(p.q[(r0 + b) * comps + offset + i]) + 0.5f) * g.step[i];
+          float* xr = x.data() + static_cast<size_t>(b) * g.dims;
+          for (uint32_t c = 0; c < g.dims; ++c) xr[c] += coef * w[c];
+        }
       }
-      for (uint32_t j = 0; j < g.layers; ++j) {
-        float* xk = x.data() + 2ull * j * hr;
-        for (uint32_t h = 0; h < H; ++h) dckv::RotateHead(xk + h * D, D, token_offset + t, theta, false);
-        for (uint32_t c = 0; c < hr; ++c) {
-          put(g.first_layer + j, 0, t, c, ToBf16(xk[c]));
-          put(g.first_layer + j, 1, t, c, ToBf16(xk[hr + c]));
+      for (uint32_t b = 0; b < nb; ++b) {
+        const uint32_t t = p.h + r0 + b;
+        float* xr = x.data() + static_cast<size_t>(b) * g.dims;
+        for (uint32_t j = 0; j < g.layers; ++j) {
+          float* xk = xr + 2ull * j * hr;
+          for (uint32_t h = 0; h < H; ++h) dckv::RotateHead(xk + h * D, D, token_offset + t, theta, false);
+          for (uint32_t c = 0; c < hr; ++c) {
+            put(g.first_layer + j, 0, t, c, ToBf16(xk[c]));
+            put(g.first_layer + j, 1, t, c, ToBf16(xk[hr + c]));
+          }
         }
       }
     }
+    offset += g.bits.size();
   }
   return out;
 }
@@ -204,15 +220,19 @@ Result<std::vector<uint8_t>> KvtcCodec::Encode(const KvChunkView& chunk, uint32_
   };
   for (uint32_t t = 0; t < p.h; ++t) raw_row(t);
   for (uint32_t t = T - p.t; t < T; ++t) raw_row(t);
-  BitWriter bw;
-  std::vector<float> x;
-  for (uint32_t r = 0; r < p.c; ++r) {
-    const uint32_t t = p.h + r;
-    for (const auto& g : groups_) {
-      x.assign(g.dims, 0.0f);
+  // Projection per group as one GEMM (Eigen); quantised values stored token-major.
+  size_t comps = 0;
+  for (const auto& g : groups_) comps += g.bits.size();
+  p.q.assign(static_cast<size_t>(p.c) * comps, 0);
+  size_t offset = 0;
+  for (const auto& g : groups_) {
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> x(p.c, g.dims);
+    for (uint32_t r = 0; r < p.c; ++r) {
+      const uint32_t t = p.h + r;
+      float* row = x.data() + static_cast<size_t>(r) * g.dims;
       for (uint32_t j = 0; j < g.layers; ++j) {
         const uint32_t l = g.first_layer + j;
-        float* xk = x.data() + 2ull * j * hr;
+        float* xk = row + 2ull * j * hr;
         for (uint32_t c = 0; c < hr; ++c) {
           xk[c] = LoadValue(chunk.K(l), dt, static_cast<uint64_t>(t) * hr + c);
           xk[hr + c] = LoadValue(chunk.V(l), dt, static_cast<uint64_t>(t) * hr + c);
@@ -220,16 +240,29 @@ Result<std::vector<uint8_t>> KvtcCodec::Encode(const KvChunkView& chunk, uint32_
         for (uint32_t h = 0; h < n_kv_heads_; ++h)
           dckv::RotateHead(xk + h * head_dim_, head_dim_, token_offset + t, rope_theta_, true);
       }
-      for (uint32_t c = 0; c < g.dims; ++c) x[c] -= g.mean[c];
+      for (uint32_t c = 0; c < g.dims; ++c) {
+        if (!std::isfinite(row[c])) return Status::InvalidArgument("kvtc: non-finite KV value");
+        row[c] -= g.mean[c];
+      }
+    }
+    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> w(
+        g.basis.data(), static_cast<Eigen::Index>(g.bits.size()), g.dims);
+    const Eigen::MatrixXf y = x * w.transpose();
+    for (uint32_t r = 0; r < p.c; ++r) {
       for (size_t i = 0; i < g.bits.size(); ++i) {
-        const float* w = g.basis.data() + i * g.dims;
-        double dot = 0;
-        for (uint32_t c = 0; c < g.dims; ++c) dot += static_cast<double>(w[c]) * x[c];
-        if (!std::isfinite(dot)) return Status::InvalidArgument("kvtc: non-finite KV value");
         const double half = std::ldexp(1.0, g.bits[i] - 1);
-        const int32_t q = static_cast<int32_t>(std::clamp(std::floor(dot / g.step[i]), -half, half - 1));
-        p.q.push_back(q);
-        bw.Put(static_cast<uint32_t>(q + static_cast<int32_t>(half)), g.bits[i]);
+        p.q[r * comps + offset + i] =
+            static_cast<int32_t>(std::clamp(std::floor(static_cast<double>(y(r, i)) / g.step[i]), -half, half - 1));
+      }
+    }
+    offset += g.bits.size();
+  }
+  BitWriter bw;
+  for (uint32_t r = 0; r < p.c; ++r) {
+    size_t k = r * comps;
+    for (const auto& g : groups_) {
+      for (uint8_t b : g.bits) {
+        bw.Put(static_cast<uint32_t>(p.q[k++] + (1 << (b - 1))), b);
       }
     }
   }

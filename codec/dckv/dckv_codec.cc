@@ -4,6 +4,8 @@
 #include <bit>
 #include <cmath>
 
+#include <Eigen/Dense>
+
 #include "codec/dckv/dckv_rope.h"
 #include "codec/entropy/rans_segments.h"
 #include "common/byte_io.h"
@@ -98,16 +100,19 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, uint32_t tok
   for (uint32_t t = T - q.raw_tail_rows; t < T; ++t) raw_row(t);
 
   const uint64_t A = token_tables_.size();
-  q.symbols.resize(static_cast<size_t>(q.coded_rows()) * A);
-  std::vector<float> x, y;
-  for (uint32_t r = 0; r < q.coded_rows(); ++r) {
-    const uint32_t t = q.raw_head_rows + r;
-    uint64_t s = static_cast<uint64_t>(r) * A;
-    for (const auto& g : a.groups) {
-      x.assign(g.dims, 0.0f);
+  const uint32_t R = q.coded_rows();
+  q.symbols.resize(static_cast<size_t>(R) * A);
+  // Projection y = (x - mean) W^T per group as one GEMM (Eigen). The encoder need not
+  // be bit-reproducible: the decoder only sees the symbols.
+  uint64_t group_offset = 0;
+  for (const auto& g : a.groups) {
+    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> x(R, g.dims);
+    for (uint32_t r = 0; r < R; ++r) {
+      const uint32_t t = q.raw_head_rows + r;
+      float* row = x.data() + static_cast<size_t>(r) * g.dims;
       for (uint32_t j = 0; j < g.layers; ++j) {
         const uint32_t l = g.first_layer + j;
-        float* xk = x.data() + 2ull * j * hr;
+        float* xk = row + 2ull * j * hr;
         float* xv = xk + hr;
         for (uint32_t c = 0; c < hr; ++c) {
           xk[c] = LoadValue(chunk.K(l), dt, static_cast<uint64_t>(t) * hr + c);
@@ -117,16 +122,21 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, uint32_t tok
           RotateHead(xk + h * a.head_dim, a.head_dim, token_offset + t, a.rope_theta, true);
         }
       }
-      for (uint32_t c = 0; c < g.dims; ++c) x[c] -= g.mean[c];
-      for (uint32_t i = 0; i < g.n_active(); ++i) {
-        const float* w = g.basis.data() + static_cast<size_t>(i) * g.dims;
-        double dot = 0;
-        for (uint32_t c = 0; c < g.dims; ++c) dot += static_cast<double>(w[c]) * x[c];
-        if (!std::isfinite(dot)) return Status::InvalidArgument("dckv: non-finite KV value");
-        const double v = std::clamp(std::nearbyint(dot / g.step[i]), -32767.0, 32767.0);
-        q.symbols[s++] = static_cast<uint16_t>(static_cast<int16_t>(v));
+      for (uint32_t c = 0; c < g.dims; ++c) {
+        if (!std::isfinite(row[c])) return Status::InvalidArgument("dckv: non-finite KV value");
+        row[c] -= g.mean[c];
       }
     }
+    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> w(
+        g.basis.data(), g.n_active(), g.dims);
+    const Eigen::MatrixXf y = x * w.transpose();  // [R, n_active]
+    for (uint32_t r = 0; r < R; ++r) {
+      for (uint32_t i = 0; i < g.n_active(); ++i) {
+        const double v = std::clamp(std::nearbyint(static_cast<double>(y(r, i)) / g.step[i]), -32767.0, 32767.0);
+        q.symbols[r * A + group_offset + i] = static_cast<uint16_t>(static_cast<int16_t>(v));
+      }
+    }
+    group_offset += g.n_active();
   }
   return q;
 }
@@ -159,31 +169,44 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
   for (uint32_t j = 0; j < q.raw_tail_rows; ++j) {
     put_raw(q.tokens - q.raw_tail_rows + j, q.raw_bf16.data() + (q.raw_head_rows + j) * per_token);
   }
+  // Blocks of kBlock tokens: each basis row is read once per block. Every output
+  // value is still mean + sum_i coef_i w_i accumulated in component order, so the
+  // result does not depend on the blocking.
+  constexpr uint32_t kBlock = 16;
   std::vector<float> x;
-  for (uint32_t r = 0; r < q.coded_rows(); ++r) {
-    const uint32_t t = q.raw_head_rows + r;
-    uint64_t s = static_cast<uint64_t>(r) * A;
-    for (const auto& g : a.groups) {
-      x.assign(g.mean.begin(), g.mean.end());
+  uint64_t group_offset = 0;
+  for (const auto& g : a.groups) {
+    for (uint32_t r0 = 0; r0 < q.coded_rows(); r0 += kBlock) {
+      const uint32_t nb = std::min(kBlock, q.coded_rows() - r0);
+      x.resize(static_cast<size_t>(nb) * g.dims);
+      for (uint32_t b = 0; b < nb; ++b) std::copy(g.mean.begin(), g.mean.end(), x.begin() + static_cast<size_t>(b) * g.dims);
       for (uint32_t i = 0; i < g.n_active(); ++i) {
-        const int16_t sym = static_cast<int16_t>(q.symbols[s++]);
-        if (sym == 0) continue;
-        const float coef = static_cast<float>(sym) * g.step[i];
         const float* w = g.basis.data() + static_cast<size_t>(i) * g.dims;
-        for (uint32_t c = 0; c < g.dims; ++c) x[c] += coef * w[c];
-      }
-      for (uint32_t j = 0; j < g.layers; ++j) {
-        const uint32_t l = g.first_layer + j;
-        float* xk = x.data() + 2ull * j * hr;
-        for (uint32_t h = 0; h < a.n_kv_heads; ++h) {
-          RotateHead(xk + h * a.head_dim, a.head_dim, token_offset + t, a.rope_theta, false);
+        for (uint32_t b = 0; b < nb; ++b) {
+          const int16_t sym = static_cast<int16_t>(q.symbols[(r0 + b) * A + group_offset + i]);
+          if (sym == 0) continue;
+          const float coef = static_cast<float>(sym) * g.step[i];
+          float* xr = x.data() + static_cast<size_t>(b) * g.dims;
+          for (uint32_t c = 0; c < g.dims; ++c) xr[c] += coef * w[c];
         }
-        for (uint32_t c = 0; c < hr; ++c) {
-          put(l, 0, t, c, ToBf16(xk[c]));
-          put(l, 1, t, c, ToBf16(xk[hr + c]));
+      }
+      for (uint32_t b = 0; b < nb; ++b) {
+        const uint32_t t = q.raw_head_rows + r0 + b;
+        float* xr = x.data() + static_cast<size_t>(b) * g.dims;
+        for (uint32_t j = 0; j < g.layers; ++j) {
+          const uint32_t l = g.first_layer + j;
+          float* xk = xr + 2ull * j * hr;
+          for (uint32_t h = 0; h < a.n_kv_heads; ++h) {
+            RotateHead(xk + h * a.head_dim, a.head_dim, token_offset + t, a.rope_theta, false);
+          }
+          for (uint32_t c = 0; c < hr; ++c) {
+            put(l, 0, t, c, ToBf16(xk[c]));
+            put(l, 1, t, c, ToBf16(xk[hr + c]));
+          }
         }
       }
     }
+    group_offset += g.n_active();
   }
   return out;
 }
