@@ -1,11 +1,14 @@
 // `kvstash bench codec --codec spec --dtype bf16|fp8|both --json FILE`: the codec
 // comparison table on SmolLM2-135M and real text (client/cli/spec_bench.h).
+// `kvstash bench codec --codec dckv|kvtc|dckv+kvtc --rate R [--rate R2 ...] --json FILE`:
+// rate-distortion rows of the lossy dckv codec and the KVTC-like baseline (client/cli/dckv_bench.h).
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include "client/cli/command_registry.h"
+#include "client/cli/dckv_bench.h"
 #include "client/cli/spec_bench.h"
 
 namespace kvstash::cli {
@@ -15,8 +18,51 @@ struct Options {
   std::string codec = "spec";
   std::string dtype = "both";
   std::string json;
+  std::vector<double> rates;
   SpecBenchOptions spec;
+  DckvBenchOptions dckv;
 };
+
+void PrintDckvTable(const nlohmann::json& out) {
+  std::cout << std::left << std::setw(8) << "codec" << std::right << std::setw(8) << "rate" << std::setw(8)
+            << "tokens" << std::setw(12) << "B/token" << std::setw(12) << "req B/tok" << std::setw(9)
+            << "ratio" << std::setw(11) << "KL mean" << std::setw(9) << "top1" << std::setw(9) << "greedy"
+            << std::setw(10) << "enc MB/s" << std::setw(10) << "dec MB/s" << "\n";
+  auto num = [](const nlohmann::json& v, int prec) {
+    if (v.is_null()) return std::string("-");
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(prec) << v.get<double>();
+    return s.str();
+  };
+  for (const auto& r : out["rows"]) {
+    std::cout << std::left << std::setw(8) << r["codec"].get<std::string>() << std::right << std::setw(8)
+              << num(r["rate"], 1) << std::setw(8) << r["tokens"].get<uint64_t>() << std::setw(12)
+              << num(r["bytes_per_token"], 1) << std::setw(12) << num(r["request_bytes_per_token"], 1)
+              << std::setw(9) << num(r["ratio_vs_bf16"], 2) << std::setw(11) << num(r["kl_mean"], 5)
+              << std::setw(9) << num(r["top1_agreement"], 4) << std::setw(9) << num(r["greedy_match"], 3)
+              << std::setw(10) << num(r["encode_mb_s"], 1) << std::setw(10) << num(r["decode_mb_s"], 1) << "\n";
+  }
+}
+
+int RunDckv(Options& o) {
+  o.dckv.model_path = o.spec.model_path;
+  if (!o.rates.empty()) o.dckv.rates = o.rates;
+  auto out = RunDckvBench(o.dckv);
+  if (!out.ok()) {
+    std::cerr << "kvstash bench codec: " << out.status().ToString() << "\n";
+    return 1;
+  }
+  PrintDckvTable(*out);
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << out->dump(1) << "\n";
+    if (!f) {
+      std::cerr << "kvstash bench codec: cannot write " << o.json << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
 
 void PrintTable(const nlohmann::json& out) {
   std::cout << std::left << std::setw(16) << "codec" << std::setw(10) << "dtype" << std::right
@@ -44,9 +90,14 @@ void PrintTable(const nlohmann::json& out) {
 }
 
 int Run(Options o) {
+  if (o.codec == "dckv" || o.codec == "kvtc" || o.codec == "dckv+kvtc") {
+    o.dckv.run_dckv = o.codec != "kvtc";
+    o.dckv.run_kvtc = o.codec != "dckv";
+    return RunDckv(o);
+  }
   if (o.codec != "spec") {
     std::cerr << "kvstash bench codec: codec '" << o.codec << "' is not available in this build "
-              << "(available: spec)\n";
+              << "(available: spec, dckv, kvtc, dckv+kvtc)\n";
     return 2;
   }
   if (o.dtype == "both") {
@@ -83,7 +134,19 @@ const bool kRegistered = RegisterCommand(
       auto o = std::make_shared<Options>();
       o->spec.model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
       o->spec.artifact_dir = "models/artifacts";
-      cmd->add_option("--codec", o->codec, "Codec to measure: spec")->capture_default_str();
+      cmd->add_option("--codec", o->codec, "Codec to measure: spec, dckv, kvtc or dckv+kvtc")->capture_default_str();
+      cmd->add_option("--rate", o->rates, "dckv: target ratio vs bf16 (repeatable; default 8 16 24 32 48)");
+      cmd->add_option("--prompts", o->dckv.prompts, "dckv: evaluation prompts")->capture_default_str();
+      cmd->add_option("--prompt-tokens", o->dckv.prompt_tokens, "dckv: tokens per prompt")->capture_default_str();
+      cmd->add_option("--continuation-tokens", o->dckv.continuation_tokens,
+                      "dckv: teacher-forced continuation tokens")->capture_default_str();
+      cmd->add_option("--greedy-tokens", o->dckv.greedy_tokens, "dckv: greedy tokens compared")->capture_default_str();
+      cmd->add_option("--group-layers", o->dckv.group_layers, "dckv: layers per transform group")->capture_default_str();
+      cmd->add_option("--raw-head", o->dckv.raw_head, "dckv: bf16 positions at the prefix start")->capture_default_str();
+      cmd->add_option("--raw-tail", o->dckv.raw_tail, "dckv: bf16 positions at the prefix end")->capture_default_str();
+      cmd->add_option("--dckv-cal-tokens", o->dckv.cal_tokens, "dckv: calibration tokens")->capture_default_str();
+      cmd->add_option("--dckv-artifact-dir", o->dckv.artifact_dir,
+                      "dckv: write the artifacts here (empty: do not write)")->capture_default_str();
       cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();
       cmd->add_option("--json", o->json, "Write the table (rows, breakdown, setup) to FILE as JSON");
       cmd->add_option("--model", o->spec.model_path, "Target model file")->capture_default_str();

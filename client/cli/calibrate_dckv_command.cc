@@ -1,0 +1,39 @@
+// `kvstash calibrate dckv --rate R ...`: runs the target model over the calibration
+// corpus (model/text_corpus.h) and writes one dckv artifact per rate point
+// (codec/dckv/dckv_artifact.h) to --out as dckv-g<group>-r<rate>.kvda.
+#include <iostream>
+
+#include "client/cli/command_registry.h"
+#include "client/cli/dckv_bench.h"
+
+namespace kvstash::cli {
+namespace {
+
+const bool kRegistered = RegisterCommand(
+    "calibrate dckv", "Calibrate the dckv codec (PCA basis, steps, entropy tables) on real text",
+    [](CLI::App* cmd) {
+      auto o = std::make_shared<DckvBenchOptions>();
+      o->model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+      o->artifact_dir = "models/artifacts";
+      auto rates = std::make_shared<std::vector<double>>();
+      cmd->add_option("--rate", *rates, "Target ratio vs bf16 (repeatable; default 8 16 24 32 48)");
+      cmd->add_option("--model", o->model_path, "Target model file")->capture_default_str();
+      cmd->add_option("--out", o->artifact_dir, "Output folder")->capture_default_str();
+      cmd->add_option("--cal-tokens", o->cal_tokens, "Calibration tokens")->capture_default_str();
+      cmd->add_option("--doc-tokens", o->cal_doc_tokens, "Tokens per calibration document")->capture_default_str();
+      cmd->add_option("--group-layers", o->group_layers, "Layers per transform group")->capture_default_str();
+      cmd->add_option("--raw-head", o->raw_head, "bf16 positions at the prefix start")->capture_default_str();
+      cmd->add_option("--raw-tail", o->raw_tail, "bf16 positions at the prefix end")->capture_default_str();
+      cmd->add_option("--threshold", o->active_threshold, "Component off below scale/step")->capture_default_str();
+      return [o, rates] {
+        if (!rates->empty()) o->rates = *rates;
+        if (Status s = CalibrateDckv(*o); !s.ok()) {
+          std::cerr << "kvstash calibrate dckv: " << s.ToString() << "\n";
+          return 1;
+        }
+        return 0;
+      };
+    });
+
+}  // namespace
+}  // namespace kvstash::cli

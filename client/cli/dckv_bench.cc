@@ -1,0 +1,323 @@
+#include "client/cli/dckv_bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <sstream>
+
+#include "codec/baselines/kvtc.h"
+#include "codec/dckv/dckv_calibration.h"
+#include "codec/dckv/dckv_codec.h"
+#include "common/logging.h"
+#include "model/generate.h"
+#include "model/kv_export.h"
+#include "model/model_loader.h"
+#include "model/prefill.h"
+#include "model/text_corpus.h"
+
+namespace kvstash::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+struct Calibrated {
+  dckv::DckvBasis basis;
+  double fit_s = 0;
+  uint64_t rows = 0;
+};
+
+Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
+  KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kCalibration,
+                                                          o.cal_doc_tokens, o.cal_tokens));
+  const auto& mc = m.config;
+  const uint64_t hr = static_cast<uint64_t>(mc.n_kv_heads) * mc.head_dim;
+  dckv::DckvRows rows;
+  rows.n_layers = mc.n_layers;
+  rows.n_kv_heads = mc.n_kv_heads;
+  rows.head_dim = mc.head_dim;
+  rows.k.resize(mc.n_layers);
+  rows.v.resize(mc.n_layers);
+  for (const auto& doc : corpus.documents) {
+    if (doc.tokens.size() <= o.raw_head) continue;
+    auto cache = model::KvCache::ForModel(mc);
+    model::PrefillOptions po;
+    po.logits = model::PrefillOptions::Logits::kNone;
+    po.keep_pre_rope_k = true;
+    KVSTASH_ASSIGN_OR_RETURN(auto pr, model::Prefill(m, doc.tokens, &cache, po));
+    const uint64_t skip = o.raw_head * hr;  // attention sinks are stored raw
+    for (uint32_t l = 0; l < mc.n_layers; ++l) {
+      rows.k[l].insert(rows.k[l].end(), pr.k_pre_rope[l].begin() + skip, pr.k_pre_rope[l].end());
+      rows.v[l].insert(rows.v[l].end(), cache.v[l].begin() + skip, cache.v[l].end());
+    }
+    rows.rows += doc.tokens.size() - o.raw_head;
+  }
+  KVSTASH_LOG_INFO("calibrate dckv: {} rows from {} documents", rows.rows, corpus.documents.size());
+  Calibrated c;
+  c.rows = rows.rows;
+  const auto t0 = Clock::now();
+  KVSTASH_ASSIGN_OR_RETURN(c.basis, dckv::FitDckvBasis(rows, o.group_layers));
+  c.fit_s = Seconds(t0);
+  return c;
+}
+
+Result<dckv::DckvArtifact> ArtifactFor(const Calibrated& c, const model::Model& m, const DckvBenchOptions& o,
+                                       double rate) {
+  dckv::DckvRateOptions ro;
+  ro.target_ratio = rate;
+  ro.active_threshold = o.active_threshold;
+  ro.rope_theta = m.config.rope_theta;
+  ro.raw_head = o.raw_head;
+  ro.raw_tail = o.raw_tail;
+  return dckv::MakeDckvArtifact(c.basis, ro);
+}
+
+std::string ArtifactName(const DckvBenchOptions& o, double rate) {
+  std::ostringstream s;
+  s << "dckv-g" << o.group_layers << "-r" << rate << ".kvda";
+  return s.str();
+}
+
+Status WriteArtifact(const dckv::DckvArtifact& a, const std::string& path) {
+  const auto bytes = a.Serialize();
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (!f) return Status::IOError("cannot write " + path);
+  return Status::Ok();
+}
+
+// log-softmax of one logits row, in double.
+std::vector<double> LogSoftmax(const float* x, size_t n) {
+  double mx = x[0];
+  for (size_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]));
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += std::exp(x[i] - mx);
+  const double lse = mx + std::log(s);
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] - lse;
+  return out;
+}
+
+struct Prompt {
+  std::vector<uint32_t> prompt, continuation;
+  model::KvCache exact;                // fp32 cache of the prompt
+  std::vector<float> logits;           // exact cache: [continuation, vocab]
+  std::vector<uint32_t> greedy;        // exact cache: greedy tokens after the continuation
+};
+
+struct Quality {
+  double kl_sum = 0, kl_max = 0, top1 = 0, greedy = 0;
+  uint64_t positions = 0, prompts = 0;
+};
+
+// Scores `restored` (a cache of the prompt) against the exact cache's outputs.
+Status Score(const model::Model& m, const Prompt& p, const model::KvCache& restored,
+             const DckvBenchOptions& o, Quality* q) {
+  const uint32_t vocab = m.config.vocab_size;
+  auto cache = restored;
+  model::PrefillOptions po;
+  po.logits = model::PrefillOptions::Logits::kAll;
+  KVSTASH_ASSIGN_OR_RETURN(auto pr, model::Prefill(m, p.continuation, &cache, po));
+  for (uint32_t t = 0; t < p.continuation.size(); ++t) {
+    const auto a = LogSoftmax(p.logits.data() + static_cast<size_t>(t) * vocab, vocab);
+    const auto b = LogSoftmax(pr.logits.data() + static_cast<size_t>(t) * vocab, vocab);
+    double kl = 0;
+    size_t am = 0, bm = 0;
+    for (uint32_t i = 0; i < vocab; ++i) {
+      kl += std::exp(a[i]) * (a[i] - b[i]);
+      if (a[i] > a[am]) am = i;
+      if (b[i] > b[bm]) bm = i;
+    }
+    q->kl_sum += kl;
+    q->kl_max = std::max(q->kl_max, kl);
+    q->top1 += am == bm ? 1 : 0;
+    ++q->positions;
+  }
+  auto gcache = restored;
+  std::vector<uint32_t> full = p.prompt;
+  full.insert(full.end(), p.continuation.begin(), p.continuation.end());
+  model::GenerateOptions go;
+  go.max_new_tokens = o.greedy_tokens;
+  go.stop_at_eos = false;
+  KVSTASH_ASSIGN_OR_RETURN(auto greedy, model::GenerateGreedy(m, full, &gcache, go));
+  size_t same = 0;
+  while (same < greedy.size() && same < p.greedy.size() && greedy[same] == p.greedy[same]) ++same;
+  q->greedy += p.greedy.empty() ? 1.0 : static_cast<double>(same) / p.greedy.size();
+  ++q->prompts;
+  return Status::Ok();
+}
+
+nlohmann::json QualityJson(const Quality& q) {
+  return {{"kl_mean", q.kl_sum / q.positions}, {"kl_max", q.kl_max},
+          {"top1_agreement", q.top1 / q.positions}, {"greedy_match", q.greedy / q.prompts}};
+}
+
+Result<std::vector<Prompt>> LoadPrompts(const model::Model& m, const DckvBenchOptions& o) {
+  const uint32_t need = o.prompt_tokens + o.continuation_tokens;
+  KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kEvaluation, need,
+                                                          static_cast<uint64_t>(need) * o.prompts * 8));
+  std::vector<Prompt> out;
+  for (const auto& doc : corpus.documents) {
+    if (out.size() == o.prompts) break;
+    if (doc.tokens.size() != need) continue;
+    Prompt p;
+    p.prompt.assign(doc.tokens.begin(), doc.tokens.begin() + o.prompt_tokens);
+    p.continuation.assign(doc.tokens.begin() + o.prompt_tokens, doc.tokens.end());
+    p.exact = model::KvCache::ForModel(m.config);
+    model::PrefillOptions po;
+    po.logits = model::PrefillOptions::Logits::kNone;
+    KVSTASH_RETURN_IF_ERROR(model::Prefill(m, p.prompt, &p.exact, po).status());
+    auto cache = p.exact;
+    po.logits = model::PrefillOptions::Logits::kAll;
+    KVSTASH_ASSIGN_OR_RETURN(auto pr, model::Prefill(m, p.continuation, &cache, po));
+    p.logits = std::move(pr.logits);
+    auto gcache = p.exact;
+    std::vector<uint32_t> full = p.prompt;
+    full.insert(full.end(), p.continuation.begin(), p.continuation.end());
+    model::GenerateOptions go;
+    go.max_new_tokens = o.greedy_tokens;
+    go.stop_at_eos = false;
+    KVSTASH_ASSIGN_OR_RETURN(p.greedy, model::GenerateGreedy(m, full, &gcache, go));
+    out.push_back(std::move(p));
+  }
+  if (out.size() < o.prompts) {
+    return Status::InvalidArgument("bench codec dckv: the evaluation corpus has too few long documents");
+  }
+  return out;
+}
+
+}  // namespace
+
+Status CalibrateDckv(const DckvBenchOptions& o) {
+  KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
+  if (!m->tokenizer) return Status::InvalidArgument("calibrate dckv: the model file has no tokenizer");
+  KVSTASH_ASSIGN_OR_RETURN(auto cal, Calibrate(*m, o));
+  std::filesystem::create_directories(o.artifact_dir);
+  for (double rate : o.rates) {
+    KVSTASH_ASSIGN_OR_RETURN(auto a, ArtifactFor(cal, *m, o, rate));
+    const std::string path = (std::filesystem::path(o.artifact_dir) / ArtifactName(o, rate)).string();
+    KVSTASH_RETURN_IF_ERROR(WriteArtifact(a, path));
+    KVSTASH_LOG_INFO("calibrate dckv: wrote {} ({} active components)", path, a.ActiveComponents());
+  }
+  return Status::Ok();
+}
+
+Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
+  if (o.rates.empty()) return Status::InvalidArgument("bench codec dckv: no rate given");
+  if (o.chunk_tokens == 0) return Status::InvalidArgument("bench codec dckv: chunk_tokens is 0");
+  KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
+  if (!m->tokenizer) return Status::InvalidArgument("bench codec dckv: the model file has no tokenizer");
+  const auto& mc = m->config;
+  const auto t_cal = Clock::now();
+  KVSTASH_ASSIGN_OR_RETURN(auto cal, Calibrate(*m, o));
+  const double cal_s = Seconds(t_cal);
+  KVSTASH_ASSIGN_OR_RETURN(auto prompts, LoadPrompts(*m, o));
+  const KvLayout bf16{mc.n_layers, mc.n_kv_heads, mc.head_dim, DType::kBF16};
+  const double bf16_per_token = static_cast<double>(bf16.DataBytes(1));
+  const Digest256 fingerprint{};  // one model per run
+
+  nlohmann::json out;
+  out["setup"] = {{"model", o.model_path}, {"calibration_rows", cal.rows}, {"calibration_s", cal_s},
+                  {"pca_fit_s", cal.fit_s}, {"group_layers", o.group_layers},
+                  {"prompts", o.prompts}, {"prompt_tokens", o.prompt_tokens},
+                  {"continuation_tokens", o.continuation_tokens}, {"greedy_tokens", o.greedy_tokens},
+                  {"chunk_tokens", o.chunk_tokens}, {"raw_head", o.raw_head}, {"raw_tail", o.raw_tail},
+                  {"calibration_files", model::CorpusFiles(model::CorpusSplit::kCalibration)},
+                  {"evaluation_files", model::CorpusFiles(model::CorpusSplit::kEvaluation)}};
+  out["rows"] = nlohmann::json::array();
+
+  {  // Reference row: the plain bf16 cache.
+    Quality q;
+    for (const auto& p : prompts) {
+      KVSTASH_ASSIGN_OR_RETURN(auto chunk, model::ToKvChunk(p.exact, 0, p.exact.tokens, DType::kBF16));
+      KVSTASH_ASSIGN_OR_RETURN(auto restored, model::FromKvChunk(chunk.view()));
+      KVSTASH_RETURN_IF_ERROR(Score(*m, p, restored, o, &q));
+    }
+    nlohmann::json r = {{"codec", "bf16"}, {"rate", 1.0}, {"tokens", o.prompt_tokens * prompts.size()},
+                        {"bytes_per_token", bf16_per_token}, {"request_bytes_per_token", bf16_per_token},
+                        {"ratio_vs_bf16", 1.0}, {"encode_mb_s", nullptr}, {"decode_mb_s", nullptr}};
+    r.update(QualityJson(q));
+    out["rows"].push_back(r);
+  }
+
+  // One rate-distortion row: every prompt's cache coded chunk by chunk, decoded,
+  // restored and scored. `encode`/`decode` are the codec's.
+  using EncodeFn = std::function<Result<std::vector<uint8_t>>(const KvChunk&, uint32_t, uint32_t)>;
+  using DecodeFn = std::function<Result<KvChunk>(std::span<const uint8_t>)>;
+  auto measure = [&](const std::string& name, double rate, const EncodeFn& encode,
+                     const DecodeFn& decode) -> Result<nlohmann::json> {
+    Quality q;
+    double enc_s = 0, dec_s = 0;
+    uint64_t payload_bytes = 0, raw_bytes = 0, coded_tokens = 0, tokens = 0, chunk_bytes = 0;
+    for (const auto& p : prompts) {
+      model::KvCache restored = model::KvCache::ForModel(mc);
+      const uint32_t P = p.exact.tokens;
+      for (uint32_t b = 0; b < P; b += o.chunk_tokens) {
+        const uint32_t e = std::min(P, b + o.chunk_tokens);
+        KVSTASH_ASSIGN_OR_RETURN(auto chunk, model::ToKvChunk(p.exact, b, e, DType::kBF16));
+        auto t0 = Clock::now();
+        KVSTASH_ASSIGN_OR_RETURN(auto payload, encode(chunk, b, P));
+        enc_s += Seconds(t0);
+        t0 = Clock::now();
+        KVSTASH_ASSIGN_OR_RETURN(auto decoded, decode(payload));
+        dec_s += Seconds(t0);
+        // Raw rows: the same rule for both codecs (dckv_codec.h).
+        const uint32_t head = o.raw_head > b ? std::min(e - b, o.raw_head - b) : 0;
+        const uint32_t tail_start = P > o.raw_tail ? P - o.raw_tail : 0;
+        const uint32_t first_tail = std::max(tail_start, b + head);
+        const uint32_t tail = e > first_tail ? e - first_tail : 0;
+        payload_bytes += payload.size();
+        raw_bytes += static_cast<uint64_t>(head + tail) * static_cast<uint64_t>(bf16_per_token);
+        coded_tokens += e - b - head - tail;
+        tokens += e - b;
+        chunk_bytes += chunk.data.size();
+        KVSTASH_ASSIGN_OR_RETURN(auto part, model::FromKvChunk(decoded.view()));
+        KVSTASH_RETURN_IF_ERROR(model::AppendKv(part, &restored));
+      }
+      KVSTASH_RETURN_IF_ERROR(Score(*m, p, restored, o, &q));
+    }
+    if (coded_tokens == 0) return Status::InvalidArgument("bench codec dckv: prompts shorter than the raw positions");
+    const double bpt = static_cast<double>(payload_bytes - raw_bytes) / static_cast<double>(coded_tokens);
+    nlohmann::json r = {{"codec", name}, {"rate", rate}, {"tokens", tokens},
+                        {"bytes_per_token", bpt},
+                        {"request_bytes_per_token", static_cast<double>(payload_bytes) / tokens},
+                        {"ratio_vs_bf16", bf16_per_token / bpt},
+                        {"encode_mb_s", chunk_bytes / enc_s / 1e6}, {"decode_mb_s", chunk_bytes / dec_s / 1e6}};
+    r.update(QualityJson(q));
+    KVSTASH_LOG_INFO("bench codec: {}", r.dump());
+    return r;
+  };
+
+  for (double rate : o.rates) {
+    if (o.run_dckv) {
+      KVSTASH_ASSIGN_OR_RETURN(auto artifact, ArtifactFor(cal, *m, o, rate));
+      const uint64_t active = artifact.ActiveComponents();
+      if (!o.artifact_dir.empty()) {
+        std::filesystem::create_directories(o.artifact_dir);
+        KVSTASH_RETURN_IF_ERROR(WriteArtifact(artifact, (std::filesystem::path(o.artifact_dir) / ArtifactName(o, rate)).string()));
+      }
+      KVSTASH_ASSIGN_OR_RETURN(auto codec, dckv::DckvCodec::Create(std::move(artifact)));
+      KVSTASH_ASSIGN_OR_RETURN(
+          auto r, measure("dckv", rate,
+                          [&](const KvChunk& c, uint32_t b, uint32_t P) { return codec.Encode(c.view(), b, P, fingerprint); },
+                          [&](std::span<const uint8_t> pl) { return codec.Decode(pl, fingerprint); }));
+      r["active_components"] = active;
+      out["rows"].push_back(r);
+    }
+    if (o.run_kvtc) {
+      KVSTASH_ASSIGN_OR_RETURN(auto codec, baselines::KvtcCodec::Create(cal.basis, rate, mc.rope_theta,
+                                                                       o.raw_head, o.raw_tail));
+      KVSTASH_ASSIGN_OR_RETURN(
+          auto r, measure("kvtc", rate,
+                          [&](const KvChunk& c, uint32_t b, uint32_t P) { return codec.Encode(c.view(), b, P, fingerprint); },
+                          [&](std::span<const uint8_t> pl) { return codec.Decode(pl, fingerprint); }));
+      r["allocated_bits_per_token"] = codec.BitsPerToken();
+      out["rows"].push_back(r);
+    }
+  }
+  return out;
+}
+
+}  // namespace kvstash::cli

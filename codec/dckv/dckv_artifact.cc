@@ -1,0 +1,146 @@
+#include "codec/dckv/dckv_artifact.h"
+
+#include <openssl/sha.h>
+
+#include <bit>
+#include <cmath>
+
+#include "common/byte_io.h"
+#include "common/checksum.h"
+
+namespace kvstash::dckv {
+namespace {
+
+void PutF32(ByteWriter& w, float v) { w.U32(std::bit_cast<uint32_t>(v)); }
+
+bool GetF32(ByteReader& r, float* v) {
+  uint32_t u = 0;
+  if (!r.U32(&u)) return false;
+  *v = std::bit_cast<float>(u);
+  return true;
+}
+
+// Upper bounds that keep every size computation far from overflow.
+constexpr uint32_t kMaxDims = 1u << 20;
+constexpr uint32_t kMaxGroups = 4096;
+
+}  // namespace
+
+uint64_t DckvArtifact::ActiveComponents() const {
+  uint64_t n = 0;
+  for (const auto& g : groups) n += g.n_active();
+  return n;
+}
+
+std::vector<uint8_t> DckvArtifact::Serialize() const {
+  std::vector<uint8_t> out;
+  ByteWriter w(&out);
+  w.U32(kArtifactMagic);
+  w.U16(kArtifactVersion);
+  w.U16(0);
+  w.U32(n_layers);
+  w.U32(n_kv_heads);
+  w.U32(head_dim);
+  PutF32(w, rope_theta);
+  w.U32(group_layers);
+  w.U32(raw_head);
+  w.U32(raw_tail);
+  PutF32(w, target_ratio);
+  w.U32(static_cast<uint32_t>(groups.size()));
+  for (const auto& g : groups) {
+    w.U32(g.first_layer);
+    w.U32(g.layers);
+    w.U32(g.dims);
+    w.U32(g.n_active());
+    for (float v : g.mean) PutF32(w, v);
+    for (float v : g.basis) PutF32(w, v);
+    for (float v : g.step) PutF32(w, v);
+    for (uint16_t t : g.table_index) w.U16(t);
+  }
+  const std::vector<uint8_t> t = tables ? tables->Serialize() : std::vector<uint8_t>{};
+  w.U32(static_cast<uint32_t>(t.size()));
+  w.Bytes(t);
+  w.U64(Xxh3_64(out));
+  return out;
+}
+
+Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 8) return Status::Corruption("dckv artifact: too short");
+  const uint64_t stored = LoadLe<uint64_t>(bytes.data() + bytes.size() - 8);
+  const auto body = bytes.first(bytes.size() - 8);
+  if (Xxh3_64(body) != stored) return Status::Corruption("dckv artifact: checksum mismatch");
+  ByteReader r(body);
+  uint32_t magic = 0, n_groups = 0;
+  uint16_t version = 0, reserved = 0;
+  DckvArtifact a;
+  if (!r.U32(&magic) || magic != kArtifactMagic) return Status::Corruption("dckv artifact: bad magic");
+  if (!r.U16(&version) || !r.U16(&reserved)) return Status::Corruption("dckv artifact: truncated");
+  if (version != kArtifactVersion) return Status::Mismatch("dckv artifact: unknown version");
+  if (reserved != 0) return Status::Corruption("dckv artifact: nonzero reserved field");
+  if (!r.U32(&a.n_layers) || !r.U32(&a.n_kv_heads) || !r.U32(&a.head_dim) ||
+      !GetF32(r, &a.rope_theta) || !r.U32(&a.group_layers) || !r.U32(&a.raw_head) ||
+      !r.U32(&a.raw_tail) || !GetF32(r, &a.target_ratio) || !r.U32(&n_groups)) {
+    return Status::Corruption("dckv artifact: truncated header");
+  }
+  if (a.n_layers == 0 || a.n_layers > 1024 || a.n_kv_heads == 0 || a.n_kv_heads > 1024 ||
+      a.head_dim == 0 || a.head_dim > 4096 || a.head_dim % 2 != 0 ||
+      !(std::isfinite(a.rope_theta) && a.rope_theta > 0) || a.group_layers == 0 ||
+      n_groups == 0 || n_groups > kMaxGroups) {
+    return Status::Corruption("dckv artifact: bad shape");
+  }
+  uint32_t next_layer = 0;
+  std::vector<uint16_t> all_tables;
+  for (uint32_t gi = 0; gi < n_groups; ++gi) {
+    DckvGroup g;
+    uint32_t n_active = 0;
+    if (!r.U32(&g.first_layer) || !r.U32(&g.layers) || !r.U32(&g.dims) || !r.U32(&n_active)) {
+      return Status::Corruption("dckv artifact: truncated group");
+    }
+    if (g.first_layer != next_layer || g.layers == 0 || g.layers > a.n_layers - next_layer ||
+        static_cast<uint64_t>(g.dims) != 2ull * g.layers * a.HeadRow() || g.dims > kMaxDims ||
+        n_active > g.dims) {
+      return Status::Corruption("dckv artifact: inconsistent group");
+    }
+    next_layer += g.layers;
+    const uint64_t floats = g.dims + static_cast<uint64_t>(n_active) * g.dims + n_active;
+    if (r.remaining() < floats * 4 + 2ull * n_active) return Status::Corruption("dckv artifact: truncated group data");
+    g.mean.resize(g.dims);
+    g.basis.resize(static_cast<size_t>(n_active) * g.dims);
+    g.step.resize(n_active);
+    g.table_index.resize(n_active);
+    for (float& v : g.mean) GetF32(r, &v);
+    for (float& v : g.basis) GetF32(r, &v);
+    for (float& v : g.step) {
+      GetF32(r, &v);
+      if (!(std::isfinite(v) && v > 0)) return Status::Corruption("dckv artifact: bad step");
+    }
+    for (uint16_t& t : g.table_index) r.U16(&t);
+    for (float v : g.mean) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite mean");
+    for (float v : g.basis) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite basis");
+    all_tables.insert(all_tables.end(), g.table_index.begin(), g.table_index.end());
+    a.groups.push_back(std::move(g));
+  }
+  if (next_layer != a.n_layers) return Status::Corruption("dckv artifact: groups do not cover the layers");
+  uint32_t table_bytes = 0;
+  std::span<const uint8_t> tb;
+  if (!r.U32(&table_bytes) || !r.Take(table_bytes, &tb) || r.remaining() != 0) {
+    return Status::Corruption("dckv artifact: bad table section");
+  }
+  auto tables = entropy::TableSet::Parse(tb);
+  if (!tables.ok()) return Status::Corruption("dckv artifact: " + tables.status().ToString());
+  if (tables->symbol_bits() != 16) return Status::Corruption("dckv artifact: tables are not 16-bit");
+  for (uint16_t t : all_tables) {
+    if (t >= tables->size()) return Status::Corruption("dckv artifact: table index out of range");
+  }
+  a.tables = std::make_shared<const entropy::TableSet>(std::move(*tables));
+  return a;
+}
+
+Digest256 DckvArtifact::Digest() const {
+  const std::vector<uint8_t> bytes = Serialize();
+  Digest256 d{};
+  SHA256(bytes.data(), bytes.size(), d.data());
+  return d;
+}
+
+}  // namespace kvstash::dckv

@@ -1,0 +1,81 @@
+// The dckv codec artifact: everything the encoder and decoder share for one model
+// and one rate point (methods.md §2; one artifact per rate point).
+//
+// Rows: one token position of a group of `group_layers` consecutive attention layers,
+//   x = [K_l (before RoPE) | V_l] for l in the group, each n_kv_heads * head_dim fp32,
+//   so dims = 2 * layers_in_group * n_kv_heads * head_dim (the last group may hold
+//   fewer layers). K and V share one basis.
+// Transform per group: y = W^T (x - mean); component i (a row of `basis`, dims
+//   floats, orthonormal) is quantised as q_i = round(y_i / step_i) and entropy coded
+//   with table `table_index[i]` of `tables` (a Laplace pmf integrated over the
+//   quantisation cell, chosen by the component's scale bucket). Only the active
+//   components (scale / step >= threshold at calibration) are stored. Decoding:
+//   x^ = mean + sum_i q_i step_i basis_i, then RoPE re-applied to the K parts.
+// Raw positions: the first `raw_head` positions of a stored prefix and its last
+//   `raw_tail` positions are stored as bf16 rows (see dckv_codec.h for chunks).
+//
+// Byte layout (little-endian), version 1:
+//   u32 magic "DCKA", u16 version, u16 reserved 0,
+//   u32 n_layers, u32 n_kv_heads, u32 head_dim, f32 rope_theta,
+//   u32 group_layers, u32 raw_head, u32 raw_tail, f32 target_ratio,
+//   u32 n_groups, per group: u32 first_layer, u32 layers, u32 dims, u32 n_active,
+//     f32 mean[dims], f32 basis[n_active][dims], f32 step[n_active],
+//     u16 table_index[n_active],
+//   u32 table-set bytes, TableSet::Serialize() bytes,
+//   u64 XXH3-64 of everything before it.
+// The digest placed in payload headers is SHA-256 of the whole serialised artifact.
+//
+// Errors: Parse returns Corruption for any malformed, truncated or inconsistent input
+// (checksum, shape, table index out of range, non-finite or non-positive steps) and
+// Mismatch for an unknown version.
+// Thread-safety: a value type; const methods may be called concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "codec/entropy/table_set.h"
+#include "common/prefix_key.h"
+#include "common/result.h"
+
+namespace kvstash::dckv {
+
+inline constexpr uint32_t kArtifactMagic = 0x414B4344;  // "DCKA"
+inline constexpr uint16_t kArtifactVersion = 1;
+
+struct DckvGroup {
+  uint32_t first_layer = 0;
+  uint32_t layers = 0;
+  uint32_t dims = 0;                  // 2 * layers * n_kv_heads * head_dim
+  std::vector<float> mean;            // [dims]
+  std::vector<float> basis;           // [n_active, dims], rows orthonormal
+  std::vector<float> step;            // [n_active], > 0
+  std::vector<uint16_t> table_index;  // [n_active], < tables.size()
+  uint32_t n_active() const { return static_cast<uint32_t>(step.size()); }
+};
+
+struct DckvArtifact {
+  uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0;
+  float rope_theta = 10000.0f;
+  uint32_t group_layers = 0;
+  uint32_t raw_head = 4;
+  uint32_t raw_tail = 128;
+  float target_ratio = 0.0f;  // the rate point it was calibrated for (informational)
+  std::vector<DckvGroup> groups;
+  // 16-bit two's-complement alphabet; never null in a parsed or calibrated artifact.
+  std::shared_ptr<const entropy::TableSet> tables;
+
+  // Values per row of layer l's K (or V): n_kv_heads * head_dim.
+  uint32_t HeadRow() const { return n_kv_heads * head_dim; }
+  // Active components over all groups (= symbols per coded token).
+  uint64_t ActiveComponents() const;
+
+  std::vector<uint8_t> Serialize() const;
+  static Result<DckvArtifact> Parse(std::span<const uint8_t> bytes);
+  // SHA-256 of Serialize(): the artifact digest of payload headers.
+  Digest256 Digest() const;
+};
+
+}  // namespace kvstash::dckv

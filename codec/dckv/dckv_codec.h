@@ -1,0 +1,90 @@
+// The dckv chunk codec (lossy): encodes a canonical KV chunk (common/kv_chunk.h) into
+// a payload (common/payload_format.h, codec kDckv, flag lossy) and decodes it back to
+// bf16 in the canonical layout. Transform, quantiser and entropy tables come from a
+// DckvArtifact (dckv_artifact.h).
+//
+// Encoding a chunk of T tokens at prefix positions [token_offset, token_offset + T) of
+// a stored prefix of prefix_tokens tokens:
+//   - raw head: positions p < artifact.raw_head (attention sinks) are stored as bf16
+//     rows. They live in the prefix's first chunk(s); a chunk further in has none.
+//   - raw tail: positions p >= prefix_tokens - artifact.raw_tail are stored as bf16
+//     rows. Only the chunk(s) covering the end of the prefix at the time it is stored
+//     have them; when a longer prefix is stored later, its new chunks are coded with
+//     the new prefix_tokens and the earlier chunks keep their raw tail (still valid:
+//     the decoder reads the split from the body, never from prefix_tokens).
+//   - every other position is coded: K is rotated back to before RoPE (inverse RoPE at
+//     its absolute position), the row of each layer group is projected on the basis,
+//     quantised (q = round(y / step), clamped to +-32767) and rANS coded with the
+//     component's table (segmented streams, codec/entropy/rans_segments.h).
+// Body layout (after the 136-byte payload header), little-endian:
+//   u32 magic "DCKB", u32 raw_head_rows h, u32 raw_tail_rows t, u32 coded_rows c
+//   (h + t + c = tokens, head rows are the chunk's first h rows, tail rows its last t),
+//   bf16 rows of the h + t raw positions, each position: for every layer K_l then V_l
+//   (n_kv_heads * head_dim values each, K after RoPE as cached),
+//   the segmented rANS stream of c * ActiveComponents() 16-bit symbols, token-major,
+//   then group, then component (absent when c = 0).
+// Decoding: x^ = mean + sum_i q_i step_i basis_i per group (fp32, fixed summation
+// order: bit-identical on every machine built with -ffp-contract=off), RoPE re-applied
+// to K, rounded to bf16. The header's content checksum is that of the decoded chunk,
+// and the decoder verifies it.
+//
+// Errors: Encode: InvalidArgument for a chunk whose shape differs from the artifact's,
+//   a dtype other than bf16/f32, a token range outside the prefix. Decode: Mismatch for
+//   another codec, artifact or model fingerprint; Corruption for any malformed body or
+//   content checksum mismatch.
+// Thread-safety: a DckvCodec is immutable; Encode/Decode may run concurrently.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "codec/dckv/dckv_artifact.h"
+#include "common/kv_chunk.h"
+#include "common/result.h"
+
+namespace kvstash::dckv {
+
+// The quantised form of one chunk (what the entropy coder carries, plus raw rows).
+struct DckvQuantized {
+  uint32_t tokens = 0;
+  uint32_t raw_head_rows = 0, raw_tail_rows = 0;
+  std::vector<uint16_t> raw_bf16;   // (h + t) * ScalarsPerToken, layout as in the body
+  std::vector<uint16_t> symbols;    // coded_rows * ActiveComponents(), two's complement
+  uint32_t coded_rows() const { return tokens - raw_head_rows - raw_tail_rows; }
+};
+
+class DckvCodec {
+ public:
+  // InvalidArgument if the artifact has no tables or its groups do not cover its layers.
+  static Result<DckvCodec> Create(DckvArtifact artifact);
+
+  const DckvArtifact& artifact() const { return artifact_; }
+  const Digest256& digest() const { return digest_; }
+  // The decoded chunk layout: the artifact's shape, bf16.
+  KvLayout OutputLayout() const;
+
+  // Steps of Encode, exposed for tests and measurements.
+  Result<DckvQuantized> Quantize(const KvChunkView& chunk, uint32_t token_offset,
+                                 uint32_t prefix_tokens) const;
+  // Reconstructs the canonical bf16 chunk of `q` (token_offset: its first position).
+  Result<KvChunk> Reconstruct(const DckvQuantized& q, uint32_t token_offset) const;
+
+  Result<std::vector<uint8_t>> Encode(const KvChunkView& chunk, uint32_t token_offset,
+                                      uint32_t prefix_tokens,
+                                      const Digest256& model_fingerprint) const;
+  // Parses a payload down to its quantised form (symbols decoded, not reconstructed).
+  Result<DckvQuantized> ParsePayload(std::span<const uint8_t> payload,
+                                     const Digest256& model_fingerprint,
+                                     uint32_t* token_offset) const;
+  Result<KvChunk> Decode(std::span<const uint8_t> payload,
+                         const Digest256& model_fingerprint) const;
+
+ private:
+  DckvCodec() = default;
+  DckvArtifact artifact_;
+  Digest256 digest_{};
+  std::vector<uint16_t> token_tables_;  // table index of each symbol of one token
+};
+
+}  // namespace kvstash::dckv

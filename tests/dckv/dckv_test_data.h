@@ -1,0 +1,100 @@
+// Synthetic correlated KV rows for the dckv mechanics tests (fixed seed): each layer's
+// K and V row is a fixed random linear image of a few shared latent factors plus
+// small noise, so that PCA finds structure and rate control has something to trade.
+// Real-model figures come from `kvstash bench codec --codec dckv`, not from here.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codec/dckv/dckv_calibration.h"
+#include "codec/dckv/dckv_rope.h"
+#include "common/dtype.h"
+#include "common/kv_chunk.h"
+
+namespace kvstash::dckv::testing {
+
+inline constexpr uint32_t kLayers = 3, kHeads = 2, kHeadDim = 8, kLatent = 6;
+
+// Rows of `tokens` positions; the same seed gives the same mixing matrix, `stream`
+// picks the latent draws (different streams = disjoint "texts").
+inline DckvRows MakeRows(uint64_t tokens, uint32_t stream) {
+  std::mt19937 mix_rng(1234);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  const uint32_t hr = kHeads * kHeadDim;
+  std::vector<float> mix(2ull * kLayers * hr * kLatent);
+  for (auto& m : mix) m = n01(mix_rng);
+  std::mt19937 rng(99 + stream);
+  DckvRows r;
+  r.n_layers = kLayers;
+  r.n_kv_heads = kHeads;
+  r.head_dim = kHeadDim;
+  r.rows = tokens;
+  r.k.assign(kLayers, std::vector<float>(tokens * hr));
+  r.v.assign(kLayers, std::vector<float>(tokens * hr));
+  std::vector<float> z(kLatent);
+  for (uint64_t t = 0; t < tokens; ++t) {
+    for (uint32_t j = 0; j < kLatent; ++j) z[j] = n01(rng) * static_cast<float>(kLatent - j);
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        for (uint32_t c = 0; c < hr; ++c) {
+          const float* m = &mix[((2ull * l + kv) * hr + c) * kLatent];
+          float x = 0.5f + 0.05f * n01(rng);
+          for (uint32_t j = 0; j < kLatent; ++j) x += m[j] * z[j];
+          (kv == 0 ? r.k : r.v)[l][t * hr + c] = x;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// Tokens [begin, end) of `rows` as a canonical chunk of `dtype` (f32 or bf16), K
+// rotated by RoPE at positions begin.. (as an engine caches it), theta 10000.
+inline KvChunk MakeChunk(const DckvRows& r, uint32_t begin, uint32_t end, DType dtype) {
+  const uint32_t hr = r.n_kv_heads * r.head_dim;
+  KvChunk c = KvChunk::Zeros({r.n_layers, r.n_kv_heads, r.head_dim, dtype}, end - begin);
+  std::vector<float> row(hr);
+  for (uint32_t l = 0; l < r.n_layers; ++l) {
+    for (int kv = 0; kv < 2; ++kv) {
+      auto dst = kv == 0 ? c.MutableK(l) : c.MutableV(l);
+      for (uint32_t t = begin; t < end; ++t) {
+        const auto& src = kv == 0 ? r.k[l] : r.v[l];
+        row.assign(src.begin() + static_cast<size_t>(t) * hr, src.begin() + static_cast<size_t>(t + 1) * hr);
+        if (kv == 0) {
+          for (uint32_t h = 0; h < r.n_kv_heads; ++h) RotateHead(row.data() + h * r.head_dim, r.head_dim, t, 10000.0f, false);
+        }
+        for (uint32_t i = 0; i < hr; ++i) {
+          const uint64_t at = static_cast<uint64_t>(t - begin) * hr + i;
+          if (dtype == DType::kF32) {
+            std::memcpy(dst.data() + 4 * at, &row[i], 4);
+          } else {
+            uint16_t b = 0;
+            (void)ConvertF32ToBf16(std::span<const float>(&row[i], 1), std::span<uint16_t>(&b, 1));
+            std::memcpy(dst.data() + 2 * at, &b, 2);
+          }
+        }
+      }
+    }
+  }
+  return c;
+}
+
+// Decoded bf16 / f32 chunk values as fp32, canonical order.
+inline std::vector<float> ChunkValues(const KvChunk& c) {
+  const uint64_t n = c.layout.ScalarsPerToken() * c.tokens;
+  std::vector<float> out(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (c.layout.dtype == DType::kF32) {
+      std::memcpy(&out[i], c.data.data() + 4 * i, 4);
+    } else {
+      uint32_t u = static_cast<uint32_t>(c.data[2 * i] | (c.data[2 * i + 1] << 8)) << 16;
+      std::memcpy(&out[i], &u, 4);
+    }
+  }
+  return out;
+}
+
+}  // namespace kvstash::dckv::testing
