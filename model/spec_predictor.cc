@@ -7,6 +7,7 @@
 #include "codec/spec/det_math.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
+#include "model/spec_predictor_ops.h"
 
 namespace kvstash::model {
 namespace {
@@ -42,9 +43,7 @@ std::string SpecPredictorOptions::VariantName() const {
 }
 
 float CanonicalDot(const float* a, const float* b, uint32_t n) {
-  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (uint32_t i = 0; i < n; ++i) s[i & 7] = DAdd(s[i & 7], DMul(a[i], b[i]));
-  return DAdd(DAdd(DAdd(s[0], s[1]), DAdd(s[2], s[3])), DAdd(DAdd(s[4], s[5]), DAdd(s[6], s[7])));
+  return CanonicalDotInline(a, b, n);
 }
 
 void DeterministicRope(uint32_t first, uint32_t count, uint32_t head_dim, float theta,
@@ -156,10 +155,7 @@ Status SpecPredictor::Project(const QuantLinear& q, const float* x, uint32_t row
 void SpecPredictor::RmsNormRows(float* x, uint32_t rows, uint32_t n,
                                 const std::vector<float>& w) const {
   for (uint32_t r = 0; r < rows; ++r) {
-    float* row = x + static_cast<size_t>(r) * n;
-    const float ms = DDiv(CanonicalDot(row, row, n), static_cast<float>(n));
-    const float inv = spec::DetRsqrt(DAdd(ms, config_.rms_eps));
-    for (uint32_t i = 0; i < n; ++i) row[i] = DMul(w[i], DMul(row[i], inv));
+    RmsNormRow(x + static_cast<size_t>(r) * n, n, w.data(), config_.rms_eps);
   }
 }
 
@@ -173,25 +169,11 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
   ParallelFor(rows * c.n_heads, options_.threads, [&](uint32_t job) {
     const uint32_t t = job / c.n_heads, h = job % c.n_heads, g = h / group;
     const uint32_t n = first + t + 1;  // causal: keys 0..first+t
-    const float* qv = q + (static_cast<size_t>(t) * c.n_heads + h) * hd;
     std::vector<float> s(n);
-    float m = -3.40282347e38f;
-    for (uint32_t j = 0; j < n; ++j) {
-      s[j] = DMul(CanonicalDot(qv, &K[(static_cast<size_t>(j) * c.n_kv_heads + g) * hd], hd), scale);
-      m = s[j] > m ? s[j] : m;
-    }
-    float sum = 0.0f;
-    for (uint32_t j = 0; j < n; ++j) {
-      s[j] = spec::DetExp(DSub(s[j], m));
-      sum = DAdd(sum, s[j]);
-    }
-    float* o = out + (static_cast<size_t>(t) * c.n_heads + h) * hd;
-    std::fill(o, o + hd, 0.0f);
-    for (uint32_t j = 0; j < n; ++j) {
-      const float p = DDiv(s[j], sum);
-      const float* vv = &V[(static_cast<size_t>(j) * c.n_kv_heads + g) * hd];
-      for (uint32_t d = 0; d < hd; ++d) o[d] = DAdd(o[d], DMul(p, vv[d]));
-    }
+    AttentionRow(q + (static_cast<size_t>(t) * c.n_heads + h) * hd,
+                 &K[static_cast<size_t>(g) * hd], &V[static_cast<size_t>(g) * hd],
+                 static_cast<size_t>(c.n_kv_heads) * hd, n, hd, scale, s.data(),
+                 out + (static_cast<size_t>(t) * c.n_heads + h) * hd);
   });
 }
 
@@ -228,12 +210,7 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
       const float* cs = &cosv[static_cast<size_t>(t) * half];
       const float* sn = &sinv[static_cast<size_t>(t) * half];
       for (uint32_t hh = 0; hh < heads; ++hh) {
-        float* r = rows + (static_cast<size_t>(t) * heads + hh) * hd;
-        for (uint32_t i = 0; i < half; ++i) {
-          const float a = r[i], b = r[i + half];
-          r[i] = DSub(DMul(a, cs[i]), DMul(b, sn[i]));
-          r[i + half] = DAdd(DMul(b, cs[i]), DMul(a, sn[i]));
-        }
+        RopeRow(rows + (static_cast<size_t>(t) * heads + hh) * hd, cs, sn, half);
       }
     }
   };
