@@ -34,6 +34,7 @@ Status Int16x8GemmGroupedDevice(const int16_t* a, const float* a_scale, const in
                                 const float* b_scale, float* out, int m, int n, int k, int group,
                                 cudaStream_t stream) {
   if (m < 0 || n < 0 || k < 0) return Status::InvalidArgument("GEMM dimensions must be >= 0");
+  if (k > (1 << 17)) return Status::InvalidArgument("GEMM K above 2^17 (as the CPU GEMM)");
   if (group < 1 || group > spec::kMaxInt16Group) {
     return Status::InvalidArgument("int16 x int8 GEMM group must be in [1, 512]");
   }

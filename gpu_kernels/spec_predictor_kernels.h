@@ -35,8 +35,8 @@ Status QuantizeRowsInt16Device(const float* x, int rows, int cols, int group, in
 
 // As spec::Int16x8GemmGroupedNT: out [m, n] = sum over groups g (ascending) of
 // float(dot_g(a[i], b[j])) * (a_scale[i * groups + g] * b_scale[j * groups + g]);
-// a int16 [m, k], b int8 [n, k] (row per output channel). REQUIRES m, n, k >= 0,
-// 1 <= group <= spec::kMaxInt16Group.
+// a int16 [m, k], b int8 [n, k] (row per output channel). REQUIRES m, n >= 0,
+// 0 <= k <= 2^17, 1 <= group <= spec::kMaxInt16Group.
 Status Int16x8GemmGroupedDevice(const int16_t* a, const float* a_scale, const int8_t* b,
                                 const float* b_scale, float* out, int m, int n, int k, int group,
                                 cudaStream_t stream);
