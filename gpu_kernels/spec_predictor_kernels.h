@@ -11,6 +11,11 @@
 //   512 * 32767 * 128 < 2^31) and accumulates float(dot_g) * (sa * sb) over groups in
 //   increasing g, as codec/spec/int8_gemm.cc. The kernels are simple one-thread-per-
 //   row/element loops; a tiled GEMM and a fused attention are later work.
+// - NaN: a NaN input or intermediate gives NaN on both sides, but CUDA arithmetic
+//   returns a canonical NaN where the CPU propagates the operand's sign and payload,
+//   so NaN bits may differ (the spec prediction digest then differs and the decoder
+//   reports Mismatch, never wrong KV). Bit identity holds for finite data, which is
+//   what the tests use; the quantiser never does arithmetic on a NaN (NaN -> 0).
 // - No SpecPredictor::Run on the GPU yet: these are its building blocks.
 //
 // Host API only (no device syntax). All pointers are caller-owned device memory; work

@@ -8,7 +8,9 @@
 //   are single correctly rounded operations on both sides (__fadd_rn etc. on device;
 //   the host build uses -ffp-contract=off), and the rest is integer bit manipulation,
 //   so host and device produce identical bits for every input, NaN/Inf/subnormal
-//   predictions included.
+//   predictions included. NaN payloads and signs are the one place where CPU and GPU
+//   arithmetic differ (CUDA returns a canonical NaN), so no NaN ever goes through an
+//   operation whose result bits are used.
 // - SpecContextParams holds the per-tensor constants; build it once on the host with
 //   MakeSpecContextParams (it performs the only two per-tensor fp32 operations:
 //   ApproxLog2(scale) and 1 / step) and pass it by value to a kernel.
@@ -76,7 +78,11 @@ KVSTASH_HD inline void ScalarContext(const SpecContextParams& p, float mu, float
   int u;
   float pv;
   if (p.fp8) {
-    m = DDiv(m, p.fp8_scale);
+    // A NaN prediction stays as it is: a NaN operand's sign survives an x86 division
+    // but CUDA's __fdiv_rn returns the canonical +NaN, and the fp8 NaN byte keeps the
+    // sign. (Same bits as dividing on the CPU; the scale is finite and > 0, so no NaN
+    // arises from a non-NaN prediction.)
+    if (m == m) m = DDiv(m, p.fp8_scale);
     const uint8_t q = F32ToFp8E4M3(m);
     *pred_ordinal = Fp8Ordinal(q);
     u = Fp8UlpLog2(q);
