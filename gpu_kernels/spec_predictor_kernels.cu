@@ -75,4 +75,16 @@ Status CausalAttentionDevice(const float* q, const float* k, const float* v, uin
   return Launched("attention kernel launch");
 }
 
+Status AddInPlaceDevice(float* x, const float* y, uint64_t n, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  kernels::AddInPlaceKernel<<<Blocks(n), kThreads, 0, stream>>>(x, y, n);
+  return Launched("residual add kernel launch");
+}
+
+Status SiluMulDevice(float* gate, const float* up, uint64_t n, cudaStream_t stream) {
+  if (n == 0) return Status::Ok();
+  kernels::SiluMulKernel<<<Blocks(n), kThreads, 0, stream>>>(gate, up, n);
+  return Launched("SwiGLU kernel launch");
+}
+
 }  // namespace kvstash::gpu

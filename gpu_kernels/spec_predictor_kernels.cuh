@@ -92,4 +92,14 @@ __global__ void CausalAttentionKernel(const float* __restrict__ q, const float* 
   }
 }
 
+__global__ void AddInPlaceKernel(float* __restrict__ x, const float* __restrict__ y, uint64_t n) {
+  for (uint64_t i = ThreadIndex(); i < n; i += GridStride()) x[i] = spec::DAdd(x[i], y[i]);
+}
+
+__global__ void SiluMulKernel(float* __restrict__ gate, const float* __restrict__ up, uint64_t n) {
+  for (uint64_t i = ThreadIndex(); i < n; i += GridStride()) {
+    gate[i] = spec::DMul(spec::DetSilu(gate[i]), up[i]);
+  }
+}
+
 }  // namespace kvstash::gpu::kernels

@@ -1,6 +1,6 @@
 // CUDA versions of the spec predictor's deterministic steps (model/spec_predictor.h),
 // bit-identical to the CPU predictor: W8A16 activation quantiser, int16 x int8 grouped
-// GEMM, RMSNorm, RoPE and causal attention. tests/gpu_kernels/
+// GEMM, RMSNorm, RoPE, causal attention, residual add and SwiGLU. tests/gpu_kernels/
 // spec_predictor_gpu_test.cc compares each with the CPU function on random inputs.
 //
 // READ ME FIRST
@@ -63,5 +63,11 @@ Status RopeDevice(float* x, uint32_t tokens, uint32_t heads, uint32_t head_dim, 
 Status CausalAttentionDevice(const float* q, const float* k, const float* v, uint32_t first,
                              uint32_t rows, uint32_t n_heads, uint32_t n_kv_heads,
                              uint32_t head_dim, float* scratch, float* out, cudaStream_t stream);
+
+// Residual add x[i] = x[i] + y[i] (one correctly rounded fp32 add), i < n.
+Status AddInPlaceDevice(float* x, const float* y, uint64_t n, cudaStream_t stream);
+
+// SwiGLU gate[i] = DetSilu(gate[i]) * up[i] (det_math.h), i < n.
+Status SiluMulDevice(float* gate, const float* up, uint64_t n, cudaStream_t stream);
 
 }  // namespace kvstash::gpu

@@ -66,6 +66,8 @@ struct PredictorCache {
   std::vector<std::vector<float>> v;  // per layer [tokens, n_kv_heads, head_dim]
 };
 
+class SpecPredictorCuda;
+
 class SpecPredictor {
  public:
   // Quantises the model's projections. Errors: InvalidArgument for a model whose
@@ -84,6 +86,7 @@ class SpecPredictor {
   const SpecPredictorOptions& options() const { return options_; }
 
  private:
+  friend class SpecPredictorCuda;  // model/spec_predictor_cuda.h reads the weights
   struct QuantLinear {
     uint32_t out = 0, in = 0;
     spec::Int8Rows w;  // [out, in] with scales [out, groups]
