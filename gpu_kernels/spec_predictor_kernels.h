@@ -16,7 +16,7 @@
 //   so NaN bits may differ (the spec prediction digest then differs and the decoder
 //   reports Mismatch, never wrong KV). Bit identity holds for finite data, which is
 //   what the tests use; the quantiser never does arithmetic on a NaN (NaN -> 0).
-// - No SpecPredictor::Run on the GPU yet: these are its building blocks.
+// - model/spec_predictor_cuda.h sequences them into a whole SpecPredictor::Run.
 //
 // Host API only (no device syntax). All pointers are caller-owned device memory; work
 // is enqueued on `stream`; nothing is allocated or synchronised. Errors:
