@@ -9,6 +9,7 @@
 #include "codec/spec/det_math.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
+#include "model/spec_predictor_ops.h"
 
 namespace kvstash::model {
 namespace {
@@ -43,17 +44,17 @@ std::string SpecPredictorOptions::VariantName() const {
   return group == 0 ? base : base + "-g" + std::to_string(group);
 }
 
-float CanonicalDotScalar(const float* a, const float* b, uint32_t n) {
-  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (uint32_t i = 0; i < n; ++i) s[i & 7] = DAdd(s[i & 7], DMul(a[i], b[i]));
-  return DAdd(DAdd(DAdd(s[0], s[1]), DAdd(s[2], s[3])), DAdd(DAdd(s[4], s[5]), DAdd(s[6], s[7])));
+float CanonicalDot(const float* a, const float* b, uint32_t n) {
+  return CanonicalDotInline(a, b, n);
 }
 
 namespace {
 
-// AVX2 form of CanonicalDotScalar: lane l of the vector accumulator is partial sum
-// s_l (separate multiply and add, never FMA), the tail continues each lane in order,
-// and the final tree is the same, so the bits are identical.
+// AVX2 forms of CanonicalDotInline and AttentionRow (model/spec_predictor_ops.h) for
+// the CPU: lane l of the vector accumulator is the canonical partial sum s_l (separate
+// multiply and add, never FMA), tails continue each lane in order, and the final tree
+// and every other step are the same, so the bits are identical (the predictor test
+// compares GemmBackend::kScalar, which uses the inline forms, with kAuto).
 __attribute__((target("avx2"))) float CanonicalDotAvx2(const float* a, const float* b, uint32_t n) {
   __m256 acc = _mm256_setzero_ps();
   uint32_t i = 0;
@@ -66,27 +67,35 @@ __attribute__((target("avx2"))) float CanonicalDotAvx2(const float* a, const flo
   return DAdd(DAdd(DAdd(s[0], s[1]), DAdd(s[2], s[3])), DAdd(DAdd(s[4], s[5]), DAdd(s[6], s[7])));
 }
 
-// o[d] = o[d] + p * v[d] for d < n (each lane independent: same bits as scalar).
-__attribute__((target("avx2"))) void AxpyAvx2(float p, const float* v, float* o, uint32_t n) {
-  const __m256 pv = _mm256_set1_ps(p);
-  uint32_t d = 0;
-  for (; d + 8 <= n; d += 8) {
-    _mm256_storeu_ps(o + d, _mm256_add_ps(_mm256_loadu_ps(o + d), _mm256_mul_ps(pv, _mm256_loadu_ps(v + d))));
+__attribute__((target("avx2"))) void AttentionRowAvx2(const float* q, const float* k,
+                                                      const float* v, size_t stride, uint32_t n,
+                                                      uint32_t hd, float scale, float* scratch,
+                                                      float* out) {
+  float m = -3.40282347e38f;
+  for (uint32_t j = 0; j < n; ++j) {
+    scratch[j] = DMul(CanonicalDotAvx2(q, k + j * stride, hd), scale);
+    m = scratch[j] > m ? scratch[j] : m;
   }
-  for (; d < n; ++d) o[d] = DAdd(o[d], DMul(p, v[d]));
+  float sum = 0.0f;
+  for (uint32_t j = 0; j < n; ++j) {
+    scratch[j] = spec::DetExp(DSub(scratch[j], m));
+    sum = DAdd(sum, scratch[j]);
+  }
+  for (uint32_t d = 0; d < hd; ++d) out[d] = 0.0f;
+  for (uint32_t j = 0; j < n; ++j) {
+    const __m256 p = _mm256_set1_ps(DDiv(scratch[j], sum));
+    const float* vv = v + j * stride;
+    uint32_t d = 0;
+    for (; d + 8 <= hd; d += 8) {
+      _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_loadu_ps(out + d),
+                                              _mm256_mul_ps(p, _mm256_loadu_ps(vv + d))));
+    }
+    const float ps = DDiv(scratch[j], sum);
+    for (; d < hd; ++d) out[d] = DAdd(out[d], DMul(ps, vv[d]));
+  }
 }
-
-void AxpyScalar(float p, const float* v, float* o, uint32_t n) {
-  for (uint32_t d = 0; d < n; ++d) o[d] = DAdd(o[d], DMul(p, v[d]));
-}
-
-const bool kHasAvx2 = spec::CpuHasAvx2();
 
 }  // namespace
-
-float CanonicalDot(const float* a, const float* b, uint32_t n) {
-  return kHasAvx2 ? CanonicalDotAvx2(a, b, n) : CanonicalDotScalar(a, b, n);
-}
 
 void DeterministicRope(uint32_t first, uint32_t count, uint32_t head_dim, float theta,
                        std::vector<float>* cos, std::vector<float>* sin) {
@@ -197,10 +206,7 @@ Status SpecPredictor::Project(const QuantLinear& q, const float* x, uint32_t row
 void SpecPredictor::RmsNormRows(float* x, uint32_t rows, uint32_t n,
                                 const std::vector<float>& w) const {
   for (uint32_t r = 0; r < rows; ++r) {
-    float* row = x + static_cast<size_t>(r) * n;
-    const float ms = DDiv(CanonicalDot(row, row, n), static_cast<float>(n));
-    const float inv = spec::DetRsqrt(DAdd(ms, config_.rms_eps));
-    for (uint32_t i = 0; i < n; ++i) row[i] = DMul(w[i], DMul(row[i], inv));
+    RmsNormRow(x + static_cast<size_t>(r) * n, n, w.data(), config_.rms_eps);
   }
 }
 
@@ -211,28 +217,15 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
   const float scale = spec::DetRsqrt(static_cast<float>(hd));
   const std::vector<float>& K = cache.k[layer];
   const std::vector<float>& V = cache.v[layer];
+  const bool use_avx2 = options_.backend != spec::GemmBackend::kScalar && spec::CpuHasAvx2();
   ParallelFor(rows * c.n_heads, options_.threads, [&](uint32_t job) {
     const uint32_t t = job / c.n_heads, h = job % c.n_heads, g = h / group;
     const uint32_t n = first + t + 1;  // causal: keys 0..first+t
-    const float* qv = q + (static_cast<size_t>(t) * c.n_heads + h) * hd;
     std::vector<float> s(n);
-    float m = -3.40282347e38f;
-    for (uint32_t j = 0; j < n; ++j) {
-      s[j] = DMul(CanonicalDot(qv, &K[(static_cast<size_t>(j) * c.n_kv_heads + g) * hd], hd), scale);
-      m = s[j] > m ? s[j] : m;
-    }
-    float sum = 0.0f;
-    for (uint32_t j = 0; j < n; ++j) {
-      s[j] = spec::DetExp(DSub(s[j], m));
-      sum = DAdd(sum, s[j]);
-    }
-    float* o = out + (static_cast<size_t>(t) * c.n_heads + h) * hd;
-    std::fill(o, o + hd, 0.0f);
-    for (uint32_t j = 0; j < n; ++j) {
-      const float p = DDiv(s[j], sum);
-      const float* vv = &V[(static_cast<size_t>(j) * c.n_kv_heads + g) * hd];
-      (kHasAvx2 ? AxpyAvx2 : AxpyScalar)(p, vv, o, hd);
-    }
+    (use_avx2 ? AttentionRowAvx2 : AttentionRow)(q + (static_cast<size_t>(t) * c.n_heads + h) * hd,
+                 &K[static_cast<size_t>(g) * hd], &V[static_cast<size_t>(g) * hd],
+                 static_cast<size_t>(c.n_kv_heads) * hd, n, hd, scale, s.data(),
+                 out + (static_cast<size_t>(t) * c.n_heads + h) * hd);
   });
 }
 
@@ -269,12 +262,7 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
       const float* cs = &cosv[static_cast<size_t>(t) * half];
       const float* sn = &sinv[static_cast<size_t>(t) * half];
       for (uint32_t hh = 0; hh < heads; ++hh) {
-        float* r = rows + (static_cast<size_t>(t) * heads + hh) * hd;
-        for (uint32_t i = 0; i < half; ++i) {
-          const float a = r[i], b = r[i + half];
-          r[i] = DSub(DMul(a, cs[i]), DMul(b, sn[i]));
-          r[i + half] = DAdd(DMul(b, cs[i]), DMul(a, sn[i]));
-        }
+        RopeRow(rows + (static_cast<size_t>(t) * heads + hh) * hd, cs, sn, half);
       }
     }
   };

@@ -66,6 +66,8 @@ struct PredictorCache {
   std::vector<std::vector<float>> v;  // per layer [tokens, n_kv_heads, head_dim]
 };
 
+class SpecPredictorCuda;
+
 class SpecPredictor {
  public:
   // Quantises the model's projections. Errors: InvalidArgument for a model whose
@@ -84,6 +86,7 @@ class SpecPredictor {
   const SpecPredictorOptions& options() const { return options_; }
 
  private:
+  friend class SpecPredictorCuda;  // model/spec_predictor_cuda.h reads the weights
   struct QuantLinear {
     uint32_t out = 0, in = 0;
     spec::Int8Rows w;  // [out, in] with scales [out, groups]
@@ -110,10 +113,9 @@ class SpecPredictor {
 
 // Canonical fp32 dot product: 8 strided partial sums (lane l sums i = l, l+8, ... in
 // increasing i), then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)). Any SIMD or GPU version
-// must keep exactly this order. CanonicalDot uses AVX2 when the CPU has it (same
-// bits); CanonicalDotScalar is the portable reference.
+// must keep exactly this order (model/spec_predictor_ops.h has the one definition,
+// shared with the CUDA kernels; Run's AVX2 attention path reproduces it).
 float CanonicalDot(const float* a, const float* b, uint32_t n);
-float CanonicalDotScalar(const float* a, const float* b, uint32_t n);
 
 // The RoPE tables the predictor uses: cos/sin [count, head_dim/2] for positions
 // first..first+count-1, fp32 inv_freq = 1/theta^(2i/d) and fp32 angle as transformers

@@ -2,16 +2,11 @@
 
 #include <string>
 
-#include "codec/spec/det_math.h"
+#include "codec/spec/quantize_group.h"
 
 namespace kvstash::spec {
 
-float RoundHalfEven(float x) {
-  // Adding and subtracting 1.5 * 2^23 leaves x rounded to an integer by the FPU's
-  // round-to-nearest-even (valid for |x| < 2^22).
-  constexpr float kMagic = 12582912.0f;
-  return DSub(DAdd(x, kMagic), kMagic);
-}
+float RoundHalfEven(float x) { return RoundHalfEvenInline(x); }
 
 namespace {
 
@@ -31,28 +26,12 @@ Status QuantizeRows(std::span<const float> x, int rows, int cols, int group, flo
   const int groups = out->groups();
   out->q.resize(static_cast<size_t>(rows) * cols);
   out->scales.resize(static_cast<size_t>(rows) * groups);
-  constexpr float kInf = 3.40282347e38f;
   for (int r = 0; r < rows; ++r) {
     for (int g = 0; g < groups; ++g) {
       const size_t begin = static_cast<size_t>(r) * cols + static_cast<size_t>(g) * group;
       const size_t len = std::min<size_t>(group, cols - static_cast<size_t>(g) * group);
-      float amax = 0.0f;
-      for (size_t i = 0; i < len; ++i) {
-        const float a = x[begin + i] < 0.0f ? -x[begin + i] : x[begin + i];
-        if (a > amax && a <= kInf) amax = a;  // NaN and Inf never win
-      }
-      const float scale = amax > 0.0f ? DDiv(amax, qmax) : 1.0f;
-      out->scales[static_cast<size_t>(r) * groups + g] = scale;
-      for (size_t i = 0; i < len; ++i) {
-        const float v = x[begin + i];
-        Q q = 0;
-        if (v == v) {  // not NaN
-          float t = DDiv(v, scale);
-          t = t > qmax ? qmax : (t < -qmax ? -qmax : t);
-          q = static_cast<Q>(RoundHalfEven(t));
-        }
-        out->q[begin + i] = q;
-      }
+      out->scales[static_cast<size_t>(r) * groups + g] =
+          QuantizeGroup<Q>(x.data() + begin, len, qmax, out->q.data() + begin);
     }
   }
   return Status::Ok();

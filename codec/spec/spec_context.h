@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <span>
 
+#include "codec/spec/spec_context_scalar.h"  // ApproxLog2, the per-scalar body
 #include "common/dtype.h"
 #include "common/result.h"
 
@@ -46,11 +47,8 @@ struct ContextConfig {
   double FracCentre(uint32_t j) const { return (j + 0.5) / frac_bins - 0.5; }
 };
 
-// A cheap deterministic log2 for positive normal floats: exponent + mantissa / 2^23
-// (exact at powers of two, monotone, within 0.086 of log2).
-float ApproxLog2(float x);
-
-// Contexts of one (layer, K/V) tensor of T tokens: mu [T, H, D] predicted fp32,
+// Contexts of one (layer, K/V) tensor (ScalarContext per element; the GPU decoder,
+// gpu_kernels/spec_decode.h, runs the same function) of T tokens: mu [T, H, D] predicted fp32,
 // log2_sigma [H, D] (artifact), fp8_scale (fp8 only; ignored for bf16).
 // Outputs per scalar: the prediction's ordinal (pred_ordinal, u16 for both dtypes)
 // and the table index. REQUIRES: spans of equal length T*H*D (log2_sigma H*D);

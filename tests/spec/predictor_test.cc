@@ -226,22 +226,3 @@ TEST_F(PredictorTest, SpecCodesRealKvLosslessly) {
 }  // namespace
 }  // namespace kvstash::model
 
-namespace kvstash::model {
-namespace {
-
-TEST(CanonicalDotTest, SimdEqualsScalarBitForBit) {
-  std::mt19937 rng(21);
-  std::normal_distribution<float> g(0.0f, 10.0f);
-  for (uint32_t n = 0; n < 200; ++n) {
-    std::vector<float> a(n), b(n);
-    for (uint32_t i = 0; i < n; ++i) {
-      a[i] = g(rng);
-      b[i] = (i % 17 == 3) ? g(rng) * 1e6f : g(rng);  // wide range: order matters
-    }
-    const float x = CanonicalDot(a.data(), b.data(), n), y = CanonicalDotScalar(a.data(), b.data(), n);
-    ASSERT_EQ(std::memcmp(&x, &y, 4), 0) << n;
-  }
-}
-
-}  // namespace
-}  // namespace kvstash::model

@@ -190,5 +190,21 @@ TEST(SpecContextTest, BucketsAndFracBinsByHand) {
   EXPECT_STATUS(ComputeContexts(cfg, m, ls, 1.0f, ord, std::span<uint16_t>()), kInvalidArgument);
 }
 
+// fp8: a NaN prediction gives the fp8 NaN of its sign whatever its payload (the GPU
+// decoder must agree, and CUDA division would turn -NaN into +NaN), and its sub-ulp
+// offset counts as 0 (the middle frac bin).
+TEST(SpecContexts, Fp8NanPredictionKeepsItsSign) {
+  ContextConfig cfg;
+  cfg.dtype = DType::kFP8E4M3;
+  const std::vector<float> m = {-std::nanf(""), std::nanf(""), FromBits(0xFFA00001u)};
+  const std::vector<float> ls = {-6.0f};
+  std::vector<uint16_t> ord(3), table(3);
+  ASSERT_OK(ComputeContexts(cfg, m, ls, 0.5f, ord, table));
+  EXPECT_EQ(ord[0], Fp8Ordinal(0xFF));
+  EXPECT_EQ(ord[1], Fp8Ordinal(0x7F));
+  EXPECT_EQ(ord[2], Fp8Ordinal(0xFF));
+  for (uint16_t t : table) EXPECT_EQ(t % cfg.frac_bins, cfg.frac_bins / 2);
+}
+
 }  // namespace
 }  // namespace kvstash::spec
