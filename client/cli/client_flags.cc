@@ -1,6 +1,7 @@
 #include "client/cli/client_flags.h"
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -44,9 +45,15 @@ Result<StoredKey> ParseKey(const std::string& hex) {
 }
 
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Status::InvalidArgument(path + " is not a regular file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::IOError("cannot open " + path);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  if (in.bad()) return Status::IOError("cannot read " + path);
+  return bytes;
 }
 
 Status WriteFileBytes(const std::string& path, std::span<const uint8_t> bytes) {

@@ -1,24 +1,25 @@
 // `kvstash inspect FILE`: prints the header of a stored chunk payload or
 // recurrent-state record as JSON, after the same checks a decoder makes
 // (docs/format/payload.md). Exit code 1 when the file does not verify.
-#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "client/cli/client_flags.h"
 #include "client/cli/command_registry.h"
+#include "common/byte_io.h"
 #include "common/payload_format.h"
 
 namespace kvstash::cli {
 namespace {
 
 int Run(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    std::cerr << "kvstash inspect: cannot open " << path << "\n";
+  auto read = ReadFileBytes(path);
+  if (!read.ok()) {
+    std::cerr << "kvstash inspect: " << read.status().ToString() << "\n";
     return 2;
   }
-  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), {});
+  const std::vector<uint8_t>& bytes = *read;
   nlohmann::json j;
   j["file"] = path;
   j["bytes"] = bytes.size();
@@ -42,6 +43,22 @@ int Run(const std::string& path) {
       return 1;
     }
     const PayloadHeader& h = p->header;
+    if (h.codec == CodecId::kRaw) {
+      // The body of a raw payload is the decoded chunk: verify its content checksum too.
+      KvChunkView v{h.layout, h.tokens, p->body.first(std::min<size_t>(p->body.size(), h.layout.DataBytes(h.tokens))), {}};
+      std::vector<float> scales(h.layout.NumScales());
+      const size_t data = h.layout.DataBytes(h.tokens);
+      if (p->body.size() != data + 4 * scales.size()) {
+        std::cerr << "kvstash inspect: Corruption: raw payload body size does not match its layout\n";
+        return 1;
+      }
+      for (size_t i = 0; i < scales.size(); ++i) scales[i] = FromBits(LoadLe<uint32_t>(p->body.data() + data + 4 * i));
+      v.scales = scales;
+      if (v.ContentChecksum() != h.content_checksum) {
+        std::cerr << "kvstash inspect: Corruption: raw payload content checksum mismatch\n";
+        return 1;
+      }
+    }
     j["kind"] = "chunk_payload";
     j["codec_id"] = static_cast<int>(h.codec);
     j["partial"] = (h.flags & kPayloadFlagPartialChunk) != 0;
@@ -55,6 +72,7 @@ int Run(const std::string& path) {
     j["content_checksum"] = h.content_checksum;
     j["body_bytes"] = h.body_bytes;
     const double raw = static_cast<double>(h.layout.DataBytes(h.tokens));
+    // Decoded canonical bytes over stored bytes (header included): the compression ratio.
     j["ratio_vs_decoded"] = raw / static_cast<double>(bytes.size());
   }
   std::cout << j.dump(1) << "\n";

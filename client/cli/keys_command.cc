@@ -1,8 +1,9 @@
 // `kvstash keys`: prints the namespace digest and chained chunk keys of a token list
 // (docs/format/keys.md), for checking another implementation against ours.
-#include <fstream>
+#include <charconv>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <cctype>
 #include <sstream>
 
 #include "client/cli/command_registry.h"
@@ -26,7 +27,11 @@ Result<std::string> Unhex(const std::string& h) {
   std::string out;
   for (size_t i = 0; i < h.size(); i += 2) {
     unsigned v = 0;
-    if (std::sscanf(h.c_str() + i, "%2x", &v) != 1) return Status::InvalidArgument("bad hex");
+    if (!std::isxdigit(static_cast<unsigned char>(h[i])) ||
+        !std::isxdigit(static_cast<unsigned char>(h[i + 1])) ||
+        std::sscanf(h.c_str() + i, "%2x", &v) != 1) {
+      return Status::InvalidArgument("model fingerprint is not hex");
+    }
     out.push_back(static_cast<char>(v));
   }
   return out;
@@ -59,12 +64,18 @@ int Run(const KeysOptions& o) {
   std::string t = o.tokens;
   for (char& c : t) c = (c == ',') ? ' ' : c;
   std::istringstream in(t);
-  for (long long v; in >> v;) {
-    if (v < 0 || v > 0xFFFFFFFFll) {
-      std::cerr << "kvstash keys: token " << v << " outside u32\n";
+  for (std::string word; in >> word;) {
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+    if (ec != std::errc() || end != word.data() + word.size() || v > 0xFFFFFFFFull) {
+      std::cerr << "kvstash keys: token '" << word << "' is not a decimal u32\n";
       return 2;
     }
     tokens.push_back(static_cast<uint32_t>(v));
+  }
+  if (o.tokens.find_first_not_of(" ,") != std::string::npos && o.tokens.find(",,") != std::string::npos) {
+    std::cerr << "kvstash keys: empty token in --tokens\n";
+    return 2;
   }
   auto keys = ComputeChunkKeys(*ns, tokens, spec.chunk_tokens, o.partial);
   if (!keys.ok()) {

@@ -41,3 +41,20 @@ def test_keys_command_rejects_bad_input():
     r = subprocess.run([KVSTASH, "keys", "--tokens", "1", "--tp-rank", "2", "--tp-size", "2"],
                        capture_output=True, text=True)
     assert r.returncode != 0 and "InvalidArgument" in r.stderr
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+@pytest.mark.parametrize("tokens", ["1,abc,2", "1.5", "0x10", "abc", "1,,2", "4294967296"])
+def test_keys_command_rejects_malformed_tokens(tokens):
+    r = subprocess.run([KVSTASH, "keys", "--tokens", tokens], capture_output=True, text=True)
+    assert r.returncode == 2, (tokens, r.stdout, r.stderr)
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+def test_inspect_rejects_directories_and_garbage(tmp_path):
+    r = subprocess.run([KVSTASH, "inspect", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "not a regular file" in r.stderr
+    junk = tmp_path / "junk.kvsp"
+    junk.write_bytes(b"KVSP\x01\x00\x88\x00" + bytes(200))  # v1, header size 136, bad CRC
+    r = subprocess.run([KVSTASH, "inspect", str(junk)], capture_output=True, text=True)
+    assert r.returncode == 1 and "Corruption" in r.stderr
