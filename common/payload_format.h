@@ -37,6 +37,9 @@ enum class CodecId : uint16_t {
   kZstd = 5,       // zstd on the canonical bytes (baseline)
 };
 
+// True for the ids listed above; a payload with another id is refused on PUT.
+inline bool IsKnownCodec(CodecId c) { return static_cast<uint16_t>(c) <= 5; }
+
 inline constexpr uint32_t kPayloadMagic = 0x5053564B;  // "KVSP" as bytes
 inline constexpr uint16_t kPayloadVersion = 1;
 inline constexpr uint16_t kPayloadHeaderBytes = 136;

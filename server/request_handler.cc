@@ -185,6 +185,12 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
     return parsed.status().WithContext("PUT payload");
   }
   const PayloadView& p = *parsed;
+  if (!IsKnownCodec(p.header.codec)) {
+    metrics_->RecordPayloadRejected();
+    return Status::InvalidArgument("PUT payload: unknown codec id " +
+                                   std::to_string(static_cast<int>(p.header.codec)) +
+                                   " (docs/format/payload.md lists 0..5)");
+  }
   if (p.header.codec == CodecId::kRaw) {
     if (Status s = CheckRawBody(p); !s.ok()) {
       metrics_->RecordPayloadRejected();

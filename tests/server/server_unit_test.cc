@@ -264,7 +264,13 @@ TEST_F(HandlerTest, PutValidatesPayloads) {
   // A bad state record.
   p.state_record = {9, 9, 9};
   EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kCorruption);
-  EXPECT_EQ(handler_.StatsJson()["payload_rejected"], 5);
+  // A well-formed payload of a codec id no build knows.
+  p.state_record.clear();
+  p.raw_kv = false;
+  PayloadHeader unknown{.codec = static_cast<CodecId>(77), .layout = testing::SmallLayout(), .tokens = 4};
+  p.payload = BuildPayload(unknown, std::vector<uint8_t>(10, 1)).value();
+  EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kInvalidArgument);
+  EXPECT_EQ(handler_.StatsJson()["payload_rejected"], 6);
 }
 
 TEST_F(HandlerTest, GetDecodedAndStateAndPin) {
