@@ -37,16 +37,8 @@ const bool kRegistered = RegisterCommand(
       o->spec.model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
       o->spec.artifact_dir = "models/artifacts";
       cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();
-      cmd->add_option("--model", o->spec.model_path, "Target model file")->capture_default_str();
       cmd->add_option("--out", o->spec.artifact_dir, "Output folder")->capture_default_str();
-      cmd->add_option("--cal-tokens", o->spec.cal_tokens, "Calibration tokens")->capture_default_str();
-      cmd->add_option("--doc-tokens", o->spec.doc_tokens, "Tokens per prompt")->capture_default_str();
-      cmd->add_option("--chunk-tokens", o->spec.chunk_tokens, "Tokens per chunk")->capture_default_str();
-      cmd->add_option("--threads", o->spec.threads, "Predictor threads")->capture_default_str();
-      cmd->add_option("--predictor-group", o->spec.predictor_group,
-                      "Predictor quantisation group (0 = per channel)")->capture_default_str();
-      cmd->add_option("--predictor-activation-bits", o->spec.predictor_activation_bits,
-                      "Predictor activation bits: 8 or 16")->capture_default_str();
+      AddSpecRunOptions(cmd, &o->spec);
       return [o] { return Run(*o); };
     });
 

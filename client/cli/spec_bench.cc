@@ -202,6 +202,14 @@ nlohmann::json Row(const std::string& codec, DType dt, uint64_t tokens, uint64_t
   return r;
 }
 
+model::SpecPredictorOptions PredictorOptions(const SpecBenchOptions& o) {
+  model::SpecPredictorOptions po;
+  po.group = o.predictor_group;
+  po.activation_bits = o.predictor_activation_bits;
+  po.threads = o.threads;
+  return po;
+}
+
 }  // namespace
 
 Result<nlohmann::json> RunSpecBench(const SpecBenchOptions& o) {
@@ -209,10 +217,7 @@ Result<nlohmann::json> RunSpecBench(const SpecBenchOptions& o) {
   KVSTASH_ASSIGN_OR_RETURN(auto fp8_model, model::LoadModel(o.model_path));
   KVSTASH_RETURN_IF_ERROR(model::QuantizeModelFp8Block(fp8_model.get()));
   if (!target->tokenizer) return Status::InvalidArgument("bench codec: the model file has no tokenizer");
-  model::SpecPredictorOptions po;
-  po.group = o.predictor_group;
-  po.activation_bits = o.predictor_activation_bits;
-  po.threads = o.threads;
+  const model::SpecPredictorOptions po = PredictorOptions(o);
   KVSTASH_ASSIGN_OR_RETURN(auto predictor, model::SpecPredictor::Create(*target, po));
   KVSTASH_ASSIGN_OR_RETURN(auto cal_corpus, model::LoadCorpus(*target->tokenizer, model::CorpusSplit::kCalibration,
                                                               o.doc_tokens, o.cal_tokens));
@@ -421,10 +426,7 @@ Status CalibrateSpec(const SpecBenchOptions& o) {
   if (o.artifact_dir.empty()) return Status::InvalidArgument("calibrate spec: no output folder");
   KVSTASH_ASSIGN_OR_RETURN(auto target, model::LoadModel(o.model_path));
   if (!target->tokenizer) return Status::InvalidArgument("calibrate spec: the model file has no tokenizer");
-  model::SpecPredictorOptions po;
-  po.group = o.predictor_group;
-  po.activation_bits = o.predictor_activation_bits;
-  po.threads = o.threads;
+  const model::SpecPredictorOptions po = PredictorOptions(o);
   KVSTASH_ASSIGN_OR_RETURN(auto predictor, model::SpecPredictor::Create(*target, po));
   KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*target->tokenizer, model::CorpusSplit::kCalibration,
                                                           o.doc_tokens, o.cal_tokens));
@@ -444,6 +446,18 @@ Status CalibrateSpec(const SpecBenchOptions& o) {
     KVSTASH_RETURN_IF_ERROR(WriteArtifact(art, o.artifact_dir, po.VariantName()));
   }
   return Status::Ok();
+}
+
+void AddSpecRunOptions(CLI::App* cmd, SpecBenchOptions* o) {
+  cmd->add_option("--model", o->model_path, "Target model file")->capture_default_str();
+  cmd->add_option("--cal-tokens", o->cal_tokens, "Calibration tokens")->capture_default_str();
+  cmd->add_option("--doc-tokens", o->doc_tokens, "Tokens per prompt")->capture_default_str();
+  cmd->add_option("--chunk-tokens", o->chunk_tokens, "Tokens per chunk")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Predictor threads")->capture_default_str();
+  cmd->add_option("--predictor-group", o->predictor_group,
+                  "Predictor quantisation group (0 = per channel)")->capture_default_str();
+  cmd->add_option("--predictor-activation-bits", o->predictor_activation_bits,
+                  "Predictor activation bits: 8 or 16")->capture_default_str();
 }
 
 }  // namespace kvstash::cli

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "common/dtype.h"
@@ -40,6 +41,11 @@ struct SpecBenchOptions {
 
 // Runs the benchmark; returns {"rows": [...], "breakdown": {...}, "setup": {...}}.
 Result<nlohmann::json> RunSpecBench(const SpecBenchOptions& options);
+
+// Adds the options `bench codec` and `calibrate spec` share (--model, --cal-tokens,
+// --doc-tokens, --chunk-tokens, --threads, --predictor-group,
+// --predictor-activation-bits) to `cmd`, bound to `o`.
+void AddSpecRunOptions(CLI::App* cmd, SpecBenchOptions* o);
 
 // Calibration only (`kvstash calibrate spec`): writes one artifact per dtype to
 // options.artifact_dir as spec-<predictor variant>-<dtype>.kvsa.
