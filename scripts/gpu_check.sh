@@ -53,14 +53,9 @@ case "$MODE" in
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSTASH_CUDA=ON || exit 1
     targets=$(cmake --build build-gpu --target help | grep -o -E '^[a-z0-9_]*gpu[a-z0-9_]*(tests|bench)' | sort -u)
     cmake --build build-gpu -j "$(nproc)" --target $targets || exit 1
-    rm -rf "$BUNDLE" && mkdir -p "$BUNDLE/bin" "$BUNDLE/lib"
-    for f in $(gpu_binaries build-gpu); do
-      cp "$f" "$BUNDLE/bin/" && strip --strip-debug "$BUNDLE/bin/$(basename "$f")"
-      # Ship every non-glibc, non-driver shared library the binary links.
-      ldd "$f" | awk '/=> \//{print $3}' | grep -v -E 'lib(c|m|dl|pthread|rt|cuda)\.so' \
-        | xargs -r -I{} cp -L {} "$BUNDLE/lib/"
-    done
-    du -sh "$BUNDLE"
+    rm -rf "$BUNDLE"
+    # shellcheck disable=SC2046
+    scripts/bundle.sh "$BUNDLE" $(gpu_binaries build-gpu) || exit 1
     echo "bundle ready: run on the GPU machine with carry=[.gpu-bundle]: scripts/gpu_check.sh --from-bundle"
     ;;
   --from-bundle)

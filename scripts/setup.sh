@@ -6,6 +6,10 @@
 # Nothing is fetched from a model hub. Safe to run again: it only does what is missing.
 #
 # Environment: KVSTASH_SKIP_APT=1 skips step 1 (for machines without root).
+#   KVSTASH_SETUP_PROFILE=full (default): everything the tests and the demo need.
+#   KVSTASH_SETUP_PROFILE=server: only the packages that build kvstash-server and the
+#     kvstash tool (no sanitizer/fuzzer toolchain, browser, redis, Python venv or
+#     models): the container image's build stage (docker/Dockerfile).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -13,17 +17,27 @@ cd "$ROOT"
 log() { printf '[setup] %s\n' "$*"; }
 
 # ---------------------------------------------------------------- 1. Debian packages
-APT_PACKAGES=(
+PROFILE="${KVSTASH_SETUP_PROFILE:-full}"
+BUILD_PACKAGES=(                           # kvstash-server and the kvstash tool
   build-essential cmake ninja-build pkg-config git ccache
-  clang libclang-rt-14-dev                 # libFuzzer + sanitizer runtimes
-  libssl-dev libxxhash-dev libzstd-dev zstd
+  libssl-dev libxxhash-dev libzstd-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libspdlog-dev nlohmann-json3-dev
-  libboost-all-dev librocksdb-dev libhiredis-dev redis-server
+  libboost-all-dev librocksdb-dev libhiredis-dev
   libopenblas-dev libeigen3-dev libicu-dev
-  libjs-chart.js chromium openssl          # dashboard test (headless), TLS test certs
+  libjs-chart.js                           # served by the dashboard
+)
+TEST_PACKAGES=(
+  clang libclang-rt-14-dev                 # libFuzzer + sanitizer runtimes
+  zstd redis-server                        # baselines, T2 tests
+  chromium openssl                         # dashboard test (headless), TLS test certs
   python3 python3-venv
 )
+case "$PROFILE" in
+  full) APT_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  server) APT_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  *) echo "KVSTASH_SETUP_PROFILE must be full or server, not '$PROFILE'" >&2; exit 2 ;;
+esac
 if [[ "${KVSTASH_SKIP_APT:-0}" != 1 ]]; then
   missing=()
   for p in "${APT_PACKAGES[@]}"; do
@@ -37,6 +51,11 @@ if [[ "${KVSTASH_SKIP_APT:-0}" != 1 ]]; then
   else
     log "Debian packages present"
   fi
+fi
+
+if [[ "$PROFILE" == server ]]; then
+  log "done (profile server: no Python venv, no models)"
+  exit 0
 fi
 
 # ---------------------------------------------------------------- 2. Python venv

@@ -19,8 +19,7 @@ step "set-up"
 scripts/setup.sh
 
 step "build (build/)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build build -j "$JOBS"
+KVSTASH_BUILD_DIR=build scripts/build.sh
 
 step "tests (ctest)"
 ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 1500
