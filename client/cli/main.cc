@@ -51,11 +51,18 @@ int main(int argc, char** argv) {
     auto action = std::make_shared<kvstash::cli::CommandAction>(spec.configure(cmd));
     cmd->callback([action, &exit_code] { exit_code = (*action)(); });
   }
-  // A group that is not itself a command ("bench") must be given one of its children.
+  // A group that is not itself a command ("bench") must be given one of its children,
+  // and its --help line lists them.
   for (auto& [path, cmd] : made) {
     bool is_command = false;
     for (const auto& spec : kvstash::cli::RegisteredCommands()) is_command |= spec.path == path;
     cmd->require_subcommand(is_command ? 0 : 1, 1);
+    if (!is_command) {
+      std::string children;
+      for (const CLI::App* sub : cmd->get_subcommands({}))
+        children += (children.empty() ? "" : ", ") + sub->get_name();
+      cmd->description("Subcommands: " + children + " (kvstash " + path + " --help)");
+    }
   }
   try {
     app.parse(argc, argv);
