@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "client/cli/default_paths.h"
 #include "client/cli/command_registry.h"
 #include "client/cli/dckv_bench.h"
 #include "client/cli/spec_bench.h"
@@ -132,8 +133,8 @@ const bool kRegistered = RegisterCommand(
     "bench codec", "Compare KV codecs on a real model and real text (bits/scalar, ratio, speed)",
     [](CLI::App* cmd) {
       auto o = std::make_shared<Options>();
-      o->spec.model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-      o->spec.artifact_dir = "models/artifacts";
+      o->spec.model_path = DefaultModelPath();
+      o->spec.artifact_dir = DefaultArtifactDir();
       cmd->add_option("--codec", o->codec, "Codec to measure: spec, dckv, kvtc or dckv+kvtc")->capture_default_str();
       cmd->add_option("--rate", o->rates, "dckv: target ratio vs bf16 (repeatable; default 8 16 24 32 48)");
       cmd->add_option("--prompts", o->dckv.prompts, "dckv: evaluation prompts")->capture_default_str();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "client/cli/default_paths.h"
 #include "client/cli/command_registry.h"
 #include "model/linear.h"
 #include "model/model_loader.h"
@@ -20,7 +21,7 @@ namespace kvstash::cli {
 namespace {
 
 struct BenchPrefillOptions {
-  std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  std::string model = DefaultModelPath();
   std::string text = "/usr/share/common-licenses/GPL-3";
   std::string json;
   std::vector<uint32_t> lengths = {128, 512, 2048};

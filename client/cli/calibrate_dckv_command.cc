@@ -3,6 +3,7 @@
 // (codec/dckv/dckv_artifact.h) to --out as dckv-g<group>-r<rate>.kvda.
 #include <iostream>
 
+#include "client/cli/default_paths.h"
 #include "client/cli/command_registry.h"
 #include "client/cli/dckv_bench.h"
 
@@ -13,8 +14,8 @@ const bool kRegistered = RegisterCommand(
     "calibrate dckv", "Calibrate the dckv codec (PCA basis, steps, entropy tables) on real text",
     [](CLI::App* cmd) {
       auto o = std::make_shared<DckvBenchOptions>();
-      o->model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-      o->artifact_dir = "models/artifacts";
+      o->model_path = DefaultModelPath();
+      o->artifact_dir = DefaultArtifactDir();
       auto rates = std::make_shared<std::vector<double>>();
       cmd->add_option("--rate", *rates, "Target ratio vs bf16 (repeatable; default 8 16 24 32 48)");
       cmd->add_option("--model", o->model_path, "Target model file")->capture_default_str();

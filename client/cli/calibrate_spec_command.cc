@@ -3,6 +3,7 @@
 // (codec/spec/spec_artifact.h) to --out.
 #include <iostream>
 
+#include "client/cli/default_paths.h"
 #include "client/cli/command_registry.h"
 #include "client/cli/spec_bench.h"
 
@@ -34,8 +35,8 @@ const bool kRegistered = RegisterCommand(
     "calibrate spec", "Calibrate the spec codec (residual spreads, frequency tables) on real text",
     [](CLI::App* cmd) {
       auto o = std::make_shared<Options>();
-      o->spec.model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-      o->spec.artifact_dir = "models/artifacts";
+      o->spec.model_path = DefaultModelPath();
+      o->spec.artifact_dir = DefaultArtifactDir();
       cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();
       cmd->add_option("--out", o->spec.artifact_dir, "Output folder")->capture_default_str();
       AddSpecRunOptions(cmd, &o->spec);

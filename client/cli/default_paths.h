@@ -1,0 +1,22 @@
+// Default locations of the model fixtures and codec artifacts for `kvstash`
+// subcommands, so that they work from any working directory, not only the
+// repository root.
+//
+// ModelsDir(): $KVSTASH_MODELS_DIR when set, else <source tree>/models (the folder
+// scripts/setup.sh fills; the source tree is the one the executable was built from).
+// Thread-safety: reads the environment; call from the main thread.
+#pragma once
+
+#include <string>
+
+namespace kvstash::cli {
+
+std::string ModelsDir();
+// ModelsDir() + "/SmolLM2-135M-Instruct.Q4_1.gguf": the default model of the benches,
+// the calibration commands and the demo.
+std::string DefaultModelPath();
+// ModelsDir() + "/artifacts": where calibrate writes and the benches look for codec
+// artifacts.
+std::string DefaultArtifactDir();
+
+}  // namespace kvstash::cli
