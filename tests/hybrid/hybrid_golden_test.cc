@@ -3,9 +3,10 @@
 //
 // Tolerance: transformers' prefill runs the chunked gated delta rule (64-token
 // chunks, triangular solves) and BLAS matmuls, the runtime the per-token recurrence
-// with left-to-right sums; both fp32. The observed max abs differences (logits of
-// magnitude ~3, states ~1-4) are printed by each test and are below 1e-5; the bound
-// asserted is kTol = 1e-4 (docs/models/hybrid.md).
+// with left-to-right sums; both fp32. Observed max abs differences (printed by each
+// test): logits (magnitude ~3) 3.6e-5, K/V (~4) 2.4e-5, conv states 2.0e-6, delta
+// states 5.7e-7, continuation logits 4.0e-6; transformers' own decode path differs
+// from its prefill by 7.2e-5. The bound asserted is kTol = 1e-4 (docs/models/hybrid.md).
 #include <gtest/gtest.h>
 
 #include <cmath>
