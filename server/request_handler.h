@@ -15,11 +15,16 @@
 // - GET with kGetFlagDecoded returns a codec-kRaw payload; a stored payload of another
 //   codec is NotSupported until its decoder is linked in.
 //
+// Metrics are recorded server-wide and per tenant: the STATS opcode answers a tenant
+// with its own traffic only; /v1/stats (HTTP, operators) is server-wide.
+//
 // Thread-safety: Handle may run concurrently for different frames; the handler's
 // collaborators are thread-safe (ChunkStore, Metrics) or immutable (TenantTable).
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,8 +59,7 @@ class RequestHandler {
  public:
   // The pointers must outlive the handler.
   RequestHandler(ChunkStore* store, const TenantTable* tenants, Metrics* metrics,
-                 HandlerLimits limits)
-      : store_(store), tenants_(tenants), metrics_(metrics), limits_(std::move(limits)) {}
+                 HandlerLimits limits);
 
   // Handles a HELLO frame; appends the reply to `out`. On success sets *tenant and
   // returns true; on failure appends an error reply and returns false (close after
@@ -70,8 +74,10 @@ class RequestHandler {
   // store's lookups are in memory): no hop to the worker pool and back.
   bool RunsInline(const protocol::FrameHeader& h) const;
 
-  // The STATS / /v1/stats document.
+  // The /v1/stats document (operators: server-wide).
   nlohmann::json StatsJson() const;
+  // The STATS reply of `tenant`: that tenant's traffic only (Metrics::RenderTenantJson).
+  nlohmann::json TenantStatsJson(const std::string& tenant) const;
   std::string PrometheusText() const;
 
  private:
@@ -82,10 +88,20 @@ class RequestHandler {
   Result<std::vector<uint8_t>> DoDelete(const std::string& tenant, const protocol::Frame& f);
   Result<std::vector<uint8_t>> DoPin(const std::string& tenant, const protocol::Frame& f);
 
+  // Runs f on the server-wide metrics and on `tenant`'s (when it is a known tenant).
+  template <typename F>
+  void Record(const std::string& tenant, F f) {
+    f(*metrics_);
+    if (auto it = tenant_metrics_.find(tenant); it != tenant_metrics_.end()) f(*it->second);
+  }
+
   ChunkStore* store_;
   const TenantTable* tenants_;
   Metrics* metrics_;
   const HandlerLimits limits_;
+  // One Metrics per configured tenant (the set is fixed: the map is read-only after
+  // construction, the counters are atomics).
+  std::map<std::string, std::unique_ptr<Metrics>, std::less<>> tenant_metrics_;
 };
 
 }  // namespace kvstash::server

@@ -60,6 +60,14 @@ class FrameParser {
   // how much to read next.
   size_t bytes_wanted() const;
   bool is_bad() const { return state_ == State::kBad; }
+  // True once some bytes of a frame arrived and until it completes (or goes bad).
+  bool in_frame() const {
+    return (state_ == State::kHeader && header_have_ > 0) || state_ == State::kBody;
+  }
+  // The body size of the frame being received, once its header was accepted; 0 before.
+  uint32_t pending_body_bytes() const {
+    return state_ == State::kBody ? frame_.header.body_bytes : 0;
+  }
 
  private:
   enum class State { kHeader, kBody, kComplete, kBad };

@@ -2,6 +2,9 @@
 // (over the in-memory ChunkStore).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "common/checksum.h"
 #include "server/config.h"
 #include "server/metrics.h"
@@ -84,6 +87,41 @@ TEST(TenantsTest, ScopedKeysDifferPerTenantAndAreStable) {
   EXPECT_EQ(ScopeKey("a", k), ScopeKey("a", k));
   // Length prefix: tenant "ab" + key != tenant "a" + ("b" || key[0..14]).
   EXPECT_NE(ScopeKey("ab", k), ScopeKey("a", k));
+}
+
+TEST(TenantsTest, ScopedKeysMatchTheDocumentedDigest) {
+  // docs/protocol.md §5.1, recomputed with the one-shot Sha256 (an independent path
+  // from ScopeKey's reused EVP context), on several threads: stored keys of existing
+  // stores must never change.
+  auto reference = [](const std::string& tenant, const StoredKey& key) {
+    std::string buf = "kvstash.tenant-key.v1";
+    buf.push_back(static_cast<char>(tenant.size()));
+    buf += tenant;
+    buf.append(reinterpret_cast<const char*>(key.data()), key.size());
+    const Digest256 d = Sha256(buf);
+    StoredKey out{};
+    std::copy(d.begin(), d.begin() + out.size(), out.begin());
+    return out;
+  };
+  const std::string long_tenant(255, 't');
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint32_t i = 0; i < 200; ++i) {
+        for (const std::string& tenant : {std::string("a"), std::string("team-b"), long_tenant}) {
+          if (ScopeKey(tenant, Key(i + 1000 * t)) != reference(tenant, Key(i + 1000 * t))) {
+            mismatches++;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  // A fixed value (Python: hashlib.sha256(b"kvstash.tenant-key.v1" + b"\x01a" +
+  // bytes(16)).hexdigest()[:32]), so that a change of the scheme cannot pass unnoticed.
+  EXPECT_EQ(ToHex(ScopeKey("a", StoredKey{})), "f9cb916e93fff69e14ff4fbe30edfa32");
 }
 
 TEST(MetricsTest, HistogramQuantilesInterpolateInsideBuckets) {
@@ -300,12 +338,56 @@ TEST_F(HandlerTest, GetDecodedAndStateAndPin) {
   EXPECT_EQ(protocol::LookupReply::Decode(0, lbody).value().matched_chunks, 1u);
 }
 
-TEST_F(HandlerTest, StatsReplyIsTheJsonDocument) {
+TEST_F(HandlerTest, StatsReplyShowsTheTenantsOwnTrafficOnly) {
+  // Tenant b: 2 PUTs and one LOOKUP; tenant a: one PUT and a GET miss.
+  ASSERT_OK(Put("b", 1, std::nullopt, 16));
+  ASSERT_OK(Put("b", 2, 1, 16));
+  protocol::LookupRequest l;
+  l.keys = {{Key(1), 16}, {Key(2), 16}, {Key(3), 16}};
+  ASSERT_OK(Call("b", Opcode::kLookup, l).first);
+  ASSERT_OK(Put("a", 1, std::nullopt, 8));
+  EXPECT_STATUS(Call("a", Opcode::kGet, protocol::GetRequest{Key(9)}).first, kNotFound);
+
   auto [s, body] = Call("a", Opcode::kStats, protocol::StatsRequest{});
   ASSERT_OK(s);
   auto j = nlohmann::json::parse(std::string(body.begin(), body.end()));
   EXPECT_EQ(j["server_id"], "n1");
-  EXPECT_EQ(j["tiers"][0]["name"], "T0");
+  EXPECT_EQ(j["tenant"], "a");
+  EXPECT_EQ(j["scope"], "tenant");
+  EXPECT_EQ(j["requests"]["PUT"]["count"], 1);
+  EXPECT_EQ(j["requests"]["LOOKUP"]["count"], 0);
+  EXPECT_EQ(j["lookup"]["tokens_requested"], 0);
+  EXPECT_EQ(j["get"]["misses"], 1);
+  EXPECT_EQ(j["codecs"]["raw"]["chunks"], 1);
+  // Nothing server-wide: no tiers, connections, other tenants or store totals.
+  for (const char* key : {"tiers", "connections", "pinned_entries", "index_entries",
+                          "checksum_failures", "bad_frames", "auth_failures"}) {
+    EXPECT_FALSE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j.dump().find("\"b\""), std::string::npos);
+
+  auto [sb, body_b] = Call("b", Opcode::kStats, protocol::StatsRequest{});
+  ASSERT_OK(sb);
+  auto jb = nlohmann::json::parse(std::string(body_b.begin(), body_b.end()));
+  EXPECT_EQ(jb["requests"]["PUT"]["count"], 2);
+  EXPECT_EQ(jb["lookup"]["tokens_requested"], 48);
+  EXPECT_EQ(jb["lookup"]["tokens_hit"], 32);
+  EXPECT_EQ(jb["requests"]["STATS"]["count"], 0);  // recorded after the reply is built
+
+  // Operators still see everything (the /v1/stats document).
+  auto all = handler_.StatsJson();
+  EXPECT_EQ(all["scope"], "server");
+  EXPECT_EQ(all["requests"]["PUT"]["count"], 3);
+  EXPECT_EQ(all["tiers"][0]["name"], "T0");
+}
+
+TEST_F(HandlerTest, ParentNotFoundNamesTheClientsKeyNeverTheScopedOne) {
+  const Status s = Put("a", 5, 4, 16);
+  EXPECT_STATUS(s, kNotFound);
+  EXPECT_NE(s.message().find(ToHex(Key(4))), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(ToHex(Key(5))), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(ToHex(ScopeKey("a", Key(4)))), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(ToHex(ScopeKey("a", Key(5)))), std::string::npos) << s.message();
 }
 
 }  // namespace
