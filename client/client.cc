@@ -664,6 +664,7 @@ void Client::PutAsync(PutChunk chunk, std::function<void(Status)> done, const Ca
   req.raw_kv = chunk.raw_kv;
   req.pin = chunk.pin;
   req.target_codec = chunk.target_codec;
+  req.prefix_tokens = chunk.raw_kv ? chunk.prefix_tokens : 0;
   req.payload = std::move(chunk.payload);
   req.state_record = std::move(chunk.state_record);
   impl_->Submit(server, Opcode::kPut, req.Flags(), EncodeBody(req), call,

@@ -66,6 +66,14 @@ Status ServerConfig::Validate() const {
       return Status::InvalidArgument("tenant \"" + t.name +
                                      "\" needs exactly one of credential, credential_sha256");
     }
+    if (t.dckv_artifact.empty() != t.dckv_artifact_sha256.empty()) {
+      return Status::InvalidArgument("tenant \"" + t.name +
+                                     "\" needs both dckv_artifact and dckv_artifact_sha256");
+    }
+    if (!t.dckv_artifact_sha256.empty() && !IsHex64(t.dckv_artifact_sha256)) {
+      return Status::InvalidArgument("tenant \"" + t.name +
+                                     "\" dckv_artifact_sha256 is not 64 hex digits");
+    }
     if (!t.credential_sha256.empty() && !IsHex64(t.credential_sha256)) {
       return Status::InvalidArgument("tenant \"" + t.name +
                                      "\" credential_sha256 is not 64 hex digits");
@@ -121,11 +129,15 @@ Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc) {
   if (auto it = doc.find("tenants"); it != doc.end()) {
     if (!it->is_array()) return Status::InvalidArgument("tenants must be an array");
     for (const auto& t : *it) {
-      KVSTASH_RETURN_IF_ERROR(OnlyKeys(t, "tenant", {"name", "credential", "credential_sha256"}));
+      KVSTASH_RETURN_IF_ERROR(OnlyKeys(t, "tenant",
+                                       {"name", "credential", "credential_sha256",
+                                        "dckv_artifact", "dckv_artifact_sha256"}));
       TenantConfig tc;
       KVSTASH_RETURN_IF_ERROR(Read(t, "name", &tc.name));
       KVSTASH_RETURN_IF_ERROR(Read(t, "credential", &tc.credential));
       KVSTASH_RETURN_IF_ERROR(Read(t, "credential_sha256", &tc.credential_sha256));
+      KVSTASH_RETURN_IF_ERROR(Read(t, "dckv_artifact", &tc.dckv_artifact));
+      KVSTASH_RETURN_IF_ERROR(Read(t, "dckv_artifact_sha256", &tc.dckv_artifact_sha256));
       c.tenants.push_back(std::move(tc));
     }
   }

@@ -9,7 +9,8 @@
 //                 "idle_timeout_ms": ..., "io_timeout_ms": ..., "hello_timeout_ms": ...,
 //                 "min_transfer_bytes_per_s": ... },
 //     "drain_grace_ms": 0, "drain_timeout_ms": 5000,
-//     "tenants": [ { "name": "team-a", "credential": "s3cret" },
+//     "tenants": [ { "name": "team-a", "credential": "s3cret",
+//                    "dckv_artifact": "smollm2-r8.dckv", "dckv_artifact_sha256": "<hex>" },
 //                  { "name": "team-b", "credential_sha256": "<64 hex digits>" } ],
 //     "tls": { "cert_file": "server.pem", "key_file": "server.key" },
 //     "store": { "path": "/var/lib/kvstash", "memory_budget_bytes": 1073741824, ... },
@@ -34,6 +35,11 @@ struct TenantConfig {
   std::string name;               // 1..255 bytes
   std::string credential;         // the secret in clear, or empty when ...
   std::string credential_sha256;  // ... its SHA-256 is given instead (64 hex digits)
+  // Server-side dckv coding for this tenant (server/tenant_codecs.h): the artifact
+  // file (`kvstash calibrate dckv`) and its SHA-256 (64 hex digits, required with it).
+  // Default: none (PUT raw_kv to dckv and GET decoded of dckv are NotSupported).
+  std::string dckv_artifact;
+  std::string dckv_artifact_sha256;
 };
 
 struct Limits {

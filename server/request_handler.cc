@@ -78,8 +78,12 @@ Status Unscope(Status s, std::initializer_list<std::pair<StoredKey, StoredKey>> 
 }  // namespace
 
 RequestHandler::RequestHandler(ChunkStore* store, const TenantTable* tenants, Metrics* metrics,
-                               HandlerLimits limits)
-    : store_(store), tenants_(tenants), metrics_(metrics), limits_(std::move(limits)) {
+                               HandlerLimits limits, const TenantCodecs* codecs)
+    : store_(store),
+      tenants_(tenants),
+      metrics_(metrics),
+      limits_(std::move(limits)),
+      codecs_(codecs) {
   for (const std::string& name : tenants_->names()) {
     tenant_metrics_.emplace(name, std::make_unique<Metrics>());
   }
@@ -223,6 +227,10 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
       return s.WithContext("PUT payload");
     }
   }
+  // Server-side encoding (codec placement): the payload to store and its codec.
+  std::vector<uint8_t> encoded;  // when the server encodes
+  std::span<const uint8_t> stored = req.payload;
+  CodecId stored_codec = p.header.codec;
   if (req.raw_kv) {
     if (p.header.codec != CodecId::kRaw) {
       return Status::InvalidArgument("PUT with the raw-KV flag carries a codec " +
@@ -230,9 +238,13 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
                                      " payload (raw KV must be codec 0)");
     }
     if (req.target_codec != CodecId::kRaw) {
-      return Status::NotSupported("server-side encoding with codec " +
-                                  std::to_string(static_cast<int>(req.target_codec)) +
-                                  " is not available in this build (only raw)");
+      if (codecs_ == nullptr) {
+        return Status::NotSupported("server-side encoding is not configured on this server");
+      }
+      KVSTASH_ASSIGN_OR_RETURN(encoded,
+                               codecs_->Encode(tenant, p, req.target_codec, req.prefix_tokens));
+      stored = encoded;
+      stored_codec = req.target_codec;
     }
   }
   if (!req.state_record.empty()) {
@@ -246,8 +258,8 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
   if (req.parent) w.parent = ScopeKey(tenant, *req.parent);
   w.tokens = p.header.tokens;
   w.partial = (p.header.flags & kPayloadFlagPartialChunk) != 0;
-  w.codec = static_cast<uint16_t>(p.header.codec);
-  w.payload = req.payload;
+  w.codec = static_cast<uint16_t>(stored_codec);
+  w.payload = stored;
   w.state = req.state_record;
   const StoredKey parent = req.parent.value_or(StoredKey{});
   const StoredKey scoped_parent = w.parent.value_or(StoredKey{});
@@ -263,9 +275,9 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
     KVSTASH_RETURN_IF_ERROR(Unscope(store_->SetPinned(w.key, true).status(), {{w.key, req.key}}));
   }
   Record(tenant, [&](Metrics& m) {
-    m.RecordPut(w.codec, CanonicalBytes(p.header), req.payload.size());
+    m.RecordPut(w.codec, CanonicalBytes(p.header), stored.size());
   });
-  return Body(protocol::PutReply{req.payload.size()});
+  return Body(protocol::PutReply{stored.size()});
 }
 
 Result<Reply> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
@@ -278,15 +290,20 @@ Result<Reply> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
     Record(tenant, [](Metrics& m) { m.RecordGetMiss(); });
     return Status::NotFound("chunk not stored");
   }
-  const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(hit->payload->data()),
-                                         hit->payload->size());
   if (req.decoded) {
-    KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
+    const std::span<const uint8_t> stored(reinterpret_cast<const uint8_t*>(hit->payload->data()),
+                                          hit->payload->size());
+    KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(stored));
     if (h.codec != CodecId::kRaw) {
-      return Status::NotSupported("decoding codec " + std::to_string(static_cast<int>(h.codec)) +
-                                  " on the server is not available in this build");
+      if (codecs_ == nullptr) {
+        return Status::NotSupported("server-side decoding is not configured on this server");
+      }
+      KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> decoded, codecs_->Decode(tenant, stored));
+      hit->payload = std::make_shared<const std::string>(decoded.begin(), decoded.end());
     }
   }
+  const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(hit->payload->data()),
+                                         hit->payload->size());
   // Body (messages.h GetReply): payload || state || u32 state_bytes || u32 payload_bytes.
   // The payload is sent from the store's shared buffer, never copied.
   Reply reply;

@@ -10,10 +10,10 @@
 // - PUT payloads are validated before they are stored: header CRC, body XXH3, layout,
 //   size; raw KV (kPutFlagRawKv) must be a codec-kRaw payload whose body is exactly the
 //   canonical chunk with a matching content checksum, and is then encoded with the
-//   requested codec (only kRaw is available in this build: other codecs are
-//   NotSupported). State records must parse (DecodeStateRecord).
-// - GET with kGetFlagDecoded returns a codec-kRaw payload; a stored payload of another
-//   codec is NotSupported until its decoder is linked in.
+//   requested codec (raw, or dckv with the tenant's artifact: tenant_codecs.h; spec
+//   and others NotSupported). State records must parse (DecodeStateRecord).
+// - GET with kGetFlagDecoded returns a codec-kRaw payload, decoding dckv payloads of
+//   the tenant's artifact on the CPU (others NotSupported, tenant_codecs.h).
 //
 // Metrics are recorded server-wide and per tenant: the STATS opcode answers a tenant
 // with its own traffic only; /v1/stats (HTTP, operators) is server-wide.
@@ -32,6 +32,7 @@
 #include "server/chunk_store.h"
 #include "server/metrics.h"
 #include "server/protocol/frame.h"
+#include "server/tenant_codecs.h"
 #include "server/tenants.h"
 
 namespace kvstash::server {
@@ -58,8 +59,9 @@ struct HandlerLimits {
 class RequestHandler {
  public:
   // The pointers must outlive the handler.
+  // `codecs`: server-side codecs per tenant (null: raw only).
   RequestHandler(ChunkStore* store, const TenantTable* tenants, Metrics* metrics,
-                 HandlerLimits limits);
+                 HandlerLimits limits, const TenantCodecs* codecs = nullptr);
 
   // Handles a HELLO frame; appends the reply to `out`. On success sets *tenant and
   // returns true; on failure appends an error reply and returns false (close after
@@ -99,6 +101,7 @@ class RequestHandler {
   const TenantTable* tenants_;
   Metrics* metrics_;
   const HandlerLimits limits_;
+  const TenantCodecs* codecs_;
   // One Metrics per configured tenant (the set is fixed: the map is read-only after
   // construction, the counters are atomics).
   std::map<std::string, std::unique_ptr<Metrics>, std::less<>> tenant_metrics_;

@@ -21,6 +21,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/request_handler.h"
+#include "server/tenant_codecs.h"
 #include "server/tenants.h"
 
 namespace kvstash::server {
@@ -30,10 +31,12 @@ using asio::ip::tcp;
 
 class Server::Impl {
  public:
-  Impl(ServerConfig config, std::unique_ptr<ChunkStore> store, TenantTable tenants)
+  Impl(ServerConfig config, std::unique_ptr<ChunkStore> store, TenantTable tenants,
+       TenantCodecs codecs)
       : config_(std::move(config)),
         store_(std::move(store)),
         tenants_(std::move(tenants)),
+        codecs_(std::move(codecs)),
         ioc_(static_cast<int>(config_.io_threads)),
         work_(asio::make_work_guard(ioc_)),
         workers_(config_.worker_threads),
@@ -74,7 +77,8 @@ class Server::Impl {
     handler_ = std::make_unique<RequestHandler>(
         store_.get(), &tenants_, &metrics_,
         HandlerLimits{config_.server_id, config_.limits.max_frame_bytes,
-                      config_.limits.max_in_flight});
+                      config_.limits.max_in_flight},
+        &codecs_);
     conn_ctx_ = ConnectionContext{&config_.limits, handler_.get(), &metrics_, &workers_,
                                   tls_.get(), [this](uint64_t id) { OnClose(id); }};
     asio::co_spawn(ioc_, AcceptLoop(), [](std::exception_ptr e) {
@@ -228,6 +232,7 @@ class Server::Impl {
   ServerConfig config_;
   std::unique_ptr<ChunkStore> store_;
   TenantTable tenants_;
+  TenantCodecs codecs_;
   Metrics metrics_;
   asio::io_context ioc_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -255,7 +260,9 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config,
   KVSTASH_RETURN_IF_ERROR(config.Validate());
   if (!store) return Status::InvalidArgument("server needs a store");
   KVSTASH_ASSIGN_OR_RETURN(TenantTable tenants, TenantTable::Create(config.tenants));
-  auto impl = std::make_unique<Impl>(std::move(config), std::move(store), std::move(tenants));
+  KVSTASH_ASSIGN_OR_RETURN(TenantCodecs codecs, TenantCodecs::Load(config.tenants));
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(store), std::move(tenants),
+                                     std::move(codecs));
   KVSTASH_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }

@@ -30,7 +30,8 @@ namespace kvstash::server {
 
 class Server {
  public:
-  // Errors: ServerConfig::Validate's; TLS files that do not load (InvalidArgument).
+  // Errors: ServerConfig::Validate's; TLS files or a tenant's dckv artifact that do
+  // not load or match their digest (InvalidArgument).
   static Result<std::unique_ptr<Server>> Create(ServerConfig config,
                                                 std::unique_ptr<ChunkStore> store);
   ~Server();

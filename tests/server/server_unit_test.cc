@@ -2,16 +2,23 @@
 // (over the in-memory ChunkStore).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <fstream>
 #include <thread>
 
+#include "codec/dckv/dckv_calibration.h"
+#include "codec/dckv/dckv_codec.h"
 #include "common/checksum.h"
 #include "server/config.h"
 #include "server/metrics.h"
 #include "server/protocol/messages.h"
 #include "server/request_handler.h"
+#include "server/tenant_codecs.h"
 #include "server/tenants.h"
 #include "tests/server/memory_chunk_store.h"
+#include "tests/dckv/dckv_test_data.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
 
@@ -388,6 +395,147 @@ TEST_F(HandlerTest, ParentNotFoundNamesTheClientsKeyNeverTheScopedOne) {
   EXPECT_NE(s.message().find(ToHex(Key(5))), std::string::npos) << s.message();
   EXPECT_EQ(s.message().find(ToHex(ScopeKey("a", Key(4)))), std::string::npos) << s.message();
   EXPECT_EQ(s.message().find(ToHex(ScopeKey("a", Key(5)))), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace kvstash::server
+
+namespace kvstash::server {
+namespace {
+
+// Codec placement with dckv: a small artifact calibrated on the dckv tests' synthetic
+// rows (mechanics only; real-model rates come from `kvstash bench codec`), written to
+// a file and configured for tenant "a" with its digest.
+class DckvPlacementTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rows_ = dckv::testing::MakeRows(2048, 0);
+    auto basis = dckv::FitDckvBasis(rows_, 2);
+    ASSERT_OK(basis.status());
+    dckv::DckvRateOptions o;
+    o.target_ratio = 6;
+    o.raw_head = 4;
+    o.raw_tail = 8;
+    auto artifact = dckv::MakeDckvArtifact(*basis, o);
+    ASSERT_OK(artifact.status());
+    path_ = ::testing::TempDir() + "kvstash-dckv-" + std::to_string(getpid()) + ".dckv";
+    const std::vector<uint8_t> bytes = artifact->Serialize();
+    std::ofstream(path_, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    sha_ = ToHex(artifact->Digest());
+    auto codec = dckv::DckvCodec::Create(std::move(artifact).value());
+    ASSERT_OK(codec.status());
+    reference_ = std::make_unique<dckv::DckvCodec>(std::move(codec).value());
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  // Tokens [begin, end) of a held-out stream as a codec-raw payload (bf16, K roped).
+  std::vector<uint8_t> RawChunkPayload(uint32_t begin, uint32_t end, KvChunk* chunk_out) {
+    const dckv::DckvRows text = dckv::testing::MakeRows(256, 7);
+    KvChunk c = dckv::testing::MakeChunk(text, begin, end, DType::kBF16);
+    PayloadHeader h{.codec = CodecId::kRaw, .layout = c.layout, .tokens = c.tokens,
+                    .token_offset = begin, .model_fingerprint = kModel,
+                    .content_checksum = c.ContentChecksum()};
+    *chunk_out = c;
+    return BuildPayload(h, c.data).value();
+  }
+
+  static constexpr Digest256 kModel = {1, 2, 3};
+  dckv::DckvRows rows_;
+  std::string path_, sha_;
+  std::unique_ptr<dckv::DckvCodec> reference_;
+};
+
+std::pair<Status, std::vector<uint8_t>> HandleOne(RequestHandler& h, const std::string& tenant,
+                                                  Opcode op, uint16_t flags,
+                                                  std::vector<uint8_t> body) {
+  Frame f;
+  f.header.opcode = static_cast<uint8_t>(op);
+  f.header.flags = flags;
+  f.header.request_id = 5;
+  f.body = std::move(body);
+  const std::vector<uint8_t> out = h.Handle(tenant, f).Flatten();
+  std::vector<uint8_t> reply(out.begin() + 32, out.end());
+  return {Status::FromCode(out[24], std::string(reply.begin(), reply.end())), reply};
+}
+
+TEST_F(DckvPlacementTest, ArtifactIsLoadedOnlyWithItsDigest) {
+  ASSERT_OK(TenantCodecs::Load({{"a", "pa", "", path_, sha_}}).status());
+  std::string wrong = sha_;
+  wrong[0] = wrong[0] == '0' ? '1' : '0';
+  EXPECT_STATUS(TenantCodecs::Load({{"a", "pa", "", path_, wrong}}), kInvalidArgument);
+  EXPECT_STATUS(TenantCodecs::Load({{"a", "pa", "", path_ + ".missing", sha_}}), kInvalidArgument);
+  ServerConfig c;
+  c.tenants = {{"a", "pa", "", path_, ""}};
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);  // the digest is required
+  auto parsed = ParseServerConfig(nlohmann::json::parse(
+      R"({"tenants":[{"name":"a","credential":"x","dckv_artifact":"f.dckv","dckv_artifact_sha256":")" +
+      sha_ + R"("}]})"));
+  ASSERT_OK(parsed.status());
+  EXPECT_EQ(parsed->tenants[0].dckv_artifact, "f.dckv");
+}
+
+TEST_F(DckvPlacementTest, RawKvIsEncodedWithTheTenantsArtifactAndDecodedOnRequest) {
+  ASSERT_OK_AND_ASSIGN(TenantCodecs codecs, TenantCodecs::Load({{"a", "pa", "", path_, sha_}}));
+  auto tenants = TenantTable::Create({{"a", "pa", ""}, {"b", "pb", ""}}).value();
+  testing::MemoryChunkStore store;
+  Metrics metrics;
+  RequestHandler handler(&store, &tenants, &metrics, HandlerLimits{"n1", 1u << 24, 16}, &codecs);
+
+  KvChunk chunk;
+  protocol::PutRequest put;
+  put.key = Key(1);
+  put.payload = RawChunkPayload(0, 40, &chunk);
+  put.raw_kv = true;
+  put.target_codec = CodecId::kDckv;
+  put.prefix_tokens = 200;  // the prefix goes on: no raw tail in this chunk
+  std::vector<uint8_t> body;
+  put.Encode(&body);
+  auto [s, reply] = HandleOne(handler, "a", Opcode::kPut, put.Flags(), body);
+  ASSERT_OK(s);
+  // What is stored is exactly the dckv encoder's payload for this chunk.
+  const std::vector<uint8_t> want =
+      reference_->Encode(chunk.view(), 0, 200, kModel).value();
+  ASSERT_OK_AND_ASSIGN(std::optional<ChunkRead> stored, store.Get(ScopeKey("a", Key(1))));
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(std::vector<uint8_t>(stored->payload->begin(), stored->payload->end()), want);
+  EXPECT_EQ(protocol::PutReply::Decode(0, reply).value().stored_bytes, want.size());
+  EXPECT_LT(want.size(), put.payload.size());
+  EXPECT_EQ(handler.TenantStatsJson("a")["codecs"]["dckv"]["chunks"], 1);
+
+  // GET: as stored, or decoded on the server to a codec-raw payload.
+  std::vector<uint8_t> get_body;
+  protocol::GetRequest get{Key(1), /*decoded=*/true};
+  get.Encode(&get_body);
+  auto [gs, greply] = HandleOne(handler, "a", Opcode::kGet, get.Flags(), get_body);
+  ASSERT_OK(gs);
+  auto g = protocol::GetReply::DecodeOwned(0, std::vector<uint8_t>(greply)).value();
+  ASSERT_OK_AND_ASSIGN(PayloadView raw, ParsePayload(g.payload));
+  EXPECT_EQ(raw.header.codec, CodecId::kRaw);
+  EXPECT_EQ(raw.header.tokens, 40u);
+  EXPECT_EQ(raw.header.model_fingerprint, kModel);
+  EXPECT_NE(raw.header.flags & kPayloadFlagLossy, 0);
+  const KvChunk decoded = reference_->Decode(want, kModel).value();
+  EXPECT_EQ(std::vector<uint8_t>(raw.body.begin(), raw.body.end()), decoded.data);
+  EXPECT_EQ(raw.header.content_checksum, decoded.ContentChecksum());
+
+  // Tenant b has no artifact; spec is never coded on the server.
+  auto [sb, rb] = HandleOne(handler, "b", Opcode::kPut, put.Flags(), body);
+  EXPECT_STATUS(sb, kNotSupported);
+  protocol::PutRequest spec = put;
+  spec.target_codec = CodecId::kSpec;
+  std::vector<uint8_t> spec_body;
+  spec.Encode(&spec_body);
+  auto [ss, rs] = HandleOne(handler, "a", Opcode::kPut, spec.Flags(), spec_body);
+  EXPECT_STATUS(ss, kNotSupported);
+  EXPECT_NE(ss.message().find("where the model runs"), std::string::npos) << ss.message();
+  // A prefix that ends before the chunk does is refused.
+  protocol::PutRequest short_prefix = put;
+  short_prefix.prefix_tokens = 10;
+  std::vector<uint8_t> short_body;
+  short_prefix.Encode(&short_body);
+  EXPECT_STATUS(HandleOne(handler, "a", Opcode::kPut, short_prefix.Flags(), short_body).first,
+                kInvalidArgument);
 }
 
 }  // namespace

@@ -108,11 +108,17 @@ struct PutChunk {
   std::vector<uint8_t> state_record;  // optional EncodeStateRecord() record
   bool raw_kv = false;
   CodecId target_codec = CodecId::kRaw;
+  // With raw_kv: tokens of the stored prefix this chunk belongs to (the server's dckv
+  // encoder keeps the prefix's last positions raw); 0 = this chunk ends the prefix.
+  uint32_t prefix_tokens = 0;
   bool pin = false;
 };
 
 struct GetOptions {
-  bool decoded = false;     // ask for the decoded chunk (a codec-kRaw payload)
+  // Ask for the decoded chunk (a codec-kRaw payload): raw and dckv (with the tenant's
+  // configured artifact) decode on the server; spec is NotSupported (decode it where
+  // the model runs).
+  bool decoded = false;
   bool with_state = false;  // also return the recurrent-state record, if any
 };
 
