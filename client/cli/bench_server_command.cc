@@ -9,7 +9,10 @@
 //      payload of a SmolLM2-135M KV chunk shape (30 layers x 3 KV heads x 64, bf16,
 //      `chunk_tokens` tokens) whose bytes are real SmolLM2 bf16 weights
 //      (benchmarks/data/smollm2_token_embd_bf16.bin, tiled). PUTs them (SET on redis).
-//   3. Runs timed phases with `clients` concurrent closed-loop clients (GET/PUT and the
+//   3. Runs timed phases with `clients` concurrent closed-loop clients (the closed-loop
+//      LOOKUP phase drives them as callback agents on the client library's I/O threads,
+//      --lookup-driver async, the default; --lookup-driver threads gives each client a
+//      thread making sync calls, as GET/PUT and redis do; --ops picks phases) (GET/PUT and the
 //      redis GET/SET alternate in 4 rounds of seconds/4 each, both servers up, so that
 //      background load on the machine weighs on both systems alike), each picking a
 //      prefix with Zipf(s) popularity over 1.25 x `prefixes` ranks (the ranks beyond
@@ -22,7 +25,8 @@
 //      req_s, mb_s, p50_us, p99_us, plus requests, errors, seconds, mode
 //      (closed-loop, or open-loop with offered_req_s: the LOOKUP phase at --lookup-rate
 //      per client) and (LOOKUP) hit_rate = tokens hit / tokens looked up. Every GET reply is checked
-//      byte-for-byte against the payload that was stored (round trip verified).
+//      byte-for-byte against the payload that was stored (round trip verified). Rows
+//      also say `driver` (async or threads).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
