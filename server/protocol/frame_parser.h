@@ -54,7 +54,8 @@ class FrameParser {
   // After kBad: the reason (Corruption, NotSupported, ResourceExhausted,
   // InvalidArgument).
   const Status& error() const { return error_; }
-  // After kBad: the header, when it was valid enough to address a reply to.
+  // After kBad: the header, when it was valid enough to address a reply to (also a
+  // request header of another protocol version: its opcode and request id).
   const std::optional<FrameHeader>& bad_header() const { return bad_header_; }
   // Bytes still missing from the current frame part (header or body); a hint for
   // how much to read next.
