@@ -8,6 +8,8 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -16,6 +18,9 @@
 #include <map>
 #include <random>
 #include <thread>
+
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include "common/checksum.h"
 #include "common/logging.h"
@@ -44,6 +49,34 @@ size_t RendezvousPick(std::span<const std::string> servers, const StoredKey& key
     }
   }
   return best;
+}
+
+Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return Status::InvalidArgument("server address \"" + address + "\" is not host:port");
+  }
+  std::string host = address.substr(0, colon);
+  if (host.front() == '[') {
+    if (host.size() < 3 || host.back() != ']') {
+      return Status::InvalidArgument("server address \"" + address + "\": bad [IPv6] literal");
+    }
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string port = address.substr(colon + 1);
+  uint32_t value = 0;
+  for (char ch : port) {
+    if (ch < '0' || ch > '9' || port.size() > 5) {
+      return Status::InvalidArgument("server address \"" + address + "\": port \"" + port +
+                                     "\" is not a number in 1..65535");
+    }
+    value = value * 10 + static_cast<uint32_t>(ch - '0');
+  }
+  if (value == 0 || value > 65535) {
+    return Status::InvalidArgument("server address \"" + address + "\": port " + port +
+                                   " is outside 1..65535");
+  }
+  return std::make_pair(host, static_cast<uint16_t>(value));
 }
 
 namespace {
@@ -105,22 +138,59 @@ class Client::Impl {
   std::vector<Endpoint> endpoints_;
   std::vector<std::vector<std::unique_ptr<Conn>>> pools_;
   std::vector<size_t> next_conn_;
+  std::unique_ptr<asio::ssl::context> tls_ctx_;  // set when options.tls.enabled
   std::mt19937_64 rng_{0x6b76636c};
   bool stopped_ = false;
 };
 
 namespace {
 
+// The byte stream of one connection attempt: plain TCP, or TLS over TCP. Shared by the
+// coroutine and the writes that use it, so that a reconnect (a new Transport) never
+// destroys a stream with an operation in flight.
+struct Transport {
+  Transport(asio::io_context& ioc, asio::ssl::context* tls_ctx) : plain(ioc) {
+    if (tls_ctx) tls.emplace(tcp::socket(ioc), *tls_ctx);
+  }
+  tcp::socket& lowest() { return tls ? tls->next_layer() : plain; }
+  void Close() {
+    boost::system::error_code ec;
+    lowest().close(ec);
+  }
+  template <typename Buffers>
+  asio::awaitable<size_t> ReadSome(const Buffers& b, boost::system::error_code& ec) {
+    if (tls) co_return co_await tls->async_read_some(b, asio::redirect_error(asio::use_awaitable, ec));
+    co_return co_await plain.async_read_some(b, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  template <typename Buffers>
+  asio::awaitable<void> WriteAll(const Buffers& b, boost::system::error_code& ec) {
+    if (tls) co_await asio::async_write(*tls, b, asio::redirect_error(asio::use_awaitable, ec));
+    else co_await asio::async_write(plain, b, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  template <typename Buffers, typename Handler>
+  void AsyncWriteAll(const Buffers& b, Handler&& h) {
+    if (tls) asio::async_write(*tls, b, std::forward<Handler>(h));
+    else asio::async_write(plain, b, std::forward<Handler>(h));
+  }
+
+  tcp::socket plain;  // unused when tls is set
+  std::optional<asio::ssl::stream<tcp::socket>> tls;
+};
+
 // A pooled connection. Touched only on the client's I/O thread.
 struct Conn {
-  Conn(Client::Impl* client, asio::io_context& ioc, size_t server, uint32_t max_reply)
-      : client(client), socket(ioc), server(server),
+  Conn(Client::Impl* client, asio::io_context& ioc, asio::ssl::context* tls_ctx, size_t server,
+       uint32_t max_reply)
+      : client(client), transport(std::make_shared<Transport>(ioc, tls_ctx)), server(server),
         parser(max_reply, protocol::FrameParser::Direction::kReplies) {}
 
   enum class State { kIdle, kConnecting, kReady };
   Client::Impl* client;
-  tcp::socket socket;
+  std::shared_ptr<Transport> transport;
   size_t server;
+  // The server's max_frame_bytes from its HELLO reply: larger requests are refused
+  // locally (InvalidArgument), never sent.
+  uint32_t max_frame = std::numeric_limits<uint32_t>::max();
   protocol::FrameParser parser;
   State state = State::kIdle;
   uint64_t generation = 0;  // bumps on every (re)connect; stale coroutines stop
@@ -136,36 +206,64 @@ struct Conn {
 // ---------------------------------------------------------------- connection logic
 namespace {
 
-asio::awaitable<void> ConnectAndServe(Conn* c, uint64_t gen, std::string host, std::string port,
-                                      std::string hello_frame,
+// Sets SNI and the name the server's certificate must match (RFC 6125 host name, or an
+// IP address literal, which gets no SNI per RFC 6066 §3).
+bool SetTlsName(asio::ssl::stream<tcp::socket>& s, const std::string& name, bool verify) {
+  boost::system::error_code ec;
+  asio::ip::make_address(name, ec);
+  const bool is_ip = !ec;
+  SSL* ssl = s.native_handle();
+  if (!is_ip && SSL_set_tlsext_host_name(ssl, name.c_str()) != 1) return false;
+  if (!verify) return true;
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  return is_ip ? X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str()) == 1
+               : X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0) == 1;
+}
+
+asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uint64_t gen,
+                                      std::string host, std::string port, std::string tls_name,
+                                      bool tls_verify, std::string hello_frame,
                                       std::chrono::milliseconds timeout,
                                       std::function<void(Conn*, uint64_t, Status)> on_ready,
                                       std::function<void(Conn*, uint64_t, Frame)> on_frame) {
   auto ex = co_await asio::this_coro::executor;
   asio::steady_timer guard(ex);
   guard.expires_after(timeout);
-  bool timed_out = false;
-  guard.async_wait([c, gen, &timed_out](boost::system::error_code ec) {
-    if (ec || c->generation != gen) return;
-    timed_out = true;
-    boost::system::error_code ignored;
-    c->socket.close(ignored);
+  auto timed_out = std::make_shared<bool>(false);
+  guard.async_wait([t, timed_out](boost::system::error_code ec) {
+    if (ec) return;
+    *timed_out = true;
+    t->Close();
   });
   boost::system::error_code ec;
+  std::string failure;  // what failed, for the error message
   tcp::resolver resolver(ex);
   auto results = co_await resolver.async_resolve(host, port, asio::redirect_error(asio::use_awaitable, ec));
-  if (!ec) co_await asio::async_connect(c->socket, results, asio::redirect_error(asio::use_awaitable, ec));
-  if (!ec) {
-    c->socket.set_option(tcp::no_delay(true), ec);
-    co_await asio::async_write(c->socket, asio::buffer(hello_frame),
-                               asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) co_await asio::async_connect(t->lowest(), results, asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) t->lowest().set_option(tcp::no_delay(true), ec);
+  if (!ec && t->tls) {
+    if (!SetTlsName(*t->tls, tls_name, tls_verify)) {
+      ec = asio::error::invalid_argument;
+      failure = "TLS server name " + tls_name;
+    } else {
+      co_await t->tls->async_handshake(asio::ssl::stream_base::client,
+                                       asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        const long verify = SSL_get_verify_result(t->tls->native_handle());
+        failure = "TLS handshake";
+        if (verify != X509_V_OK) {
+          failure += std::string(" (certificate: ") + X509_verify_cert_error_string(verify) + ")";
+        }
+      }
+    }
   }
+  if (!ec) co_await t->WriteAll(asio::buffer(hello_frame), ec);
   // Read the HELLO reply.
   std::vector<uint8_t> buf(256 * 1024);
   Status hello_status = Status::Ok();
   bool have_hello = false;
   while (!ec && !have_hello) {
-    size_t n = co_await c->socket.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    size_t n = co_await t->ReadSome(asio::buffer(buf), ec);
     if (ec) break;
     size_t used = 0;
     auto o = c->parser.Feed(std::span<const uint8_t>(buf.data(), n), &used);
@@ -182,15 +280,18 @@ asio::awaitable<void> ConnectAndServe(Conn* c, uint64_t gen, std::string host, s
         hello_status = Status::FromCode(f.header.status, std::string(f.body.begin(), f.body.end()));
       } else if (auto r = protocol::HelloReply::Decode(f.header.flags, f.body); !r.ok()) {
         hello_status = r.status();
+      } else if (c->generation == gen) {
+        c->max_frame = r->max_frame_body_bytes;
       }
     }
   }
   guard.cancel();
   if (c->generation != gen) co_return;
   if (!have_hello) {
-    on_ready(c, gen, timed_out ? Status::Unavailable("connect to " + host + ":" + port + " timed out")
-                               : Status::Unavailable("connect to " + host + ":" + port + ": " +
-                                                     ec.message()));
+    on_ready(c, gen, *timed_out ? Status::Unavailable("connect to " + host + ":" + port + " timed out")
+                                : Status::Unavailable("connect to " + host + ":" + port + ": " +
+                                                      (failure.empty() ? "" : failure + ": ") +
+                                                      ec.message()));
     co_return;
   }
   on_ready(c, gen, hello_status);
@@ -198,8 +299,7 @@ asio::awaitable<void> ConnectAndServe(Conn* c, uint64_t gen, std::string host, s
   while (c->generation == gen) {
     // Large bodies (GET payloads) are read straight into the frame's buffer.
     if (std::span<uint8_t> tail = c->parser.BodyTail(); tail.size() >= 64 * 1024) {
-      size_t n = co_await c->socket.async_read_some(asio::buffer(tail.data(), tail.size()),
-                                                    asio::redirect_error(asio::use_awaitable, ec));
+      size_t n = co_await t->ReadSome(asio::buffer(tail.data(), tail.size()), ec);
       if (c->generation != gen) co_return;
       if (ec) {
         on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
@@ -213,7 +313,7 @@ asio::awaitable<void> ConnectAndServe(Conn* c, uint64_t gen, std::string host, s
       if (o == protocol::FrameParser::Outcome::kComplete) on_frame(c, gen, c->parser.TakeFrame());
       continue;
     }
-    size_t n = co_await c->socket.async_read_some(asio::buffer(buf), asio::redirect_error(asio::use_awaitable, ec));
+    size_t n = co_await t->ReadSome(asio::buffer(buf), ec);
     if (c->generation != gen) co_return;
     if (ec) {
       on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
@@ -249,19 +349,34 @@ Status Client::Impl::Init() {
   }
   if (opts_.client_name.size() > 255) opts_.client_name.resize(255);
   for (const std::string& s : opts_.servers) {
-    const size_t colon = s.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) {
-      return Status::InvalidArgument("server address \"" + s + "\" is not host:port");
+    KVSTASH_ASSIGN_OR_RETURN(auto hp, SplitHostPort(s));
+    endpoints_.push_back({hp.first, std::to_string(hp.second)});
+  }
+  if (opts_.tls.enabled) {
+    tls_ctx_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+    tls_ctx_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                          asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                          asio::ssl::context::no_tlsv1_1);
+    boost::system::error_code ec;
+    if (opts_.tls.verify_peer) {
+      tls_ctx_->set_verify_mode(asio::ssl::verify_peer, ec);
+      if (!ec) {
+        if (opts_.tls.ca_file.empty()) tls_ctx_->set_default_verify_paths(ec);
+        else tls_ctx_->load_verify_file(opts_.tls.ca_file, ec);
+      }
+    } else {
+      tls_ctx_->set_verify_mode(asio::ssl::verify_none, ec);
     }
-    std::string host = s.substr(0, colon);
-    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-    endpoints_.push_back({host, s.substr(colon + 1)});
+    if (ec) {
+      return Status::InvalidArgument("TLS CA file \"" + opts_.tls.ca_file + "\": " + ec.message());
+    }
   }
   pools_.resize(opts_.servers.size());
   next_conn_.assign(opts_.servers.size(), 0);
   for (size_t s = 0; s < pools_.size(); ++s) {
     for (uint32_t i = 0; i < opts_.connections_per_server; ++i) {
-      pools_[s].push_back(std::make_unique<Conn>(this, ioc_, s, opts_.max_reply_bytes));
+      pools_[s].push_back(
+          std::make_unique<Conn>(this, ioc_, tls_ctx_.get(), s, opts_.max_reply_bytes));
     }
   }
   thread_ = std::thread([this] { ioc_.run(); });
@@ -274,8 +389,7 @@ void Client::Impl::Stop() {
     for (auto& pool : pools_) {
       for (auto& c : pool) {
         ++c->generation;
-        boost::system::error_code ec;
-        c->socket.close(ec);
+        c->transport->Close();
         auto pending = std::move(c->pending);
         auto waiting = std::move(c->waiting);
         for (auto& [id, call] : pending) Finish(call, Status::Unavailable("client shut down"));
@@ -330,7 +444,9 @@ void Client::Impl::Send(const CallPtr& c) {
     if (conn->state == Conn::State::kIdle) {
       conn->state = Conn::State::kConnecting;
       const uint64_t gen = ++conn->generation;
-      conn->socket = tcp::socket(ioc_);
+      conn->transport->Close();
+      conn->transport = std::make_shared<Transport>(ioc_, tls_ctx_.get());
+      conn->max_frame = std::numeric_limits<uint32_t>::max();
       conn->parser = protocol::FrameParser(opts_.max_reply_bytes,
                                            protocol::FrameParser::Direction::kReplies);
       conn->outq.clear();
@@ -358,8 +474,7 @@ void Client::Impl::Send(const CallPtr& c) {
         // Connection failed or was lost: every call on it fails this attempt.
         ++k->generation;
         k->state = Conn::State::kIdle;
-        boost::system::error_code ec;
-        k->socket.close(ec);
+        k->transport->Close();
         auto pending = std::move(k->pending);
         auto waiting = std::move(k->waiting);
         k->pending.clear();
@@ -384,12 +499,22 @@ void Client::Impl::Send(const CallPtr& c) {
         else Finish(call, s);
       };
       asio::co_spawn(ioc_,
-                     ConnectAndServe(conn, gen, endpoints_[c->server].host,
+                     ConnectAndServe(conn, conn->transport, gen, endpoints_[c->server].host,
                                      endpoints_[c->server].port,
+                                     opts_.tls.server_name.empty() ? endpoints_[c->server].host
+                                                                   : opts_.tls.server_name,
+                                     opts_.tls.verify_peer,
                                      std::string(frame.begin(), frame.end()),
                                      opts_.connect_timeout, on_state, on_frame),
                      [](std::exception_ptr e) { LogFailure("client connection", e); });
     }
+    return;
+  }
+  if (c->body.size() > conn->max_frame) {
+    Finish(c, Status::InvalidArgument(
+                  std::string(protocol::OpcodeName(c->opcode)) + " request of " +
+                  std::to_string(c->body.size()) + " bytes exceeds the server's max_frame_bytes " +
+                  std::to_string(conn->max_frame) + " (not sent)"));
     return;
   }
   c->request_id = conn->next_id++;
@@ -412,12 +537,12 @@ void Client::Impl::Send(const CallPtr& c) {
       std::vector<asio::const_buffer> bufs;
       for (auto& b : *batch) bufs.emplace_back(b.data(), b.size());
       const uint64_t gen = k->generation;
-      asio::async_write(k->socket, bufs, [self, k, batch, gen](boost::system::error_code ec, size_t) {
+      auto t = k->transport;
+      t->AsyncWriteAll(bufs, [self, k, t, batch, gen](boost::system::error_code ec, size_t) {
         if (k->generation != gen) return;
         k->writing = false;
         if (ec) {
-          boost::system::error_code ignored;
-          k->socket.close(ignored);  // the reader reports the loss and fails the calls
+          t->Close();  // the reader reports the loss and fails the calls
           return;
         }
         Pump(self, k);
@@ -539,6 +664,7 @@ void Client::PutAsync(PutChunk chunk, std::function<void(Status)> done, const Ca
   req.raw_kv = chunk.raw_kv;
   req.pin = chunk.pin;
   req.target_codec = chunk.target_codec;
+  req.prefix_tokens = chunk.raw_kv ? chunk.prefix_tokens : 0;
   req.payload = std::move(chunk.payload);
   req.state_record = std::move(chunk.state_record);
   impl_->Submit(server, Opcode::kPut, req.Flags(), EncodeBody(req), call,

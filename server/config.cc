@@ -66,6 +66,14 @@ Status ServerConfig::Validate() const {
       return Status::InvalidArgument("tenant \"" + t.name +
                                      "\" needs exactly one of credential, credential_sha256");
     }
+    if (t.dckv_artifact.empty() != t.dckv_artifact_sha256.empty()) {
+      return Status::InvalidArgument("tenant \"" + t.name +
+                                     "\" needs both dckv_artifact and dckv_artifact_sha256");
+    }
+    if (!t.dckv_artifact_sha256.empty() && !IsHex64(t.dckv_artifact_sha256)) {
+      return Status::InvalidArgument("tenant \"" + t.name +
+                                     "\" dckv_artifact_sha256 is not 64 hex digits");
+    }
     if (!t.credential_sha256.empty() && !IsHex64(t.credential_sha256)) {
       return Status::InvalidArgument("tenant \"" + t.name +
                                      "\" credential_sha256 is not 64 hex digits");
@@ -73,7 +81,8 @@ Status ServerConfig::Validate() const {
   }
   if (limits.max_frame_bytes < 1024 || limits.max_in_flight == 0 ||
       limits.max_connections == 0 || limits.idle_timeout_ms == 0 ||
-      limits.io_timeout_ms == 0 || limits.hello_timeout_ms == 0) {
+      limits.io_timeout_ms == 0 || limits.hello_timeout_ms == 0 ||
+      limits.min_transfer_bytes_per_s == 0) {
     return Status::InvalidArgument("limits must be nonzero (max_frame_bytes >= 1024)");
   }
   if (io_threads == 0 || worker_threads == 0) {
@@ -89,7 +98,7 @@ Status ServerConfig::Validate() const {
 Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc) {
   KVSTASH_RETURN_IF_ERROR(OnlyKeys(doc, "config",
                                    {"listen", "port", "http_port", "server_id", "io_threads",
-                                    "worker_threads", "limits", "drain_timeout_ms", "tenants",
+                                    "worker_threads", "limits", "drain_grace_ms", "drain_timeout_ms", "tenants",
                                     "tls", "store", "chart_js", "ready_file"}));
   ServerConfig c;
   KVSTASH_RETURN_IF_ERROR(Read(doc, "listen", &c.listen));
@@ -98,6 +107,7 @@ Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc) {
   KVSTASH_RETURN_IF_ERROR(Read(doc, "server_id", &c.server_id));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "io_threads", &c.io_threads));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "worker_threads", &c.worker_threads));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "drain_grace_ms", &c.drain_grace_ms));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "drain_timeout_ms", &c.drain_timeout_ms));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "chart_js", &c.chart_js));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "ready_file", &c.ready_file));
@@ -105,22 +115,29 @@ Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc) {
     const auto& l = *it;
     KVSTASH_RETURN_IF_ERROR(OnlyKeys(l, "limits",
                                      {"max_frame_bytes", "max_in_flight", "max_connections",
-                                      "idle_timeout_ms", "io_timeout_ms", "hello_timeout_ms"}));
+                                      "idle_timeout_ms", "io_timeout_ms", "hello_timeout_ms",
+                                      "min_transfer_bytes_per_s"}));
     KVSTASH_RETURN_IF_ERROR(Read(l, "max_frame_bytes", &c.limits.max_frame_bytes));
     KVSTASH_RETURN_IF_ERROR(Read(l, "max_in_flight", &c.limits.max_in_flight));
     KVSTASH_RETURN_IF_ERROR(Read(l, "max_connections", &c.limits.max_connections));
     KVSTASH_RETURN_IF_ERROR(Read(l, "idle_timeout_ms", &c.limits.idle_timeout_ms));
     KVSTASH_RETURN_IF_ERROR(Read(l, "io_timeout_ms", &c.limits.io_timeout_ms));
     KVSTASH_RETURN_IF_ERROR(Read(l, "hello_timeout_ms", &c.limits.hello_timeout_ms));
+    KVSTASH_RETURN_IF_ERROR(
+        Read(l, "min_transfer_bytes_per_s", &c.limits.min_transfer_bytes_per_s));
   }
   if (auto it = doc.find("tenants"); it != doc.end()) {
     if (!it->is_array()) return Status::InvalidArgument("tenants must be an array");
     for (const auto& t : *it) {
-      KVSTASH_RETURN_IF_ERROR(OnlyKeys(t, "tenant", {"name", "credential", "credential_sha256"}));
+      KVSTASH_RETURN_IF_ERROR(OnlyKeys(t, "tenant",
+                                       {"name", "credential", "credential_sha256",
+                                        "dckv_artifact", "dckv_artifact_sha256"}));
       TenantConfig tc;
       KVSTASH_RETURN_IF_ERROR(Read(t, "name", &tc.name));
       KVSTASH_RETURN_IF_ERROR(Read(t, "credential", &tc.credential));
       KVSTASH_RETURN_IF_ERROR(Read(t, "credential_sha256", &tc.credential_sha256));
+      KVSTASH_RETURN_IF_ERROR(Read(t, "dckv_artifact", &tc.dckv_artifact));
+      KVSTASH_RETURN_IF_ERROR(Read(t, "dckv_artifact_sha256", &tc.dckv_artifact_sha256));
       c.tenants.push_back(std::move(tc));
     }
   }

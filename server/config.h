@@ -6,9 +6,11 @@
 //   { "listen": "0.0.0.0", "port": 7470, "http_port": 7471, "server_id": "node-1",
 //     "io_threads": 2, "worker_threads": 2,
 //     "limits": { "max_frame_bytes": ..., "max_in_flight": ..., "max_connections": ...,
-//                 "idle_timeout_ms": ..., "io_timeout_ms": ..., "hello_timeout_ms": ... },
-//     "drain_timeout_ms": 5000,
-//     "tenants": [ { "name": "team-a", "credential": "s3cret" },
+//                 "idle_timeout_ms": ..., "io_timeout_ms": ..., "hello_timeout_ms": ...,
+//                 "min_transfer_bytes_per_s": ... },
+//     "drain_grace_ms": 0, "drain_timeout_ms": 5000,
+//     "tenants": [ { "name": "team-a", "credential": "s3cret",
+//                    "dckv_artifact": "smollm2-r8.dckv", "dckv_artifact_sha256": "<hex>" },
 //                  { "name": "team-b", "credential_sha256": "<64 hex digits>" } ],
 //     "tls": { "cert_file": "server.pem", "key_file": "server.key" },
 //     "store": { "path": "/var/lib/kvstash", "memory_budget_bytes": 1073741824, ... },
@@ -33,6 +35,11 @@ struct TenantConfig {
   std::string name;               // 1..255 bytes
   std::string credential;         // the secret in clear, or empty when ...
   std::string credential_sha256;  // ... its SHA-256 is given instead (64 hex digits)
+  // Server-side dckv coding for this tenant (server/tenant_codecs.h): the artifact
+  // file (`kvstash calibrate dckv`) and its SHA-256 (64 hex digits, required with it).
+  // Default: none (PUT raw_kv to dckv and GET decoded of dckv are NotSupported).
+  std::string dckv_artifact;
+  std::string dckv_artifact_sha256;
 };
 
 struct Limits {
@@ -49,6 +56,11 @@ struct Limits {
   // Deadline of each read or write once a frame has started (slow clients, slowloris).
   // Default: 10000.
   uint32_t io_timeout_ms = 10000;
+  // Whole-frame deadlines (a client trickling bytes must not hold a connection open):
+  // a request frame must arrive completely within io_timeout_ms of its first byte plus
+  // body_bytes / min_transfer_bytes_per_s, and a reply write must finish within
+  // io_timeout_ms plus its size at this rate. Default: 1048576 (1 MiB/s).
+  uint32_t min_transfer_bytes_per_s = 1u << 20;
   // A connection must complete HELLO (TLS handshake included) within this. Default: 5000.
   uint32_t hello_timeout_ms = 5000;
 };
@@ -63,8 +75,11 @@ struct ServerConfig {
   uint32_t io_threads = 2;      // threads running sockets. Default: 2.
   uint32_t worker_threads = 2;  // threads running store calls. Default: 2.
   Limits limits;
-  // After SIGINT/SIGTERM: stop accepting, finish requests in flight, then exit; at
-  // most this long. Default: 5000.
+  // After SIGINT/SIGTERM (or Shutdown()) /healthz answers 503 at once and the server
+  // keeps serving for drain_grace_ms, so that load balancers polling /healthz stop
+  // sending new work; then it stops accepting, finishes requests in flight and exits,
+  // cutting off what is left after drain_timeout_ms more. Defaults: 0 and 5000.
+  uint32_t drain_grace_ms = 0;
   uint32_t drain_timeout_ms = 5000;
   std::vector<TenantConfig> tenants;  // at least one. Default: none (an error).
   std::string tls_cert_file;          // PEM; TLS on the protocol port when set

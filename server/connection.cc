@@ -51,17 +51,20 @@ class Connection : public ConnectionHandle,
         id_(id),
         ctx_(ctx),
         parser_(ctx.limits->max_frame_bytes, protocol::FrameParser::Direction::kRequests),
-        read_timer_(strand),
-        write_timer_(strand),
-        hello_timer_(strand),
+        watchdog_(strand),
         reader_wake_(strand),
-        writer_wake_(strand),
         done_wake_(strand) {}
 
   void Start() {
     auto self = this->shared_from_this();
+    hello_deadline_ = Clock::now() + Ms(ctx_.limits->hello_timeout_ms);
+    asio::co_spawn(strand_, Watchdog(), [self](std::exception_ptr e) {
+      LogFailure("protocol connection watchdog", e);
+    });
     asio::co_spawn(strand_, Run(), [self](std::exception_ptr e) {
       LogFailure("protocol connection", e);
+      self->finished_ = true;
+      self->watchdog_.cancel();
       self->CloseSocket();
       self->ctx_.on_close(self->id_);
     });
@@ -79,8 +82,13 @@ class Connection : public ConnectionHandle,
   }
 
  private:
+  static Clock::duration Ms(uint64_t ms) { return std::chrono::milliseconds(ms); }
+  // Time a transfer of `bytes` may take beyond io_timeout_ms at the minimum rate.
+  Clock::duration RateAllowance(uint64_t bytes) const {
+    return std::chrono::microseconds(bytes * 1000000 / ctx_.limits->min_transfer_bytes_per_s);
+  }
+
   awaitable<void> Run() {
-    ArmHello();
     if constexpr (std::is_same_v<Stream, TlsStream>) {
       boost::system::error_code ec;
       co_await stream_.async_handshake(asio::ssl::stream_base::server,
@@ -90,68 +98,78 @@ class Connection : public ConnectionHandle,
         co_return;
       }
     }
-    auto self = this->shared_from_this();
-    asio::co_spawn(strand_, Writer(), [self](std::exception_ptr e) {
-      LogFailure("protocol connection writer", e);
-      self->writer_done_ = true;
-      self->done_wake_.cancel();
-    });
     co_await Reader();
     reading_done_ = true;
-    writer_wake_.cancel();
-    while (!writer_done_ || in_flight_ > 0) co_await Wait(done_wake_);
-    hello_timer_.cancel();
-    CloseSocket();
+    read_deadline_ = frame_deadline_ = kNever;
+    Pump();
+    while (writing_ || in_flight_ > 0) co_await Wait(done_wake_);
   }
 
   awaitable<void> Reader() {
     std::vector<uint8_t> buf(256 * 1024);
     while (!draining_ && !closing_) {
       while (in_flight_ >= ctx_.limits->max_in_flight && !draining_ && !closing_) {
+        read_deadline_ = kNever;  // waiting on ourselves, not on the client
+        reader_waiting_ = true;
         co_await Wait(reader_wake_);
+        reader_waiting_ = false;
       }
       if (draining_ || closing_) break;
-      const bool mid_frame = parser_.bytes_wanted() != protocol::kFrameHeaderBytes;
-      ArmDeadline(read_timer_, mid_frame ? ctx_.limits->io_timeout_ms
-                                         : ctx_.limits->idle_timeout_ms);
+      const auto now = Clock::now();
+      if (parser_.in_frame()) {
+        SetDeadline(&read_deadline_, now + Ms(ctx_.limits->io_timeout_ms));
+        if (!frame_body_allowed_ && parser_.pending_body_bytes() > 0 && frame_deadline_ != kNever) {
+          frame_body_allowed_ = true;
+          SetDeadline(&frame_deadline_,
+                      frame_deadline_ + RateAllowance(parser_.pending_body_bytes()));
+        }
+      } else {
+        SetDeadline(&read_deadline_,
+                    now + Ms(tenant_.empty() ? ctx_.limits->hello_timeout_ms
+                                             : ctx_.limits->idle_timeout_ms));
+      }
       boost::system::error_code ec;
       // Large bodies (PUT payloads) are read straight into the frame's buffer.
       if (std::span<uint8_t> tail = parser_.BodyTail(); tail.size() >= 64 * 1024) {
         const size_t n = co_await stream_.async_read_some(
             asio::buffer(tail.data(), tail.size()), asio::redirect_error(use_awaitable, ec));
-        read_timer_.cancel();
-        if (ec || n == 0) break;
+        if (ec || n == 0 || closing_) break;
         ctx_.metrics->AddBytesIn(n);
         const auto outcome = parser_.CommitBody(n);
         if (outcome == protocol::FrameParser::Outcome::kBad) {
           OnBadFrame();
-          co_return;
+          break;
         }
         if (outcome == protocol::FrameParser::Outcome::kComplete) {
           OnFrame(parser_.TakeFrame());
-          if (closing_) co_return;
+          Pump();
         }
         continue;
       }
       const size_t n = co_await stream_.async_read_some(asio::buffer(buf),
                                                         asio::redirect_error(use_awaitable, ec));
-      read_timer_.cancel();
-      if (ec || n == 0) break;  // EOF, reset, deadline (the socket was closed)
+      if (ec || n == 0 || closing_) break;  // EOF, reset, deadline (the socket was closed)
       ctx_.metrics->AddBytesIn(n);
       std::span<const uint8_t> in(buf.data(), n);
-      while (!in.empty()) {
+      // A frame's whole-frame clock starts with its first byte.
+      if (!parser_.in_frame()) SetDeadline(&frame_deadline_, Clock::now() + Ms(ctx_.limits->io_timeout_ms));
+      while (!in.empty() && !closing_) {
         size_t used = 0;
         const auto outcome = parser_.Feed(in, &used);
         in = in.subspan(used);
         if (outcome == protocol::FrameParser::Outcome::kNeedMore) break;
         if (outcome == protocol::FrameParser::Outcome::kBad) {
           OnBadFrame();
-          co_return;
+          break;
         }
         OnFrame(parser_.TakeFrame());
-        if (closing_) co_return;
+        // The next frame's clock starts with its first byte (in this buffer or later).
+        if (!in.empty()) SetDeadline(&frame_deadline_, Clock::now() + Ms(ctx_.limits->io_timeout_ms));
       }
+      // Replies of every frame of this read go out in one write.
+      Pump();
     }
+    Pump();
   }
 
   void OnBadFrame() {
@@ -166,13 +184,15 @@ class Connection : public ConnectionHandle,
   }
 
   void OnFrame(protocol::Frame frame) {
+    frame_body_allowed_ = false;
+    frame_deadline_ = kNever;
     const auto op = static_cast<protocol::Opcode>(frame.header.opcode);
     if (op == protocol::Opcode::kHello && tenant_.empty()) {
       Reply out;
       const bool ok = ctx_.handler->HandleHello(frame, &tenant_, &out.head);
       Enqueue(std::move(out));
       if (ok) {
-        hello_timer_.cancel();
+        hello_deadline_ = kNever;
       } else {
         closing_ = true;
       }
@@ -194,8 +214,9 @@ class Connection : public ConnectionHandle,
       asio::post(self->strand_, [self, out = std::move(out)]() mutable {
         --self->in_flight_;
         self->Enqueue(std::move(out));
-        self->reader_wake_.cancel();
-        self->done_wake_.cancel();
+        self->Pump();
+        if (self->reader_waiting_) self->reader_wake_.cancel();
+        if (self->reading_done_) self->done_wake_.cancel();
       });
     });
   }
@@ -203,65 +224,77 @@ class Connection : public ConnectionHandle,
   void Enqueue(Reply frame) {
     if (broken_) return;
     queue_.push_back(std::move(frame));
-    writer_wake_.cancel();
   }
 
-  awaitable<void> Writer() {
-    std::vector<Reply> batch;
-    std::vector<asio::const_buffer> bufs;
-    while (true) {
-      while (queue_.empty() && !(reading_done_ && in_flight_ == 0)) co_await Wait(writer_wake_);
-      if (queue_.empty()) break;
-      batch.clear();
-      bufs.clear();
-      while (!queue_.empty() && batch.size() < 64) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-      size_t total = 0;
-      for (const Reply& r : batch) {
-        bufs.emplace_back(r.head.data(), r.head.size());
-        if (r.shared) bufs.emplace_back(r.shared->data(), r.shared->size());
-        if (!r.tail.empty()) bufs.emplace_back(r.tail.data(), r.tail.size());
-        total += r.size();
-      }
-      ArmDeadline(write_timer_, ctx_.limits->io_timeout_ms);
-      boost::system::error_code ec;
-      co_await asio::async_write(stream_, bufs, asio::redirect_error(use_awaitable, ec));
-      write_timer_.cancel();
-      if (ec) {
-        broken_ = true;
-        queue_.clear();
-        break;
-      }
-      ctx_.metrics->AddBytesOut(total);
+  // Starts one write of everything queued (up to 64 replies) unless one is running;
+  // its completion starts the next. Pipelined replies thus share writes.
+  void Pump() {
+    if (writing_ || queue_.empty() || broken_) return;
+    writing_ = true;
+    batch_.clear();
+    bufs_.clear();
+    while (!queue_.empty() && batch_.size() < 64) {
+      batch_.push_back(std::move(queue_.front()));
+      queue_.pop_front();
     }
-    writer_done_ = true;
-    done_wake_.cancel();
+    size_t total = 0;
+    for (const Reply& r : batch_) {
+      bufs_.emplace_back(r.head.data(), r.head.size());
+      if (r.shared) bufs_.emplace_back(r.shared->data(), r.shared->size());
+      if (!r.tail.empty()) bufs_.emplace_back(r.tail.data(), r.tail.size());
+      total += r.size();
+    }
+    SetDeadline(&write_deadline_,
+                Clock::now() + Ms(ctx_.limits->io_timeout_ms) + RateAllowance(total));
+    auto self = this->shared_from_this();
+    asio::async_write(stream_, bufs_,
+                      asio::bind_executor(strand_, [self, total](boost::system::error_code ec,
+                                                                 size_t) {
+                        self->OnWritten(ec, total);
+                      }));
   }
 
-  // A deadline that closes the socket when it fires before being cancelled.
-  void ArmDeadline(asio::steady_timer& t, uint32_t ms) {
-    t.expires_after(std::chrono::milliseconds(ms));
-    auto self = this->shared_from_this();
-    t.async_wait([self](boost::system::error_code ec) {
-      if (ec) return;  // cancelled: the operation finished in time
-      self->ctx_.metrics->RecordTimeout();
-      KVSTASH_LOG_DEBUG("connection {}: deadline passed, closing", self->id_);
-      self->closing_ = true;
-      self->CloseSocket();
-    });
+  void OnWritten(boost::system::error_code ec, size_t total) {
+    writing_ = false;
+    write_deadline_ = kNever;
+    batch_.clear();
+    if (ec) {
+      broken_ = true;
+      queue_.clear();
+      closing_ = true;
+      CloseSocket();
+    } else {
+      ctx_.metrics->AddBytesOut(total);
+      Pump();
+    }
+    if (reading_done_) done_wake_.cancel();
   }
 
-  void ArmHello() {
-    hello_timer_.expires_after(std::chrono::milliseconds(ctx_.limits->hello_timeout_ms));
-    auto self = this->shared_from_this();
-    hello_timer_.async_wait([self](boost::system::error_code ec) {
-      if (ec || !self->tenant_.empty()) return;
-      self->ctx_.metrics->RecordTimeout();
-      self->closing_ = true;
-      self->CloseSocket();
-    });
+  // Deadlines are time points checked by one watchdog timer per connection (the
+  // "check_deadline" pattern of asio's timeout examples): moving a deadline later
+  // costs nothing, only one earlier than the watchdog's wake-up re-arms the timer.
+  void SetDeadline(Clock::time_point* slot, Clock::time_point t) {
+    *slot = t;
+    if (t < watchdog_at_) {
+      watchdog_at_ = t;
+      watchdog_.expires_at(t);  // wakes the watchdog, which re-arms itself
+    }
+  }
+
+  awaitable<void> Watchdog() {
+    while (!finished_) {
+      watchdog_at_ = std::min({hello_deadline_, read_deadline_, frame_deadline_, write_deadline_});
+      if (watchdog_at_ <= Clock::now()) {
+        ctx_.metrics->RecordTimeout();
+        KVSTASH_LOG_DEBUG("connection {}: deadline passed, closing", id_);
+        closing_ = true;
+        CloseSocket();
+        co_return;
+      }
+      watchdog_.expires_at(watchdog_at_);
+      boost::system::error_code ec;
+      co_await watchdog_.async_wait(asio::redirect_error(use_awaitable, ec));
+    }
   }
 
   awaitable<void> Wait(asio::steady_timer& t) {
@@ -275,21 +308,28 @@ class Connection : public ConnectionHandle,
     Lowest(stream_).shutdown(tcp::socket::shutdown_both, ec);
     Lowest(stream_).close(ec);
     reader_wake_.cancel();
-    writer_wake_.cancel();
+    done_wake_.cancel();
   }
+
+  static constexpr Clock::time_point kNever = Clock::time_point::max();
 
   Stream stream_;
   Strand strand_;
   const uint64_t id_;
   const ConnectionContext ctx_;
   protocol::FrameParser parser_;
-  asio::steady_timer read_timer_, write_timer_, hello_timer_;
-  asio::steady_timer reader_wake_, writer_wake_, done_wake_;  // condition signals
+  asio::steady_timer watchdog_;
+  asio::steady_timer reader_wake_, done_wake_;  // condition signals
+  Clock::time_point watchdog_at_ = kNever;
+  Clock::time_point hello_deadline_ = kNever, read_deadline_ = kNever,
+                    frame_deadline_ = kNever, write_deadline_ = kNever;
   std::deque<Reply> queue_;
+  std::vector<Reply> batch_;  // the replies of the write in progress
+  std::vector<asio::const_buffer> bufs_;
   std::string tenant_;  // empty until HELLO succeeds
   uint32_t in_flight_ = 0;
-  bool draining_ = false, closing_ = false, reading_done_ = false, writer_done_ = false,
-       broken_ = false;
+  bool draining_ = false, closing_ = false, reading_done_ = false, writing_ = false,
+       broken_ = false, reader_waiting_ = false, frame_body_allowed_ = false, finished_ = false;
 };
 
 }  // namespace

@@ -7,13 +7,18 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <array>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "common/logging.h"
 
 namespace kvstash::server {
 namespace {
+
+constexpr uint32_t kHttpHeaderLimit = 16 * 1024;
+constexpr uint32_t kHttpBodyLimit = 64 * 1024;
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -78,16 +83,55 @@ http::response<http::string_body> Route(const http::request<http::string_body>& 
   return Respond(req, http::status::not_found, "text/plain", "not found\n");
 }
 
+// The answer to a request that could not be read because it broke a limit (RFC 6585
+// §5: 431 for the header, RFC 9110 §15.5.14: 413 for the body), or nothing.
+std::optional<http::response<http::string_body>> LimitResponse(boost::system::error_code ec) {
+  http::status status;
+  std::string body;
+  if (ec == http::error::header_limit) {
+    status = http::status::request_header_fields_too_large;
+    body = "request header larger than " + std::to_string(kHttpHeaderLimit) + " bytes\n";
+  } else if (ec == http::error::body_limit) {
+    status = http::status::payload_too_large;
+    body = "request body larger than " + std::to_string(kHttpBodyLimit) + " bytes\n";
+  } else {
+    return std::nullopt;
+  }
+  http::response<http::string_body> res{status, 11};
+  res.set(http::field::server, "kvstash");
+  res.set(http::field::content_type, "text/plain");
+  res.set(http::field::connection, "close");
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
 awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   while (true) {
     http::request<http::string_body> req;
     http::request_parser<http::string_body> parser;
-    parser.body_limit(64 * 1024);
+    parser.header_limit(kHttpHeaderLimit);
+    parser.body_limit(kHttpBodyLimit);
     stream.expires_after(std::chrono::seconds(30));
     boost::system::error_code ec;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    if (auto res = LimitResponse(ec)) {
+      stream.expires_after(std::chrono::seconds(5));
+      co_await http::async_write(stream, *res, asio::redirect_error(use_awaitable, ec));
+      // Lingering close: closing with the rest of the request unread would reset the
+      // connection and could destroy the reply before the client reads it; read and
+      // drop what the client still sends (bounded in bytes and time) first.
+      stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+      std::array<char, 16384> sink;
+      size_t dropped = 0;
+      while (!ec && dropped < (4u << 20)) {
+        dropped += co_await stream.async_read_some(asio::buffer(sink),
+                                                   asio::redirect_error(use_awaitable, ec));
+      }
+      co_return;
+    }
     if (ec) break;
     req = parser.release();
     auto res = Route(req, *src);
@@ -147,6 +191,12 @@ Status HttpServer::Listen(const std::string& address, uint16_t port) {
     }
   });
   return Status::Ok();
+}
+
+void HttpServer::CloseNow() {
+  if (!acceptor_) return;
+  boost::system::error_code ec;
+  acceptor_->close(ec);
 }
 
 void HttpServer::Stop() {

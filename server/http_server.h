@@ -7,8 +7,9 @@
 //   GET /dashboard/dashboard.js  its script (server/web/dashboard.js)
 //   GET /dashboard/chart.min.js  Chart.js from the configured file (Debian
 //                                libjs-chart.js); nothing is loaded from a CDN
-// Anything else is 404; methods other than GET/HEAD are 405. Keep-alive is supported;
-// each read and write has a deadline (Beast's tcp_stream timeouts).
+// Anything else is 404; methods other than GET/HEAD are 405. A request header over
+// 16 KiB gets 431 and a body over 64 KiB 413, then the connection closes. Keep-alive
+// is supported; each read and write has a deadline (Beast's tcp_stream timeouts).
 //
 // Thread-safety: runs on the server's io_context; Stop() may be called from any thread.
 #pragma once
@@ -41,6 +42,9 @@ class HttpServer {
   uint16_t port() const { return port_; }
   // Closes the acceptor; open HTTP connections end after their current request.
   void Stop();
+  // Closes the acceptor at once. REQUIRES: the io_context is not running (after the
+  // server's threads stopped).
+  void CloseNow();
 
  private:
   boost::asio::io_context& ioc_;

@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
   std::optional<std::string> listen, server_id, data_dir, tls_cert, tls_key, ready_file, chart_js;
   std::optional<uint16_t> port, http_port;
   std::optional<uint32_t> io_threads, worker_threads, max_connections, max_in_flight,
-      max_frame_bytes, idle_timeout_ms, io_timeout_ms;
+      max_frame_bytes, idle_timeout_ms, io_timeout_ms, min_transfer_bytes_per_s, drain_grace_ms,
+      drain_timeout_ms;
   std::optional<uint64_t> memory_budget;
   std::vector<std::string> tenants;
   app.add_option("--config", config_file, "JSON config file (server/config.h)");
@@ -36,6 +37,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-frame-bytes", max_frame_bytes, "Largest frame body");
   app.add_option("--idle-timeout-ms", idle_timeout_ms, "Idle connection timeout");
   app.add_option("--io-timeout-ms", io_timeout_ms, "Per read/write deadline inside a frame");
+  app.add_option("--min-transfer-bytes-per-s", min_transfer_bytes_per_s,
+                 "Slowest accepted frame transfer rate (whole-frame deadlines)");
+  app.add_option("--drain-grace-ms", drain_grace_ms,
+                 "After SIGTERM: /healthz 503 and keep serving this long before closing");
+  app.add_option("--drain-timeout-ms", drain_timeout_ms,
+                 "Then: cut off connections still busy after this long");
   app.add_option("--tenant", tenants, "NAME=CREDENTIAL (repeatable; adds to the config's)");
   app.add_option("--tls-cert", tls_cert, "PEM certificate chain: TLS on the protocol port");
   app.add_option("--tls-key", tls_key, "PEM private key");
@@ -70,6 +77,9 @@ int main(int argc, char** argv) {
   if (max_frame_bytes) cfg.limits.max_frame_bytes = *max_frame_bytes;
   if (idle_timeout_ms) cfg.limits.idle_timeout_ms = *idle_timeout_ms;
   if (io_timeout_ms) cfg.limits.io_timeout_ms = *io_timeout_ms;
+  if (min_transfer_bytes_per_s) cfg.limits.min_transfer_bytes_per_s = *min_transfer_bytes_per_s;
+  if (drain_grace_ms) cfg.drain_grace_ms = *drain_grace_ms;
+  if (drain_timeout_ms) cfg.drain_timeout_ms = *drain_timeout_ms;
   if (tls_cert) cfg.tls_cert_file = *tls_cert;
   if (tls_key) cfg.tls_key_file = *tls_key;
   if (ready_file) cfg.ready_file = *ready_file;

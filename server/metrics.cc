@@ -191,14 +191,9 @@ std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
   return o.str();
 }
 
-nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string& server_id) const {
+void Metrics::RenderTraffic(nlohmann::json* out) const {
   using nlohmann::json;
-  json j;
-  j["server_id"] = server_id;
-  j["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  j["connections"] = {{"open", open_.load(kRelaxed)},
-                      {"accepted", accepted_.load(kRelaxed)},
-                      {"rejected", rejected_.load(kRelaxed)}};
+  json& j = *out;
   json ops = json::object();
   for (int i = 0; i < protocol::kNumOpcodes; ++i) {
     const auto v = ops_[i].latency.Read();
@@ -238,6 +233,30 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
   j["get"] = {{"hits", get_hits_.load(kRelaxed)},
               {"misses", get_misses_.load(kRelaxed)},
               {"bytes", get_bytes_.load(kRelaxed)}};
+  j["payload_rejected"] = payload_rejected_.load(kRelaxed);
+}
+
+nlohmann::json Metrics::RenderTenantJson(const std::string& tenant,
+                                         const std::string& server_id) const {
+  nlohmann::json j;
+  j["server_id"] = server_id;
+  j["tenant"] = tenant;
+  j["scope"] = "tenant";
+  j["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  RenderTraffic(&j);
+  return j;
+}
+
+nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string& server_id) const {
+  using nlohmann::json;
+  json j;
+  j["server_id"] = server_id;
+  j["scope"] = "server";
+  j["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  j["connections"] = {{"open", open_.load(kRelaxed)},
+                      {"accepted", accepted_.load(kRelaxed)},
+                      {"rejected", rejected_.load(kRelaxed)}};
+  RenderTraffic(&j);
   json tiers = json::array();
   for (const auto& t : store.tiers) {
     tiers.push_back({{"name", t.name}, {"enabled", t.enabled}, {"entries", t.entries},
@@ -248,7 +267,6 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
   j["checksum_failures"] = store.checksum_failures;
   j["pinned_entries"] = store.pinned_entries;
   j["index_entries"] = store.index_entries;
-  j["payload_rejected"] = payload_rejected_.load(kRelaxed);
   j["bad_frames"] = bad_frames_.load(kRelaxed);
   j["auth_failures"] = auth_failures_.load(kRelaxed);
   j["timeouts"] = timeouts_.load(kRelaxed);

@@ -75,10 +75,15 @@ class Metrics {
 
   // Prometheus text exposition (with the store's occupancy).
   std::string RenderPrometheus(const StoreSnapshot& store) const;
-  // The /v1/stats document (docs/protocol.md §8).
+  // The /v1/stats document (docs/protocol.md §8), "scope": "server".
   nlohmann::json RenderJson(const StoreSnapshot& store, const std::string& server_id) const;
+  // A tenant's STATS document: only the traffic counters (requests, lookup, codecs,
+  // bytes_*, get, payload_rejected) of a Metrics that recorded that tenant's requests
+  // alone, "scope": "tenant"; nothing about the store, connections or other tenants.
+  nlohmann::json RenderTenantJson(const std::string& tenant, const std::string& server_id) const;
 
  private:
+  void RenderTraffic(nlohmann::json* out) const;
   using Counter = std::atomic<uint64_t>;
   struct Op {
     Counter requests{0}, errors{0};

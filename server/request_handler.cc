@@ -59,7 +59,35 @@ Status CheckRawBody(const PayloadView& p) {
   return Status::Ok();
 }
 
+// A store error names keys as the store knows them: tenant-scoped. A client must only
+// ever see its own keys, so each scoped key in the message is replaced by the client's
+// key it came from (and any other 32-hex-digit key is not the client's business:
+// there is none, as the store only names keys it was given).
+Status Unscope(Status s, std::initializer_list<std::pair<StoredKey, StoredKey>> scoped_to_client) {
+  if (s.ok()) return s;
+  std::string msg = s.message();
+  for (const auto& [scoped, client] : scoped_to_client) {
+    const std::string from = ToHex(scoped), to = ToHex(client);
+    for (size_t at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size())) {
+      msg.replace(at, from.size(), to);
+    }
+  }
+  return Status::FromCode(static_cast<uint8_t>(s.code()), msg);
+}
+
 }  // namespace
+
+RequestHandler::RequestHandler(ChunkStore* store, const TenantTable* tenants, Metrics* metrics,
+                               HandlerLimits limits, const TenantCodecs* codecs)
+    : store_(store),
+      tenants_(tenants),
+      metrics_(metrics),
+      limits_(std::move(limits)),
+      codecs_(codecs) {
+  for (const std::string& name : tenants_->names()) {
+    tenant_metrics_.emplace(name, std::make_unique<Metrics>());
+  }
+}
 
 bool RequestHandler::HandleHello(const Frame& f, std::string* tenant, std::vector<uint8_t>* out) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -127,9 +155,9 @@ Reply RequestHandler::Handle(const std::string& tenant, const Frame& f) {
   }
   // A GET miss is an answer, not a server error.
   const bool ok = status.ok() || (op == Opcode::kGet && status.IsNotFound());
-  metrics_->RecordRequest(op,
-                          std::chrono::duration_cast<std::chrono::microseconds>(
-                              std::chrono::steady_clock::now() - t0).count(), ok);
+  const uint64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
+                          std::chrono::steady_clock::now() - t0).count();
+  Record(tenant, [&](Metrics& m) { m.RecordRequest(op, us, ok); });
   return reply;
 }
 
@@ -152,7 +180,7 @@ Result<std::vector<uint8_t>> RequestHandler::Dispatch(const std::string& tenant,
     case Opcode::kPin: return DoPin(tenant, f);
     case Opcode::kStats: {
       KVSTASH_RETURN_IF_ERROR(protocol::StatsRequest::Decode(f.header.flags, f.body).status());
-      return Body(protocol::StatsReply{StatsJson().dump()});
+      return Body(protocol::StatsReply{TenantStatsJson(tenant).dump()});
     }
     case Opcode::kPing: break;
   }
@@ -173,7 +201,9 @@ Result<std::vector<uint8_t>> RequestHandler::DoLookup(const std::string& tenant,
   protocol::LookupReply reply;
   reply.matched_chunks = std::min<uint32_t>(found.matched_chunks, keys.size());
   for (uint32_t i = 0; i < reply.matched_chunks; ++i) reply.matched_tokens += req.keys[i].tokens;
-  metrics_->RecordLookup(keys.size(), tokens, reply.matched_chunks, reply.matched_tokens);
+  Record(tenant, [&](Metrics& m) {
+    m.RecordLookup(keys.size(), tokens, reply.matched_chunks, reply.matched_tokens);
+  });
   return Body(reply);
 }
 
@@ -181,22 +211,26 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
   KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::PutRequest::Decode(f.header.flags, f.body));
   auto parsed = ParsePayload(req.payload);
   if (!parsed.ok()) {
-    metrics_->RecordPayloadRejected();
+    Record(tenant, [](Metrics& m) { m.RecordPayloadRejected(); });
     return parsed.status().WithContext("PUT payload");
   }
   const PayloadView& p = *parsed;
   if (!IsKnownCodec(p.header.codec)) {
-    metrics_->RecordPayloadRejected();
+    Record(tenant, [](Metrics& m) { m.RecordPayloadRejected(); });
     return Status::InvalidArgument("PUT payload: unknown codec id " +
                                    std::to_string(static_cast<int>(p.header.codec)) +
                                    " (docs/format/payload.md lists 0..5)");
   }
   if (p.header.codec == CodecId::kRaw) {
     if (Status s = CheckRawBody(p); !s.ok()) {
-      metrics_->RecordPayloadRejected();
+      Record(tenant, [](Metrics& m) { m.RecordPayloadRejected(); });
       return s.WithContext("PUT payload");
     }
   }
+  // Server-side encoding (codec placement): the payload to store and its codec.
+  std::vector<uint8_t> encoded;  // when the server encodes
+  std::span<const uint8_t> stored = req.payload;
+  CodecId stored_codec = p.header.codec;
   if (req.raw_kv) {
     if (p.header.codec != CodecId::kRaw) {
       return Status::InvalidArgument("PUT with the raw-KV flag carries a codec " +
@@ -204,14 +238,18 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
                                      " payload (raw KV must be codec 0)");
     }
     if (req.target_codec != CodecId::kRaw) {
-      return Status::NotSupported("server-side encoding with codec " +
-                                  std::to_string(static_cast<int>(req.target_codec)) +
-                                  " is not available in this build (only raw)");
+      if (codecs_ == nullptr) {
+        return Status::NotSupported("server-side encoding is not configured on this server");
+      }
+      KVSTASH_ASSIGN_OR_RETURN(encoded,
+                               codecs_->Encode(tenant, p, req.target_codec, req.prefix_tokens));
+      stored = encoded;
+      stored_codec = req.target_codec;
     }
   }
   if (!req.state_record.empty()) {
     if (auto st = DecodeStateRecord(req.state_record); !st.ok()) {
-      metrics_->RecordPayloadRejected();
+      Record(tenant, [](Metrics& m) { m.RecordPayloadRejected(); });
       return st.status().WithContext("PUT state record");
     }
   }
@@ -220,31 +258,52 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
   if (req.parent) w.parent = ScopeKey(tenant, *req.parent);
   w.tokens = p.header.tokens;
   w.partial = (p.header.flags & kPayloadFlagPartialChunk) != 0;
-  w.codec = static_cast<uint16_t>(p.header.codec);
-  w.payload = req.payload;
+  w.codec = static_cast<uint16_t>(stored_codec);
+  w.payload = stored;
   w.state = req.state_record;
-  KVSTASH_RETURN_IF_ERROR(store_->Put(w));
-  if (req.pin) KVSTASH_RETURN_IF_ERROR(store_->SetPinned(w.key, true).status());
-  metrics_->RecordPut(w.codec, CanonicalBytes(p.header), req.payload.size());
-  return Body(protocol::PutReply{req.payload.size()});
+  const StoredKey parent = req.parent.value_or(StoredKey{});
+  const StoredKey scoped_parent = w.parent.value_or(StoredKey{});
+  if (Status s = store_->Put(w); !s.ok()) {
+    if (s.IsNotFound() && req.parent) {
+      // The store's message names the scoped parent; say it in the client's terms.
+      return Status::NotFound("PUT " + ToHex(req.key) + ": parent " + ToHex(*req.parent) +
+                              " is not stored; put the chain from its first missing chunk");
+    }
+    return Unscope(std::move(s), {{w.key, req.key}, {scoped_parent, parent}});
+  }
+  if (req.pin) {
+    KVSTASH_RETURN_IF_ERROR(Unscope(store_->SetPinned(w.key, true).status(), {{w.key, req.key}}));
+  }
+  Record(tenant, [&](Metrics& m) {
+    m.RecordPut(w.codec, CanonicalBytes(p.header), stored.size());
+  });
+  return Body(protocol::PutReply{stored.size()});
 }
 
 Result<Reply> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
   KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::GetRequest::Decode(f.header.flags, f.body));
-  KVSTASH_ASSIGN_OR_RETURN(std::optional<ChunkRead> hit, store_->Get(ScopeKey(tenant, req.key)));
+  const StoredKey scoped = ScopeKey(tenant, req.key);
+  Result<std::optional<ChunkRead>> got = store_->Get(scoped);
+  if (!got.ok()) return Unscope(got.status(), {{scoped, req.key}});
+  std::optional<ChunkRead> hit = std::move(got).value();
   if (!hit) {
-    metrics_->RecordGetMiss();
+    Record(tenant, [](Metrics& m) { m.RecordGetMiss(); });
     return Status::NotFound("chunk not stored");
+  }
+  if (req.decoded) {
+    const std::span<const uint8_t> stored(reinterpret_cast<const uint8_t*>(hit->payload->data()),
+                                          hit->payload->size());
+    KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(stored));
+    if (h.codec != CodecId::kRaw) {
+      if (codecs_ == nullptr) {
+        return Status::NotSupported("server-side decoding is not configured on this server");
+      }
+      KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> decoded, codecs_->Decode(tenant, stored));
+      hit->payload = std::make_shared<const std::string>(decoded.begin(), decoded.end());
+    }
   }
   const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(hit->payload->data()),
                                          hit->payload->size());
-  if (req.decoded) {
-    KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
-    if (h.codec != CodecId::kRaw) {
-      return Status::NotSupported("decoding codec " + std::to_string(static_cast<int>(h.codec)) +
-                                  " on the server is not available in this build");
-    }
-  }
   // Body (messages.h GetReply): payload || state || u32 state_bytes || u32 payload_bytes.
   // The payload is sent from the store's shared buffer, never copied.
   Reply reply;
@@ -261,26 +320,36 @@ Result<Reply> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
   h.body_crc32c = Crc32c(reply.tail, Crc32c(payload));
   reply.head.resize(protocol::kFrameHeaderBytes);
   protocol::EncodeFrameHeader(h, reply.head.data());
-  metrics_->RecordGetHit(payload.size());
+  Record(tenant, [&](Metrics& m) { m.RecordGetHit(payload.size()); });
   return reply;
 }
 
 Result<std::vector<uint8_t>> RequestHandler::DoDelete(const std::string& tenant, const Frame& f) {
   KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::DeleteRequest::Decode(f.header.flags, f.body));
-  KVSTASH_ASSIGN_OR_RETURN(uint64_t removed, store_->Delete(ScopeKey(tenant, req.key)));
-  return Body(protocol::DeleteReply{removed > 0});
+  const StoredKey scoped = ScopeKey(tenant, req.key);
+  Result<uint64_t> removed = store_->Delete(scoped);
+  if (!removed.ok()) return Unscope(removed.status(), {{scoped, req.key}});
+  return Body(protocol::DeleteReply{*removed > 0});
 }
 
 Result<std::vector<uint8_t>> RequestHandler::DoPin(const std::string& tenant, const Frame& f) {
   KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::PinRequest::Decode(f.header.flags, f.body));
-  KVSTASH_ASSIGN_OR_RETURN(uint64_t n, store_->SetPinned(ScopeKey(tenant, req.key), req.pin));
-  if (n == 0) return Status::NotFound("chunk not stored");
+  const StoredKey scoped = ScopeKey(tenant, req.key);
+  Result<uint64_t> pinned = store_->SetPinned(scoped, req.pin);
+  if (!pinned.ok()) return Unscope(pinned.status(), {{scoped, req.key}});
+  if (*pinned == 0) return Status::NotFound("chunk not stored");
   return Body(protocol::PinReply{});
 }
 
 bool RequestHandler::RunsInline(const protocol::FrameHeader& h) const {
   const auto op = static_cast<Opcode>(h.opcode);
   return op == Opcode::kPing || (op == Opcode::kLookup && store_->LookupIsInMemory());
+}
+
+nlohmann::json RequestHandler::TenantStatsJson(const std::string& tenant) const {
+  auto it = tenant_metrics_.find(tenant);
+  if (it == tenant_metrics_.end()) return Metrics().RenderTenantJson(tenant, limits_.server_id);
+  return it->second->RenderTenantJson(tenant, limits_.server_id);
 }
 
 nlohmann::json RequestHandler::StatsJson() const {

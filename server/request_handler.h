@@ -10,16 +10,21 @@
 // - PUT payloads are validated before they are stored: header CRC, body XXH3, layout,
 //   size; raw KV (kPutFlagRawKv) must be a codec-kRaw payload whose body is exactly the
 //   canonical chunk with a matching content checksum, and is then encoded with the
-//   requested codec (only kRaw is available in this build: other codecs are
-//   NotSupported). State records must parse (DecodeStateRecord).
-// - GET with kGetFlagDecoded returns a codec-kRaw payload; a stored payload of another
-//   codec is NotSupported until its decoder is linked in.
+//   requested codec (raw, or dckv with the tenant's artifact: tenant_codecs.h; spec
+//   and others NotSupported). State records must parse (DecodeStateRecord).
+// - GET with kGetFlagDecoded returns a codec-kRaw payload, decoding dckv payloads of
+//   the tenant's artifact on the CPU (others NotSupported, tenant_codecs.h).
+//
+// Metrics are recorded server-wide and per tenant: the STATS opcode answers a tenant
+// with its own traffic only; /v1/stats (HTTP, operators) is server-wide.
 //
 // Thread-safety: Handle may run concurrently for different frames; the handler's
 // collaborators are thread-safe (ChunkStore, Metrics) or immutable (TenantTable).
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +32,7 @@
 #include "server/chunk_store.h"
 #include "server/metrics.h"
 #include "server/protocol/frame.h"
+#include "server/tenant_codecs.h"
 #include "server/tenants.h"
 
 namespace kvstash::server {
@@ -53,9 +59,9 @@ struct HandlerLimits {
 class RequestHandler {
  public:
   // The pointers must outlive the handler.
+  // `codecs`: server-side codecs per tenant (null: raw only).
   RequestHandler(ChunkStore* store, const TenantTable* tenants, Metrics* metrics,
-                 HandlerLimits limits)
-      : store_(store), tenants_(tenants), metrics_(metrics), limits_(std::move(limits)) {}
+                 HandlerLimits limits, const TenantCodecs* codecs = nullptr);
 
   // Handles a HELLO frame; appends the reply to `out`. On success sets *tenant and
   // returns true; on failure appends an error reply and returns false (close after
@@ -70,8 +76,10 @@ class RequestHandler {
   // store's lookups are in memory): no hop to the worker pool and back.
   bool RunsInline(const protocol::FrameHeader& h) const;
 
-  // The STATS / /v1/stats document.
+  // The /v1/stats document (operators: server-wide).
   nlohmann::json StatsJson() const;
+  // The STATS reply of `tenant`: that tenant's traffic only (Metrics::RenderTenantJson).
+  nlohmann::json TenantStatsJson(const std::string& tenant) const;
   std::string PrometheusText() const;
 
  private:
@@ -82,10 +90,21 @@ class RequestHandler {
   Result<std::vector<uint8_t>> DoDelete(const std::string& tenant, const protocol::Frame& f);
   Result<std::vector<uint8_t>> DoPin(const std::string& tenant, const protocol::Frame& f);
 
+  // Runs f on the server-wide metrics and on `tenant`'s (when it is a known tenant).
+  template <typename F>
+  void Record(const std::string& tenant, F f) {
+    f(*metrics_);
+    if (auto it = tenant_metrics_.find(tenant); it != tenant_metrics_.end()) f(*it->second);
+  }
+
   ChunkStore* store_;
   const TenantTable* tenants_;
   Metrics* metrics_;
   const HandlerLimits limits_;
+  const TenantCodecs* codecs_;
+  // One Metrics per configured tenant (the set is fixed: the map is read-only after
+  // construction, the counters are atomics).
+  std::map<std::string, std::unique_ptr<Metrics>, std::less<>> tenant_metrics_;
 };
 
 }  // namespace kvstash::server

@@ -21,6 +21,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/request_handler.h"
+#include "server/tenant_codecs.h"
 #include "server/tenants.h"
 
 namespace kvstash::server {
@@ -30,10 +31,12 @@ using asio::ip::tcp;
 
 class Server::Impl {
  public:
-  Impl(ServerConfig config, std::unique_ptr<ChunkStore> store, TenantTable tenants)
+  Impl(ServerConfig config, std::unique_ptr<ChunkStore> store, TenantTable tenants,
+       TenantCodecs codecs)
       : config_(std::move(config)),
         store_(std::move(store)),
         tenants_(std::move(tenants)),
+        codecs_(std::move(codecs)),
         ioc_(static_cast<int>(config_.io_threads)),
         work_(asio::make_work_guard(ioc_)),
         workers_(config_.worker_threads),
@@ -74,7 +77,8 @@ class Server::Impl {
     handler_ = std::make_unique<RequestHandler>(
         store_.get(), &tenants_, &metrics_,
         HandlerLimits{config_.server_id, config_.limits.max_frame_bytes,
-                      config_.limits.max_in_flight});
+                      config_.limits.max_in_flight},
+        &codecs_);
     conn_ctx_ = ConnectionContext{&config_.limits, handler_.get(), &metrics_, &workers_,
                                   tls_.get(), [this](uint64_t id) { OnClose(id); }};
     asio::co_spawn(ioc_, AcceptLoop(), [](std::exception_ptr e) {
@@ -91,6 +95,7 @@ class Server::Impl {
       std::ofstream(tmp) << "{\"port\":" << port_ << ",\"http_port\":" << http_.port()
                          << ",\"pid\":" << ::getpid() << "}\n";
       std::rename(tmp.c_str(), config_.ready_file.c_str());
+      started_ = true;
     }
     KVSTASH_LOG_INFO("kvstash-server {} listening on {}:{} (protocol{}) and :{} (HTTP), {} tenants",
                      config_.server_id, config_.listen, port_, tls_ ? ", TLS" : "", http_.port(),
@@ -109,27 +114,21 @@ class Server::Impl {
   }
 
   void Shutdown() {
+    // /healthz answers 503 from here on (HttpSources::draining) until the process ends.
     if (draining_.exchange(true)) return;
     asio::post(ioc_, [this] {
       boost::system::error_code ec;
-      acceptor_.close(ec);
       signals_.cancel(ec);
-      http_.Stop();
-      std::vector<std::shared_ptr<ConnectionHandle>> open;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (auto& [id, c] : conns_) {
-          if (auto s = c.lock()) open.push_back(std::move(s));
-        }
+      if (config_.drain_grace_ms == 0) {
+        BeginDrain();
+        return;
       }
-      for (auto& c : open) c->BeginDrain();
-      drain_timer_.expires_after(std::chrono::milliseconds(config_.drain_timeout_ms));
+      KVSTASH_LOG_INFO("draining: /healthz answers 503, serving {} ms more before closing",
+                       config_.drain_grace_ms);
+      drain_timer_.expires_after(std::chrono::milliseconds(config_.drain_grace_ms));
       drain_timer_.async_wait([this](boost::system::error_code e) {
-        if (e) return;
-        KVSTASH_LOG_WARN("drain timeout: {} connections cut off", metrics_.open_connections());
-        Stop();
+        if (!e) BeginDrain();
       });
-      MaybeFinishDrain();
     });
   }
 
@@ -137,6 +136,11 @@ class Server::Impl {
     for (auto& t : threads_) t.join();
     threads_.clear();
     workers_.join();
+    http_.CloseNow();  // /healthz answered 503 until here; now nothing listens
+    if (!config_.ready_file.empty() && started_) {
+      std::remove(config_.ready_file.c_str());  // no stale port numbers for scripts
+      started_ = false;
+    }
   }
 
   uint16_t port() const { return port_; }
@@ -149,7 +153,7 @@ class Server::Impl {
       tcp::socket socket =
           co_await acceptor_.async_accept(asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
-        if (!acceptor_.is_open() || draining_) co_return;
+        if (!acceptor_.is_open() || drain_started_) co_return;
         KVSTASH_LOG_WARN("accept failed: {}", ec.message());
         if (ec == asio::error::no_descriptors) {
           asio::steady_timer t(ioc_, std::chrono::milliseconds(50));
@@ -176,13 +180,36 @@ class Server::Impl {
     }
   }
 
+  // After the grace period: stop accepting, let every connection finish what it has in
+  // flight, stop when the last one closed or drain_timeout_ms passed.
+  void BeginDrain() {
+    drain_started_ = true;
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    std::vector<std::shared_ptr<ConnectionHandle>> open;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, c] : conns_) {
+        if (auto s = c.lock()) open.push_back(std::move(s));
+      }
+    }
+    for (auto& c : open) c->BeginDrain();
+    drain_timer_.expires_after(std::chrono::milliseconds(config_.drain_timeout_ms));
+    drain_timer_.async_wait([this](boost::system::error_code e) {
+      if (e) return;
+      KVSTASH_LOG_WARN("drain timeout: {} connections cut off", metrics_.open_connections());
+      Stop();
+    });
+    MaybeFinishDrain();
+  }
+
   void OnClose(uint64_t id) {
     metrics_.ConnectionClosed();
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (conns_.erase(id) == 0) closed_early_.insert(id);
     }
-    if (draining_) asio::post(ioc_, [this] { MaybeFinishDrain(); });
+    if (drain_started_) asio::post(ioc_, [this] { MaybeFinishDrain(); });
   }
 
   void MaybeFinishDrain() {
@@ -205,6 +232,7 @@ class Server::Impl {
   ServerConfig config_;
   std::unique_ptr<ChunkStore> store_;
   TenantTable tenants_;
+  TenantCodecs codecs_;
   Metrics metrics_;
   asio::io_context ioc_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
@@ -217,7 +245,9 @@ class Server::Impl {
   std::unique_ptr<RequestHandler> handler_;
   ConnectionContext conn_ctx_{};
   std::vector<std::thread> threads_;
-  std::atomic<bool> draining_{false};
+  std::atomic<bool> draining_{false};       // Shutdown() was called: /healthz 503
+  std::atomic<bool> drain_started_{false};  // grace over: connections are closing
+  bool started_ = false;                    // Start() wrote the ready file
   uint16_t port_ = 0;
   std::mutex mu_;
   std::map<uint64_t, std::weak_ptr<ConnectionHandle>> conns_;  // GUARDED_BY(mu_)
@@ -230,7 +260,9 @@ Result<std::unique_ptr<Server>> Server::Create(ServerConfig config,
   KVSTASH_RETURN_IF_ERROR(config.Validate());
   if (!store) return Status::InvalidArgument("server needs a store");
   KVSTASH_ASSIGN_OR_RETURN(TenantTable tenants, TenantTable::Create(config.tenants));
-  auto impl = std::make_unique<Impl>(std::move(config), std::move(store), std::move(tenants));
+  KVSTASH_ASSIGN_OR_RETURN(TenantCodecs codecs, TenantCodecs::Load(config.tenants));
+  auto impl = std::make_unique<Impl>(std::move(config), std::move(store), std::move(tenants),
+                                     std::move(codecs));
   KVSTASH_RETURN_IF_ERROR(impl->Init());
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }

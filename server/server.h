@@ -2,10 +2,12 @@
 // per connection) and an HTTP port (http_server.h) on one io_context run by
 // `io_threads` threads, with store calls on a pool of `worker_threads`.
 //
-// Shutdown (SIGINT/SIGTERM when HandleSignals() was called, or Shutdown()): stop
-// accepting, /healthz turns 503, every connection stops reading and finishes the
-// requests it has in flight, then the threads stop; after drain_timeout_ms whatever
-// is left is cut off.
+// Shutdown (SIGINT/SIGTERM when HandleSignals() was called, or Shutdown()): /healthz
+// turns 503 at once and stays so until the process ends; the server keeps serving for
+// drain_grace_ms (load balancers take it out of rotation), then stops accepting, every
+// connection stops reading and finishes the requests it has in flight, and the
+// threads stop; after drain_timeout_ms whatever is left is cut off. The ready file is
+// removed when Wait() returns.
 //
 // Thread-safety: Start/Wait from one thread; Shutdown from any thread (also from a
 // signal handler's strand).
@@ -28,7 +30,8 @@ namespace kvstash::server {
 
 class Server {
  public:
-  // Errors: ServerConfig::Validate's; TLS files that do not load (InvalidArgument).
+  // Errors: ServerConfig::Validate's; TLS files or a tenant's dckv artifact that do
+  // not load or match their digest (InvalidArgument).
   static Result<std::unique_ptr<Server>> Create(ServerConfig config,
                                                 std::unique_ptr<ChunkStore> store);
   ~Server();

@@ -35,6 +35,12 @@ class TenantTable {
   Status Authenticate(std::string_view tenant, std::string_view credential) const;
 
   size_t size() const { return digests_.size(); }
+  // The configured tenant names, sorted.
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    for (const auto& [name, digest] : digests_) out.push_back(name);
+    return out;
+  }
 
  private:
   std::map<std::string, Digest256, std::less<>> digests_;

@@ -9,7 +9,10 @@
 //      payload of a SmolLM2-135M KV chunk shape (30 layers x 3 KV heads x 64, bf16,
 //      `chunk_tokens` tokens) whose bytes are real SmolLM2 bf16 weights
 //      (benchmarks/data/smollm2_token_embd_bf16.bin, tiled). PUTs them (SET on redis).
-//   3. Runs timed phases with `clients` concurrent closed-loop clients (GET/PUT and the
+//   3. Runs timed phases with `clients` concurrent closed-loop clients (the closed-loop
+//      LOOKUP phase drives them as callback agents on the client library's I/O threads,
+//      --lookup-driver async, the default; --lookup-driver threads gives each client a
+//      thread making sync calls, as GET/PUT and redis do; --ops picks phases) (GET/PUT and the
 //      redis GET/SET alternate in 4 rounds of seconds/4 each, both servers up, so that
 //      background load on the machine weighs on both systems alike), each picking a
 //      prefix with Zipf(s) popularity over 1.25 x `prefixes` ranks (the ranks beyond
@@ -22,7 +25,8 @@
 //      req_s, mb_s, p50_us, p99_us, plus requests, errors, seconds, mode
 //      (closed-loop, or open-loop with offered_req_s: the LOOKUP phase at --lookup-rate
 //      per client) and (LOOKUP) hit_rate = tokens hit / tokens looked up. Every GET reply is checked
-//      byte-for-byte against the payload that was stored (round trip verified).
+//      byte-for-byte against the payload that was stored (round trip verified). Rows
+//      also say `driver` (async or threads).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -35,6 +39,8 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <functional>
+#include <future>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -70,6 +76,14 @@ struct BenchOptions {
   // 0: skip. Default: 100.
   double lookup_rate = 100;
   bool skip_redis = false;
+  // Phases to run (profiling one of them): lookup, get, put. Default: all three.
+  std::vector<std::string> ops = {"lookup", "get", "put"};
+  // How the closed-loop LOOKUP clients are driven: "async" (RunAgents) or "threads"
+  // (one thread per client making sync calls, as the GET/PUT phases and redis).
+  std::string lookup_driver = "async";
+  bool Runs(const std::string& op) const {
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+  }
 };
 
 // A child process started with posix_spawn, stopped with SIGTERM.
@@ -139,6 +153,7 @@ struct Row {
   std::vector<uint32_t> service_us;  // open loop: from the actual send, not the schedule
   bool has_hit_rate = false;
   double offered_req_s = 0;  // open-loop phases only
+  std::string driver = "threads";  // how the clients were driven (see RunAgents)
 
   nlohmann::json Json(uint32_t clients) {
     std::sort(lat_us.begin(), lat_us.end());
@@ -152,6 +167,7 @@ struct Row {
                         {"requests", requests}, {"errors", errors}, {"seconds", seconds}};
     if (has_hit_rate) j["hit_rate"] = tokens ? static_cast<double>(tokens_hit) / tokens : 0.0;
     j["mode"] = offered_req_s > 0 ? "open-loop" : "closed-loop";
+    j["driver"] = driver;
     if (offered_req_s > 0) {
       j["offered_req_s"] = offered_req_s;
       std::sort(service_us.begin(), service_us.end());
@@ -221,6 +237,65 @@ Row RunPhase(const std::string& system, const std::string& op_name, uint32_t cli
     r.has_hit_rate |= x.has_hit_rate;
     r.lat_us.insert(r.lat_us.end(), x.lat_us.begin(), x.lat_us.end());
     r.service_us.insert(r.service_us.end(), x.service_us.begin(), x.service_us.end());
+  }
+  return r;
+}
+
+// Closed loop without a thread per client: each of `clients` agents keeps exactly one
+// call outstanding and issues its next call from the previous one's completion
+// callback (on the client library's I/O threads), as memtier_benchmark drives many
+// clients from a few event loops. On a 2-core machine shared with the server, 64
+// blocked threads cost more CPU in wake-ups than the server spends on the requests;
+// this driver leaves the cores to the system under test. `issue(t, rng, row, done)`
+// starts agent t's next call and must call done() from its completion.
+template <typename Issue>
+Row RunAgents(const std::string& system, const std::string& op_name, uint32_t clients,
+              double seconds, Issue issue) {
+  struct Agent {
+    std::mt19937_64 rng;
+    Row row;
+    Clock::time_point sent;
+  };
+  std::vector<Agent> agents(clients);
+  std::atomic<bool> stop{false};
+  std::atomic<uint32_t> live{clients};
+  std::promise<void> all_done;
+  std::function<void(uint32_t)> next = [&](uint32_t t) {
+    Agent& a = agents[t];
+    a.sent = Clock::now();
+    issue(t, a.rng, a.row, [&, t] {
+      Agent& b = agents[t];
+      b.row.lat_us.push_back(static_cast<uint32_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - b.sent).count()));
+      b.row.requests++;
+      if (stop.load(std::memory_order_relaxed)) {
+        if (live.fetch_sub(1) == 1) all_done.set_value();
+        return;
+      }
+      next(t);
+    });
+  };
+  const auto t0 = Clock::now();
+  for (uint32_t t = 0; t < clients; ++t) {
+    agents[t].rng.seed(1000 + t);
+    next(t);
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  all_done.get_future().wait();
+  Row r;
+  r.system = system;
+  r.op = op_name;
+  r.driver = "async";
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (auto& a : agents) {
+    r.requests += a.row.requests;
+    r.errors += a.row.errors;
+    r.bytes += a.row.bytes;
+    r.tokens += a.row.tokens;
+    r.tokens_hit += a.row.tokens_hit;
+    r.has_hit_rate |= a.row.has_hit_rate;
+    r.lat_us.insert(r.lat_us.end(), a.row.lat_us.begin(), a.row.lat_us.end());
   }
   return r;
 }
@@ -329,9 +404,10 @@ int Run(const BenchOptions& o) {
   const Zipf zipf_all(ranks, o.zipf_s), zipf_stored(o.prefixes, o.zipf_s);
   std::vector<Row> rows;
 
-  auto lookup_op = [&](uint32_t t, std::mt19937_64& rng, Row& row) {
+  auto lookup_chain = [&](std::mt19937_64& rng) {
     const uint32_t p = zipf_all.Sample(rng);
     std::vector<ChunkRef> chain;
+    chain.reserve(o.chunks + 2);
     for (uint32_t c = 0; c < o.chunks + 2; ++c) {
       StoredKey k{};
       if (p < o.prefixes && c < o.chunks) {
@@ -342,18 +418,39 @@ int Run(const BenchOptions& o) {
       }
       chain.push_back({k, o.chunk_tokens});
     }
-    auto r = client_of(t).Lookup(chain);
+    return chain;
+  };
+  auto count_lookup = [&](const Result<LookupResult>& r, size_t n, Row& row) {
     row.has_hit_rate = true;
-    row.tokens += static_cast<uint64_t>(chain.size()) * o.chunk_tokens;
+    row.tokens += static_cast<uint64_t>(n) * o.chunk_tokens;
     if (!r.ok()) {
       row.errors++;
       return;
     }
     row.tokens_hit += r->matched_tokens;
-    row.bytes += 4 + 20 * chain.size();
+    row.bytes += 4 + 20 * n;
   };
-  rows.push_back(RunPhase("kvstash", "LOOKUP", o.clients, o.seconds, lookup_op));
-  if (o.lookup_rate > 0) {
+  auto lookup_op = [&](uint32_t t, std::mt19937_64& rng, Row& row) {
+    std::vector<ChunkRef> chain = lookup_chain(rng);
+    count_lookup(client_of(t).Lookup(chain), chain.size(), row);
+  };
+  auto lookup_async = [&](uint32_t t, std::mt19937_64& rng, Row& row, std::function<void()> done) {
+    std::vector<ChunkRef> chain = lookup_chain(rng);
+    const size_t n = chain.size();
+    Row* agent_row = &row;  // lives in RunAgents until every call completed
+    client_of(t).LookupAsync(std::move(chain), false,
+                             [&count_lookup, agent_row, n, done = std::move(done)](
+                                 Result<LookupResult> r) {
+                               count_lookup(r, n, *agent_row);
+                               done();
+                             });
+  };
+  if (o.Runs("lookup")) {
+    rows.push_back(o.lookup_driver == "async"
+                       ? RunAgents("kvstash", "LOOKUP", o.clients, o.seconds, lookup_async)
+                       : RunPhase("kvstash", "LOOKUP", o.clients, o.seconds, lookup_op));
+  }
+  if (o.Runs("lookup") && o.lookup_rate > 0) {
     rows.push_back(RunPhase("kvstash", "LOOKUP", o.clients, o.seconds, lookup_op, o.lookup_rate));
   }
   std::atomic<uint64_t> mismatches{0};
@@ -447,20 +544,18 @@ int Run(const BenchOptions& o) {
   constexpr int kRounds = 4;
   const double slice = o.seconds / kRounds;
   Row kv_get_row, kv_put_row, redis_get_row, redis_set_row;
-  for (int round = 0; round < kRounds; ++round) {
+  for (int round = 0; round < kRounds && o.Runs("get"); ++round) {
     Merge(&kv_get_row, RunPhase("kvstash", "GET", o.clients, slice, kv_get));
     if (!conns.empty()) Merge(&redis_get_row, RunPhase("redis", "GET", o.clients, slice, redis_get));
   }
-  for (int round = 0; round < kRounds; ++round) {
+  for (int round = 0; round < kRounds && o.Runs("put"); ++round) {
     Merge(&kv_put_row, RunPhase("kvstash", "PUT", o.clients, slice, kv_put));
     if (!conns.empty()) Merge(&redis_set_row, RunPhase("redis", "SET", o.clients, slice, redis_set));
   }
-  rows.push_back(std::move(kv_get_row));
-  rows.push_back(std::move(kv_put_row));
-  if (!conns.empty()) {
-    rows.push_back(std::move(redis_get_row));
-    rows.push_back(std::move(redis_set_row));
-  }
+  if (o.Runs("get")) rows.push_back(std::move(kv_get_row));
+  if (o.Runs("put")) rows.push_back(std::move(kv_put_row));
+  if (!conns.empty() && o.Runs("get")) rows.push_back(std::move(redis_get_row));
+  if (!conns.empty() && o.Runs("put")) rows.push_back(std::move(redis_set_row));
   free_conns();
   redis.reset();
   clients.clear();
@@ -504,6 +599,13 @@ const bool kRegistered = RegisterCommand(
                       "Open-loop LOOKUPs per second per client (0: skip that phase)")
           ->capture_default_str();
       cmd->add_flag("--skip-redis", o->skip_redis, "No redis baseline");
+      cmd->add_option("--lookup-driver", o->lookup_driver,
+                      "Closed-loop LOOKUP clients: async (callbacks) or threads (sync calls)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"async", "threads"}));
+      cmd->add_option("--ops", o->ops, "Phases to run: lookup, get, put (default: all)")
+          ->delimiter(',')
+          ->check(CLI::IsMember({"lookup", "get", "put"}));
       return [o] { return Run(*o); };
     });
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/byte_io.h"
 #include "common/checksum.h"
 #include "common/prefix_key.h"
 
@@ -20,7 +21,19 @@ FrameParser::Outcome FrameParser::Fail(Status status, std::optional<FrameHeader>
 FrameParser::Outcome FrameParser::HeaderDone() {
   Result<FrameHeader> h =
       DecodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes>(header_bytes_));
-  if (!h.ok()) return Fail(h.status(), std::nullopt);
+  if (!h.ok()) {
+    // Another protocol version: magic and header CRC are good, so the request can be
+    // answered NotSupported (in this version's framing) before the close.
+    std::optional<FrameHeader> address;
+    if (h.status().code() == Status::Code::kNotSupported && direction_ == Direction::kRequests &&
+        IsRequestOpcode(header_bytes_[5])) {
+      FrameHeader a;
+      a.opcode = header_bytes_[5];
+      a.request_id = LoadLe<uint64_t>(header_bytes_ + 8);
+      address = a;
+    }
+    return Fail(h.status(), address);
+  }
   const FrameHeader& hd = *h;
   const bool reply_expected = direction_ == Direction::kReplies;
   if (hd.is_reply() != reply_expected || !IsRequestOpcode(hd.opcode & ~kReplyBit)) {

@@ -54,12 +54,21 @@ class FrameParser {
   // After kBad: the reason (Corruption, NotSupported, ResourceExhausted,
   // InvalidArgument).
   const Status& error() const { return error_; }
-  // After kBad: the header, when it was valid enough to address a reply to.
+  // After kBad: the header, when it was valid enough to address a reply to (also a
+  // request header of another protocol version: its opcode and request id).
   const std::optional<FrameHeader>& bad_header() const { return bad_header_; }
   // Bytes still missing from the current frame part (header or body); a hint for
   // how much to read next.
   size_t bytes_wanted() const;
   bool is_bad() const { return state_ == State::kBad; }
+  // True once some bytes of a frame arrived and until it completes (or goes bad).
+  bool in_frame() const {
+    return (state_ == State::kHeader && header_have_ > 0) || state_ == State::kBody;
+  }
+  // The body size of the frame being received, once its header was accepted; 0 before.
+  uint32_t pending_body_bytes() const {
+    return state_ == State::kBody ? frame_.header.body_bytes : 0;
+  }
 
  private:
   enum class State { kHeader, kBody, kComplete, kBad };

@@ -170,7 +170,8 @@ Result<LookupReply> LookupReply::Decode(uint16_t flags, std::span<const uint8_t>
 
 // ---------------------------------------------------------------- PUT
 uint16_t PutRequest::Flags() const {
-  return static_cast<uint16_t>((raw_kv ? kPutFlagRawKv : 0) | (pin ? kPutFlagPin : 0));
+  return static_cast<uint16_t>((raw_kv ? kPutFlagRawKv : 0) | (pin ? kPutFlagPin : 0) |
+                               (prefix_tokens != 0 ? kPutFlagPrefixTokens : 0));
 }
 
 void PutRequest::Encode(std::vector<uint8_t>* body) const {
@@ -184,10 +185,12 @@ void PutRequest::Encode(std::vector<uint8_t>* body) const {
   w.Bytes(state_record);
   w.U32(static_cast<uint32_t>(payload.size()));
   w.Bytes(payload);
+  if (prefix_tokens != 0) w.U32(prefix_tokens);
 }
 
 Result<PutRequest> PutRequest::Decode(uint16_t flags, std::span<const uint8_t> body) {
-  KVSTASH_RETURN_IF_ERROR(CheckFlags("PUT", flags, kPutFlagRawKv | kPutFlagPin));
+  KVSTASH_RETURN_IF_ERROR(
+      CheckFlags("PUT", flags, kPutFlagRawKv | kPutFlagPin | kPutFlagPrefixTokens));
   BodyReader r("PUT", body);
   PutRequest m;
   m.raw_kv = (flags & kPutFlagRawKv) != 0;
@@ -203,8 +206,12 @@ Result<PutRequest> PutRequest::Decode(uint16_t flags, std::span<const uint8_t> b
     }
     r.U16(&codec) && r.U32(&state_len) && r.Bytes(state_len, &m.state_record) &&
         r.U32(&payload_len) && r.Bytes(payload_len, &m.payload);
+    if ((flags & kPutFlagPrefixTokens) != 0) r.U32(&m.prefix_tokens);
   }
   KVSTASH_RETURN_IF_ERROR(r.Finish());
+  if ((flags & kPutFlagPrefixTokens) != 0 && m.prefix_tokens == 0) {
+    return Status::Corruption("PUT prefix_tokens flag with prefix_tokens 0");
+  }
   m.target_codec = static_cast<CodecId>(codec);
   if (m.payload.empty()) return Status::InvalidArgument("PUT without a payload");
   return m;

@@ -90,6 +90,8 @@ struct LookupReply {
 // validation (header, body digest, sizes).
 inline constexpr uint16_t kPutFlagRawKv = 1u << 0;
 inline constexpr uint16_t kPutFlagPin = 1u << 1;
+// The body ends with u32 prefix_tokens (set when prefix_tokens != 0).
+inline constexpr uint16_t kPutFlagPrefixTokens = 1u << 2;
 struct PutRequest {
   StoredKey key{};
   std::optional<StoredKey> parent;  // previous chunk of the chain (none for chunk 0)
@@ -98,6 +100,9 @@ struct PutRequest {
   CodecId target_codec = CodecId::kRaw;  // used with raw_kv
   std::vector<uint8_t> payload;
   std::vector<uint8_t> state_record;  // empty, or an EncodeStateRecord record
+  // With raw_kv: tokens of the stored prefix this chunk belongs to (server-side dckv
+  // keeps the prefix's last positions raw); 0 = the chunk ends the prefix.
+  uint32_t prefix_tokens = 0;
 
   uint16_t Flags() const;
   void Encode(std::vector<uint8_t>* body) const;

@@ -16,6 +16,7 @@
 
 #include "common/payload_format.h"
 #include "kvstash/client.h"
+#include "server/tenants.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
@@ -81,7 +82,14 @@ TEST(E2eTest, EveryOpcodeTenantsAndHttpAgainstTheRealStore) {
   ASSERT_OK(a->Ping(0));
   ASSERT_OK(a->Put(Chunk(1, std::nullopt, RawPayload(16, 1))));
   ASSERT_OK(a->Put(Chunk(2, 1, RawPayload(16, 2))));
-  EXPECT_STATUS(a->Put(Chunk(4, 3, RawPayload(16, 4))), kNotFound);  // parent missing
+  {  // parent missing: the message names the client's own keys, never the scoped ones
+    const Status miss = a->Put(Chunk(4, 3, RawPayload(16, 4)));
+    EXPECT_STATUS(miss, kNotFound);
+    EXPECT_NE(miss.message().find(ToHex(Key(3))), std::string::npos) << miss.message();
+    for (const StoredKey& k : {Key(3), Key(4)}) {
+      EXPECT_EQ(miss.message().find(ToHex(ScopeKey("a", k))), std::string::npos) << miss.message();
+    }
+  }
   std::vector<ChunkRef> chain = {{Key(1), 16}, {Key(2), 16}, {Key(3), 16}};
   ASSERT_OK_AND_ASSIGN(LookupResult la, a->Lookup(chain));
   EXPECT_EQ(la.matched_chunks, 2u);
@@ -97,10 +105,11 @@ TEST(E2eTest, EveryOpcodeTenantsAndHttpAgainstTheRealStore) {
   EXPECT_TRUE(existed);
   ASSERT_OK_AND_ASSIGN(la, a->Lookup(chain));
   EXPECT_EQ(la.matched_chunks, 0u);  // the descendant went too
-  auto stats = nlohmann::json::parse(a->Stats(0).value());
+  auto stats = nlohmann::json::parse(a->Stats(0).value());  // tenant a's own traffic
   EXPECT_EQ(stats["requests"]["PUT"]["count"], 3);
   EXPECT_EQ(stats["lookup"]["tokens_hit"], 32);
-  EXPECT_TRUE(stats["tiers"][1]["enabled"].get<bool>());  // T1 (RocksDB)
+  EXPECT_EQ(stats["lookup"]["lookups"], 2);  // b's LOOKUP is not a's
+  EXPECT_FALSE(stats.contains("tiers"));
 
   auto [st, metrics] = HttpGet(s.http_port(), "/metrics");
   EXPECT_EQ(st, "HTTP/1.1 200 OK");
@@ -108,6 +117,7 @@ TEST(E2eTest, EveryOpcodeTenantsAndHttpAgainstTheRealStore) {
   EXPECT_NE(metrics.find("kvstash_tier_bytes{tier=\"T1\"}"), std::string::npos);
   auto [st2, json] = HttpGet(s.http_port(), "/v1/stats");
   EXPECT_EQ(nlohmann::json::parse(json)["lookup"]["lookups"], 3);
+  EXPECT_TRUE(nlohmann::json::parse(json)["tiers"][1]["enabled"].get<bool>());  // T1 (RocksDB)
   EXPECT_EQ(HttpGet(s.http_port(), "/healthz").second, "ok\n");
   EXPECT_NE(HttpGet(s.http_port(), "/dashboard").second.find("<canvas"), std::string::npos);
   EXPECT_EQ(HttpGet(s.http_port(), "/nope").first, "HTTP/1.1 404 Not Found");
@@ -137,7 +147,25 @@ TEST(E2eTest, RestartKeepsData) {
     ASSERT_OK_AND_ASSIGN(GetResult g, a->Get(Key(1), Key(i)));
     EXPECT_EQ(g.payload, RawPayload(64, i)) << i;
   }
-  EXPECT_EQ(nlohmann::json::parse(a->Stats(0).value())["pinned_entries"], 1);
+  EXPECT_EQ(nlohmann::json::parse(HttpGet(s.http_port(), "/v1/stats").second)["pinned_entries"], 1);
+}
+
+TEST(E2eTest, SigtermTurnsHealthzTo503UntilExitAndRemovesTheReadyFile) {
+  TempDir dir;
+  ServerProcess s;
+  std::vector<std::string> args = Args(dir);
+  args.insert(args.end(), {"--drain-grace-ms", "800"});
+  ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), args));
+  EXPECT_TRUE(std::filesystem::exists(s.ready_file()));
+  EXPECT_EQ(HttpGet(s.http_port(), "/healthz").second, "ok\n");
+  auto a = Connect(s, "a", "pa");
+  ASSERT_OK(a->Ping(0));
+  s.Signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(HttpGet(s.http_port(), "/healthz").first, "HTTP/1.1 503 Service Unavailable");
+  ASSERT_OK(a->Put(Chunk(1, std::nullopt, RawPayload(16, 1))));  // still serving
+  EXPECT_EQ(s.WaitExit(), 0);
+  EXPECT_FALSE(std::filesystem::exists(s.ready_file()));
 }
 
 TEST(E2eTest, KillDashNineMidPutLeavesNoTornEntry) {

@@ -141,6 +141,27 @@ TEST(FrameParserTest, HeaderCorruptionIsBadWithoutAHeader) {
   EXPECT_FALSE(p.bad_header());
 }
 
+TEST(FrameParserTest, AnotherVersionIsBadWithAnAddressForTheReply) {
+  uint8_t h[kFrameHeaderBytes];
+  EncodeFrameHeader({.version = 2, .opcode = 3, .request_id = 77, .body_bytes = 10}, h);
+  FrameParser p(1024, Direction::kRequests);
+  size_t used = 0;
+  EXPECT_EQ(p.Feed(std::span<const uint8_t>(h), &used), Outcome::kBad);
+  EXPECT_STATUS(p.error(), kNotSupported);
+  ASSERT_TRUE(p.bad_header());
+  EXPECT_EQ(p.bad_header()->opcode, 3);
+  EXPECT_EQ(p.bad_header()->request_id, 77u);
+  // A client parsing replies, or an unknown opcode: nothing to address.
+  FrameParser replies(1024, Direction::kReplies);
+  EncodeFrameHeader({.version = 2, .opcode = 3 | kReplyBit, .request_id = 77}, h);
+  EXPECT_EQ(replies.Feed(std::span<const uint8_t>(h), &used), Outcome::kBad);
+  EXPECT_FALSE(replies.bad_header());
+  FrameParser unknown(1024, Direction::kRequests);
+  EncodeFrameHeader({.version = 2, .opcode = 0x42, .request_id = 77}, h);
+  EXPECT_EQ(unknown.Feed(std::span<const uint8_t>(h), &used), Outcome::kBad);
+  EXPECT_FALSE(unknown.bad_header());
+}
+
 TEST(FrameParserTest, DirectionAndStatusRules) {
   std::vector<uint8_t> reply;
   AppendFrame(FrameHeader{.opcode = 0x88, .request_id = 3}, {}, &reply);

@@ -12,6 +12,8 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
+#include <atomic>
+#include <filesystem>
 #include <thread>
 
 #include "kvstash/client.h"
@@ -106,6 +108,30 @@ class LoopbackTest : public ::testing::Test {
     }
   }
 
+  // One HTTP/1.1 request to the HTTP port; the status code and body (code 0 when the
+  // connection failed or no status line came back).
+  std::pair<int, std::string> Http(const std::string& target, const std::string& extra_header = "") {
+    boost::system::error_code ec;
+    tcp::socket s(ioc_);
+    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), server_->http_port()), ec);
+    if (ec) return {0, ec.message()};
+    const std::string req = "GET " + target + " HTTP/1.1\r\nHost: x\r\n" + extra_header +
+                            "Connection: close\r\n\r\n";
+    asio::write(s, asio::buffer(req), ec);
+    std::string resp;
+    char b[4096];
+    while (true) {
+      const size_t n = s.read_some(asio::buffer(b), ec);
+      resp.append(b, n);
+      if (ec) break;
+    }
+    if (resp.rfind("HTTP/1.1 ", 0) != 0 || resp.size() < 12) return {0, resp};
+    const size_t body_at = resp.find("\r\n\r\n");
+    return {std::stoi(resp.substr(9, 3)),
+            body_at == std::string::npos ? "" : resp.substr(body_at + 4)};
+  }
+  nlohmann::json ServerStats() { return nlohmann::json::parse(Http("/v1/stats").second); }
+
   asio::io_context ioc_;
   std::unique_ptr<Server> server_;
 };
@@ -131,9 +157,10 @@ TEST_F(LoopbackTest, EveryOpcodeThroughTheClient) {
   EXPECT_FALSE(existed);
   ASSERT_OK_AND_ASSIGN(std::string stats, c->Stats(0));
   auto j = nlohmann::json::parse(stats);
+  EXPECT_EQ(j["tenant"], "a");
   EXPECT_EQ(j["requests"]["PUT"]["count"], 2);
   EXPECT_EQ(j["lookup"]["tokens_hit"], 32);
-  EXPECT_EQ(j["pinned_entries"], 1);
+  EXPECT_EQ(ServerStats()["pinned_entries"], 1);
   // A payload that fails validation comes back as the server's status.
   PutChunk bad = Chunk(5, std::nullopt);
   bad.payload[150] ^= 1;
@@ -224,8 +251,7 @@ TEST_F(LoopbackTest, MalformedFramesGetAnErrorAndOthersKeepBeingServed) {
   }
   ASSERT_OK_AND_ASSIGN(GetResult g, good->Get(Key(1), Key(1)));
   EXPECT_EQ(g.payload, RawPayload(16, 1));
-  auto j = nlohmann::json::parse(good->Stats(0).value());
-  EXPECT_GE(j["bad_frames"].get<int>(), 3);
+  EXPECT_GE(ServerStats()["bad_frames"].get<int>(), 3);
 }
 
 TEST_F(LoopbackTest, SlowClientsAreCutOffByDeadlines) {
@@ -246,8 +272,7 @@ TEST_F(LoopbackTest, SlowClientsAreCutOffByDeadlines) {
   EXPECT_GE(waited, std::chrono::milliseconds(300));
   auto c = MakeClient("a", "pa");
   ASSERT_OK(c->Ping(0));
-  auto j = nlohmann::json::parse(c->Stats(0).value());
-  EXPECT_GE(j["timeouts"].get<int>(), 2);
+  EXPECT_GE(ServerStats()["timeouts"].get<int>(), 2);
 }
 
 TEST_F(LoopbackTest, AThousandConcurrentConnections) {
@@ -280,9 +305,7 @@ TEST_F(LoopbackTest, AThousandConcurrentConnections) {
     EXPECT_EQ(r.header.request_id, 77u);
     EXPECT_EQ(r.body, std::vector<uint8_t>{7});
   }
-  auto c = MakeClient("a", "pa", 1);
-  auto j = nlohmann::json::parse(c->Stats(0).value());
-  EXPECT_EQ(j["connections"]["open"].get<int>(), kConns + 1);
+  EXPECT_EQ(ServerStats()["connections"]["open"].get<int>(), kConns);
 }
 
 TEST_F(LoopbackTest, ConnectionLimitRejectsTheExtraConnection) {
@@ -307,6 +330,11 @@ TEST_F(LoopbackTest, DrainFinishesRequestsInFlight) {
   ASSERT_OK(c->Put(Chunk(1, std::nullopt)));
   std::vector<std::future<Result<GetResult>>> gets;
   for (int i = 0; i < 20; ++i) gets.push_back(c->GetAsync(Key(1), Key(1)));
+  // Shut down while the GETs are arriving (once the first was answered, so that the
+  // test does not depend on thread timing).
+  for (int i = 0; i < 500 && ServerStats()["requests"]["GET"]["count"] == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   server_->Shutdown();
   server_->Wait();
   int ok = 0;
@@ -382,6 +410,173 @@ TEST_F(LoopbackTest, TlsOnTheProtocolPort) {
   asio::write(plain, asio::buffer(hello));
   EXPECT_TRUE(ClosedByServer(plain));
   std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_F(LoopbackTest, ClientRefusesARequestLargerThanTheServersFrameLimit) {
+  StartServer();  // max_frame_bytes 1 MiB, announced in the HELLO reply
+  PutChunk big = Chunk(1, std::nullopt);
+  big.payload = RawPayload(80, 1, KvLayout{8, 8, 64, DType::kBF16});  // 1.3 MB
+  ASSERT_GT(big.payload.size(), 1u << 20);
+  {  // the first call of a fresh client: the limit is learnt from the HELLO reply
+    auto c = MakeClient("a", "pa", 1);
+    const Status s = c->Put(big);
+    EXPECT_STATUS(s, kInvalidArgument);
+    EXPECT_NE(s.message().find("max_frame_bytes 1048576"), std::string::npos) << s.message();
+  }
+  auto c = MakeClient("a", "pa", 1);
+  ASSERT_OK(c->Ping(0));
+  EXPECT_STATUS(c->Put(big), kInvalidArgument);
+  ASSERT_OK(c->Put(Chunk(2, std::nullopt)));  // the connection is fine
+  // Never sent: the server saw no oversized frame and no PUT but the small one.
+  auto j = ServerStats();
+  EXPECT_EQ(j["bad_frames"], 0);
+  EXPECT_EQ(j["requests"]["PUT"]["count"], 1);
+}
+
+TEST_F(LoopbackTest, AnotherProtocolVersionIsAnsweredNotSupported) {
+  StartServer();
+  tcp::socket s = Raw();
+  uint8_t h[32];
+  protocol::EncodeFrameHeader({.version = 2, .opcode = 8, .request_id = 31}, h);
+  asio::write(s, asio::buffer(h));
+  ASSERT_OK_AND_ASSIGN(protocol::Frame reply, ReadFrame(s));
+  EXPECT_EQ(reply.header.version, protocol::kProtocolVersion);
+  EXPECT_EQ(reply.header.opcode, 8 | protocol::kReplyBit);
+  EXPECT_EQ(reply.header.request_id, 31u);
+  EXPECT_EQ(reply.header.status, static_cast<uint8_t>(Status::Code::kNotSupported));
+  EXPECT_NE(std::string(reply.body.begin(), reply.body.end()).find("version 2"), std::string::npos);
+  EXPECT_TRUE(ClosedByServer(s));
+}
+
+TEST_F(LoopbackTest, HealthzIs503FromShutdownUntilExitWhileTheGraceServes) {
+  const std::string ready = ::testing::TempDir() + "kvstash-ready-" + std::to_string(getpid());
+  ServerConfig cfg = TestConfig();
+  cfg.drain_grace_ms = 600;
+  cfg.ready_file = ready;
+  StartServer(cfg);
+  EXPECT_TRUE(std::filesystem::exists(ready));
+  EXPECT_EQ(Http("/healthz"), (std::pair<int, std::string>{200, "ok\n"}));
+  auto c = MakeClient("a", "pa", 1);
+  ASSERT_OK(c->Ping(0));
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->Shutdown();
+  EXPECT_EQ(Http("/healthz"), (std::pair<int, std::string>{503, "draining\n"}));
+  // During the grace period old and new connections are served.
+  ASSERT_OK(c->Put(Chunk(1, std::nullopt)));
+  auto late = MakeClient("a", "pa", 1);
+  ASSERT_OK(late->Ping(0));
+  EXPECT_EQ(Http("/healthz").first, 503);
+  server_->Wait();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(600));
+  EXPECT_FALSE(std::filesystem::exists(ready)) << "ready file left behind";
+  EXPECT_EQ(Http("/healthz").first, 0);  // nothing listens after the exit
+}
+
+TEST_F(LoopbackTest, ATricklingSenderIsCutOffByTheWholeFrameDeadline) {
+  StartServer();  // io_timeout_ms 300
+  tcp::socket s = Raw();
+  auto hello = HelloFrame("a", "pa");
+  asio::write(s, asio::buffer(hello));
+  ASSERT_OK(ReadFrame(s).status());
+  // A 96-byte PING frame, one byte every 50 ms: each read is well inside
+  // io_timeout_ms, the whole frame would take 4.8 s.
+  std::vector<uint8_t> frame;
+  protocol::AppendFrame({.opcode = 8, .request_id = 3}, std::vector<uint8_t>(64, 7), &frame);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    for (uint8_t b : frame) {
+      boost::system::error_code ec;
+      asio::write(s, asio::buffer(&b, 1), ec);
+      if (ec || stop) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  EXPECT_TRUE(ClosedByServer(s));
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  stop = true;
+  trickle.join();
+  EXPECT_GE(waited, std::chrono::milliseconds(250));
+  EXPECT_LT(waited, std::chrono::milliseconds(1500));
+}
+
+TEST_F(LoopbackTest, HttpRequestWithAHugeHeaderGets431) {
+  StartServer();
+  auto [code, body] = Http("/healthz", "X-Big: " + std::string(100 * 1024, 'a') + "\r\n");
+  EXPECT_EQ(code, 431) << body;
+  EXPECT_EQ(Http("/healthz").first, 200);  // and the port keeps serving
+}
+
+TEST_F(LoopbackTest, ClientSpeaksTlsAndVerifiesTheServer) {
+  const std::string dir = ::testing::TempDir() + "kvstash-ctls-" + std::to_string(getpid());
+  const std::string cmd = "mkdir -p " + dir + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout " +
+                          dir + "/key.pem -out " + dir + "/cert.pem -days 1 -subj /CN=kvstash-test " +
+                          "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "openssl CLI not available";
+  ServerConfig cfg = TestConfig();
+  cfg.tls_cert_file = dir + "/cert.pem";
+  cfg.tls_key_file = dir + "/key.pem";
+  StartServer(cfg);
+  auto tls_client = [&](const std::string& host, ClientTlsOptions tls) {
+    ClientOptions o;
+    o.servers = {host + ":" + std::to_string(server_->port())};
+    o.tenant = "a";
+    o.credential = "pa";
+    o.max_attempts = 1;
+    o.tls = tls;
+    return Client::Create(o).value();
+  };
+  ClientTlsOptions verified{.enabled = true, .ca_file = dir + "/cert.pem"};
+  {  // IP literal: checked against the IP SAN
+    auto c = tls_client("127.0.0.1", verified);
+    ASSERT_OK(c->Put(Chunk(1, std::nullopt)));
+    ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(1), Key(1)));
+    EXPECT_EQ(g.payload, RawPayload(16, 1));
+  }
+  {  // a host name via SNI
+    ClientTlsOptions named = verified;
+    named.server_name = "localhost";
+    auto c = tls_client("127.0.0.1", named);
+    ASSERT_OK(c->Ping(0));
+  }
+  {  // a name the certificate does not carry
+    ClientTlsOptions wrong = verified;
+    wrong.server_name = "other.example";
+    auto c = tls_client("127.0.0.1", wrong);
+    const Status s = c->Ping(0);
+    EXPECT_STATUS(s, kUnavailable);
+    EXPECT_NE(s.message().find("certificate"), std::string::npos) << s.message();
+  }
+  {  // not signed by a CA we trust (system defaults only)
+    auto c = tls_client("127.0.0.1", ClientTlsOptions{.enabled = true});
+    EXPECT_STATUS(c->Ping(0), kUnavailable);
+  }
+  {  // plain TCP against the TLS port
+    auto c = tls_client("127.0.0.1", ClientTlsOptions{});
+    EXPECT_STATUS(c->Ping(0), kUnavailable);
+  }
+  ClientOptions bad_ca;
+  bad_ca.servers = {"127.0.0.1:1"};
+  bad_ca.tenant = "a";
+  bad_ca.tls = {.enabled = true, .ca_file = dir + "/missing.pem"};
+  EXPECT_STATUS(Client::Create(bad_ca), kInvalidArgument);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(ClientOptionsTest, ServerAddressesAreValidated) {
+  for (const char* bad : {"127.0.0.1:99999", "h:0", "h:65536", "h:12a", "h:", ":80", "h",
+                          "[::1:7470", "h:-1", "h:1234567"}) {
+    ClientOptions o;
+    o.servers = {bad};
+    o.tenant = "a";
+    EXPECT_STATUS(Client::Create(o), kInvalidArgument) << bad;
+  }
+  ASSERT_OK_AND_ASSIGN(auto hp, SplitHostPort("[::1]:7470"));
+  EXPECT_EQ(hp.first, "::1");
+  EXPECT_EQ(hp.second, 7470);
+  ASSERT_OK_AND_ASSIGN(hp, SplitHostPort("kv.example:65535"));
+  EXPECT_EQ(hp.first, "kv.example");
+  EXPECT_EQ(hp.second, 65535);
 }
 
 TEST(RendezvousTest, SpreadsChainsAndMovesOnlyTheRemovedServersChains) {

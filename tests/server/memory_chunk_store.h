@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/prefix_key.h"
 #include "server/chunk_store.h"
 
 namespace kvstash::server::testing {
@@ -28,7 +29,9 @@ class MemoryChunkStore : public ChunkStore {
   }
   Status Put(const ChunkWrite& w) override {
     std::lock_guard<std::mutex> l(mu_);
-    if (w.parent && !entries_.count(*w.parent)) return Status::NotFound("parent not stored");
+    if (w.parent && !entries_.count(*w.parent)) {  // worded as kvstash::store::Store's
+      return Status::NotFound("Put chunk 0: parent " + ToHex(*w.parent) + " is not stored");
+    }
     Entry e;
     e.parent = w.parent;
     e.tokens = w.tokens;

@@ -79,8 +79,21 @@ TEST(MessagesTest, Put) {
     m.payload = Bytes(n, n);
     m.state_record = Bytes(n % 3 == 0 ? 0 : 9, n + 7);
     CheckRoundTrip(m);
+    m.prefix_tokens = static_cast<uint32_t>(n * 3);  // flag bit 2 + trailing u32
+    EXPECT_EQ(m.Flags() & kPutFlagPrefixTokens, kPutFlagPrefixTokens);
+    CheckRoundTrip(m);
   }
   CheckRoundTrip(PutReply{123456789});
+  {  // the prefix_tokens flag with a zero value, or without its 4 bytes, is refused
+    PutRequest m;
+    m.key = KeyOf(1);
+    m.payload = Bytes(10, 1);
+    std::vector<uint8_t> body;
+    m.Encode(&body);
+    EXPECT_STATUS(PutRequest::Decode(kPutFlagPrefixTokens, body), kCorruption);
+    body.insert(body.end(), {0, 0, 0, 0});
+    EXPECT_STATUS(PutRequest::Decode(kPutFlagPrefixTokens, body), kCorruption);
+  }
   PutRequest empty;
   std::vector<uint8_t> body;
   empty.Encode(&body);

@@ -69,6 +69,20 @@ class ServerProcess {
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   }
 
+  // Sends `sig` without waiting.
+  void Signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  // Waits for the exit; its status (or 128 + signal; -1 when not running).
+  int WaitExit() {
+    if (pid_ <= 0) return -1;
+    int st = 0;
+    waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  const std::string& ready_file() const { return ready_; }
+
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
   int http_port() const { return http_port_; }

@@ -2,13 +2,23 @@
 // (over the in-memory ChunkStore).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "codec/dckv/dckv_calibration.h"
+#include "codec/dckv/dckv_codec.h"
 #include "common/checksum.h"
 #include "server/config.h"
 #include "server/metrics.h"
 #include "server/protocol/messages.h"
 #include "server/request_handler.h"
+#include "server/tenant_codecs.h"
 #include "server/tenants.h"
 #include "tests/server/memory_chunk_store.h"
+#include "tests/dckv/dckv_test_data.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
 
@@ -84,6 +94,41 @@ TEST(TenantsTest, ScopedKeysDifferPerTenantAndAreStable) {
   EXPECT_EQ(ScopeKey("a", k), ScopeKey("a", k));
   // Length prefix: tenant "ab" + key != tenant "a" + ("b" || key[0..14]).
   EXPECT_NE(ScopeKey("ab", k), ScopeKey("a", k));
+}
+
+TEST(TenantsTest, ScopedKeysMatchTheDocumentedDigest) {
+  // docs/protocol.md §5.1, recomputed with the one-shot Sha256 (an independent path
+  // from ScopeKey's reused EVP context), on several threads: stored keys of existing
+  // stores must never change.
+  auto reference = [](const std::string& tenant, const StoredKey& key) {
+    std::string buf = "kvstash.tenant-key.v1";
+    buf.push_back(static_cast<char>(tenant.size()));
+    buf += tenant;
+    buf.append(reinterpret_cast<const char*>(key.data()), key.size());
+    const Digest256 d = Sha256(buf);
+    StoredKey out{};
+    std::copy(d.begin(), d.begin() + out.size(), out.begin());
+    return out;
+  };
+  const std::string long_tenant(255, 't');
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint32_t i = 0; i < 200; ++i) {
+        for (const std::string& tenant : {std::string("a"), std::string("team-b"), long_tenant}) {
+          if (ScopeKey(tenant, Key(i + 1000 * t)) != reference(tenant, Key(i + 1000 * t))) {
+            mismatches++;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
+  // A fixed value (Python: hashlib.sha256(b"kvstash.tenant-key.v1" + b"\x01a" +
+  // bytes(16)).hexdigest()[:32]), so that a change of the scheme cannot pass unnoticed.
+  EXPECT_EQ(ToHex(ScopeKey("a", StoredKey{})), "f9cb916e93fff69e14ff4fbe30edfa32");
 }
 
 TEST(MetricsTest, HistogramQuantilesInterpolateInsideBuckets) {
@@ -300,12 +345,197 @@ TEST_F(HandlerTest, GetDecodedAndStateAndPin) {
   EXPECT_EQ(protocol::LookupReply::Decode(0, lbody).value().matched_chunks, 1u);
 }
 
-TEST_F(HandlerTest, StatsReplyIsTheJsonDocument) {
+TEST_F(HandlerTest, StatsReplyShowsTheTenantsOwnTrafficOnly) {
+  // Tenant b: 2 PUTs and one LOOKUP; tenant a: one PUT and a GET miss.
+  ASSERT_OK(Put("b", 1, std::nullopt, 16));
+  ASSERT_OK(Put("b", 2, 1, 16));
+  protocol::LookupRequest l;
+  l.keys = {{Key(1), 16}, {Key(2), 16}, {Key(3), 16}};
+  ASSERT_OK(Call("b", Opcode::kLookup, l).first);
+  ASSERT_OK(Put("a", 1, std::nullopt, 8));
+  EXPECT_STATUS(Call("a", Opcode::kGet, protocol::GetRequest{Key(9)}).first, kNotFound);
+
   auto [s, body] = Call("a", Opcode::kStats, protocol::StatsRequest{});
   ASSERT_OK(s);
   auto j = nlohmann::json::parse(std::string(body.begin(), body.end()));
   EXPECT_EQ(j["server_id"], "n1");
-  EXPECT_EQ(j["tiers"][0]["name"], "T0");
+  EXPECT_EQ(j["tenant"], "a");
+  EXPECT_EQ(j["scope"], "tenant");
+  EXPECT_EQ(j["requests"]["PUT"]["count"], 1);
+  EXPECT_EQ(j["requests"]["LOOKUP"]["count"], 0);
+  EXPECT_EQ(j["lookup"]["tokens_requested"], 0);
+  EXPECT_EQ(j["get"]["misses"], 1);
+  EXPECT_EQ(j["codecs"]["raw"]["chunks"], 1);
+  // Nothing server-wide: no tiers, connections, other tenants or store totals.
+  for (const char* key : {"tiers", "connections", "pinned_entries", "index_entries",
+                          "checksum_failures", "bad_frames", "auth_failures"}) {
+    EXPECT_FALSE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j.dump().find("\"b\""), std::string::npos);
+
+  auto [sb, body_b] = Call("b", Opcode::kStats, protocol::StatsRequest{});
+  ASSERT_OK(sb);
+  auto jb = nlohmann::json::parse(std::string(body_b.begin(), body_b.end()));
+  EXPECT_EQ(jb["requests"]["PUT"]["count"], 2);
+  EXPECT_EQ(jb["lookup"]["tokens_requested"], 48);
+  EXPECT_EQ(jb["lookup"]["tokens_hit"], 32);
+  EXPECT_EQ(jb["requests"]["STATS"]["count"], 0);  // recorded after the reply is built
+
+  // Operators still see everything (the /v1/stats document).
+  auto all = handler_.StatsJson();
+  EXPECT_EQ(all["scope"], "server");
+  EXPECT_EQ(all["requests"]["PUT"]["count"], 3);
+  EXPECT_EQ(all["tiers"][0]["name"], "T0");
+}
+
+TEST_F(HandlerTest, ParentNotFoundNamesTheClientsKeyNeverTheScopedOne) {
+  const Status s = Put("a", 5, 4, 16);
+  EXPECT_STATUS(s, kNotFound);
+  EXPECT_NE(s.message().find(ToHex(Key(4))), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(ToHex(Key(5))), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(ToHex(ScopeKey("a", Key(4)))), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find(ToHex(ScopeKey("a", Key(5)))), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace kvstash::server
+
+namespace kvstash::server {
+namespace {
+
+// Codec placement with dckv: a small artifact calibrated on the dckv tests' synthetic
+// rows (mechanics only; real-model rates come from `kvstash bench codec`), written to
+// a file and configured for tenant "a" with its digest.
+class DckvPlacementTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rows_ = dckv::testing::MakeRows(2048, 0);
+    auto basis = dckv::FitDckvBasis(rows_, 2);
+    ASSERT_OK(basis.status());
+    dckv::DckvRateOptions o;
+    o.target_ratio = 6;
+    o.raw_head = 4;
+    o.raw_tail = 8;
+    auto artifact = dckv::MakeDckvArtifact(*basis, o);
+    ASSERT_OK(artifact.status());
+    path_ = ::testing::TempDir() + "kvstash-dckv-" + std::to_string(getpid()) + ".dckv";
+    const std::vector<uint8_t> bytes = artifact->Serialize();
+    std::ofstream(path_, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    sha_ = ToHex(artifact->Digest());
+    auto codec = dckv::DckvCodec::Create(std::move(artifact).value());
+    ASSERT_OK(codec.status());
+    reference_ = std::make_unique<dckv::DckvCodec>(std::move(codec).value());
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+
+  // Tokens [begin, end) of a held-out stream as a codec-raw payload (bf16, K roped).
+  std::vector<uint8_t> RawChunkPayload(uint32_t begin, uint32_t end, KvChunk* chunk_out) {
+    const dckv::DckvRows text = dckv::testing::MakeRows(256, 7);
+    KvChunk c = dckv::testing::MakeChunk(text, begin, end, DType::kBF16);
+    PayloadHeader h{.codec = CodecId::kRaw, .layout = c.layout, .tokens = c.tokens,
+                    .token_offset = begin, .model_fingerprint = kModel,
+                    .content_checksum = c.ContentChecksum()};
+    *chunk_out = c;
+    return BuildPayload(h, c.data).value();
+  }
+
+  static constexpr Digest256 kModel = {1, 2, 3};
+  dckv::DckvRows rows_;
+  std::string path_, sha_;
+  std::unique_ptr<dckv::DckvCodec> reference_;
+};
+
+std::pair<Status, std::vector<uint8_t>> HandleOne(RequestHandler& h, const std::string& tenant,
+                                                  Opcode op, uint16_t flags,
+                                                  std::vector<uint8_t> body) {
+  Frame f;
+  f.header.opcode = static_cast<uint8_t>(op);
+  f.header.flags = flags;
+  f.header.request_id = 5;
+  f.body = std::move(body);
+  const std::vector<uint8_t> out = h.Handle(tenant, f).Flatten();
+  std::vector<uint8_t> reply(out.begin() + 32, out.end());
+  return {Status::FromCode(out[24], std::string(reply.begin(), reply.end())), reply};
+}
+
+TEST_F(DckvPlacementTest, ArtifactIsLoadedOnlyWithItsDigest) {
+  ASSERT_OK(TenantCodecs::Load({{"a", "pa", "", path_, sha_}}).status());
+  std::string wrong = sha_;
+  wrong[0] = wrong[0] == '0' ? '1' : '0';
+  EXPECT_STATUS(TenantCodecs::Load({{"a", "pa", "", path_, wrong}}), kInvalidArgument);
+  EXPECT_STATUS(TenantCodecs::Load({{"a", "pa", "", path_ + ".missing", sha_}}), kInvalidArgument);
+  ServerConfig c;
+  c.tenants = {{"a", "pa", "", path_, ""}};
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);  // the digest is required
+  auto parsed = ParseServerConfig(nlohmann::json::parse(
+      R"({"tenants":[{"name":"a","credential":"x","dckv_artifact":"f.dckv","dckv_artifact_sha256":")" +
+      sha_ + R"("}]})"));
+  ASSERT_OK(parsed.status());
+  EXPECT_EQ(parsed->tenants[0].dckv_artifact, "f.dckv");
+}
+
+TEST_F(DckvPlacementTest, RawKvIsEncodedWithTheTenantsArtifactAndDecodedOnRequest) {
+  ASSERT_OK_AND_ASSIGN(TenantCodecs codecs, TenantCodecs::Load({{"a", "pa", "", path_, sha_}}));
+  auto tenants = TenantTable::Create({{"a", "pa", ""}, {"b", "pb", ""}}).value();
+  testing::MemoryChunkStore store;
+  Metrics metrics;
+  RequestHandler handler(&store, &tenants, &metrics, HandlerLimits{"n1", 1u << 24, 16}, &codecs);
+
+  KvChunk chunk;
+  protocol::PutRequest put;
+  put.key = Key(1);
+  put.payload = RawChunkPayload(0, 40, &chunk);
+  put.raw_kv = true;
+  put.target_codec = CodecId::kDckv;
+  put.prefix_tokens = 200;  // the prefix goes on: no raw tail in this chunk
+  std::vector<uint8_t> body;
+  put.Encode(&body);
+  auto [s, reply] = HandleOne(handler, "a", Opcode::kPut, put.Flags(), body);
+  ASSERT_OK(s);
+  // What is stored is exactly the dckv encoder's payload for this chunk.
+  const std::vector<uint8_t> want =
+      reference_->Encode(chunk.view(), 0, 200, kModel).value();
+  ASSERT_OK_AND_ASSIGN(std::optional<ChunkRead> stored, store.Get(ScopeKey("a", Key(1))));
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(std::vector<uint8_t>(stored->payload->begin(), stored->payload->end()), want);
+  EXPECT_EQ(protocol::PutReply::Decode(0, reply).value().stored_bytes, want.size());
+  EXPECT_LT(want.size(), put.payload.size());
+  EXPECT_EQ(handler.TenantStatsJson("a")["codecs"]["dckv"]["chunks"], 1);
+
+  // GET: as stored, or decoded on the server to a codec-raw payload.
+  std::vector<uint8_t> get_body;
+  protocol::GetRequest get{Key(1), /*decoded=*/true};
+  get.Encode(&get_body);
+  auto [gs, greply] = HandleOne(handler, "a", Opcode::kGet, get.Flags(), get_body);
+  ASSERT_OK(gs);
+  auto g = protocol::GetReply::DecodeOwned(0, std::vector<uint8_t>(greply)).value();
+  ASSERT_OK_AND_ASSIGN(PayloadView raw, ParsePayload(g.payload));
+  EXPECT_EQ(raw.header.codec, CodecId::kRaw);
+  EXPECT_EQ(raw.header.tokens, 40u);
+  EXPECT_EQ(raw.header.model_fingerprint, kModel);
+  EXPECT_NE(raw.header.flags & kPayloadFlagLossy, 0);
+  const KvChunk decoded = reference_->Decode(want, kModel).value();
+  EXPECT_EQ(std::vector<uint8_t>(raw.body.begin(), raw.body.end()), decoded.data);
+  EXPECT_EQ(raw.header.content_checksum, decoded.ContentChecksum());
+
+  // Tenant b has no artifact; spec is never coded on the server.
+  auto [sb, rb] = HandleOne(handler, "b", Opcode::kPut, put.Flags(), body);
+  EXPECT_STATUS(sb, kNotSupported);
+  protocol::PutRequest spec = put;
+  spec.target_codec = CodecId::kSpec;
+  std::vector<uint8_t> spec_body;
+  spec.Encode(&spec_body);
+  auto [ss, rs] = HandleOne(handler, "a", Opcode::kPut, spec.Flags(), spec_body);
+  EXPECT_STATUS(ss, kNotSupported);
+  EXPECT_NE(ss.message().find("where the model runs"), std::string::npos) << ss.message();
+  // A prefix that ends before the chunk does is refused.
+  protocol::PutRequest short_prefix = put;
+  short_prefix.prefix_tokens = 10;
+  std::vector<uint8_t> short_body;
+  short_prefix.Encode(&short_body);
+  EXPECT_STATUS(HandleOne(handler, "a", Opcode::kPut, short_prefix.Flags(), short_body).first,
+                kInvalidArgument);
 }
 
 }  // namespace

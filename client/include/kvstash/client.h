@@ -8,9 +8,11 @@
 // only the chains whose winner changed. Every call therefore takes the chain's first
 // chunk key (`route`) besides the key it acts on.
 //
-// Each server has a pool of `connections_per_server` TCP connections (opened lazily,
-// HELLO with the tenant credential first); calls are pipelined on them, replies are
-// matched by request id. Every call has a deadline (CallOptions::deadline, default
+// Each server has a pool of `connections_per_server` TCP (or TLS, ClientTlsOptions)
+// connections (opened lazily, HELLO with the tenant credential first); calls are
+// pipelined on them, replies are matched by request id. A request larger than the
+// max_frame_bytes the server announced in its HELLO reply is refused locally with
+// InvalidArgument (never sent, never retried). Every call has a deadline (CallOptions::deadline, default
 // ClientOptions::default_deadline) covering all its attempts. A call whose reply is a
 // retryable status (Unavailable, ResourceExhausted, DeadlineExceeded) or whose
 // connection fails is retried with exponential backoff and jitter, up to
@@ -32,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/payload_format.h"
@@ -39,6 +42,22 @@
 #include "common/result.h"
 
 namespace kvstash {
+
+// TLS to servers whose protocol port speaks TLS (server config `tls`).
+struct ClientTlsOptions {
+  bool enabled = false;  // Default: plain TCP.
+  // PEM file of the CA certificate(s) that signed the servers' certificates (a
+  // self-signed server certificate is its own CA). Empty: the system's default CA
+  // paths (OpenSSL's, e.g. /etc/ssl/certs).
+  std::string ca_file;
+  // Verify the server's certificate chain and that it names the server (RFC 6125 host
+  // name, or IP address SAN for an IP literal). false accepts any certificate: the
+  // connection is encrypted but not authenticated (tests only). Default: true.
+  bool verify_peer = true;
+  // Name sent as SNI and checked against the certificate. Empty: the host part of each
+  // server address (an IP literal is checked as an IP address and sends no SNI).
+  std::string server_name;
+};
 
 struct ClientOptions {
   // Server addresses "host:port" (IPv4/IPv6 literal or name). At least one.
@@ -58,8 +77,9 @@ struct ClientOptions {
   std::chrono::milliseconds max_backoff{500};
   // Largest reply body accepted (bytes). Default: 1 GiB.
   uint32_t max_reply_bytes = 1u << 30;
-  // Deadline of connecting + HELLO to a server. Default: 2 s.
+  // Deadline of connecting + TLS handshake + HELLO to a server. Default: 2 s.
   std::chrono::milliseconds connect_timeout{2000};
+  ClientTlsOptions tls;
 };
 
 struct CallOptions {
@@ -88,11 +108,17 @@ struct PutChunk {
   std::vector<uint8_t> state_record;  // optional EncodeStateRecord() record
   bool raw_kv = false;
   CodecId target_codec = CodecId::kRaw;
+  // With raw_kv: tokens of the stored prefix this chunk belongs to (the server's dckv
+  // encoder keeps the prefix's last positions raw); 0 = this chunk ends the prefix.
+  uint32_t prefix_tokens = 0;
   bool pin = false;
 };
 
 struct GetOptions {
-  bool decoded = false;     // ask for the decoded chunk (a codec-kRaw payload)
+  // Ask for the decoded chunk (a codec-kRaw payload): raw and dckv (with the tenant's
+  // configured artifact) decode on the server; spec is NotSupported (decode it where
+  // the model runs).
+  bool decoded = false;
   bool with_state = false;  // also return the recurrent-state record, if any
 };
 
@@ -104,8 +130,8 @@ struct GetResult {
 class Client {
  public:
   // Validates the options and starts the I/O threads; connections open on first use.
-  // Errors: InvalidArgument for no servers, a bad address, an empty tenant or zero
-  // counts.
+  // Errors: InvalidArgument for no servers, a bad address (SplitHostPort), an empty
+  // tenant, zero counts or a TLS CA file that does not load.
   static Result<std::unique_ptr<Client>> Create(ClientOptions options);
   ~Client();
   Client(const Client&) = delete;
@@ -159,6 +185,10 @@ class Client {
   explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Splits "host:port" / "[v6]:port" into host and port. Errors: InvalidArgument when the
+// form is wrong or the port is not a decimal number in 1..65535.
+Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& address);
 
 // Rendezvous choice among `servers` for `key` (exposed for tests and other clients).
 // REQUIRES: servers non-empty.
