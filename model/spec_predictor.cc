@@ -217,14 +217,20 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
   // One scratch buffer per worker, sized for the longest row (keys 0..first+rows-1).
   const size_t row_scratch = static_cast<size_t>(first) + rows + 8;
   if (options_.backend != spec::GemmBackend::kScalar && spec::CpuHasAvx2()) {
-    // A job is one token's query heads that share a kv head: they see the same keys.
+    // A job is a tile of kTileTokens tokens x the query heads that share one kv head:
+    // the tile's rows reuse each block of keys and values while it is in L1.
+    constexpr uint32_t kTileTokens = 8;
+    const uint32_t tiles = (rows + kTileTokens - 1) / kTileTokens;
     std::vector<std::vector<float>> scratch(static_cast<size_t>(threads),
-                                            std::vector<float>(row_scratch * group));
-    ParallelFor(rows * c.n_kv_heads, threads, [&](uint32_t w, uint32_t job) {
-      const uint32_t t = job / c.n_kv_heads, g = job % c.n_kv_heads;
-      const size_t at = (static_cast<size_t>(t) * c.n_heads + static_cast<size_t>(g) * group) * hd;
-      avx2::AttentionHeads(q + at, group, &K[static_cast<size_t>(g) * hd], &V[static_cast<size_t>(g) * hd],
-                           stride, first + t + 1, hd, scale, scratch[w].data(), out + at);
+                                            std::vector<float>(row_scratch * group * kTileTokens));
+    const size_t token_stride = static_cast<size_t>(c.n_heads) * hd;
+    ParallelFor(tiles * c.n_kv_heads, threads, [&](uint32_t w, uint32_t job) {
+      const uint32_t t0 = (job / c.n_kv_heads) * kTileTokens, g = job % c.n_kv_heads;
+      const uint32_t tokens = std::min(kTileTokens, rows - t0);
+      const size_t at = static_cast<size_t>(t0) * token_stride + static_cast<size_t>(g) * group * hd;
+      avx2::AttentionTile(q + at, token_stride, tokens, group, &K[static_cast<size_t>(g) * hd],
+                          &V[static_cast<size_t>(g) * hd], stride, first + t0 + 1, hd, scale,
+                          scratch[w].data(), out + at, token_stride);
     });
     return;
   }

@@ -87,13 +87,14 @@ KVSTASH_AVX2 void SequentialSums(const float* e, size_t row_stride, uint32_t n, 
   for (int r = 0; r < R; ++r) sums[r] = s[r];
 }
 
-// out[d] = sum over increasing j of p[j] * v_j[d], HD8 vectors kept in registers.
+// out[d] += sum over increasing j in [j0, j1) of p[j] * v_j[d] (out = 0 first when
+// j0 == 0), HD8 vectors kept in registers.
 template <int HD8>
-KVSTASH_AVX2 void WeightedSumFixed(const float* p, const float* v, size_t stride, uint32_t n,
-                                   float* out) {
+KVSTASH_AVX2 void WeightedSumFixed(const float* p, const float* v, size_t stride, uint32_t j0,
+                                   uint32_t j1, float* out) {
   __m256 o[HD8];
-  for (auto& x : o) x = _mm256_setzero_ps();
-  for (uint32_t j = 0; j < n; ++j) {
+  for (int d = 0; d < HD8; ++d) o[d] = j0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out + 8 * d);
+  for (uint32_t j = j0; j < j1; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
     const float* vv = v + j * stride;
 #pragma GCC unroll 16
@@ -102,12 +103,14 @@ KVSTASH_AVX2 void WeightedSumFixed(const float* p, const float* v, size_t stride
   for (int d = 0; d < HD8; ++d) _mm256_storeu_ps(out + 8 * d, o[d]);
 }
 
-KVSTASH_AVX2 void WeightedSum(const float* p, const float* v, size_t stride, uint32_t n,
+KVSTASH_AVX2 void WeightedSum(const float* p, const float* v, size_t stride, uint32_t j0, uint32_t j1,
                               uint32_t hd, float* out) {
-  if (hd == 64) return WeightedSumFixed<8>(p, v, stride, n, out);
-  if (hd == 128) return WeightedSumFixed<16>(p, v, stride, n, out);
-  for (uint32_t d = 0; d < hd; ++d) out[d] = 0.0f;
-  for (uint32_t j = 0; j < n; ++j) {
+  if (hd == 64) return WeightedSumFixed<8>(p, v, stride, j0, j1, out);
+  if (hd == 128) return WeightedSumFixed<16>(p, v, stride, j0, j1, out);
+  if (j0 == 0) {
+    for (uint32_t d = 0; d < hd; ++d) out[d] = 0.0f;
+  }
+  for (uint32_t j = j0; j < j1; ++j) {
     const __m256 pj = _mm256_set1_ps(p[j]);
     const float* vv = v + j * stride;
     uint32_t d = 0;
@@ -151,55 +154,77 @@ KVSTASH_AVX2 float CanonicalDot(const float* a, const float* b, uint32_t n) {
   return DAdd(DAdd(DAdd(s[0], s[1]), DAdd(s[2], s[3])), DAdd(DAdd(s[4], s[5]), DAdd(s[6], s[7])));
 }
 
-KVSTASH_AVX2 void AttentionHeads(const float* q, uint32_t heads, const float* k, const float* v,
-                                 size_t stride, uint32_t n, uint32_t hd, float scale, float* scratch,
-                                 float* out) {
-  const size_t row_stride = static_cast<size_t>(n) + 8;
-  const uint32_t full = (hd % 8 == 0) ? n / 8 * 8 : 0;  // keys done 8 at a time
+KVSTASH_AVX2 void AttentionTile(const float* q, size_t q_token_stride, uint32_t tokens, uint32_t heads,
+                                const float* k, const float* v, size_t stride, uint32_t n0, uint32_t hd,
+                                float scale, float* scratch, float* out, size_t out_token_stride) {
+  if (tokens == 0 || heads == 0) return;
+  const uint32_t rows = tokens * heads;
+  const uint32_t n_max = n0 + tokens - 1;
+  const size_t row_stride = static_cast<size_t>(n_max) + 8;
+  auto q_row = [&](uint32_t r) { return q + (r / heads) * q_token_stride + (r % heads) * static_cast<size_t>(hd); };
+  auto out_row = [&](uint32_t r) { return out + (r / heads) * out_token_stride + (r % heads) * static_cast<size_t>(hd); };
+  auto keys = [&](uint32_t r) { return n0 + r / heads; };
+  // Keys a row scores 8 at a time (hd a multiple of 8); the rest one at a time.
+  auto blocked = [&](uint32_t r) { return hd % 8 == 0 ? keys(r) / 8 * 8 : 0u; };
   const __m256 vscale = _mm256_set1_ps(scale);
-  for (uint32_t r = 0; r < heads; ++r) {
-    const float* qr = q + static_cast<size_t>(r) * hd;
-    float* s = scratch + r * row_stride;
-    // Scores and their max (any order of max gives the same softmax bits: only the
-    // sign of a zero max could differ, and x - (+-0) and DetExp(+-0) do not depend on it).
-    __m256 vmax = _mm256_set1_ps(-3.40282347e38f);
-    for (uint32_t j = 0; j < full; j += 8) {
-      const __m256 sc = _mm256_mul_ps(Dot8Keys(qr, k + j * stride, stride, hd), vscale);
-      _mm256_storeu_ps(s + j, sc);
-      vmax = _mm256_max_ps(sc, vmax);  // NaN scores never win, as in `s > m ? s : m`
+  // 1. Scores, key block outermost so the block stays in L1 for every row.
+  for (uint32_t j = 0; j + 8 <= n_max; j += 8) {
+    for (uint32_t r = 0; r < rows; ++r) {
+      if (j + 8 > blocked(r)) continue;
+      _mm256_storeu_ps(scratch + r * row_stride + j,
+                       _mm256_mul_ps(Dot8Keys(q_row(r), k + j * stride, stride, hd), vscale));
     }
+  }
+  for (uint32_t r = 0; r < rows; ++r) {
+    float* s = scratch + r * row_stride;
+    const uint32_t n = keys(r), full = blocked(r);
+    for (uint32_t j = full; j < n; ++j) s[j] = DMul(CanonicalDot(q_row(r), k + j * stride, hd), scale);
+    // 2. The max (any order gives the same softmax bits: only the sign of a zero max
+    // could differ, and x - (+-0) and DetExp(+-0) do not depend on it), then e_j.
+    __m256 vmax = _mm256_set1_ps(-3.40282347e38f);
+    uint32_t j = 0;
+    for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(_mm256_loadu_ps(s + j), vmax);  // NaN never wins
     alignas(32) float lanes[8];
     _mm256_store_ps(lanes, vmax);
     float m = -3.40282347e38f;
     for (float l : lanes) m = l > m ? l : m;
-    for (uint32_t j = full; j < n; ++j) {
-      s[j] = DMul(CanonicalDot(qr, k + j * stride, hd), scale);
-      m = s[j] > m ? s[j] : m;
-    }
-    // e_j = DetExp(s_j - m).
+    for (; j < n; ++j) m = s[j] > m ? s[j] : m;
     const __m256 vm = _mm256_set1_ps(m);
-    uint32_t j = 0;
-    for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, DetExp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)));
+    for (j = 0; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, DetExp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vm)));
     for (; j < n; ++j) s[j] = spec::DetExp(DSub(s[j], m));
   }
-  // Sequential sums, up to 4 heads interleaved.
+  // 3. Sequential sums (rows of one token have the same key count; 4 interleaved), then
+  // p_j = e_j / sum.
   float sums[4];
-  for (uint32_t r0 = 0; r0 < heads; r0 += 4) {
+  for (uint32_t r0 = 0; r0 < rows;) {
+    uint32_t cnt = 1;
+    while (cnt < 4 && r0 + cnt < rows && keys(r0 + cnt) == keys(r0)) ++cnt;
     const float* e = scratch + r0 * row_stride;
-    switch (std::min<uint32_t>(4, heads - r0)) {
+    const uint32_t n = keys(r0);
+    switch (cnt) {
       case 1: SequentialSums<1>(e, row_stride, n, sums); break;
       case 2: SequentialSums<2>(e, row_stride, n, sums); break;
       case 3: SequentialSums<3>(e, row_stride, n, sums); break;
       default: SequentialSums<4>(e, row_stride, n, sums); break;
     }
-    for (uint32_t r = r0; r < std::min(heads, r0 + 4); ++r) {
+    for (uint32_t r = r0; r < r0 + cnt; ++r) {
       float* s = scratch + r * row_stride;
       const float sum = sums[r - r0];
       const __m256 vsum = _mm256_set1_ps(sum);
       uint32_t j = 0;
       for (; j + 8 <= n; j += 8) _mm256_storeu_ps(s + j, _mm256_div_ps(_mm256_loadu_ps(s + j), vsum));
       for (; j < n; ++j) s[j] = DDiv(s[j], sum);
-      WeightedSum(s, v, stride, n, hd, out + static_cast<size_t>(r) * hd);
+    }
+    r0 += cnt;
+  }
+  // 4. out = sum_j p_j v_j, in key blocks that stay in L1 for every row; each row still
+  // accumulates its keys in increasing order.
+  constexpr uint32_t kKeyBlock = 64;
+  for (uint32_t j0 = 0; j0 < n_max + 1; j0 += kKeyBlock) {
+    for (uint32_t r = 0; r < rows; ++r) {
+      const uint32_t n = keys(r);
+      if (j0 >= n) continue;
+      WeightedSum(scratch + r * row_stride, v, stride, j0, std::min(n, j0 + kKeyBlock), hd, out_row(r));
     }
   }
 }

@@ -9,10 +9,10 @@
 // - CanonicalDot: lane l of the accumulator is the canonical partial sum s_l; the final
 //   ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)) tree is done for 8 keys at once with two
 //   levels of vhaddps and one 128-bit half add, which is exactly that tree per key.
-// - AttentionHeads: model::AttentionRow for the query heads that share one kv head:
-//   scores for 8 keys at a time, the max, DetExp, the softmax sum strictly in
-//   increasing key order (the heads' sums interleaved, each still sequential), the
-//   IEEE division per key, and out[d] accumulated over increasing keys.
+// - AttentionTile: model::AttentionRow for a tile of query rows sharing one kv head:
+//   scores for 8 keys at a time, the max, DetExp, each softmax sum strictly in
+//   increasing key order (several rows' sums interleaved), the IEEE division per key,
+//   and out[d] accumulated over increasing keys.
 // NaN payloads: when two NaN operands meet, x86 returns the first operand's payload in
 // the scalar and the vector forms alike; the predictor maps every NaN activation to 0
 // when it quantises, so payloads never reach a projection.
@@ -35,10 +35,14 @@ void DetExp(const float* x, float* y, size_t n);
 // CanonicalDotInline(a, b, n).
 float CanonicalDot(const float* a, const float* b, uint32_t n);
 
-// For r in [0, heads): AttentionRow(q + r * hd, k, v, stride, n, hd, scale, ., out + r * hd)
-// (model/spec_predictor_ops.h), the heads sharing the kv head whose rows are k/v +
-// j * stride. scratch holds heads * (n + 8) floats.
-void AttentionHeads(const float* q, uint32_t heads, const float* k, const float* v, size_t stride,
-                    uint32_t n, uint32_t hd, float scale, float* scratch, float* out);
+// AttentionRow (model/spec_predictor_ops.h) for a tile of query rows that share one kv
+// head: `tokens` consecutive tokens x `heads` query heads. Row (t, h) reads q + t *
+// q_token_stride + h * hd, sees keys 0..n0+t-1 (rows k/v + j * stride), and writes
+// out + t * out_token_stride + h * hd. Keys and values are visited in blocks that all
+// rows of the tile use while the block is in L1. scratch holds tokens * heads *
+// (n0 + tokens + 7) floats.
+void AttentionTile(const float* q, size_t q_token_stride, uint32_t tokens, uint32_t heads,
+                   const float* k, const float* v, size_t stride, uint32_t n0, uint32_t hd,
+                   float scale, float* scratch, float* out, size_t out_token_stride);
 
 }  // namespace kvstash::model::avx2
