@@ -13,23 +13,61 @@ namespace {
 
 constexpr int kMaxRows = 6;  // tokens per micro-kernel: 12 int32 accumulators + 3 operands
 
-// acc[r][h] += A[r] (pairs p) x W (block of 16 channels), over `pairs` channel pairs.
-// A row r starts at a + r * lda; w points at the group's first pair (32 bytes a pair).
+// dots[r][0..15] = exact int32 sums of A row r (pairs [0, pairs)) with the block's 16
+// channels. A row r starts at a + r * lda; w points at the group's first pair (32
+// bytes a pair). Named accumulators (not an array) keep GCC from spilling them.
 template <int MR>
 inline void MicroKernel(const int16_t* a, size_t lda, const int8_t* w, int pairs,
-                        __m256i (&acc)[MR][2]) {
-  for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+                        int32_t (*dots)[kPackedBlock]) {
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  const int16_t* a0 = a;
+  const int16_t* a1 = a + lda * (MR > 1 ? 1 : 0);
+  const int16_t* a2 = a + lda * (MR > 2 ? 2 : 0);
+  const int16_t* a3 = a + lda * (MR > 3 ? 3 : 0);
+  const int16_t* a4 = a + lda * (MR > 4 ? 4 : 0);
+  const int16_t* a5 = a + lda * (MR > 5 ? 5 : 0);
+  auto bcast = [](const int16_t* p) {
+    int32_t pair;
+    std::memcpy(&pair, p, sizeof(pair));
+    return _mm256_set1_epi32(pair);
+  };
   for (int p = 0; p < pairs; ++p) {
     const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32 * p)));
     const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32 * p + 16)));
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r) {
-      int32_t pair;
-      std::memcpy(&pair, a + r * lda + 2 * p, sizeof(pair));
-      const __m256i av = _mm256_set1_epi32(pair);
-      acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(av, w0));
-      acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(av, w1));
+    __m256i x = bcast(a0 + 2 * p);
+    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, w0));
+    c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, w1));
+    if constexpr (MR > 1) {
+      x = bcast(a1 + 2 * p);
+      c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(x, w0));
+      c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(x, w1));
     }
+    if constexpr (MR > 2) {
+      x = bcast(a2 + 2 * p);
+      c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(x, w0));
+      c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(x, w1));
+    }
+    if constexpr (MR > 3) {
+      x = bcast(a3 + 2 * p);
+      c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(x, w0));
+      c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(x, w1));
+    }
+    if constexpr (MR > 4) {
+      x = bcast(a4 + 2 * p);
+      c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(x, w0));
+      c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(x, w1));
+    }
+    if constexpr (MR > 5) {
+      x = bcast(a5 + 2 * p);
+      c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(x, w0));
+      c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(x, w1));
+    }
+  }
+  const __m256i c[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  for (int r = 0; r < MR; ++r) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dots[r]), c[r][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(dots[r] + 8), c[r][1]);
   }
 }
 
@@ -41,29 +79,29 @@ void RowBlock(const PackedActivations& a, const PackedWeights& b, int row, int b
   const int np = b.blocks * kPackedBlock;
   const int16_t* arow = a.q.data() + static_cast<size_t>(row) * lda;
   const int8_t* panel = b.data.data() + static_cast<size_t>(blk) * s.pairs * 2 * kPackedBlock;
-  __m256 o[MR][2];
-  for (int r = 0; r < MR; ++r) o[r][0] = o[r][1] = _mm256_setzero_ps();
+  // The fp32 sums live in `tile` (L1) so that the 12 int32 accumulators, the two
+  // weight vectors and the broadcast fit the 16 ymm registers without spills.
+  for (int i = 0; i < MR * kPackedBlock; ++i) tile[i] = 0.0f;
   for (int g = 0; g < s.groups; ++g) {
-    __m256i acc[MR][2];
+    alignas(32) int32_t dots[MR][kPackedBlock];
     const int p0 = g * s.group_pairs;
-    MicroKernel<MR>(arow + 2 * p0, lda, panel + 32 * static_cast<size_t>(p0), s.PairsOf(g), acc);
+    MicroKernel<MR>(arow + 2 * p0, lda, panel + 32 * static_cast<size_t>(p0), s.PairsOf(g), dots);
     const float* sb = b.scales.data() + static_cast<size_t>(g) * np + blk * kPackedBlock;
     const __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
     for (int r = 0; r < MR; ++r) {
       const __m256 sa = _mm256_set1_ps(a.scales[static_cast<size_t>(row + r) * s.groups + g]);
+      float* o = tile + r * kPackedBlock;
       // o = o + float(dot) * (sa * sb): the reference's three roundings, in its order.
-      o[r][0] = _mm256_add_ps(o[r][0], _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][0]), _mm256_mul_ps(sa, sb0)));
-      o[r][1] = _mm256_add_ps(o[r][1], _mm256_mul_ps(_mm256_cvtepi32_ps(acc[r][1]), _mm256_mul_ps(sa, sb1)));
+      _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dots[r]))),
+                                                                         _mm256_mul_ps(sa, sb0))));
+      _mm256_storeu_ps(o + 8, _mm256_add_ps(_mm256_loadu_ps(o + 8),
+                                            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dots[r] + 8))), _mm256_mul_ps(sa, sb1))));
     }
-  }
-  for (int r = 0; r < MR; ++r) {
-    _mm256_storeu_ps(tile + r * kPackedBlock, o[r][0]);
-    _mm256_storeu_ps(tile + r * kPackedBlock + 8, o[r][1]);
   }
 }
 
 using RowBlockFn = void (*)(const PackedActivations&, const PackedWeights&, int, int, float*);
-constexpr RowBlockFn kRowBlock[kMaxRows + 1] = {nullptr,      RowBlock<1>, RowBlock<2>, RowBlock<3>,
+constexpr RowBlockFn kRowBlock[kMaxRows + 1] = {nullptr,     RowBlock<1>, RowBlock<2>, RowBlock<3>,
                                                 RowBlock<4>, RowBlock<5>, RowBlock<6>};
 
 }  // namespace
