@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <initializer_list>
+#include <utility>
 #include <thread>
 
 #include "codec/entropy/det_math.h"
@@ -162,38 +164,46 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
   return p;
 }
 
-Status SpecPredictor::Project(const QuantLinear& q, const float* x, uint32_t rows, float* y,
+Status SpecPredictor::Project(std::initializer_list<std::pair<const QuantLinear*, float*>> outputs,
+                              const float* x, uint32_t rows, spec::PackedActivations* work,
                               PredictorProfile* profile) const {
   Stopwatch sw(profile);
-  const int group = options_.group == 0 ? static_cast<int>(q.in) : options_.group;
-  const auto in = std::span(x, static_cast<size_t>(rows) * q.in);
-  const auto out = std::span(y, static_cast<size_t>(rows) * q.out);
-  const int m = static_cast<int>(rows), n = static_cast<int>(q.out), k = static_cast<int>(q.in);
+  const QuantLinear& first = *outputs.begin()->first;
+  const int group = options_.group == 0 ? static_cast<int>(first.in) : options_.group;
+  const auto in = std::span(x, static_cast<size_t>(rows) * first.in);
+  const int m = static_cast<int>(rows), k = static_cast<int>(first.in);
   if (options_.backend != spec::GemmBackend::kScalar) {
-    // The blocked kernel over pre-packed weights (same bits as the reference below).
-    spec::PackedActivations a;
-    KVSTASH_RETURN_IF_ERROR(spec::QuantizeActivations(in, m, q.packed.shape, options_.activation_bits,
-                                                      options_.backend, options_.threads, &a));
+    // The blocked kernel over pre-packed weights (same bits as the reference below);
+    // the projections share one quantisation of x (same k and group).
+    KVSTASH_RETURN_IF_ERROR(spec::QuantizeActivations(in, m, first.packed.shape, options_.activation_bits,
+                                                      options_.backend, options_.threads, work));
     sw.Lap(&PredictorProfile::quantize_s);
-    KVSTASH_RETURN_IF_ERROR(spec::GemmPacked(a, q.packed, out, options_.backend, options_.threads));
+    for (const auto& [q, y] : outputs) {
+      KVSTASH_RETURN_IF_ERROR(spec::GemmPacked(*work, q->packed, std::span(y, static_cast<size_t>(rows) * q->out),
+                                               options_.backend, options_.threads));
+    }
     sw.Lap(&PredictorProfile::gemm_s);
     return Status::Ok();
   }
   // kScalar: the portable reference (row-major int16/int8 activations, unpacked weights).
+  spec::Int16Rows a16;
+  spec::Int8Rows a8;
   if (options_.activation_bits == 16) {
-    spec::Int16Rows a;
-    KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt16(in, m, k, group, &a));
-    sw.Lap(&PredictorProfile::quantize_s);
-    KVSTASH_RETURN_IF_ERROR(spec::Int16x8GemmGroupedNT(a.q, a.scales, q.w.q, q.w.scales, out, m, n,
-                                                       k, group, options_.backend, options_.threads));
-    sw.Lap(&PredictorProfile::gemm_s);
-    return Status::Ok();
+    KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt16(in, m, k, group, &a16));
+  } else {
+    KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt8(in, m, k, group, &a8));
   }
-  spec::Int8Rows a;
-  KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt8(in, m, k, group, &a));
   sw.Lap(&PredictorProfile::quantize_s);
-  KVSTASH_RETURN_IF_ERROR(spec::Int8GemmGroupedNT(a.q, a.scales, q.w.q, q.w.scales, out, m, n, k,
-                                                  group, options_.backend, options_.threads));
+  for (const auto& [q, y] : outputs) {
+    const auto out = std::span(y, static_cast<size_t>(rows) * q->out);
+    const int n = static_cast<int>(q->out);
+    KVSTASH_RETURN_IF_ERROR(
+        options_.activation_bits == 16
+            ? spec::Int16x8GemmGroupedNT(a16.q, a16.scales, q->w.q, q->w.scales, out, m, n, k, group,
+                                         options_.backend, options_.threads)
+            : spec::Int8GemmGroupedNT(a8.q, a8.scales, q->w.q, q->w.scales, out, m, n, k, group,
+                                      options_.backend, options_.threads));
+  }
   sw.Lap(&PredictorProfile::gemm_s);
   return Status::Ok();
 }
@@ -277,6 +287,9 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
   std::vector<float> att(q.size()), tmp(x.size());
   std::vector<float> gate(static_cast<size_t>(T) * F), up(gate.size());
 
+  // Quantised activations of the hidden-size, q-size and ffn-size inputs, reused by
+  // every layer (no reallocation per projection).
+  spec::PackedActivations act_d, act_q, act_f;
   const bool use_avx2 = options_.backend != spec::GemmBackend::kScalar && spec::CpuHasAvx2();
   auto rope = [&](float* rows, uint32_t heads) {
     for (uint32_t t = 0; t < T; ++t) {
@@ -296,9 +309,8 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
     sw.Lap(&PredictorProfile::other_s);
     RmsNormRows(h.data(), T, D, L.attn_norm);
     sw.Lap(&PredictorProfile::norm_rope_s);
-    KVSTASH_RETURN_IF_ERROR(Project(L.wq, h.data(), T, q.data(), profile));
-    KVSTASH_RETURN_IF_ERROR(Project(L.wk, h.data(), T, k.data(), profile));
-    KVSTASH_RETURN_IF_ERROR(Project(L.wv, h.data(), T, v.data(), profile));
+    KVSTASH_RETURN_IF_ERROR(
+        Project({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}}, h.data(), T, &act_d, profile));
     sw.Skip();  // Project timed itself
     if (c.qk_norm()) {
       RmsNormRows(q.data(), T * c.n_heads, hd, L.q_norm);
@@ -313,7 +325,7 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
     if (l + 1 == c.n_layers) break;  // the last layer's attention and MLP feed no KV
     Attention(l, first, T, q.data(), *cache, att.data());
     sw.Lap(&PredictorProfile::attention_s);
-    KVSTASH_RETURN_IF_ERROR(Project(L.wo, att.data(), T, tmp.data(), profile));
+    KVSTASH_RETURN_IF_ERROR(Project({{&L.wo, tmp.data()}}, att.data(), T, &act_q, profile));
     sw.Skip();  // Project timed itself
     for (size_t i = 0; i < x.size(); ++i) x[i] = DAdd(x[i], tmp[i]);
 
@@ -321,8 +333,8 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
     sw.Lap(&PredictorProfile::other_s);
     RmsNormRows(h.data(), T, D, L.ffn_norm);
     sw.Lap(&PredictorProfile::norm_rope_s);
-    KVSTASH_RETURN_IF_ERROR(Project(L.w_gate, h.data(), T, gate.data(), profile));
-    KVSTASH_RETURN_IF_ERROR(Project(L.w_up, h.data(), T, up.data(), profile));
+    KVSTASH_RETURN_IF_ERROR(
+        Project({{&L.w_gate, gate.data()}, {&L.w_up, up.data()}}, h.data(), T, &act_d, profile));
     sw.Skip();  // Project timed itself
     if (use_avx2) {
       avx2::SiluMul(gate.data(), up.data(), gate.size());
@@ -330,7 +342,7 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
       for (size_t i = 0; i < gate.size(); ++i) gate[i] = DMul(spec::DetSilu(gate[i]), up[i]);
     }
     sw.Lap(&PredictorProfile::other_s);
-    KVSTASH_RETURN_IF_ERROR(Project(L.w_down, gate.data(), T, tmp.data(), profile));
+    KVSTASH_RETURN_IF_ERROR(Project({{&L.w_down, tmp.data()}}, gate.data(), T, &act_f, profile));
     sw.Skip();  // Project timed itself
     for (size_t i = 0; i < x.size(); ++i) x[i] = DAdd(x[i], tmp[i]);
   }

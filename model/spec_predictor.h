@@ -30,7 +30,9 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -112,9 +114,10 @@ class SpecPredictor {
 
   SpecPredictor() = default;
   static Status Quantise(const Linear* linear, int group, QuantLinear* out);
-  // y [rows, out] = x [rows, in] * W^T through int8 quantisation.
-  Status Project(const QuantLinear& q, const float* x, uint32_t rows, float* y,
-                 PredictorProfile* profile) const;
+  // For each (W, y) of `outputs` (projections with the same input size): y [rows, out]
+  // = x [rows, in] * W^T through the quantisation of x (done once, into *work).
+  Status Project(std::initializer_list<std::pair<const QuantLinear*, float*>> outputs, const float* x,
+                 uint32_t rows, spec::PackedActivations* work, PredictorProfile* profile) const;
   void Attention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
                  const PredictorCache& cache, float* out) const;
   void RmsNormRows(float* x, uint32_t rows, uint32_t n, const std::vector<float>& w) const;
