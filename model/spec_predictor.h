@@ -15,6 +15,13 @@
 //   sums of squares, attention dot products) use the canonical 8-lane order of
 //   CanonicalDot() below; softmax sums and the attention-weighted V sums run over
 //   positions in increasing order.
+// - Speed (CPU, bits unchanged): with the kAuto / kAvx2 backend each projection runs the
+//   packed, register-blocked GEMM of codec/spec/int8_gemm_packed.h (weights packed once
+//   in Create; one activation quantisation shared by q/k/v and by gate/up), attention
+//   runs in tiles of 8 tokens x the query heads of one kv head
+//   (model/spec_predictor_avx2.h), and exp/SiLU are vectorised lane for lane. kScalar
+//   keeps the portable reference path (QuantizeRows* + *GemmGroupedNT, AttentionRow);
+//   tests/spec/predictor_golden_test.cc pins the output digests of both.
 // - The embedding rows and norm weights are the model's fp32 values. RoPE tables are
 //   built once on the host as transformers builds them (fp32 inv_freq and angle), with
 //   det_math's sin/cos in double rounded to fp32.

@@ -7,7 +7,8 @@
 // --predictor-group / --predictor-activation-bits, as many threads as BLAS) on the same
 // tokens, alternating with the prefill runs so both see the same machine load, and adds
 // its median seconds, tokens/s and cost = predictor median / prefill median (the figure
-// that decides whether a spec hit beats recomputing). --profile adds the predictor's
+// that decides whether a spec hit beats recomputing), and the same ratio in process
+// CPU seconds (robust to other load; use --threads 1). --profile adds the predictor's
 // per-step split (quantise, int GEMM, attention, norm + RoPE, other) of the median run.
 #include <sys/resource.h>
 
@@ -40,6 +41,19 @@ struct BenchPrefillOptions {
 int Fail(const Status& s) {
   std::cerr << "kvstash bench prefill: " << s.ToString() << "\n";
   return 1;
+}
+
+// User + system CPU seconds of the whole process so far (all threads).
+double ProcessCpuSeconds() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 double PeakRssMiB() {
@@ -80,24 +94,28 @@ int Run(const BenchPrefillOptions& o) {
       return Fail(Status::InvalidArgument("length " + std::to_string(n) + " is 0 or exceeds the text's " +
                                           std::to_string(tokens->size()) + " tokens"));
     }
-    std::vector<double> secs;
+    std::vector<double> secs, cpu, pred_cpu;
     std::vector<std::pair<double, model::PredictorProfile>> pred;  // (seconds, split)
     for (int r = 0; r < std::max(1, o.reps); ++r) {
       model::KvCache cache = model::KvCache::ForModel(m.config);
+      const double c0 = ProcessCpuSeconds();
       const auto t0 = std::chrono::steady_clock::now();
       auto res = model::Prefill(m, std::span(*tokens).first(n), &cache);
       const auto t1 = std::chrono::steady_clock::now();
       if (!res.ok()) return Fail(res.status());
       if (cache.tokens != n) return Fail(Status::Internal("prefill returned a short cache"));
       secs.push_back(std::chrono::duration<double>(t1 - t0).count());
+      cpu.push_back(ProcessCpuSeconds() - c0);
       if (predictor) {
         model::PredictorCache pc;
         model::PredictorProfile prof;
+        const double pc0 = ProcessCpuSeconds();
         const auto p0 = std::chrono::steady_clock::now();
         const Status st = predictor->Run(std::span(*tokens).first(n), &pc, o.profile ? &prof : nullptr);
         const auto p1 = std::chrono::steady_clock::now();
         if (!st.ok()) return Fail(st);
         pred.emplace_back(std::chrono::duration<double>(p1 - p0).count(), prof);
+        pred_cpu.push_back(ProcessCpuSeconds() - pc0);
       }
     }
     std::sort(secs.begin(), secs.end());
@@ -115,6 +133,14 @@ int Run(const BenchPrefillOptions& o) {
       row["predictor_median_s"] = pmed;
       row["predictor_tokens_per_s"] = n / pmed;
       row["predictor_cost_vs_prefill"] = pmed / med;
+      // CPU seconds (all threads): less sensitive to other load on the machine than
+      // wall time, but counts any spinning of BLAS worker threads.
+      const double cpu_med = Median(cpu), pred_cpu_med = Median(pred_cpu);
+      std::printf("\n        CPU seconds (median): prefill %.3f, predictor %.3f, ratio %.3f", cpu_med, pred_cpu_med,
+                  pred_cpu_med / cpu_med);
+      row["cpu_median_s"] = cpu_med;
+      row["predictor_cpu_median_s"] = pred_cpu_med;
+      row["predictor_cpu_cost_vs_prefill"] = pred_cpu_med / cpu_med;
       if (o.profile) {
         std::printf("\n        predictor split (median run): quantise %.3f s, int GEMM %.3f s, attention %.3f s, "
                     "norm+RoPE %.3f s, other %.3f s",

@@ -90,12 +90,14 @@ void RowBlock(const PackedActivations& a, const PackedWeights& b, int row, int b
     const __m256 sb0 = _mm256_loadu_ps(sb), sb1 = _mm256_loadu_ps(sb + 8);
     for (int r = 0; r < MR; ++r) {
       const __m256 sa = _mm256_set1_ps(a.scales[static_cast<size_t>(row + r) * s.groups + g]);
-      float* o = tile + r * kPackedBlock;
-      // o = o + float(dot) * (sa * sb): the reference's three roundings, in its order.
-      _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dots[r]))),
-                                                                         _mm256_mul_ps(sa, sb0))));
-      _mm256_storeu_ps(o + 8, _mm256_add_ps(_mm256_loadu_ps(o + 8),
-                                            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dots[r] + 8))), _mm256_mul_ps(sa, sb1))));
+      for (int h = 0; h < 2; ++h) {
+        float* o = tile + r * kPackedBlock + 8 * h;
+        const __m256 dot =
+            _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(dots[r] + 8 * h)));
+        // o = o + float(dot) * (sa * sb): the reference's three roundings, in its order.
+        const __m256 scale = _mm256_mul_ps(sa, h ? sb1 : sb0);
+        _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), _mm256_mul_ps(dot, scale)));
+      }
     }
   }
 }
