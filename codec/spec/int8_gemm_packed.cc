@@ -67,10 +67,12 @@ int PackedShape::PairsOf(int g) const {
 }
 
 Status PackedShape::Make(int k, int group, PackedShape* out) {
-  if (k < 1 || group < 1 || group > k) {
-    return Status::InvalidArgument("packed GEMM: need k >= 1 and 1 <= group <= k (k=" +
-                                   std::to_string(k) + ", group=" + std::to_string(group) + ")");
+  if (k < 1 || group < 1) {
+    return Status::InvalidArgument("packed GEMM: need k >= 1 and group >= 1 (k=" + std::to_string(k) +
+                                   ", group=" + std::to_string(group) + ")");
   }
+  // A group wider than k is one group of k channels (as the reference quantiser does).
+  group = std::min(group, k);
   out->k = k;
   out->group = group;
   out->groups = (k + group - 1) / group;

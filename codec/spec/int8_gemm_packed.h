@@ -47,7 +47,7 @@ inline constexpr int kPackedBlock = 16;
 // Activation-side geometry shared by both operands of one product.
 struct PackedShape {
   int k = 0;       // input channels
-  int group = 0;   // channels per group (1 <= group <= k; the last group may be shorter)
+  int group = 0;   // channels per group, <= k (the last group may be shorter)
   int groups = 0;  // ceil(k / group)
   int group_pairs = 0;  // channel pairs per full group = ceil(group / 2)
   int pairs = 0;   // channel pairs per row, over all groups (last group's own length)
@@ -56,7 +56,8 @@ struct PackedShape {
   int PairsOf(int g) const;
   // int16 values per packed activation row.
   int stride() const { return 2 * pairs; }
-  // REQUIRES k >= 1, 1 <= group <= k (InvalidArgument otherwise).
+  // REQUIRES k >= 1, group >= 1 (InvalidArgument otherwise); a group above k becomes
+  // k (one group per row, as QuantizeRowsInt8/16 treat it).
   static Status Make(int k, int group, PackedShape* out);
 };
 
