@@ -26,7 +26,7 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed) {
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 // Reference: quantise rows, grouped GEMM with the portable scalar backend.
