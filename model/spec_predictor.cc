@@ -1,14 +1,16 @@
 #include "model/spec_predictor.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
+#include <chrono>
+#include <initializer_list>
+#include <utility>
 #include <thread>
 
 #include "codec/entropy/det_math.h"
 #include "codec/spec/det_math.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
+#include "model/spec_predictor_avx2.h"
 #include "model/spec_predictor_ops.h"
 
 namespace kvstash::model {
@@ -19,23 +21,47 @@ using spec::DDiv;
 using spec::DMul;
 using spec::DSub;
 
-// Runs body(i) for i in [0, n) over `threads` threads (static split; each i is
-// computed by exactly one thread, so results do not depend on the split).
+// Runs body(worker, i) for i in [0, n) over `threads` workers (worker w takes i = w,
+// w + t, ...; each i is computed by exactly one worker, so results do not depend on
+// the split). Returns the number of workers used.
 template <typename Body>
-void ParallelFor(uint32_t n, int threads, Body body) {
+uint32_t ParallelFor(uint32_t n, int threads, Body body) {
   const uint32_t t = static_cast<uint32_t>(std::max(1, std::min<int>(threads, static_cast<int>(n))));
   if (t <= 1) {
-    for (uint32_t i = 0; i < n; ++i) body(i);
-    return;
+    for (uint32_t i = 0; i < n; ++i) body(0u, i);
+    return 1;
   }
   std::vector<std::thread> pool;
   for (uint32_t w = 0; w < t; ++w) {
     pool.emplace_back([&, w] {
-      for (uint32_t i = w; i < n; i += t) body(i);
+      for (uint32_t i = w; i < n; i += t) body(w, i);
     });
   }
   for (auto& th : pool) th.join();
+  return t;
 }
+
+// Adds the wall-clock seconds since construction (or the last Lap) to a profile slot.
+class Stopwatch {
+ public:
+  explicit Stopwatch(PredictorProfile* profile) : profile_(profile) {
+    if (profile_ != nullptr) last_ = std::chrono::steady_clock::now();
+  }
+  void Lap(double PredictorProfile::*slot) {
+    if (profile_ == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
+    profile_->*slot += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+  // Restarts the watch without charging anything (after a step that timed itself).
+  void Skip() {
+    if (profile_ != nullptr) last_ = std::chrono::steady_clock::now();
+  }
+
+ private:
+  PredictorProfile* profile_;
+  std::chrono::steady_clock::time_point last_{};
+};
 
 }  // namespace
 
@@ -47,55 +73,6 @@ std::string SpecPredictorOptions::VariantName() const {
 float CanonicalDot(const float* a, const float* b, uint32_t n) {
   return CanonicalDotInline(a, b, n);
 }
-
-namespace {
-
-// AVX2 forms of CanonicalDotInline and AttentionRow (model/spec_predictor_ops.h) for
-// the CPU: lane l of the vector accumulator is the canonical partial sum s_l (separate
-// multiply and add, never FMA), tails continue each lane in order, and the final tree
-// and every other step are the same, so the bits are identical (the predictor test
-// compares GemmBackend::kScalar, which uses the inline forms, with kAuto).
-__attribute__((target("avx2"))) float CanonicalDotAvx2(const float* a, const float* b, uint32_t n) {
-  __m256 acc = _mm256_setzero_ps();
-  uint32_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
-  }
-  alignas(32) float s[8];
-  _mm256_store_ps(s, acc);
-  for (; i < n; ++i) s[i & 7] = DAdd(s[i & 7], DMul(a[i], b[i]));
-  return DAdd(DAdd(DAdd(s[0], s[1]), DAdd(s[2], s[3])), DAdd(DAdd(s[4], s[5]), DAdd(s[6], s[7])));
-}
-
-__attribute__((target("avx2"))) void AttentionRowAvx2(const float* q, const float* k,
-                                                      const float* v, size_t stride, uint32_t n,
-                                                      uint32_t hd, float scale, float* scratch,
-                                                      float* out) {
-  float m = -3.40282347e38f;
-  for (uint32_t j = 0; j < n; ++j) {
-    scratch[j] = DMul(CanonicalDotAvx2(q, k + j * stride, hd), scale);
-    m = scratch[j] > m ? scratch[j] : m;
-  }
-  float sum = 0.0f;
-  for (uint32_t j = 0; j < n; ++j) {
-    scratch[j] = spec::DetExp(DSub(scratch[j], m));
-    sum = DAdd(sum, scratch[j]);
-  }
-  for (uint32_t d = 0; d < hd; ++d) out[d] = 0.0f;
-  for (uint32_t j = 0; j < n; ++j) {
-    const __m256 p = _mm256_set1_ps(DDiv(scratch[j], sum));
-    const float* vv = v + j * stride;
-    uint32_t d = 0;
-    for (; d + 8 <= hd; d += 8) {
-      _mm256_storeu_ps(out + d, _mm256_add_ps(_mm256_loadu_ps(out + d),
-                                              _mm256_mul_ps(p, _mm256_loadu_ps(vv + d))));
-    }
-    const float ps = DDiv(scratch[j], sum);
-    for (; d < hd; ++d) out[d] = DAdd(out[d], DMul(ps, vv[d]));
-  }
-}
-
-}  // namespace
 
 void DeterministicRope(uint32_t first, uint32_t count, uint32_t head_dim, float theta,
                        std::vector<float>* cos, std::vector<float>* sin) {
@@ -124,8 +101,10 @@ Status SpecPredictor::Quantise(const Linear* linear, int group, QuantLinear* out
   out->out = dense->out_features();
   out->in = dense->in_features();
   const int g = group == 0 ? static_cast<int>(out->in) : group;
-  return spec::QuantizeRowsInt8(dense->weights(), static_cast<int>(out->out),
-                                static_cast<int>(out->in), g, &out->w);
+  KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt8(dense->weights(), static_cast<int>(out->out),
+                                                 static_cast<int>(out->in), g, &out->w));
+  return spec::PackWeights(out->w.q, out->w.scales, static_cast<int>(out->out),
+                           static_cast<int>(out->in), g, &out->packed);
 }
 
 Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
@@ -185,22 +164,48 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
   return p;
 }
 
-Status SpecPredictor::Project(const QuantLinear& q, const float* x, uint32_t rows,
-                              float* y) const {
-  const int group = options_.group == 0 ? static_cast<int>(q.in) : options_.group;
-  const auto in = std::span(x, static_cast<size_t>(rows) * q.in);
-  const auto out = std::span(y, static_cast<size_t>(rows) * q.out);
-  const int m = static_cast<int>(rows), n = static_cast<int>(q.out), k = static_cast<int>(q.in);
-  if (options_.activation_bits == 16) {
-    spec::Int16Rows a;
-    KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt16(in, m, k, group, &a));
-    return spec::Int16x8GemmGroupedNT(a.q, a.scales, q.w.q, q.w.scales, out, m, n, k, group,
-                                      options_.backend, options_.threads);
+Status SpecPredictor::Project(std::initializer_list<std::pair<const QuantLinear*, float*>> outputs,
+                              const float* x, uint32_t rows, spec::PackedActivations* work,
+                              PredictorProfile* profile) const {
+  Stopwatch sw(profile);
+  const QuantLinear& first = *outputs.begin()->first;
+  const int group = options_.group == 0 ? static_cast<int>(first.in) : options_.group;
+  const auto in = std::span(x, static_cast<size_t>(rows) * first.in);
+  const int m = static_cast<int>(rows), k = static_cast<int>(first.in);
+  if (options_.backend != spec::GemmBackend::kScalar) {
+    // The blocked kernel over pre-packed weights (same bits as the reference below);
+    // the projections share one quantisation of x (same k and group).
+    KVSTASH_RETURN_IF_ERROR(spec::QuantizeActivations(in, m, first.packed.shape, options_.activation_bits,
+                                                      options_.backend, options_.threads, work));
+    sw.Lap(&PredictorProfile::quantize_s);
+    for (const auto& [q, y] : outputs) {
+      KVSTASH_RETURN_IF_ERROR(spec::GemmPacked(*work, q->packed, std::span(y, static_cast<size_t>(rows) * q->out),
+                                               options_.backend, options_.threads));
+    }
+    sw.Lap(&PredictorProfile::gemm_s);
+    return Status::Ok();
   }
-  spec::Int8Rows a;
-  KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt8(in, m, k, group, &a));
-  return spec::Int8GemmGroupedNT(a.q, a.scales, q.w.q, q.w.scales, out, m, n, k, group,
-                                 options_.backend, options_.threads);
+  // kScalar: the portable reference (row-major int16/int8 activations, unpacked weights).
+  spec::Int16Rows a16;
+  spec::Int8Rows a8;
+  if (options_.activation_bits == 16) {
+    KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt16(in, m, k, group, &a16));
+  } else {
+    KVSTASH_RETURN_IF_ERROR(spec::QuantizeRowsInt8(in, m, k, group, &a8));
+  }
+  sw.Lap(&PredictorProfile::quantize_s);
+  for (const auto& [q, y] : outputs) {
+    const auto out = std::span(y, static_cast<size_t>(rows) * q->out);
+    const int n = static_cast<int>(q->out);
+    KVSTASH_RETURN_IF_ERROR(
+        options_.activation_bits == 16
+            ? spec::Int16x8GemmGroupedNT(a16.q, a16.scales, q->w.q, q->w.scales, out, m, n, k, group,
+                                         options_.backend, options_.threads)
+            : spec::Int8GemmGroupedNT(a8.q, a8.scales, q->w.q, q->w.scales, out, m, n, k, group,
+                                      options_.backend, options_.threads));
+  }
+  sw.Lap(&PredictorProfile::gemm_s);
+  return Status::Ok();
 }
 
 void SpecPredictor::RmsNormRows(float* x, uint32_t rows, uint32_t n,
@@ -217,19 +222,44 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
   const float scale = spec::DetRsqrt(static_cast<float>(hd));
   const std::vector<float>& K = cache.k[layer];
   const std::vector<float>& V = cache.v[layer];
-  const bool use_avx2 = options_.backend != spec::GemmBackend::kScalar && spec::CpuHasAvx2();
-  ParallelFor(rows * c.n_heads, options_.threads, [&](uint32_t job) {
+  const size_t stride = static_cast<size_t>(c.n_kv_heads) * hd;
+  const int threads = std::max(1, options_.threads);
+  // One scratch buffer per worker, sized for the longest row (keys 0..first+rows-1).
+  const size_t row_scratch = static_cast<size_t>(first) + rows + 8;
+  if (options_.backend != spec::GemmBackend::kScalar && spec::CpuHasAvx2()) {
+    // A job is a tile of kTileTokens tokens x the query heads that share one kv head:
+    // the tile's rows reuse each block of keys and values while it is in L1.
+    constexpr uint32_t kTileTokens = 8;
+    const uint32_t tiles = (rows + kTileTokens - 1) / kTileTokens;
+    std::vector<std::vector<float>> scratch(static_cast<size_t>(threads),
+                                            std::vector<float>(row_scratch * group * kTileTokens));
+    const size_t token_stride = static_cast<size_t>(c.n_heads) * hd;
+    ParallelFor(tiles * c.n_kv_heads, threads, [&](uint32_t w, uint32_t job) {
+      const uint32_t t0 = (job / c.n_kv_heads) * kTileTokens, g = job % c.n_kv_heads;
+      const uint32_t tokens = std::min(kTileTokens, rows - t0);
+      const size_t at = static_cast<size_t>(t0) * token_stride + static_cast<size_t>(g) * group * hd;
+      avx2::AttentionTile(q + at, token_stride, tokens, group, &K[static_cast<size_t>(g) * hd],
+                          &V[static_cast<size_t>(g) * hd], stride, first + t0 + 1, hd, scale,
+                          scratch[w].data(), out + at, token_stride);
+    });
+    return;
+  }
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(threads), std::vector<float>(row_scratch));
+  ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
     const uint32_t t = job / c.n_heads, h = job % c.n_heads, g = h / group;
     const uint32_t n = first + t + 1;  // causal: keys 0..first+t
-    std::vector<float> s(n);
-    (use_avx2 ? AttentionRowAvx2 : AttentionRow)(q + (static_cast<size_t>(t) * c.n_heads + h) * hd,
-                 &K[static_cast<size_t>(g) * hd], &V[static_cast<size_t>(g) * hd],
-                 static_cast<size_t>(c.n_kv_heads) * hd, n, hd, scale, s.data(),
+    AttentionRow(q + (static_cast<size_t>(t) * c.n_heads + h) * hd, &K[static_cast<size_t>(g) * hd],
+                 &V[static_cast<size_t>(g) * hd], stride, n, hd, scale, scratch[w].data(),
                  out + (static_cast<size_t>(t) * c.n_heads + h) * hd);
   });
 }
 
 Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cache) const {
+  return Run(tokens, cache, nullptr);
+}
+
+Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cache,
+                          PredictorProfile* profile) const {
   const ModelConfig& c = config_;
   const auto T = static_cast<uint32_t>(tokens.size());
   if (T == 0) return Status::Ok();
@@ -257,6 +287,10 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
   std::vector<float> att(q.size()), tmp(x.size());
   std::vector<float> gate(static_cast<size_t>(T) * F), up(gate.size());
 
+  // Quantised activations of the hidden-size, q-size and ffn-size inputs, reused by
+  // every layer (no reallocation per projection).
+  spec::PackedActivations act_d, act_q, act_f;
+  const bool use_avx2 = options_.backend != spec::GemmBackend::kScalar && spec::CpuHasAvx2();
   auto rope = [&](float* rows, uint32_t heads) {
     for (uint32_t t = 0; t < T; ++t) {
       const float* cs = &cosv[static_cast<size_t>(t) * half];
@@ -267,34 +301,52 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
     }
   };
 
+  Stopwatch sw(profile);
+  sw.Lap(&PredictorProfile::other_s);
   for (uint32_t l = 0; l < c.n_layers; ++l) {
     const Layer& L = layers_[l];
     std::copy(x.begin(), x.end(), h.begin());
+    sw.Lap(&PredictorProfile::other_s);
     RmsNormRows(h.data(), T, D, L.attn_norm);
-    KVSTASH_RETURN_IF_ERROR(Project(L.wq, h.data(), T, q.data()));
-    KVSTASH_RETURN_IF_ERROR(Project(L.wk, h.data(), T, k.data()));
-    KVSTASH_RETURN_IF_ERROR(Project(L.wv, h.data(), T, v.data()));
+    sw.Lap(&PredictorProfile::norm_rope_s);
+    KVSTASH_RETURN_IF_ERROR(
+        Project({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}}, h.data(), T, &act_d, profile));
+    sw.Skip();  // Project timed itself
     if (c.qk_norm()) {
       RmsNormRows(q.data(), T * c.n_heads, hd, L.q_norm);
       RmsNormRows(k.data(), T * c.n_kv_heads, hd, L.k_norm);
     }
     rope(q.data(), c.n_heads);
     rope(k.data(), c.n_kv_heads);
+    sw.Lap(&PredictorProfile::norm_rope_s);
     cache->k[l].insert(cache->k[l].end(), k.begin(), k.end());
     cache->v[l].insert(cache->v[l].end(), v.begin(), v.end());
+    sw.Lap(&PredictorProfile::other_s);
     if (l + 1 == c.n_layers) break;  // the last layer's attention and MLP feed no KV
     Attention(l, first, T, q.data(), *cache, att.data());
-    KVSTASH_RETURN_IF_ERROR(Project(L.wo, att.data(), T, tmp.data()));
+    sw.Lap(&PredictorProfile::attention_s);
+    KVSTASH_RETURN_IF_ERROR(Project({{&L.wo, tmp.data()}}, att.data(), T, &act_q, profile));
+    sw.Skip();  // Project timed itself
     for (size_t i = 0; i < x.size(); ++i) x[i] = DAdd(x[i], tmp[i]);
 
     std::copy(x.begin(), x.end(), h.begin());
+    sw.Lap(&PredictorProfile::other_s);
     RmsNormRows(h.data(), T, D, L.ffn_norm);
-    KVSTASH_RETURN_IF_ERROR(Project(L.w_gate, h.data(), T, gate.data()));
-    KVSTASH_RETURN_IF_ERROR(Project(L.w_up, h.data(), T, up.data()));
-    for (size_t i = 0; i < gate.size(); ++i) gate[i] = DMul(spec::DetSilu(gate[i]), up[i]);
-    KVSTASH_RETURN_IF_ERROR(Project(L.w_down, gate.data(), T, tmp.data()));
+    sw.Lap(&PredictorProfile::norm_rope_s);
+    KVSTASH_RETURN_IF_ERROR(
+        Project({{&L.w_gate, gate.data()}, {&L.w_up, up.data()}}, h.data(), T, &act_d, profile));
+    sw.Skip();  // Project timed itself
+    if (use_avx2) {
+      avx2::SiluMul(gate.data(), up.data(), gate.size());
+    } else {
+      for (size_t i = 0; i < gate.size(); ++i) gate[i] = DMul(spec::DetSilu(gate[i]), up[i]);
+    }
+    sw.Lap(&PredictorProfile::other_s);
+    KVSTASH_RETURN_IF_ERROR(Project({{&L.w_down, tmp.data()}}, gate.data(), T, &act_f, profile));
+    sw.Skip();  // Project timed itself
     for (size_t i = 0; i < x.size(); ++i) x[i] = DAdd(x[i], tmp[i]);
   }
+  sw.Lap(&PredictorProfile::other_s);
   cache->tokens = first + T;
   return Status::Ok();
 }

@@ -15,6 +15,13 @@
 //   sums of squares, attention dot products) use the canonical 8-lane order of
 //   CanonicalDot() below; softmax sums and the attention-weighted V sums run over
 //   positions in increasing order.
+// - Speed (CPU, bits unchanged): with the kAuto / kAvx2 backend each projection runs the
+//   packed, register-blocked GEMM of codec/spec/int8_gemm_packed.h (weights packed once
+//   in Create; one activation quantisation shared by q/k/v and by gate/up), attention
+//   runs in tiles of 8 tokens x the query heads of one kv head
+//   (model/spec_predictor_avx2.h), and exp/SiLU are vectorised lane for lane. kScalar
+//   keeps the portable reference path (QuantizeRows* + *GemmGroupedNT, AttentionRow);
+//   tests/spec/predictor_golden_test.cc pins the output digests of both.
 // - The embedding rows and norm weights are the model's fp32 values. RoPE tables are
 //   built once on the host as transformers builds them (fp32 inv_freq and angle), with
 //   det_math's sin/cos in double rounded to fp32.
@@ -30,12 +37,15 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "codec/spec/int8_gemm.h"
+#include "codec/spec/int8_gemm_packed.h"
 #include "codec/spec/quantize.h"
 #include "common/result.h"
 #include "model/model.h"
@@ -66,6 +76,16 @@ struct PredictorCache {
   std::vector<std::vector<float>> v;  // per layer [tokens, n_kv_heads, head_dim]
 };
 
+// Where a Run's time went (seconds of wall-clock time, accumulated over Runs given the
+// same object): the activation quantisation, the int GEMMs with their fp32 group
+// epilogue, causal attention, RMSNorm + RoPE, and the rest (embedding copy, residual
+// adds, SiLU x up, cache appends). For benchmarks (`kvstash bench prefill --predictor
+// --profile`); measuring does not change the output bits.
+struct PredictorProfile {
+  double quantize_s = 0, gemm_s = 0, attention_s = 0, norm_rope_s = 0, other_s = 0;
+  double Total() const { return quantize_s + gemm_s + attention_s + norm_rope_s + other_s; }
+};
+
 class SpecPredictorCuda;
 
 class SpecPredictor {
@@ -78,6 +98,8 @@ class SpecPredictor {
   // Runs `tokens` after the cache's tokens, appending their predicted K/V to `cache`.
   // Errors: InvalidArgument for an out-of-vocabulary token or more than max positions.
   Status Run(std::span<const uint32_t> tokens, PredictorCache* cache) const;
+  // As Run, adding each step's wall-clock time to *profile (nullptr: no timing).
+  Status Run(std::span<const uint32_t> tokens, PredictorCache* cache, PredictorProfile* profile) const;
 
   // XXH3-64 over the quantised weights, scales and options: identifies the predictor
   // (two sides with the same digest compute the same predictions).
@@ -90,6 +112,7 @@ class SpecPredictor {
   struct QuantLinear {
     uint32_t out = 0, in = 0;
     spec::Int8Rows w;  // [out, in] with scales [out, groups]
+    spec::PackedWeights packed;  // w in the blocked kernel's layout (codec/spec/int8_gemm_packed.h)
   };
   struct Layer {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
@@ -98,8 +121,10 @@ class SpecPredictor {
 
   SpecPredictor() = default;
   static Status Quantise(const Linear* linear, int group, QuantLinear* out);
-  // y [rows, out] = x [rows, in] * W^T through int8 quantisation.
-  Status Project(const QuantLinear& q, const float* x, uint32_t rows, float* y) const;
+  // For each (W, y) of `outputs` (projections with the same input size): y [rows, out]
+  // = x [rows, in] * W^T through the quantisation of x (done once, into *work).
+  Status Project(std::initializer_list<std::pair<const QuantLinear*, float*>> outputs, const float* x,
+                 uint32_t rows, spec::PackedActivations* work, PredictorProfile* profile) const;
   void Attention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
                  const PredictorCache& cache, float* out) const;
   void RmsNormRows(float* x, uint32_t rows, uint32_t n, const std::vector<float>& w) const;

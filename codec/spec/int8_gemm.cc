@@ -81,17 +81,6 @@ void DotRow(const TA* a, const int8_t* b, int ldb, int n, int len, bool avx2, in
   for (; j < n; ++j) out[j] = DotScalar(a, b + static_cast<size_t>(j) * ldb, len);
 }
 
-Result<bool> UseAvx2(GemmBackend backend) {
-  switch (backend) {
-    case GemmBackend::kScalar: return false;
-    case GemmBackend::kAvx2:
-      if (!CpuHasAvx2()) return Status::NotSupported("AVX2 GEMM requested on a CPU without AVX2");
-      return true;
-    case GemmBackend::kAuto: return CpuHasAvx2();
-  }
-  return false;
-}
-
 // Runs body(row_begin, row_end) over [0, m) split across `threads` threads.
 template <typename Body>
 void ParallelRows(int m, int threads, Body body) {
@@ -125,6 +114,17 @@ Status CheckShapes(size_t a, size_t b, size_t c, int m, int n, int k) {
 bool CpuHasAvx2() {
   static const bool has = __builtin_cpu_supports("avx2");
   return has;
+}
+
+Result<bool> UseAvx2(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::kScalar: return false;
+    case GemmBackend::kAvx2:
+      if (!CpuHasAvx2()) return Status::NotSupported("AVX2 GEMM requested on a CPU without AVX2");
+      return true;
+    case GemmBackend::kAuto: return CpuHasAvx2();
+  }
+  return false;
 }
 
 Status Int8GemmNT(std::span<const int8_t> a, std::span<const int8_t> b, std::span<int32_t> c,

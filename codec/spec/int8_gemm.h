@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <span>
 
+#include "common/result.h"
 #include "common/status.h"
 
 namespace kvstash::spec {
@@ -34,6 +35,10 @@ enum class GemmBackend { kAuto, kScalar, kAvx2 };
 
 // True when this CPU supports AVX2 (checked once with cpuid).
 bool CpuHasAvx2();
+
+// Whether `backend` runs the AVX2 code here: kScalar false, kAuto CpuHasAvx2(), kAvx2
+// true or NotSupported on a CPU without AVX2.
+Result<bool> UseAvx2(GemmBackend backend);
 
 // C = A * B^T in int32. REQUIRES: spans sized M*K, N*K, M*N (InvalidArgument
 // otherwise); backend kAvx2 on a CPU without AVX2 is NotSupported.
