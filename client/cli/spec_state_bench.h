@@ -39,7 +39,7 @@ struct SpecStateBenchOptions {
   // Boundary spacing in tokens. Default: 256.
   uint32_t every = 256;
   // Predictor variants: "int8-gN", "bf16", "fp16", "fp32". Default below.
-  std::vector<std::string> predictors = {"int8-g64", "int8-g16", "bf16", "fp16", "fp32"};
+  std::vector<std::string> predictors = {"int8-g64", "int8-g32", "int8-g16", "bf16", "fp16"};
   int zstd_level = 19;
 };
 

@@ -12,7 +12,7 @@ namespace {
 
 constexpr uint8_t kMagic[4] = {'K', 'S', 'S', 'C'};
 constexpr uint8_t kVersion = 1;
-constexpr size_t kHeaderBytes = 4 + 4 + 8 + 8 + 8 + 4 + 8 + 8 + 4;
+constexpr size_t kHeaderBytes = 4 + 4 + 8 + 8 + 8 + 8 + 8 + 4;
 
 // The prediction's bits and the table of every scalar, in coding order.
 struct PredictionView {
@@ -64,6 +64,9 @@ Result<std::vector<uint8_t>> EncodeSpecState(const SpecStateArtifact& artifact,
                                              const RecurrentState& predicted,
                                              StateCodingStats* stats) {
   KVSTASH_RETURN_IF_ERROR(CheckSameStateShape(exact, predicted));
+  if (exact.boundary_tokens != predicted.boundary_tokens) {
+    return Status::InvalidArgument("spec state: exact and predicted states are at other boundaries");
+  }
   KVSTASH_ASSIGN_OR_RETURN(PredictionView pv, ViewPrediction(artifact, predicted));
   const size_t n = pv.bits.size();
   std::vector<uint8_t> symbols(n);
@@ -114,7 +117,6 @@ Result<std::vector<uint8_t>> EncodeSpecState(const SpecStateArtifact& artifact,
   w.U64(artifact.digest());
   w.U64(predicted.ContentChecksum());
   w.U64(exact.ContentChecksum());
-  w.U32(exact.boundary_tokens);
   w.U64(n);
   w.U64(raw_bits);
   w.U32(static_cast<uint32_t>(rans.size()));
@@ -142,7 +144,7 @@ Result<RecurrentState> DecodeSpecState(const SpecStateArtifact& artifact,
   uint8_t version = 0, flags = 0;
   uint16_t reserved = 0;
   uint64_t artifact_digest = 0, pred_sum = 0, exact_sum = 0, scalars = 0, raw_bits = 0;
-  uint32_t boundary = 0, rans_bytes = 0;
+  uint32_t rans_bytes = 0;
   r.U8(&version);
   r.U8(&flags);
   r.U16(&reserved);
@@ -154,7 +156,6 @@ Result<RecurrentState> DecodeSpecState(const SpecStateArtifact& artifact,
   r.U64(&artifact_digest);
   r.U64(&pred_sum);
   r.U64(&exact_sum);
-  r.U32(&boundary);
   r.U64(&scalars);
   r.U64(&raw_bits);
   r.U32(&rans_bytes);
@@ -186,7 +187,7 @@ Result<RecurrentState> DecodeSpecState(const SpecStateArtifact& artifact,
     return Status::Corruption("spec state: raw-bit section disagrees with the tokens");
   }
   RecurrentState out;
-  out.boundary_tokens = boundary;
+  out.boundary_tokens = predicted.boundary_tokens;
   out.tensors.reserve(predicted.tensors.size());
   size_t pos = 0, byte = 0;
   uint64_t acc = 0;

@@ -8,8 +8,8 @@
 //   prediction (or artifact) differs returns Mismatch, never a state.
 // - Every fp32 bit pattern (NaN payloads, +-Inf, -0, subnormals) round-trips: the
 //   residual is taken in the fp32 ordinal domain modulo 2^32 (spec_state_symbols.h).
-// - Names, dtypes and shapes come from the prediction; the exact state must match it
-//   tensor for tensor (all f32).
+// - Names, dtypes, shapes and boundary_tokens come from the prediction; the exact
+//   state must match it tensor for tensor (all f32) and be at the same boundary.
 // - The body ends the decode with a check of the exact state's ContentChecksum: a
 //   corrupt body gives Corruption, never a wrong state.
 // - Probabilities are integer tables chosen by integer contexts (DESIGN.md §3): no
@@ -18,7 +18,7 @@
 // Body layout (little-endian; docs/format/spec.md "State coding", version 1):
 //   magic "KSSC", u8 version (1), u8 flags (0), u16 reserved (0),
 //   u64 artifact digest, u64 prediction checksum, u64 exact state checksum,
-//   u32 boundary_tokens, u64 scalars, u64 raw_bit_count, u32 rans_bytes,
+//   u64 scalars, u64 raw_bit_count, u32 rans_bytes,
 //   rans stream (codec/entropy/rans.h: one token per scalar, tensors in order,
 //   row-major), then ceil(raw_bit_count / 8) bytes of raw bits (LSB-first, each
 //   scalar's raw bits least significant first, unused high bits of the last byte 0).
@@ -51,7 +51,8 @@ struct StateCodingStats {
 };
 
 // Encodes `exact` against `predicted`.
-// Errors: InvalidArgument if the states differ in tensors, shapes or dtypes (only f32)
+// Errors: InvalidArgument if the states differ in tensors, shapes, dtypes (only f32) or
+// boundary_tokens,
 // or more than 2^32 - 1 scalars; rANS errors (Internal).
 Result<std::vector<uint8_t>> EncodeSpecState(const SpecStateArtifact& artifact,
                                              const RecurrentState& exact,
