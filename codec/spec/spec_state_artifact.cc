@@ -21,7 +21,12 @@ std::vector<uint32_t> TensorBits(const StateTensor& t) {
   return bits;
 }
 
-uint64_t RowLength(const StateTensor& t) { return t.shape.empty() ? 1 : t.shape.back(); }
+// ScaleQuarterOctaves of a predicted tensor.
+std::vector<int32_t> Scales(const StateTensor& t, const std::vector<uint32_t>& bits) {
+  std::vector<int32_t> s(bits.size());
+  ScaleQuarterOctaves(bits.data(), bits.size(), t.shape.data(), t.shape.size(), s.data());
+  return s;
+}
 
 }  // namespace
 
@@ -152,20 +157,16 @@ Result<SpecStateArtifact> CalibrateSpecState(std::span<const StateCalibrationPai
     for (size_t t = 0; t < p.exact->tensors.size(); ++t) {
       const std::vector<uint32_t> x = TensorBits(p.exact->tensors[t]);
       const std::vector<uint32_t> q = TensorBits(p.predicted->tensors[t]);
-      const uint64_t row = RowLength(p.exact->tensors[t]);
+      const std::vector<int32_t> scale4 = Scales(p.predicted->tensors[t], q);
       auto& [sum, count] = acc[p.exact->tensors[t].name];
-      for (uint64_t r0 = 0; r0 + row <= q.size() && row > 0; r0 += row) {
-        const uint32_t rowmax = RowMaxAbsBits(q.data() + r0, row);
-        for (uint64_t i = r0; i < r0 + row; ++i) {
-          const uint32_t e_p = (q[i] >> 23) & 0xFFu;
-          if (e_p == 0 || e_p == 0xFFu) continue;
-          const uint32_t res = Ordinal32(x[i]) - Ordinal32(q[i]);
-          const double mag = (res & 0x80000000u) ? 4294967296.0 - res : static_cast<double>(res);
-          const double base4 = 4.0 * (static_cast<double>(rowmax >> 23) - e_p) + 92.0 +
-                               static_cast<double>((rowmax >> 21) & 3u);
-          sum += 4.0 * std::log2(mag + 1.0) - base4;
-          ++count;
-        }
+      for (size_t i = 0; i < q.size(); ++i) {
+        const uint32_t e_p = (q[i] >> 23) & 0xFFu;
+        if (e_p == 0 || e_p == 0xFFu) continue;
+        const uint32_t res = Ordinal32(x[i]) - Ordinal32(q[i]);
+        const double mag = (res & 0x80000000u) ? 4294967296.0 - res : static_cast<double>(res);
+        const double base4 = static_cast<double>(scale4[i]) - 4.0 * e_p + 92.0;
+        sum += 4.0 * std::log2(mag + 1.0) - base4;
+        ++count;
       }
     }
   }
@@ -184,14 +185,11 @@ Result<SpecStateArtifact> CalibrateSpecState(std::span<const StateCalibrationPai
     for (size_t t = 0; t < p.exact->tensors.size(); ++t) {
       const std::vector<uint32_t> x = TensorBits(p.exact->tensors[t]);
       const std::vector<uint32_t> q = TensorBits(p.predicted->tensors[t]);
-      const uint64_t row = RowLength(p.exact->tensors[t]);
+      const std::vector<int32_t> scale4 = Scales(p.predicted->tensors[t], q);
       const int32_t off = offsets[p.exact->tensors[t].name];
-      for (uint64_t r0 = 0; r0 + row <= q.size() && row > 0; r0 += row) {
-        const uint32_t rowmax = RowMaxAbsBits(q.data() + r0, row);
-        for (uint64_t i = r0; i < r0 + row; ++i) {
-          const int table = StateTableOf(q[i], rowmax, off);
-          counts[table][TokenOfResidual(Ordinal32(x[i]) - Ordinal32(q[i])).symbol] += 1.0;
-        }
+      for (size_t i = 0; i < q.size(); ++i) {
+        const int table = StateTableOf(q[i], scale4[i], off);
+        counts[table][TokenOfResidual(Ordinal32(x[i]) - Ordinal32(q[i])).symbol] += 1.0;
       }
     }
   }

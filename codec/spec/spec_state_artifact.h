@@ -69,9 +69,9 @@ struct StateCalibrationOptions {
 };
 
 // Calibration in two passes over the pairs:
-//  1. offset4(name) = round(4 * mean over the tensor's scalars with a normal, finite
-//     prediction of [log2(|r| + 1) - log2(rowmax / ulp(pred))]), where rowmax / ulp is
-//     taken at the quarter-octave resolution of StateTableOf. The default offset is
+//  1. offset4(name) = round(mean over the tensor's scalars with a normal, finite
+//     prediction of [4 log2(|r| + 1) - (scale4 - 4 E(pred) + 92)]) (scale4 and the
+//     context rule: codec/spec/spec_state_symbols.h). The default offset is
 //     the mean of the per-name offsets (0 with no data).
 //  2. Token histograms per table; table t = BuildTable(counts_t + 1/64 each) (the
 //     pseudo-count keeps every symbol codable cheaply enough and empty tables valid).

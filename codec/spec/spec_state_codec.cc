@@ -39,13 +39,11 @@ Result<PredictionView> ViewPrediction(const SpecStateArtifact& artifact,
     const size_t n = t.data.size() / 4;
     uint32_t* bits = v.bits.data() + pos;
     for (size_t i = 0; i < n; ++i) bits[i] = LoadLe<uint32_t>(t.data.data() + 4 * i);
-    const uint64_t row = t.shape.back();
     const int32_t off = artifact.Offset4(t.name);
-    for (uint64_t r0 = 0; row > 0 && r0 + row <= n; r0 += row) {
-      const uint32_t rowmax = RowMaxAbsBits(bits + r0, row);
-      for (uint64_t i = r0; i < r0 + row; ++i) {
-        v.tables[pos + i] = static_cast<uint16_t>(StateTableOf(bits[i], rowmax, off));
-      }
+    std::vector<int32_t> scale4(n);
+    ScaleQuarterOctaves(bits, n, t.shape.data(), t.shape.size(), scale4.data());
+    for (size_t i = 0; i < n; ++i) {
+      v.tables[pos + i] = static_cast<uint16_t>(StateTableOf(bits[i], scale4[i], off));
     }
     pos += n;
   }

@@ -16,13 +16,16 @@
 //   entropy-coded; the low ones are nearly uniform and sent as they are.
 // - Context. A scalar's table is chosen from its predicted spread in ulps of the
 //   prediction, in quarter octaves:
-//     s4 = offset(tensor) + 4 (E(rowmax) - E(pred)) + 92 + m2(rowmax)
-//   where E is the biased exponent field, m2 the two top mantissa bits, and rowmax the
-//   largest finite |pred| of the scalar's row (the contiguous slice along the tensor's
-//   last dimension). 4 E + m2 is 4 log2 to within a quarter octave, and 92 = 4 * 23,
-//   so s4 ~ 4 log2(offset-scaled rowmax / ulp(pred)): an absolute error proportional
-//   to the row's scale, measured in the prediction's ulps. offset(tensor) (quarter
-//   octaves, calibrated per tensor name: kind and layer) is log2 of that proportion.
+//     s4 = offset(tensor) + (L4(rowmax) + L4(colmax)) / 2 - 4 E(pred) + 92
+//   where L4(x) = 4 E(x) + m2(x) (E the biased exponent field, m2 the two top mantissa
+//   bits) is 4 log2 x to within a quarter octave, the division floors, and rowmax /
+//   colmax are the largest finite |pred| of the scalar's row and column: a tensor of
+//   rank >= 2 is a stack of matrices over its last two dimensions; a rank-1 tensor is
+//   one row and one column. 92 = 4 * 23, so s4 ~ 4 log2(c * sqrt(rowmax colmax) /
+//   ulp(pred)): an absolute error proportional to the geometric mean of the row's and
+//   the column's scale (a delta-rule state S[i][j] grows with both v_i and k_j),
+//   measured in the prediction's ulps; offset(tensor) (calibrated per tensor name, so
+//   per kind and layer) is 4 log2 c.
 //   Table = clamp(floor(s4 / 2), 0, 63) (half-octave buckets); table 64 when pred is
 //   zero or subnormal, 65 when pred is NaN or Inf.
 //
@@ -31,6 +34,7 @@
 
 #include <bit>
 #include <cstdint>
+#include <vector>
 
 namespace kvstash::spec {
 
@@ -87,26 +91,52 @@ inline uint32_t ResidualOfToken(uint8_t symbol, uint32_t raw) {
   return (symbol & 0x80u) ? 0u - mag : mag;
 }
 
-// Largest finite |x| of a row, as the bits of |x| (0 when none is finite and nonzero).
-inline uint32_t RowMaxAbsBits(const uint32_t* bits, uint64_t n) {
+// Largest finite |x| of x[0], x[stride], ..., x[(n-1) stride], as the bits of |x|
+// (0 when none is finite and nonzero).
+inline uint32_t MaxAbsBits(const uint32_t* bits, uint64_t n, uint64_t stride) {
   uint32_t best = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    const uint32_t a = bits[i] & 0x7FFFFFFFu;
+    const uint32_t a = bits[i * stride] & 0x7FFFFFFFu;
     if (a < 0x7F800000u && a > best) best = a;
   }
   return best;
 }
 
-// The table of a scalar whose prediction has bits `pred` in a row whose RowMaxAbsBits
-// is `rowmax`, for a tensor with calibrated offset `offset4` (quarter octaves).
-inline int StateTableOf(uint32_t pred, uint32_t rowmax, int32_t offset4) {
+// 4 log2 of a positive finite float, to within a quarter octave: 4 E + m2.
+inline int32_t Log2Quarter(uint32_t abs_bits) {
+  return static_cast<int32_t>(4 * (abs_bits >> 23) + ((abs_bits >> 21) & 3u));
+}
+
+// scale4[i] = (L4(rowmax) + L4(colmax)) / 2 for every scalar of a tensor of `n`
+// predicted scalars with shape `shape` (rank >= 1, product n; see the context rule).
+inline void ScaleQuarterOctaves(const uint32_t* bits, uint64_t n, const uint64_t* shape,
+                                size_t rank, int32_t* scale4) {
+  const uint64_t cols = shape[rank - 1];
+  if (rank == 1) {
+    const int32_t l4 = Log2Quarter(MaxAbsBits(bits, n, 1));
+    for (uint64_t i = 0; i < n; ++i) scale4[i] = l4;
+    return;
+  }
+  const uint64_t rows = shape[rank - 2];
+  const uint64_t mat = rows * cols;
+  std::vector<int32_t> col_l4(cols);
+  for (uint64_t m0 = 0; m0 + mat <= n; m0 += mat) {
+    const uint32_t* x = bits + m0;
+    for (uint64_t c = 0; c < cols; ++c) col_l4[c] = Log2Quarter(MaxAbsBits(x + c, rows, cols));
+    for (uint64_t r = 0; r < rows; ++r) {
+      const int32_t row_l4 = Log2Quarter(MaxAbsBits(x + r * cols, cols, 1));
+      for (uint64_t c = 0; c < cols; ++c) scale4[m0 + r * cols + c] = (row_l4 + col_l4[c]) / 2;
+    }
+  }
+}
+
+// The table of a scalar whose prediction has bits `pred`, with ScaleQuarterOctaves
+// `scale4`, in a tensor with calibrated offset `offset4` (quarter octaves).
+inline int StateTableOf(uint32_t pred, int32_t scale4, int32_t offset4) {
   const uint32_t e_p = (pred >> 23) & 0xFFu;
   if (e_p == 0xFFu) return kStateNonFiniteTable;
   if (e_p == 0) return kStateZeroTable;
-  // pred normal and finite, so rowmax >= |pred| > 0 is normal too.
-  const int32_t e_r = static_cast<int32_t>(rowmax >> 23);
-  const int32_t m2 = static_cast<int32_t>((rowmax >> 21) & 3u);
-  const int32_t s4 = offset4 + 4 * (e_r - static_cast<int32_t>(e_p)) + 92 + m2;
+  const int32_t s4 = offset4 + scale4 - 4 * static_cast<int32_t>(e_p) + 92;
   const int32_t b = s4 >= 0 ? s4 / 2 : -((1 - s4) / 2);  // floor(s4 / 2)
   return b < 0 ? 0 : (b >= kStateSpreadTables ? kStateSpreadTables - 1 : b);
 }

@@ -51,6 +51,7 @@ float DotI8(const int8_t* q, const float* x, size_t n) {
 // A matrix [rows][cols] in the predictor's format: int8 + scales, or fp32 values
 // (exact, or rounded through bf16 / fp16).
 struct PMatrix {
+  Rwkv7WeightFormat format = Rwkv7WeightFormat::kFp32;
   size_t rows = 0, cols = 0, group = 0;  // group: int8 only
   std::vector<int8_t> q;                  // int8: [rows][cols]
   std::vector<float> scales;              // int8: [rows][ceil(cols / group)]
@@ -85,8 +86,8 @@ struct PMatrix {
       out[i] = static_cast<float>(q[r * cols + i]) * scales[r * groups + i / group];
     }
   }
-  uint64_t StoredBytes(Rwkv7WeightFormat f) const {
-    switch (f) {
+  uint64_t StoredBytes() const {
+    switch (format) {
       case Rwkv7WeightFormat::kInt8: return q.size() + 4 * scales.size();
       case Rwkv7WeightFormat::kBf16:
       case Rwkv7WeightFormat::kFp16: return 2 * dense.size();
@@ -98,6 +99,7 @@ struct PMatrix {
 
 Result<PMatrix> MakeMatrix(const Vec& w, size_t rows, size_t cols, const Rwkv7PredictorOptions& o) {
   PMatrix m;
+  m.format = o.format;
   m.rows = rows;
   m.cols = cols;
   switch (o.format) {
@@ -276,7 +278,11 @@ Result<Rwkv7Predictor> Rwkv7Predictor::Create(const Rwkv7Model& model,
   const Rwkv7Model::Weights& mw = *model.weights_;
   auto w = std::make_unique<Weights>();
   const size_t C = c.n_embd, F = c.ffn_dim;
-  KVSTASH_ASSIGN_OR_RETURN(w->emb, MakeMatrix(mw.emb, c.n_vocab, C, options));
+  // The embedding is a row lookup (no products, one row read per token), so it stays
+  // fp32 in every format: quantising it would add error at no saving in arithmetic.
+  Rwkv7PredictorOptions emb_options = options;
+  emb_options.format = Rwkv7WeightFormat::kFp32;
+  KVSTASH_ASSIGN_OR_RETURN(w->emb, MakeMatrix(mw.emb, c.n_vocab, C, emb_options));
   w->ln0_w = mw.ln0_w;
   w->ln0_b = mw.ln0_b;
   w->layers.resize(c.n_layer);
@@ -317,7 +323,7 @@ Result<Rwkv7Predictor> Rwkv7Predictor::Create(const Rwkv7Model& model,
   uint64_t bytes = 0;
   auto account = [&](const PMatrix& m) {
     HashMatrix(h, m);
-    bytes += m.StoredBytes(options.format);
+    bytes += m.StoredBytes();
   };
   auto account_vec = [&](const Vec& v) {
     HashFloats(h, v);

@@ -6,8 +6,9 @@
 // - Matrices (projections, LoRAs, channel-mix MLP, embedding) are held in a cheaper
 //   form (Rwkv7PredictorWeights): int8 with one fp32 scale per (output row, group of G
 //   input channels) (quantiser: codec/spec/quantize.h), or rounded to bf16 / fp16, or
-//   kept fp32. Vectors (norm weights, token-shift mixes, biases) stay fp32. The output
-//   head is not used: the predictor produces states, not logits.
+//   kept fp32. Vectors (norm weights, token-shift mixes, biases) and the embedding
+//   table (a row lookup, no products) stay fp32. The output head is not used: the
+//   predictor produces states, not logits.
 // - Every elementary function is the project's own (codec/spec/det_math.h: DetExp;
 //   tanh and sigmoid built on it below), never libm.
 //

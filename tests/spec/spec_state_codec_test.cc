@@ -107,20 +107,41 @@ TEST(SpecStateSymbols, TokenSplitRoundTripsEveryMagnitudeClass) {
 }
 
 TEST(SpecStateSymbols, ContextRule) {
-  // pred = 1.0, rowmax = 1.0: s4 = offset + 92 -> table (offset + 92) / 2.
-  EXPECT_EQ(StateTableOf(Bits(1.0f), Bits(1.0f), 0), 46);
-  EXPECT_EQ(StateTableOf(Bits(1.0f), Bits(1.0f), -40), 26);
-  // rowmax 4x the prediction: 2 octaves more spread in ulps of pred = +8 quarter octaves.
-  EXPECT_EQ(StateTableOf(Bits(0.25f), Bits(1.0f), -40), 30);
-  EXPECT_EQ(StateTableOf(Bits(1.0f), Bits(1.0f), -200), 0);   // clamped low
-  EXPECT_EQ(StateTableOf(Bits(1.0f), Bits(1.0f), 200), 63);   // clamped high
-  EXPECT_EQ(StateTableOf(Bits(-1.0f), Bits(1.0f), -41), 25);  // floor of 51 / 2
-  EXPECT_EQ(StateTableOf(0u, Bits(1.0f), 0), kStateZeroTable);
-  EXPECT_EQ(StateTableOf(0x80000001u, Bits(1.0f), 0), kStateZeroTable);
-  EXPECT_EQ(StateTableOf(0x7FC00000u, Bits(1.0f), 0), kStateNonFiniteTable);
-  EXPECT_EQ(StateTableOf(0xFF800000u, 0u, 0), kStateNonFiniteTable);
+  const int32_t one = Log2Quarter(Bits(1.0f));  // 4 * 127
+  EXPECT_EQ(one, 508);
+  // pred = 1.0 in a row and column of scale 1.0: s4 = offset + 92 -> table (offset + 92) / 2.
+  EXPECT_EQ(StateTableOf(Bits(1.0f), one, 0), 46);
+  EXPECT_EQ(StateTableOf(Bits(1.0f), one, -40), 26);
+  // scale 4x the prediction: 2 octaves more spread in ulps of pred = +8 quarter octaves.
+  EXPECT_EQ(StateTableOf(Bits(0.25f), one, -40), 30);
+  EXPECT_EQ(StateTableOf(Bits(1.0f), one, -200), 0);   // clamped low
+  EXPECT_EQ(StateTableOf(Bits(1.0f), one, 200), 63);   // clamped high
+  EXPECT_EQ(StateTableOf(Bits(-1.0f), one, -41), 25);  // floor of 51 / 2
+  EXPECT_EQ(StateTableOf(0u, one, 0), kStateZeroTable);
+  EXPECT_EQ(StateTableOf(0x80000001u, one, 0), kStateZeroTable);
+  EXPECT_EQ(StateTableOf(0x7FC00000u, one, 0), kStateNonFiniteTable);
+  EXPECT_EQ(StateTableOf(0xFF800000u, 0, 0), kStateNonFiniteTable);
   const uint32_t row[] = {Bits(-3.0f), 0x7F800000u, 0x7FC00000u, Bits(2.0f)};
-  EXPECT_EQ(RowMaxAbsBits(row, 4), Bits(3.0f));  // Inf and NaN never win
+  EXPECT_EQ(MaxAbsBits(row, 4, 1), Bits(3.0f));  // Inf and NaN never win
+  EXPECT_EQ(MaxAbsBits(row, 2, 3), Bits(3.0f));  // strided: elements 0 and 3
+}
+
+TEST(SpecStateSymbols, ScaleIsTheMeanOfRowAndColumnLogScales) {
+  // One 2 x 2 matrix [[1, 0.25], [4, 0.5]], twice (rank 3): row maxima 1, 4
+  // (L4 508, 516), column maxima 4, 0.5 (516, 504).
+  const uint32_t m[] = {Bits(1.0f), Bits(0.25f), Bits(4.0f), Bits(0.5f),
+                        Bits(1.0f), Bits(0.25f), Bits(4.0f), Bits(0.5f)};
+  const uint64_t shape[] = {2, 2, 2};
+  int32_t s[8];
+  ScaleQuarterOctaves(m, 8, shape, 3, s);
+  const int32_t want[] = {512, 506, 516, 510, 512, 506, 516, 510};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(s[i], want[i]) << i;
+  // Rank 1: one row and one column; 3.0 = 1.5 * 2^1 -> L4 = 4 * 128 + 2.
+  const uint32_t v[] = {Bits(1.0f), Bits(-3.0f), 0x7FC00000u};
+  const uint64_t vs[] = {3};
+  int32_t sv[3];
+  ScaleQuarterOctaves(v, 3, vs, 1, sv);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(sv[i], 514) << i;
 }
 
 TEST(SpecStateArtifact, SerializeParseRoundTripAndCorruption) {
