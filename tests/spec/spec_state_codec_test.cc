@@ -174,6 +174,25 @@ TEST(SpecStateCodec, RoundTripsAcrossSizes) {
   }
 }
 
+TEST(SpecStateCodec, EmptyAndSingleScalarStates) {
+  const SpecStateArtifact a = Calibrated();
+  RecurrentState empty;
+  empty.boundary_tokens = 3;
+  ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> body, EncodeSpecState(a, empty, empty));
+  EXPECT_GE(body.size(), 52u);  // the header, then an empty rANS stream
+  ASSERT_OK_AND_ASSIGN(RecurrentState back, DecodeSpecState(a, body, empty));
+  EXPECT_EQ(back, empty);
+  RecurrentState one, one_pred;
+  one.tensors = {Tensor("x", {1}, {-0.0f})};
+  one_pred.tensors = {Tensor("x", {1}, {0.0f})};
+  ASSERT_OK_AND_ASSIGN(body, EncodeSpecState(a, one, one_pred));
+  ASSERT_OK_AND_ASSIGN(back, DecodeSpecState(a, body, one_pred));
+  EXPECT_EQ(back, one);
+  EXPECT_EQ(Bits(Floats(back.tensors[0])[0]), 0x80000000u);
+  one_pred.boundary_tokens = 1;
+  EXPECT_STATUS(EncodeSpecState(a, one, one_pred), kInvalidArgument);  // other boundary
+}
+
 TEST(SpecStateCodec, CloseThenFarPredictionsCostMore) {
   const SpecStateArtifact a = Calibrated();
   auto [e1, p1] = Pair(5, 16, 1e-4);
