@@ -137,17 +137,17 @@ void PrintTable(const nlohmann::json& out) {
 }
 
 int Run(Options o) {
-  if (o.codec == "dckv" || o.codec == "kvtc" || o.codec == "dckv+kvtc") {
-    o.dckv.run_dckv = o.codec != "kvtc";
-    o.dckv.run_kvtc = o.codec != "dckv";
-    return RunDckv(o);
-  }
   if (o.state) {
     if (o.codec != "spec") {
       std::cerr << "kvstash bench codec: --state needs --codec spec\n";
       return 2;
     }
     return RunState(o);
+  }
+  if (o.codec == "dckv" || o.codec == "kvtc" || o.codec == "dckv+kvtc") {
+    o.dckv.run_dckv = o.codec != "kvtc";
+    o.dckv.run_kvtc = o.codec != "dckv";
+    return RunDckv(o);
   }
   if (o.codec != "spec") {
     std::cerr << "kvstash bench codec: codec '" << o.codec << "' is not available in this build "

@@ -101,6 +101,11 @@ std::string DefaultRwkv7ModelPath() {
 
 Result<nlohmann::json> RunSpecStateBench(const SpecStateBenchOptions& o) {
   if (o.every == 0) return Status::InvalidArgument("--state-every must be >= 1");
+  std::vector<rwkv7::Rwkv7PredictorOptions> variants;
+  for (const std::string& name : o.predictors) {
+    KVSTASH_ASSIGN_OR_RETURN(rwkv7::Rwkv7PredictorOptions po, ParseVariant(name));
+    variants.push_back(po);
+  }
   const std::string model_path = o.model_path.empty() ? DefaultRwkv7ModelPath() : o.model_path;
   KVSTASH_ASSIGN_OR_RETURN(rwkv7::Rwkv7Model model, rwkv7::Rwkv7Model::Load(model_path));
   const rwkv7::Rwkv7Config& cfg = model.config();
@@ -163,8 +168,8 @@ Result<nlohmann::json> RunSpecStateBench(const SpecStateBenchOptions& o) {
   add_baseline("zstd-" + std::to_string(o.zstd_level) + "-shuffled", zstd_shuf);
   add_baseline("byte-plane-ideal", bplane_bytes);
 
-  for (const std::string& name : o.predictors) {
-    KVSTASH_ASSIGN_OR_RETURN(rwkv7::Rwkv7PredictorOptions po, ParseVariant(name));
+  for (const rwkv7::Rwkv7PredictorOptions& po : variants) {
+    const std::string name = po.Name();
     KVSTASH_ASSIGN_OR_RETURN(rwkv7::Rwkv7Predictor pred, rwkv7::Rwkv7Predictor::Create(model, po));
     auto pred_step = [&](std::span<const uint32_t> t, Rwkv7State* s) { return pred.Eval(t, s); };
     double cal_pred_seconds = 0.0, eval_pred_seconds = 0.0;
