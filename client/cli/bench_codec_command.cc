@@ -2,6 +2,8 @@
 // comparison table on SmolLM2-135M and real text (client/cli/spec_bench.h).
 // `kvstash bench codec --codec dckv|kvtc|dckv+kvtc --rate R [--rate R2 ...] --json FILE`:
 // rate-distortion rows of the lossy dckv codec and the KVTC-like baseline (client/cli/dckv_bench.h).
+// `kvstash bench codec --codec spec --state --json FILE`: recurrent-state rows (part =
+// state) of spec state coding on the real RWKV-7 (client/cli/spec_state_bench.h).
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -11,6 +13,7 @@
 #include "client/cli/command_registry.h"
 #include "client/cli/dckv_bench.h"
 #include "client/cli/spec_bench.h"
+#include "client/cli/spec_state_bench.h"
 
 namespace kvstash::cli {
 namespace {
@@ -22,7 +25,51 @@ struct Options {
   std::vector<double> rates;
   SpecBenchOptions spec;
   DckvBenchOptions dckv;
+  bool state = false;
+  SpecStateBenchOptions spec_state;
 };
+
+void PrintStateTable(const nlohmann::json& out) {
+  std::cout << std::left << std::setw(20) << "codec" << std::right << std::setw(8) << "tokens"
+            << std::setw(11) << "states" << std::setw(13) << "raw_bytes" << std::setw(13) << "stored"
+            << std::setw(9) << "vs raw" << std::setw(9) << "vs base" << std::setw(9) << "bits/sc"
+            << std::setw(9) << "ideal" << std::setw(10) << "enc MB/s" << std::setw(10) << "dec MB/s"
+            << std::setw(10) << "pred cost" << "\n";
+  auto num = [](const nlohmann::json& r, const char* key, int prec) {
+    if (!r.contains(key)) return std::string("-");
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(prec) << r[key].get<double>();
+    return s.str();
+  };
+  for (const auto& r : out["rows"]) {
+    std::cout << std::left << std::setw(20) << r["codec"].get<std::string>() << std::right << std::setw(8)
+              << r["tokens"].get<uint64_t>() << std::setw(11) << r["boundaries"].get<uint64_t>()
+              << std::setw(13) << r["raw_bytes"].get<uint64_t>() << std::setw(13)
+              << r["stored_bytes"].get<uint64_t>() << std::setw(9) << num(r, "ratio_vs_raw", 3)
+              << std::setw(9) << num(r, "ratio_vs_baseline", 3) << std::setw(9) << num(r, "bits_per_scalar", 2)
+              << std::setw(9) << num(r, "ideal_bits_per_scalar", 2) << std::setw(10) << num(r, "encode_mb_s", 1)
+              << std::setw(10) << num(r, "decode_mb_s", 1) << std::setw(10)
+              << num(r, "predictor_cost_vs_forward", 2) << "\n";
+  }
+}
+
+int RunState(const Options& o) {
+  auto out = RunSpecStateBench(o.spec_state);
+  if (!out.ok()) {
+    std::cerr << "kvstash bench codec --state: " << out.status().ToString() << "\n";
+    return 1;
+  }
+  PrintStateTable(*out);
+  if (!o.json.empty()) {
+    std::ofstream f(o.json);
+    f << out->dump(1) << "\n";
+    if (!f) {
+      std::cerr << "kvstash bench codec: cannot write " << o.json << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
 
 void PrintDckvTable(const nlohmann::json& out) {
   std::cout << std::left << std::setw(8) << "codec" << std::right << std::setw(8) << "rate" << std::setw(8)
@@ -91,6 +138,13 @@ void PrintTable(const nlohmann::json& out) {
 }
 
 int Run(Options o) {
+  if (o.state) {
+    if (o.codec != "spec") {
+      std::cerr << "kvstash bench codec: --state needs --codec spec\n";
+      return 2;
+    }
+    return RunState(o);
+  }
   if (o.codec == "dckv" || o.codec == "kvtc" || o.codec == "dckv+kvtc") {
     o.dckv.run_dckv = o.codec != "kvtc";
     o.dckv.run_kvtc = o.codec != "dckv";
@@ -152,6 +206,23 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--json", o->json, "Write the table (rows, breakdown, setup) to FILE as JSON");
       cmd->add_option("--eval-tokens", o->spec.eval_tokens, "Evaluation tokens")->capture_default_str();
       AddSpecRunOptions(cmd, &o->spec);
+      cmd->add_flag("--state", o->state,
+                    "spec: code the recurrent state of the real RWKV-7 against its predicted state");
+      cmd->add_option("--state-model", o->spec_state.model_path,
+                      "--state: RWKV-7 model file (default: $KVSTASH_SHARED_MODELS_DIR or "
+                      "../shared/models, tiny-rwkv-7v0-834K-FP32.bin)");
+      cmd->add_option("--state-every", o->spec_state.every, "--state: boundary spacing in tokens")
+          ->capture_default_str();
+      cmd->add_option("--state-predictors", o->spec_state.predictors,
+                      "--state: predictor variants (int8-gN, bf16, fp16, fp32)")
+          ->delimiter(',')
+          ->capture_default_str();
+      cmd->add_option("--state-cal-texts", o->spec_state.cal_texts, "--state: calibration texts")
+          ->delimiter(',')
+          ->capture_default_str();
+      cmd->add_option("--state-eval-texts", o->spec_state.eval_texts, "--state: evaluation texts")
+          ->delimiter(',')
+          ->capture_default_str();
       cmd->add_option("--artifact-dir", o->spec.artifact_dir,
                       "Write the calibrated spec artifacts here (empty: do not write)")->capture_default_str();
       return [o] { return Run(*o); };

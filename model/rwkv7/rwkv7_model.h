@@ -70,6 +70,7 @@ class Rwkv7Model {
                       std::span<float> logits) const;
 
  private:
+  friend class Rwkv7Predictor;  // builds its reduced-precision weights from ours
   struct Weights;
   Rwkv7Model(Rwkv7Config config, Digest256 fingerprint, std::unique_ptr<Weights> weights);
 
