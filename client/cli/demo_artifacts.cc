@@ -1,6 +1,7 @@
 #include "client/cli/demo_artifacts.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -172,6 +173,11 @@ Result<DemoArtifacts> LoadOrCalibrateArtifacts(const model::Model& m, const Dige
   if (!need_spec && !need_dckv) return a;
 
   const auto t0 = std::chrono::steady_clock::now();
+  auto lap = [&, t = std::chrono::steady_clock::now()](const char* what) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "[calibration] %s: %.1f s\n", what, std::chrono::duration<double>(now - t).count());
+    t = now;
+  };
   if (!m.tokenizer) return Status::InvalidArgument("demo: the model file has no tokenizer");
   KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kCalibration,
                                                           o.cal_doc_tokens, o.cal_tokens));
@@ -189,12 +195,15 @@ Result<DemoArtifacts> LoadOrCalibrateArtifacts(const model::Model& m, const Dige
     a.calibration_tokens += d.tokens.size();
     docs.push_back(std::move(d));
   }
+  lap("target model and predictor over the calibration text");
   if (need_spec) {
     KVSTASH_ASSIGN_OR_RETURN(a.spec, CalibrateSpec(m, *predictor, docs));
+    lap("spec frequency tables");
     KVSTASH_RETURN_IF_ERROR(WriteAll(a.spec_path, a.spec.Serialize()));
   }
   if (need_dckv) {
     KVSTASH_ASSIGN_OR_RETURN(a.dckv, CalibrateDckv(m, docs, o));
+    lap("dckv basis and rate allocation");
     KVSTASH_RETURN_IF_ERROR(WriteAll(a.dckv_path, a.dckv.Serialize()));
   }
   a.calibration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
