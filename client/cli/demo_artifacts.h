@@ -34,7 +34,7 @@ namespace kvstash::cli {
 
 struct DemoArtifactOptions {
   std::string cache_dir = ".cache/kvstash-demo";  // Default: .cache/kvstash-demo
-  uint64_t cal_tokens = 4096;      // calibration tokens. Default: 4,096.
+  uint64_t cal_tokens = 2048;      // calibration tokens. Default: 2,048.
   uint32_t cal_doc_tokens = 1024;  // tokens per calibration document. Default: 1,024.
   double dckv_rate = 16;           // dckv target ratio vs bf16. Default: 16.
   uint32_t dckv_group_layers = 6;  // layers per dckv transform group. Default: 6.

@@ -158,7 +158,8 @@ int Run(Options o) {
 
   DemoRunOptions ro;
   ro.gen_tokens = o.gen_tokens;
-  ro.run_id = RandomHex(8);
+  // A fresh cache salt per run: entries of an earlier run (RocksDB persists) never hit.
+  const std::string run_id = RandomHex(8);
   ro.verbose = !o.quiet;
   auto reference = RunDemoReference(**model, *workload, ro);
   if (!reference.ok()) return Fail("reference pass", reference.status());
@@ -171,7 +172,7 @@ int Run(Options o) {
     co.kind = k;
     co.model_fingerprint = *fingerprint;
     co.tenant = o.client.tenant;
-    co.cache_salt = "demo-" + ro.run_id;
+    co.cache_salt = "demo-" + run_id;
     Result<std::unique_ptr<PrefixCodec>> codec = Status::Internal("no codec");
     switch (k) {
       case PrefixCodecKind::kRaw: codec = PrefixCodec::CreateRaw(**model, co); break;
@@ -179,7 +180,7 @@ int Run(Options o) {
       case PrefixCodecKind::kDckv: codec = PrefixCodec::CreateDckv(**model, artifacts->dckv, co); break;
     }
     if (!codec.ok()) return Fail(std::string("codec ") + PrefixCodecName(k), codec.status());
-    auto row = RunDemoCodec(**model, *workload, *reference, **codec, client->get(), ro);
+    auto row = RunDemoCodec(**model, *workload, &*reference, **codec, client->get(), ro);
     if (!row.ok()) return Fail(std::string("run ") + PrefixCodecName(k), row.status());
     rows.push_back(*row);
   }
@@ -216,6 +217,7 @@ int Run(Options o) {
                   {"reference_s", reference->wall_s},
                   {"wall_s", wall_s},
                   {"decode_device", "cpu"},
+                  {"run_id", run_id},
                   {"predictor", predictor ? predictor->options().VariantName() : ""},
                   {"sources", [&] {
                      nlohmann::json a = nlohmann::json::array();

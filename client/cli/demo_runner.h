@@ -7,11 +7,13 @@
 //     document + question, one batch) with the reference runtime: its wall time is the
 //     prefill part of that request's miss TTFT, its cache's first |prefix| tokens are
 //     the document's EXACT prefix cache, and greedy decoding gives its answer;
-//   - every other request gets two references: `fp32` (exact fp32 prefix cache, question
-//     prefilled, greedy) = a full prefill up to fp32 rounding of differently shaped
-//     GEMMs, and `bf16` (the same from the bf16-rounded exact cache, what an engine with
-//     a bf16 KV cache computes without kvstash) with the log-softmax of each generated
-//     position (dckv's KL reference).
+//   - every other request gets its `fp32` reference: the exact fp32 prefix cache, the
+//     question prefilled, greedy decoding (= a full prefill up to fp32 rounding of
+//     differently shaped GEMMs), with the log-softmax of each generated position (dckv's
+//     KL reference). Its `bf16` reference (the same from the bf16-rounded exact cache:
+//     what an engine with a bf16 KV cache computes without kvstash) is computed only
+//     when a lossless hit's answer differs from the fp32 one (bf16 rounding can flip a
+//     near-tie), to decide whether the hit is still exact.
 // Codec pass (per codec, fresh namespace: the cache salt includes the run id and the
 // codec, so a RocksDB left from an earlier run never serves this run):
 //   LOOKUP the prefix chain.
@@ -20,12 +22,12 @@
 //   hit:  GET the matched chunks (pipelined), Restore (spec: predictor over the matched
 //     tokens, then decode; dckv/raw: decode), prefill the unmatched suffix; TTFT ends with
 //     the first token. Checks: raw/spec: restored bf16 chunks byte-identical to the
-//     exact cache's and the greedy answer identical to the bf16 reference
-//     (hits_verified, else hits_mismatched); `same_tokens_as_fp32` counts answers equal
-//     to the fp32 reference too. dckv: decode checks pass (content checksum of the
-//     decoded chunk, verified by the decoder) = verified; the reference answer is
-//     teacher-forced and top-1 agreement and KL(p_ref || p_dckv) are measured per
-//     generated position. A failed Restore is a mismatch, never silently used.
+//     exact cache's and the greedy answer identical to the fp32 reference or, failing
+//     that, to the bf16 one (hits_verified, else hits_mismatched); `same_tokens_as_fp32`
+//     counts answers equal to the fp32 reference. dckv: decode checks pass (content
+//     checksum of the decoded chunk, verified by the decoder) = verified; the fp32
+//     reference answer is teacher-forced and top-1 agreement and KL(p_fp32 || p_dckv)
+//     are measured per generated position. A failed Restore is a mismatch, never silently used.
 //   Time of a hit: lookup, network (GET round trips minus the server's own GET time),
 //   store (the server's GET handling time from its /v1/stats), predictor (spec),
 //   decode (+ assembling the fp32 cache), suffix prefill (+ first token).
@@ -46,7 +48,6 @@ namespace kvstash::cli {
 
 struct DemoRunOptions {
   uint32_t gen_tokens = 8;  // tokens generated per request. Default: 8.
-  std::string run_id;       // part of each codec's cache salt
   bool verbose = true;      // one progress line per request on stderr
 };
 
@@ -58,8 +59,9 @@ struct DemoReference {
   };
   struct Request {
     double full_prefill_ms = -1;  // measured full prefill (first request of a document)
-    std::vector<uint32_t> fp32_tokens, bf16_tokens;
-    std::vector<float> bf16_logprobs;  // [gen_tokens, vocab] (hit requests only)
+    std::vector<uint32_t> fp32_tokens;
+    std::vector<float> fp32_logprobs;  // [gen_tokens, vocab] (not for first requests)
+    std::vector<uint32_t> bf16_tokens;  // empty until a codec pass needs it
   };
   std::vector<Doc> docs;
   std::vector<Request> requests;
@@ -91,8 +93,9 @@ struct DemoCodecRow {
   double ratio() const { return stored_bytes ? double(raw_bytes) / stored_bytes : 0; }
 };
 
+// Fills reference->requests[i].bf16_tokens when it needs them.
 Result<DemoCodecRow> RunDemoCodec(const model::Model& model, const DemoWorkload& workload,
-                                  const DemoReference& reference, const PrefixCodec& codec,
+                                  DemoReference* reference, const PrefixCodec& codec,
                                   Client* client, const DemoRunOptions& options);
 
 }  // namespace kvstash::cli
