@@ -1,0 +1,280 @@
+// `kvstash demo`: the main job end to end on a real model (SmolLM2-135M), real text and
+// a real kvstash server. Loads the model, loads or calibrates the codec artifacts
+// (client/cli/demo_artifacts.h), builds the shared-prefix RAG workload
+// (client/cli/demo_workload.h), runs the reference pass once and then one pass per codec
+// (client/cli/demo_runner.h), and prints the table (client/cli/demo_report.h).
+// Exit code: 0 when every acceptance check holds, 1 when one fails, 2 for bad options.
+#include <openssl/evp.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include "client/cli/client_flags.h"
+#include "client/cli/command_registry.h"
+#include "client/cli/demo_artifacts.h"
+#include "client/cli/demo_report.h"
+#include "client/cli/demo_runner.h"
+#include "client/cli/demo_server.h"
+#include "client/cli/demo_workload.h"
+#include "kvstash/prefix_codec.h"
+#include "model/model_loader.h"
+
+namespace kvstash::cli {
+namespace {
+
+struct Options {
+  std::vector<std::string> codecs = {"raw", "spec", "dckv"};
+  std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  ClientFlags client;
+  std::string start_server;  // kvstash-server binary; "" = use --server
+  std::string data_dir = "data";
+  uint16_t port = 7470, http_port = 7471;
+  bool keep_server = false;
+  DemoWorkloadOptions workload;
+  DemoArtifactOptions artifacts;
+  uint32_t gen_tokens = 8;
+  int predictor_threads = 2;
+  std::string json;
+  bool quiet = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double Secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+Result<Digest256> FileSha256(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::NotFound("cannot read " + path);
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) return Status::Internal("SHA-256 init");
+  std::vector<char> buf(1 << 20);
+  while (f) {
+    f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    if (f.gcount() > 0 && EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(f.gcount())) != 1) {
+      return Status::Internal("SHA-256 update");
+    }
+  }
+  Digest256 d{};
+  unsigned len = 0;
+  if (EVP_DigestFinal_ex(ctx.get(), d.data(), &len) != 1 || len != d.size()) return Status::Internal("SHA-256 final");
+  return d;
+}
+
+std::string RandomHex(size_t bytes) {
+  std::random_device rd;
+  std::string s;
+  char b[3];
+  for (size_t i = 0; i < bytes; ++i) {
+    std::snprintf(b, sizeof b, "%02x", rd() & 0xff);
+    s += b;
+  }
+  return s;
+}
+
+int Fail(const std::string& what, const Status& s) {
+  std::cerr << "kvstash demo: " << what << ": " << s.ToString() << "\n";
+  return 1;
+}
+
+int Run(Options o) {
+  const auto t_start = Clock::now();
+  std::vector<PrefixCodecKind> kinds;
+  for (const auto& c : o.codecs) {
+    auto k = ParsePrefixCodecKind(c);
+    if (!k.ok()) {
+      std::cerr << "kvstash demo: " << k.status().message() << "\n";
+      return 2;
+    }
+    kinds.push_back(*k);
+  }
+  const bool want_spec = std::count(kinds.begin(), kinds.end(), PrefixCodecKind::kSpec) > 0;
+  const bool want_dckv = std::count(kinds.begin(), kinds.end(), PrefixCodecKind::kDckv) > 0;
+
+  // Server: ours (spawned) or the given one.
+  DemoServer server;
+  if (!o.start_server.empty()) {
+    DemoServerOptions so;
+    so.binary = o.start_server;
+    so.data_dir = o.data_dir;
+    so.port = o.port;
+    so.http_port = o.http_port;
+    so.tenant = o.client.tenant;
+    if (o.client.credential.empty()) o.client.credential = RandomHex(16);
+    so.credential = o.client.credential;
+    so.log_file = o.data_dir + "/kvstash-server.log";
+    if (Status s = server.Start(so); !s.ok()) return Fail("starting kvstash-server", s);
+    o.client.servers = {"127.0.0.1:" + std::to_string(server.port())};
+    std::printf("kvstash-server pid %d: protocol 127.0.0.1:%u, RocksDB in %s/, log %s\n", server.pid(), server.port(),
+                o.data_dir.c_str(), so.log_file.c_str());
+    std::printf("dashboard: http://127.0.0.1:%u/dashboard\n", server.http_port());
+    std::fflush(stdout);
+  }
+  auto client = o.client.Connect();
+  if (!client.ok()) return Fail("client", client.status());
+  if (Status s = (*client)->Ping(0); !s.ok()) return Fail("ping " + o.client.servers[0], s);
+
+  // Model, fingerprint, predictor, artifacts.
+  auto t0 = Clock::now();
+  auto model = model::LoadModel(o.model_path);
+  if (!model.ok()) return Fail("loading " + o.model_path, model.status());
+  if (!(*model)->tokenizer) return Fail("model", Status::InvalidArgument("the model file has no tokenizer"));
+  auto fingerprint = FileSha256(o.model_path);
+  if (!fingerprint.ok()) return Fail("fingerprint", fingerprint.status());
+  std::shared_ptr<const model::SpecPredictor> predictor;
+  if (want_spec) {
+    model::SpecPredictorOptions po;
+    po.threads = o.predictor_threads;
+    auto p = model::SpecPredictor::Create(**model, po);
+    if (!p.ok()) return Fail("spec predictor", p.status());
+    predictor = std::move(p).value();
+  }
+  const double load_s = Secs(t0);
+  auto artifacts = LoadOrCalibrateArtifacts(**model, *fingerprint, predictor.get(), want_spec, want_dckv, o.artifacts);
+  if (!artifacts.ok()) return Fail("codec artifacts", artifacts.status());
+  if (want_spec) {
+    std::printf("spec artifact %s (%s)\n", artifacts->spec_path.c_str(),
+                artifacts->spec_cached ? "cached" : "calibrated now");
+  }
+  if (want_dckv) {
+    std::printf("dckv artifact %s (%s)\n", artifacts->dckv_path.c_str(),
+                artifacts->dckv_cached ? "cached" : "calibrated now");
+  }
+  if (artifacts->calibration_s > 0) {
+    std::printf("calibration: %llu tokens of the calibration text in %.1f s\n",
+                static_cast<unsigned long long>(artifacts->calibration_tokens), artifacts->calibration_s);
+  }
+
+  auto workload = BuildDemoWorkload(*(*model)->tokenizer, o.workload);
+  if (!workload.ok()) return Fail("workload", workload.status());
+  uint64_t prompt_tokens = 0;
+  for (const auto& r : workload->requests) prompt_tokens += workload->PromptTokens(r);
+  std::printf("workload: %zu documents (%u tokens each) x %u questions = %zu requests, %llu prompt tokens, seed %llu\n",
+              workload->documents.size(), o.workload.doc_tokens, o.workload.requests_per_doc,
+              workload->requests.size(), static_cast<unsigned long long>(prompt_tokens),
+              static_cast<unsigned long long>(o.workload.seed));
+  std::fflush(stdout);
+
+  DemoRunOptions ro;
+  ro.gen_tokens = o.gen_tokens;
+  // A fresh cache salt per run: entries of an earlier run (RocksDB persists) never hit.
+  const std::string run_id = RandomHex(8);
+  ro.verbose = !o.quiet;
+  auto reference = RunDemoReference(**model, *workload, ro);
+  if (!reference.ok()) return Fail("reference pass", reference.status());
+  std::printf("reference pass (exact prefill once per document, reference answers): %.1f s\n", reference->wall_s);
+  std::fflush(stdout);
+
+  std::vector<DemoCodecRow> rows;
+  for (PrefixCodecKind k : kinds) {
+    PrefixCodecOptions co;
+    co.kind = k;
+    co.model_fingerprint = *fingerprint;
+    co.tenant = o.client.tenant;
+    co.cache_salt = "demo-" + run_id;
+    Result<std::unique_ptr<PrefixCodec>> codec = Status::Internal("no codec");
+    switch (k) {
+      case PrefixCodecKind::kRaw: codec = PrefixCodec::CreateRaw(**model, co); break;
+      case PrefixCodecKind::kSpec: codec = PrefixCodec::CreateSpec(**model, predictor, artifacts->spec, co); break;
+      case PrefixCodecKind::kDckv: codec = PrefixCodec::CreateDckv(**model, artifacts->dckv, co); break;
+    }
+    if (!codec.ok()) return Fail(std::string("codec ") + PrefixCodecName(k), codec.status());
+    auto row = RunDemoCodec(**model, *workload, &*reference, **codec, client->get(), ro);
+    if (!row.ok()) return Fail(std::string("run ") + PrefixCodecName(k), row.status());
+    rows.push_back(*row);
+  }
+
+  const auto acceptance = DemoAcceptance(rows);
+  const double wall_s = Secs(t_start);
+  std::printf("\n%s", DemoTable(rows).c_str());
+  std::printf("\nacceptance: token hit rate > 50%%: %s; hit TTFT < miss TTFT: %s; no mismatched hit: %s\n",
+              acceptance["token_hit_rate_over_50"].get<bool>() ? "yes" : "NO",
+              acceptance["hit_ttft_below_miss"].get<bool>() ? "yes" : "NO",
+              acceptance["no_mismatch"].get<bool>() ? "yes" : "NO");
+  std::printf("demo wall time %.1f s (model load %.1f s, calibration %.1f s, reference pass %.1f s)\n", wall_s, load_s,
+              artifacts->calibration_s, reference->wall_s);
+
+  if (!o.json.empty()) {
+    nlohmann::json j;
+    j["rows"] = nlohmann::json::array();
+    for (const auto& r : rows) j["rows"].push_back(DemoRowJson(r));
+    j["acceptance"] = acceptance;
+    j["setup"] = {{"model", o.model_path},
+                  {"model_sha256", ToHex(*fingerprint)},
+                  {"documents", o.workload.documents},
+                  {"doc_tokens", o.workload.doc_tokens},
+                  {"requests_per_doc", o.workload.requests_per_doc},
+                  {"requests", workload->requests.size()},
+                  {"prompt_tokens", prompt_tokens},
+                  {"gen_tokens", o.gen_tokens},
+                  {"seed", o.workload.seed},
+                  {"chunk_tokens", 256},
+                  {"kv_dtype", "bf16"},
+                  {"dckv_rate", o.artifacts.dckv_rate},
+                  {"calibration_tokens", o.artifacts.cal_tokens},
+                  {"calibration_s", artifacts->calibration_s},
+                  {"reference_s", reference->wall_s},
+                  {"wall_s", wall_s},
+                  {"decode_device", "cpu"},
+                  {"run_id", run_id},
+                  {"predictor", predictor ? predictor->options().VariantName() : ""},
+                  {"sources", [&] {
+                     nlohmann::json a = nlohmann::json::array();
+                     for (const auto& d : workload->documents) a.push_back(d.source);
+                     return a;
+                   }()}};
+    std::ofstream f(o.json);
+    f << j.dump(2) << "\n";
+    if (!f) return Fail("writing " + o.json, Status::IOError(o.json));
+  }
+  if (!o.start_server.empty()) {
+    if (o.keep_server) {
+      std::printf("kvstash-server keeps running (pid %d, dashboard http://127.0.0.1:%u/dashboard); stop it with: kill %d\n",
+                  server.pid(), server.http_port(), server.pid());
+      server.Detach();
+    } else {
+      server.Stop();
+    }
+  }
+  return acceptance["passed"].get<bool>() ? 0 : 1;
+}
+
+const bool kRegistered = RegisterCommand(
+    "demo",
+    "End-to-end demo: shared-prefix RAG workload on SmolLM2-135M through a kvstash server, per codec",
+    [](CLI::App* cmd) {
+      auto o = std::make_shared<Options>();
+      o->client.tenant = "demo";
+      cmd->add_option("--codec", o->codecs, "Codecs to run, in order: raw (bf16 baseline), spec, dckv (repeatable)")
+          ->capture_default_str();
+      cmd->add_option("--model", o->model_path, "Model file (GGUF with tokenizer)")->capture_default_str();
+      o->client.Add(cmd);
+      cmd->add_option("--start-server", o->start_server,
+                      "Start this kvstash-server binary (else connect to --server)");
+      cmd->add_option("--data-dir", o->data_dir, "With --start-server: RocksDB folder")->capture_default_str();
+      cmd->add_option("--port", o->port, "With --start-server: protocol port (0: any)")->capture_default_str();
+      cmd->add_option("--http-port", o->http_port, "With --start-server: dashboard port (0: any)")
+          ->capture_default_str();
+      cmd->add_flag("--keep-server", o->keep_server, "With --start-server: leave the server running at the end");
+      cmd->add_option("--documents", o->workload.documents, "Workload size: RAG documents")->capture_default_str();
+      cmd->add_option("--doc-tokens", o->workload.doc_tokens, "Workload size: tokens per document")
+          ->capture_default_str();
+      cmd->add_option("--requests-per-doc", o->workload.requests_per_doc,
+                      "Workload size: requests (different questions) per document")
+          ->capture_default_str();
+      cmd->add_option("--seed", o->workload.seed, "Shuffle seed")->capture_default_str();
+      cmd->add_option("--gen-tokens", o->gen_tokens, "Tokens generated per request")->capture_default_str();
+      cmd->add_option("--cache-dir", o->artifacts.cache_dir, "Folder of cached codec artifacts")->capture_default_str();
+      cmd->add_option("--cal-tokens", o->artifacts.cal_tokens, "Calibration tokens (when not cached)")
+          ->capture_default_str();
+      cmd->add_option("--dckv-rate", o->artifacts.dckv_rate, "dckv target ratio vs bf16")->capture_default_str();
+      cmd->add_option("--predictor-threads", o->predictor_threads, "Threads of the spec predictor")
+          ->capture_default_str();
+      cmd->add_option("--json", o->json, "Also write the table as JSON to FILE");
+      cmd->add_flag("--quiet", o->quiet, "No per-request progress lines");
+      return [o] { return Run(*o); };
+    });
+
+}  // namespace
+}  // namespace kvstash::cli

@@ -1,0 +1,53 @@
+// A kvstash-server child process for `kvstash demo --start-server BIN`: spawned with
+// the given data folder, ports and one tenant, waited for through its --ready-file
+// (so port 0 works), stopped with SIGTERM (the server drains and exits) unless the
+// user keeps it running.
+//
+// Errors: Unavailable when the binary cannot be spawned, exits during start-up or is
+// not ready within `ready_timeout`.
+// Thread-safety: not thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "common/result.h"
+
+namespace kvstash::cli {
+
+struct DemoServerOptions {
+  std::string binary;                  // path of kvstash-server
+  std::string data_dir = "data";       // RocksDB folder (store.path). Default: data
+  uint16_t port = 7470;                // 0: any free port. Default: 7470.
+  uint16_t http_port = 7471;           // 0: any free port. Default: 7471.
+  std::string tenant, credential;      // the one tenant of the demo
+  std::string log_file;                // server stdout/stderr; "" = inherit
+  std::chrono::seconds ready_timeout{60};
+};
+
+class DemoServer {
+ public:
+  DemoServer() = default;
+  ~DemoServer();  // stops the server unless Detach() was called
+  DemoServer(const DemoServer&) = delete;
+  DemoServer& operator=(const DemoServer&) = delete;
+
+  Status Start(const DemoServerOptions& options);
+  // SIGTERM and wait; returns the exit code (128 + signal when killed), -1 if not running.
+  int Stop();
+  // Leaves the server running after this object is destroyed.
+  void Detach() { pid_ = -1; }
+
+  pid_t pid() const { return pid_; }
+  uint16_t port() const { return port_; }
+  uint16_t http_port() const { return http_port_; }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0, http_port_ = 0;
+};
+
+}  // namespace kvstash::cli

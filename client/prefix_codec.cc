@@ -1,0 +1,269 @@
+#include "kvstash/prefix_codec.h"
+
+#include <chrono>
+
+#include "codec/spec/spec_codec.h"
+#include "common/payload_format.h"
+#include "model/kv_export.h"
+
+namespace kvstash {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// The predictor's K/V of tokens [b, e) as the spec codec takes them.
+spec::PredictedChunk Slice(const model::PredictorCache& c, const KvLayout& L, uint32_t b,
+                           uint32_t e) {
+  spec::PredictedChunk p;
+  p.tokens = e - b;
+  const size_t off = static_cast<size_t>(b) * L.n_kv_heads * L.head_dim;
+  for (uint32_t l = 0; l < L.n_layers; ++l) {
+    p.k.push_back(c.k[l].data() + off);
+    p.v.push_back(c.v[l].data() + off);
+  }
+  return p;
+}
+
+Result<std::vector<uint8_t>> EncodeRaw(const KvChunk& chunk, uint32_t token_offset, bool partial,
+                                       const Digest256& fingerprint) {
+  PayloadHeader h;
+  h.codec = CodecId::kRaw;
+  h.flags = partial ? kPayloadFlagPartialChunk : 0;
+  h.layout = chunk.layout;
+  h.tokens = chunk.tokens;
+  h.token_offset = token_offset;
+  h.model_fingerprint = fingerprint;
+  h.content_checksum = chunk.ContentChecksum();
+  return BuildPayload(h, chunk.data);
+}
+
+Result<KvChunk> DecodeRaw(std::span<const uint8_t> payload, const KvLayout& layout,
+                          const Digest256& fingerprint) {
+  KVSTASH_ASSIGN_OR_RETURN(PayloadView v, ParsePayload(payload));
+  if (v.header.codec != CodecId::kRaw) return Status::Mismatch("payload is not of codec raw");
+  if (v.header.model_fingerprint != fingerprint) return Status::Mismatch("payload of another model");
+  if (!(v.header.layout == layout)) return Status::Mismatch("payload of another KV layout");
+  KvChunk c;
+  c.layout = layout;
+  c.tokens = v.header.tokens;
+  if (v.body.size() != layout.DataBytes(c.tokens)) return Status::Corruption("raw payload body size");
+  c.data.assign(v.body.begin(), v.body.end());
+  if (c.ContentChecksum() != v.header.content_checksum) {
+    return Status::Corruption("raw payload content checksum mismatch");
+  }
+  return c;
+}
+
+}  // namespace
+
+const char* PrefixCodecName(PrefixCodecKind kind) {
+  switch (kind) {
+    case PrefixCodecKind::kRaw: return "raw";
+    case PrefixCodecKind::kSpec: return "spec";
+    case PrefixCodecKind::kDckv: return "dckv";
+  }
+  return "?";
+}
+
+Result<PrefixCodecKind> ParsePrefixCodecKind(const std::string& name) {
+  if (name == "raw") return PrefixCodecKind::kRaw;
+  if (name == "spec") return PrefixCodecKind::kSpec;
+  if (name == "dckv") return PrefixCodecKind::kDckv;
+  return Status::InvalidArgument("unknown codec '" + name + "' (raw, spec or dckv)");
+}
+
+PrefixCodec::PrefixCodec(const model::Model& model, PrefixCodecOptions options)
+    : model_(&model), options_(std::move(options)) {
+  layout_ = {model.config.n_layers, model.config.n_kv_heads, model.config.head_dim, DType::kBF16};
+}
+
+Status PrefixCodec::Init() {
+  NamespaceSpec ns;
+  ns.model_fingerprint = ToHex(options_.model_fingerprint);
+  ns.layout = layout_;
+  ns.chunk_tokens = options_.chunk_tokens;
+  ns.tenant = options_.tenant;
+  ns.cache_salt = options_.cache_salt;
+  ns.codec_id = PrefixCodecName(options_.kind);
+  if (options_.kind != PrefixCodecKind::kRaw) ns.codec_artifact_digest = ToHex(artifact_digest_);
+  KVSTASH_ASSIGN_OR_RETURN(namespace_, NamespaceDigest(ns));
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateRaw(const model::Model& model,
+                                                            const PrefixCodecOptions& options) {
+  if (options.kind != PrefixCodecKind::kRaw) return Status::InvalidArgument("CreateRaw: options.kind is not raw");
+  std::unique_ptr<PrefixCodec> c(new PrefixCodec(model, options));
+  KVSTASH_RETURN_IF_ERROR(c->Init());
+  return c;
+}
+
+Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateSpec(
+    const model::Model& model, std::shared_ptr<const model::SpecPredictor> predictor,
+    spec::SpecArtifact artifact, const PrefixCodecOptions& options) {
+  if (options.kind != PrefixCodecKind::kSpec) return Status::InvalidArgument("CreateSpec: options.kind is not spec");
+  if (predictor == nullptr) return Status::InvalidArgument("CreateSpec: no predictor");
+  std::unique_ptr<PrefixCodec> c(new PrefixCodec(model, options));
+  if (!(artifact.layout == c->layout_)) {
+    return Status::InvalidArgument("CreateSpec: the artifact's layout is not the model's bf16 layout");
+  }
+  if (artifact.predictor_digest != predictor->Digest()) {
+    return Status::Mismatch("CreateSpec: the artifact was calibrated with another predictor");
+  }
+  c->artifact_digest_ = artifact.Digest();
+  c->predictor_ = std::move(predictor);
+  c->spec_artifact_ = std::make_unique<spec::SpecArtifact>(std::move(artifact));
+  KVSTASH_RETURN_IF_ERROR(c->Init());
+  return c;
+}
+
+Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateDckv(const model::Model& model,
+                                                             dckv::DckvArtifact artifact,
+                                                             const PrefixCodecOptions& options) {
+  if (options.kind != PrefixCodecKind::kDckv) return Status::InvalidArgument("CreateDckv: options.kind is not dckv");
+  std::unique_ptr<PrefixCodec> c(new PrefixCodec(model, options));
+  KVSTASH_ASSIGN_OR_RETURN(dckv::DckvCodec codec, dckv::DckvCodec::Create(std::move(artifact)));
+  if (!(codec.OutputLayout() == c->layout_)) {
+    return Status::InvalidArgument("CreateDckv: the artifact's shape is not the model's");
+  }
+  c->artifact_digest_ = codec.digest();
+  c->dckv_ = std::make_unique<dckv::DckvCodec>(std::move(codec));
+  KVSTASH_RETURN_IF_ERROR(c->Init());
+  return c;
+}
+
+Result<std::vector<ChunkKey>> PrefixCodec::ChainKeys(std::span<const uint32_t> tokens) const {
+  if (tokens.empty()) return Status::InvalidArgument("empty prefix");
+  return ComputeChunkKeys(namespace_, tokens, options_.chunk_tokens, /*include_partial=*/true);
+}
+
+std::vector<ChunkRef> PrefixCodec::LookupChain(std::span<const ChunkKey> keys) {
+  std::vector<ChunkRef> chain;
+  chain.reserve(keys.size());
+  for (const ChunkKey& k : keys) chain.push_back({k.stored(), k.tokens});
+  return chain;
+}
+
+uint64_t PrefixCodec::TokensOfChunks(uint64_t prefix_tokens, uint32_t chunks) const {
+  return std::min<uint64_t>(prefix_tokens, static_cast<uint64_t>(chunks) * options_.chunk_tokens);
+}
+
+Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk, uint32_t token_offset,
+                                                    uint32_t prefix_tokens,
+                                                    const model::PredictorCache* prediction) const {
+  const bool partial = chunk.tokens < options_.chunk_tokens;
+  switch (options_.kind) {
+    case PrefixCodecKind::kRaw:
+      return EncodeRaw(chunk, token_offset, partial, options_.model_fingerprint);
+    case PrefixCodecKind::kSpec:
+      return spec::EncodeSpecPayload(*spec_artifact_, chunk.view(),
+                                     Slice(*prediction, layout_, token_offset, token_offset + chunk.tokens),
+                                     options_.model_fingerprint, token_offset);
+    case PrefixCodecKind::kDckv:
+      return dckv_->Encode(chunk.view(), token_offset, prefix_tokens, options_.model_fingerprint);
+  }
+  return Status::Internal("unknown codec kind");
+}
+
+Result<std::vector<PutChunk>> PrefixCodec::EncodeChunks(std::span<const uint32_t> tokens,
+                                                        const model::KvCache& exact,
+                                                        uint32_t first_chunk,
+                                                        PrefixEncodeStats* stats) const {
+  KVSTASH_ASSIGN_OR_RETURN(auto keys, ChainKeys(tokens));
+  KVSTASH_RETURN_IF_ERROR(exact.CheckFor(model_->config));
+  if (exact.tokens < tokens.size()) return Status::InvalidArgument("EncodeChunks: the cache is shorter than the prefix");
+  if (first_chunk > keys.size()) return Status::InvalidArgument("EncodeChunks: first_chunk beyond the chain");
+  PrefixEncodeStats local;
+  std::vector<PutChunk> out;
+  if (first_chunk == keys.size()) {
+    if (stats) *stats = local;
+    return out;
+  }
+  const uint32_t n = static_cast<uint32_t>(tokens.size());
+  model::PredictorCache prediction;
+  if (options_.kind == PrefixCodecKind::kSpec) {
+    const auto t0 = Clock::now();
+    KVSTASH_RETURN_IF_ERROR(predictor_->Run(tokens, &prediction));
+    local.predictor_ms = Ms(t0, Clock::now());
+  }
+  const auto t0 = Clock::now();
+  const uint32_t C = options_.chunk_tokens;
+  for (uint32_t i = first_chunk; i < keys.size(); ++i) {
+    const uint32_t b = i * C, e = b + keys[i].tokens;
+    KVSTASH_ASSIGN_OR_RETURN(KvChunk chunk, model::ToKvChunk(exact, b, e, DType::kBF16));
+    PutChunk p;
+    p.route = keys[0].stored();
+    p.key = keys[i].stored();
+    if (i > 0) p.parent = keys[i - 1].stored();
+    KVSTASH_ASSIGN_OR_RETURN(p.payload, EncodeOne(chunk, b, n, &prediction));
+    local.raw_bytes += chunk.data.size();
+    local.stored_bytes += p.payload.size();
+    out.push_back(std::move(p));
+  }
+  local.encode_ms = Ms(t0, Clock::now());
+  if (stats) *stats = local;
+  return out;
+}
+
+Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, uint32_t token_offset,
+                                       uint32_t tokens, const model::PredictorCache* prediction) const {
+  // The header must describe this chunk of this chain before any decoder trusts it.
+  KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
+  if (h.tokens != tokens || h.token_offset != token_offset) {
+    return Status::Mismatch("payload covers tokens [" + std::to_string(h.token_offset) + ", +" +
+                            std::to_string(h.tokens) + "), the chain's chunk is [" +
+                            std::to_string(token_offset) + ", +" + std::to_string(tokens) + ")");
+  }
+  switch (options_.kind) {
+    case PrefixCodecKind::kRaw:
+      return DecodeRaw(payload, layout_, options_.model_fingerprint);
+    case PrefixCodecKind::kSpec:
+      return spec::DecodeSpecPayload(*spec_artifact_, payload,
+                                     Slice(*prediction, layout_, token_offset, token_offset + tokens),
+                                     options_.model_fingerprint);
+    case PrefixCodecKind::kDckv:
+      return dckv_->Decode(payload, options_.model_fingerprint);
+  }
+  return Status::Internal("unknown codec kind");
+}
+
+Result<RestoredPrefix> PrefixCodec::Restore(std::span<const uint32_t> tokens,
+                                            std::span<const std::vector<uint8_t>> payloads,
+                                            PrefixRestoreStats* stats) const {
+  if (payloads.empty()) return Status::InvalidArgument("Restore: no payloads");
+  KVSTASH_ASSIGN_OR_RETURN(auto keys, ChainKeys(tokens));
+  if (payloads.size() > keys.size()) return Status::InvalidArgument("Restore: more payloads than chunks");
+  const uint32_t C = options_.chunk_tokens;
+  const uint32_t covered = static_cast<uint32_t>(TokensOfChunks(tokens.size(), static_cast<uint32_t>(payloads.size())));
+  PrefixRestoreStats local;
+  model::PredictorCache prediction;
+  if (options_.kind == PrefixCodecKind::kSpec) {
+    const auto t0 = Clock::now();
+    KVSTASH_RETURN_IF_ERROR(predictor_->Run(tokens.first(covered), &prediction));
+    local.predictor_ms = Ms(t0, Clock::now());
+  }
+  RestoredPrefix out;
+  auto t0 = Clock::now();
+  for (uint32_t i = 0; i < payloads.size(); ++i) {
+    KVSTASH_ASSIGN_OR_RETURN(KvChunk c, DecodeOne(payloads[i], i * C, keys[i].tokens, &prediction));
+    if (!(c.layout == layout_) || c.tokens != keys[i].tokens) {
+      return Status::Mismatch("decoded chunk has another shape than the chain's chunk");
+    }
+    out.chunks.push_back(std::move(c));
+  }
+  local.decode_ms = Ms(t0, Clock::now());
+  t0 = Clock::now();
+  out.cache = model::KvCache::ForModel(model_->config);
+  for (const KvChunk& c : out.chunks) {
+    KVSTASH_ASSIGN_OR_RETURN(model::KvCache part, model::FromKvChunk(c.view()));
+    KVSTASH_RETURN_IF_ERROR(model::AppendKv(part, &out.cache));
+  }
+  local.assemble_ms = Ms(t0, Clock::now());
+  if (stats) *stats = local;
+  return out;
+}
+
+}  // namespace kvstash

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The first command of README.md: kvstash end to end on this machine.
+#   1. set-up (scripts/setup.sh: Debian packages, .venv, the SmolLM2 model file);
+#   2. build kvstash and kvstash-server in build/ (same configuration as scripts/test.sh,
+#      so a later test run reuses it);
+#   3. `kvstash demo --start-server build/kvstash-server`: starts kvstash-server (RocksDB
+#      under ./data, dashboard URL printed), runs the shared-prefix RAG workload on
+#      SmolLM2-135M for the raw (bf16 baseline), spec and dckv codecs, prints the table
+#      (also written to data/demo.json) and stops the server (--keep-server leaves it
+#      running).
+# Usage: scripts/demo.sh [kvstash demo options...]   (scripts/demo.sh --help for them)
+# Environment: KVSTASH_JOBS (parallel build jobs, default nproc).
+# Exit code: kvstash demo's (0 = every acceptance check held).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+JOBS="${KVSTASH_JOBS:-$(nproc)}"
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+t0=$(date +%s)
+step() { printf '\n==== [%4ds] %s ====\n' "$(( $(date +%s) - t0 ))" "$*"; }
+
+step "set-up"
+scripts/setup.sh
+
+step "build (build/: kvstash, kvstash-server)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+cmake --build build -j "$JOBS" --target kvstash kvstash-server
+
+step "kvstash demo"
+status=0
+build/kvstash demo --start-server build/kvstash-server --data-dir data --json data/demo.json "$@" || status=$?
+step "done (exit status $status; table in data/demo.json)"
+exit "$status"
