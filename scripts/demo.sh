@@ -14,8 +14,6 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-JOBS="${KVSTASH_JOBS:-$(nproc)}"
-export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 t0=$(date +%s)
 step() { printf '\n==== [%4ds] %s ====\n' "$(( $(date +%s) - t0 ))" "$*"; }
 
@@ -23,8 +21,7 @@ step "set-up"
 scripts/setup.sh
 
 step "build (build/: kvstash, kvstash-server)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
-cmake --build build -j "$JOBS" --target kvstash kvstash-server
+KVSTASH_BUILD_DIR=build scripts/build.sh kvstash kvstash-server
 
 step "kvstash demo"
 status=0
