@@ -14,6 +14,7 @@
 
 #include "client/cli/client_flags.h"
 #include "client/cli/command_registry.h"
+#include "client/cli/default_paths.h"
 #include "client/cli/demo_artifacts.h"
 #include "client/cli/demo_report.h"
 #include "client/cli/demo_runner.h"
@@ -27,7 +28,7 @@ namespace {
 
 struct Options {
   std::vector<std::string> codecs = {"raw", "spec", "dckv"};
-  std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  std::string model_path = DefaultModelPath();
   ClientFlags client;
   std::string start_server;  // kvstash-server binary; "" = use --server
   std::string data_dir = "data";
