@@ -136,11 +136,12 @@ Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
       if (!(std::isfinite(v) && v > 0)) return Status::Corruption("dckv artifact: bad step");
     }
     for (uint16_t& t : g.table_index) r.U16(&t);
-    g.odd_table_index.resize(n_active);
-    g.token_map.resize(static_cast<size_t>(cond.rank + 1) * n_active);
-    if (r.remaining() < 2ull * n_active + 4ull * g.token_map.size() + 4) {
+    const uint64_t token_map_size = static_cast<uint64_t>(cond.rank + 1) * n_active;
+    if (r.remaining() < 2ull * n_active + 4ull * token_map_size + 4) {
       return Status::Corruption("dckv artifact: truncated group data");
     }
+    g.odd_table_index.resize(n_active);
+    g.token_map.resize(token_map_size);
     for (uint16_t& t : g.odd_table_index) r.U16(&t);
     for (float& v : g.token_map) GetF32(r, &v);
     uint32_t context_rows = 0;
