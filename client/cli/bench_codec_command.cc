@@ -197,6 +197,9 @@ const bool kRegistered = RegisterCommand(
                       "dckv: teacher-forced continuation tokens")->capture_default_str();
       cmd->add_option("--greedy-tokens", o->dckv.greedy_tokens, "dckv: greedy tokens compared")->capture_default_str();
       cmd->add_option("--group-layers", o->dckv.group_layers, "dckv: layers per transform group")->capture_default_str();
+      cmd->add_flag("!--no-conditional", o->dckv.conditional, "dckv: no token-conditioned entropy models");
+      cmd->add_flag("!--no-checkerboard", o->dckv.checkerboard, "dckv: no checkerboard context model");
+      cmd->add_option("--embed-rank", o->dckv.embed_rank, "dckv: reduced token embedding size")->capture_default_str();
       cmd->add_option("--raw-head", o->dckv.raw_head, "dckv: bf16 positions at the prefix start")->capture_default_str();
       cmd->add_option("--raw-tail", o->dckv.raw_tail, "dckv: bf16 positions at the prefix end")->capture_default_str();
       cmd->add_option("--dckv-cal-tokens", o->dckv.cal_tokens, "dckv: calibration tokens")->capture_default_str();

@@ -23,6 +23,9 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--cal-tokens", o->cal_tokens, "Calibration tokens")->capture_default_str();
       cmd->add_option("--doc-tokens", o->cal_doc_tokens, "Tokens per calibration document")->capture_default_str();
       cmd->add_option("--group-layers", o->group_layers, "Layers per transform group")->capture_default_str();
+      cmd->add_flag("!--no-conditional", o->conditional, "dckv: no token-conditioned entropy models");
+      cmd->add_flag("!--no-checkerboard", o->checkerboard, "dckv: no checkerboard context model");
+      cmd->add_option("--embed-rank", o->embed_rank, "dckv: reduced token embedding size")->capture_default_str();
       cmd->add_option("--raw-head", o->raw_head, "bf16 positions at the prefix start")->capture_default_str();
       cmd->add_option("--raw-tail", o->raw_tail, "bf16 positions at the prefix end")->capture_default_str();
       cmd->add_option("--threshold", o->active_threshold, "Component off below scale/step")->capture_default_str();

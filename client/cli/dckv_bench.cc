@@ -40,6 +40,11 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
   rows.head_dim = mc.head_dim;
   rows.k.resize(mc.n_layers);
   rows.v.resize(mc.n_layers);
+  if (o.conditional) {
+    rows.embed = m.embed;
+    rows.vocab = mc.vocab_size;
+    rows.embed_dim = mc.hidden;
+  }
   for (const auto& doc : corpus.documents) {
     if (doc.tokens.size() <= o.raw_head) continue;
     auto cache = model::KvCache::ForModel(mc);
@@ -53,12 +58,18 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
       rows.v[l].insert(rows.v[l].end(), cache.v[l].begin() + skip, cache.v[l].end());
     }
     rows.rows += doc.tokens.size() - o.raw_head;
+    if (o.conditional) {
+      rows.tokens.insert(rows.tokens.end(), doc.tokens.begin() + o.raw_head, doc.tokens.end());
+      rows.document_rows.push_back(doc.tokens.size() - o.raw_head);
+    }
   }
   KVSTASH_LOG_INFO("calibrate dckv: {} rows from {} documents", rows.rows, corpus.documents.size());
   Calibrated c;
   c.rows = rows.rows;
   const auto t0 = Clock::now();
-  KVSTASH_ASSIGN_OR_RETURN(c.basis, dckv::FitDckvBasis(rows, o.group_layers));
+  dckv::DckvFitOptions fo;
+  fo.embed_rank = o.embed_rank;
+  KVSTASH_ASSIGN_OR_RETURN(c.basis, dckv::FitDckvBasis(rows, o.group_layers, fo));
   c.fit_s = Seconds(t0);
   return c;
 }
@@ -71,6 +82,7 @@ Result<dckv::DckvArtifact> ArtifactFor(const Calibrated& c, const model::Model& 
   ro.rope_theta = m.config.rope_theta;
   ro.raw_head = o.raw_head;
   ro.raw_tail = o.raw_tail;
+  ro.checkerboard = o.checkerboard;
   return dckv::MakeDckvArtifact(c.basis, ro);
 }
 
@@ -224,6 +236,8 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
                   {"prompts", o.prompts}, {"prompt_tokens", o.prompt_tokens},
                   {"continuation_tokens", o.continuation_tokens}, {"greedy_tokens", o.greedy_tokens},
                   {"chunk_tokens", o.chunk_tokens}, {"raw_head", o.raw_head}, {"raw_tail", o.raw_tail},
+                  {"conditional", o.conditional}, {"checkerboard", o.checkerboard}, {"embed_rank", o.embed_rank},
+                  {"scored_positions", static_cast<uint64_t>(o.prompts) * o.continuation_tokens},
                   {"calibration_files", model::CorpusFiles(model::CorpusSplit::kCalibration)},
                   {"evaluation_files", model::CorpusFiles(model::CorpusSplit::kEvaluation)}};
   out["rows"] = nlohmann::json::array();
@@ -244,7 +258,8 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
 
   // One rate-distortion row: every prompt's cache coded chunk by chunk, decoded,
   // restored and scored. `encode`/`decode` are the codec's.
-  using EncodeFn = std::function<Result<std::vector<uint8_t>>(const KvChunk&, uint32_t, uint32_t)>;
+  using EncodeFn = std::function<Result<std::vector<uint8_t>>(const KvChunk&, std::span<const uint32_t>,
+                                                              uint32_t, uint32_t)>;
   using DecodeFn = std::function<Result<KvChunk>(std::span<const uint8_t>)>;
   auto measure = [&](const std::string& name, double rate, const EncodeFn& encode,
                      const DecodeFn& decode) -> Result<nlohmann::json> {
@@ -258,7 +273,8 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
         const uint32_t e = std::min(P, b + o.chunk_tokens);
         KVSTASH_ASSIGN_OR_RETURN(auto chunk, model::ToKvChunk(p.exact, b, e, DType::kBF16));
         auto t0 = Clock::now();
-        KVSTASH_ASSIGN_OR_RETURN(auto payload, encode(chunk, b, P));
+        const std::span<const uint32_t> ids(p.prompt.data() + b, e - b);
+        KVSTASH_ASSIGN_OR_RETURN(auto payload, encode(chunk, ids, b, P));
         enc_s += Seconds(t0);
         t0 = Clock::now();
         KVSTASH_ASSIGN_OR_RETURN(auto decoded, decode(payload));
@@ -301,7 +317,9 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
       KVSTASH_ASSIGN_OR_RETURN(auto codec, dckv::DckvCodec::Create(std::move(artifact)));
       KVSTASH_ASSIGN_OR_RETURN(
           auto r, measure("dckv", rate,
-                          [&](const KvChunk& c, uint32_t b, uint32_t P) { return codec.Encode(c.view(), b, P, fingerprint); },
+                          [&](const KvChunk& c, std::span<const uint32_t> ids, uint32_t b, uint32_t P) {
+                            return codec.Encode(c.view(), ids, b, P, fingerprint);
+                          },
                           [&](std::span<const uint8_t> pl) { return codec.Decode(pl, fingerprint); }));
       r["active_components"] = active;
       out["rows"].push_back(r);
@@ -311,7 +329,9 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
                                                                        o.raw_head, o.raw_tail));
       KVSTASH_ASSIGN_OR_RETURN(
           auto r, measure("kvtc", rate,
-                          [&](const KvChunk& c, uint32_t b, uint32_t P) { return codec.Encode(c.view(), b, P, fingerprint); },
+                          [&](const KvChunk& c, std::span<const uint32_t>, uint32_t b, uint32_t P) {
+                            return codec.Encode(c.view(), b, P, fingerprint);
+                          },
                           [&](std::span<const uint8_t> pl) { return codec.Decode(pl, fingerprint); }));
       r["allocated_bits_per_token"] = codec.BitsPerToken();
       out["rows"].push_back(r);

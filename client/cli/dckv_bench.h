@@ -50,6 +50,9 @@ struct DckvBenchOptions {
   uint32_t raw_head = 4;
   uint32_t raw_tail = 128;
   double active_threshold = 0.3;
+  bool conditional = true;             // token-conditioned models (codec/dckv/dckv_conditional.h)
+  bool checkerboard = true;            // checkerboard context model (needs conditional)
+  uint32_t embed_rank = 128;           // reduced token embedding size
   std::string artifact_dir;            // where artifacts are written ("" = none)
   bool run_dckv = true;                // rows of the dckv codec
   bool run_kvtc = false;               // rows of the KVTC-like baseline (codec/baselines/kvtc.h)

@@ -23,6 +23,8 @@ bool GetF32(ByteReader& r, float* v) {
 // Upper bounds that keep every size computation far from overflow.
 constexpr uint32_t kMaxDims = 1u << 20;
 constexpr uint32_t kMaxGroups = 4096;
+constexpr uint32_t kMaxVocab = 1u << 22;
+constexpr uint32_t kMaxRank = 4096;
 
 }  // namespace
 
@@ -46,6 +48,9 @@ std::vector<uint8_t> DckvArtifact::Serialize() const {
   w.U32(raw_head);
   w.U32(raw_tail);
   PutF32(w, target_ratio);
+  w.U32(conditioning.vocab);
+  w.U32(conditioning.rank);
+  for (uint16_t v : conditioning.embed_bf16) w.U16(v);
   w.U32(static_cast<uint32_t>(groups.size()));
   for (const auto& g : groups) {
     w.U32(g.first_layer);
@@ -56,6 +61,10 @@ std::vector<uint8_t> DckvArtifact::Serialize() const {
     for (float v : g.basis) PutF32(w, v);
     for (float v : g.step) PutF32(w, v);
     for (uint16_t t : g.table_index) w.U16(t);
+    for (uint16_t t : g.odd_table_index) w.U16(t);
+    for (float v : g.token_map) PutF32(w, v);
+    w.U32(g.context_map.empty() ? 0u : g.context_inputs + conditioning.rank + 1);
+    for (float v : g.context_map) PutF32(w, v);
   }
   const std::vector<uint8_t> t = tables ? tables->Serialize() : std::vector<uint8_t>{};
   w.U32(static_cast<uint32_t>(t.size()));
@@ -79,9 +88,21 @@ Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
   if (reserved != 0) return Status::Corruption("dckv artifact: nonzero reserved field");
   if (!r.U32(&a.n_layers) || !r.U32(&a.n_kv_heads) || !r.U32(&a.head_dim) ||
       !GetF32(r, &a.rope_theta) || !r.U32(&a.group_layers) || !r.U32(&a.raw_head) ||
-      !r.U32(&a.raw_tail) || !GetF32(r, &a.target_ratio) || !r.U32(&n_groups)) {
+      !r.U32(&a.raw_tail) || !GetF32(r, &a.target_ratio) || !r.U32(&a.conditioning.vocab) ||
+      !r.U32(&a.conditioning.rank)) {
     return Status::Corruption("dckv artifact: truncated header");
   }
+  DckvConditioning& cond = a.conditioning;
+  if (cond.vocab > kMaxVocab || cond.rank > kMaxRank || (cond.rank > 0) != (cond.vocab > 0) ||
+      r.remaining() < 2ull * cond.vocab * cond.rank) {
+    return Status::Corruption("dckv artifact: bad conditioning embeddings");
+  }
+  cond.embed_bf16.resize(static_cast<size_t>(cond.vocab) * cond.rank);
+  for (uint16_t& v : cond.embed_bf16) {
+    r.U16(&v);
+    if ((v & 0x7F80) == 0x7F80) return Status::Corruption("dckv artifact: non-finite embedding");
+  }
+  if (!r.U32(&n_groups)) return Status::Corruption("dckv artifact: truncated header");
   if (a.n_layers == 0 || a.n_layers > 1024 || a.n_kv_heads == 0 || a.n_kv_heads > 1024 ||
       a.head_dim == 0 || a.head_dim > 4096 || a.head_dim % 2 != 0 ||
       !(std::isfinite(a.rope_theta) && a.rope_theta > 0) || a.group_layers == 0 ||
@@ -115,9 +136,29 @@ Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
       if (!(std::isfinite(v) && v > 0)) return Status::Corruption("dckv artifact: bad step");
     }
     for (uint16_t& t : g.table_index) r.U16(&t);
+    const uint64_t token_map_size = static_cast<uint64_t>(cond.rank + 1) * n_active;
+    if (r.remaining() < 2ull * n_active + 4ull * token_map_size + 4) {
+      return Status::Corruption("dckv artifact: truncated group data");
+    }
+    g.odd_table_index.resize(n_active);
+    g.token_map.resize(token_map_size);
+    for (uint16_t& t : g.odd_table_index) r.U16(&t);
+    for (float& v : g.token_map) GetF32(r, &v);
+    uint32_t context_rows = 0;
+    r.U32(&context_rows);
+    if (context_rows != 0 && (context_rows <= cond.rank + 1 || context_rows - cond.rank - 1 > n_active)) {
+      return Status::Corruption("dckv artifact: bad context map shape");
+    }
+    g.context_inputs = context_rows == 0 ? 0 : context_rows - cond.rank - 1;
+    if (r.remaining() < 4ull * context_rows * n_active) return Status::Corruption("dckv artifact: truncated context map");
+    g.context_map.resize(static_cast<size_t>(context_rows) * n_active);
+    for (float& v : g.context_map) GetF32(r, &v);
+    for (float v : g.token_map) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite token map");
+    for (float v : g.context_map) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite context map");
     for (float v : g.mean) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite mean");
     for (float v : g.basis) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite basis");
     all_tables.insert(all_tables.end(), g.table_index.begin(), g.table_index.end());
+    all_tables.insert(all_tables.end(), g.odd_table_index.begin(), g.odd_table_index.end());
     a.groups.push_back(std::move(g));
   }
   if (next_layer != a.n_layers) return Status::Corruption("dckv artifact: groups do not cover the layers");

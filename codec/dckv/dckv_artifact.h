@@ -6,21 +6,32 @@
 //   so dims = 2 * layers_in_group * n_kv_heads * head_dim (the last group may hold
 //   fewer layers). K and V share one basis.
 // Transform per group: y = W^T (x - mean); component i (a row of `basis`, dims
-//   floats, orthonormal) is quantised as q_i = round(y_i / step_i) and entropy coded
-//   with table `table_index[i]` of `tables` (a Laplace pmf integrated over the
-//   quantisation cell, chosen by the component's scale bucket). Only the active
-//   components (scale / step >= threshold at calibration) are stored. Decoding:
-//   x^ = mean + sum_i q_i step_i basis_i, then RoPE re-applied to the K parts.
+//   floats, orthonormal) is quantised as s_i = round((y_i - mu_i) / step_i) around
+//   the centre mu_i predicted by the conditional models (dckv_conditional.h: token
+//   map for even coded rows, checkerboard context map for odd ones) and entropy coded
+//   with table `table_index[i]` (even rows) or `odd_table_index[i]` (odd rows) of
+//   `tables` (a zero-centred Laplace pmf integrated over the quantisation cell, chosen
+//   by the scale bucket of the component's residual |y_i - mu_i| in that pass). Only
+//   the active components (scale / step >= threshold at calibration) are stored.
+//   Decoding: c_i = mu_i + s_i step_i, x^ = mean + sum_i c_i basis_i, then RoPE
+//   re-applied to the K parts.
+// Conditioning: the reduced token embeddings z (rank values per vocabulary entry,
+//   bf16: the centred token embedding projected on its top `rank` principal
+//   directions, fitted at calibration). rank 0: no token conditioning (token_map is
+//   then only its bias row).
 // Raw positions: the first `raw_head` positions of a stored prefix and its last
 //   `raw_tail` positions are stored as bf16 rows (see dckv_codec.h for chunks).
 //
-// Byte layout (little-endian), version 1:
+// Byte layout (little-endian), version 2:
 //   u32 magic "DCKA", u16 version, u16 reserved 0,
 //   u32 n_layers, u32 n_kv_heads, u32 head_dim, f32 rope_theta,
 //   u32 group_layers, u32 raw_head, u32 raw_tail, f32 target_ratio,
+//   u32 vocab, u32 rank, bf16 embed[vocab][rank],
 //   u32 n_groups, per group: u32 first_layer, u32 layers, u32 dims, u32 n_active,
 //     f32 mean[dims], f32 basis[n_active][dims], f32 step[n_active],
-//     u16 table_index[n_active],
+//     u16 table_index[n_active], u16 odd_table_index[n_active],
+//     f32 token_map[rank + 1][n_active],
+//     u32 context_rows (0 or k + rank + 1, 1 <= k <= n_active), f32 context_map[context_rows][n_active],
 //   u32 table-set bytes, TableSet::Serialize() bytes,
 //   u64 XXH3-64 of everything before it.
 // The digest placed in payload headers is SHA-256 of the whole serialised artifact.
@@ -43,7 +54,13 @@
 namespace kvstash::dckv {
 
 inline constexpr uint32_t kArtifactMagic = 0x414B4344;  // "DCKA"
-inline constexpr uint16_t kArtifactVersion = 1;
+inline constexpr uint16_t kArtifactVersion = 2;
+
+// Reduced token embeddings of the conditional models (see above).
+struct DckvConditioning {
+  uint32_t vocab = 0, rank = 0;
+  std::vector<uint16_t> embed_bf16;  // [vocab, rank]
+};
 
 struct DckvGroup {
   uint32_t first_layer = 0;
@@ -52,7 +69,11 @@ struct DckvGroup {
   std::vector<float> mean;            // [dims]
   std::vector<float> basis;           // [n_active, dims], rows orthonormal
   std::vector<float> step;            // [n_active], > 0
-  std::vector<uint16_t> table_index;  // [n_active], < tables.size()
+  std::vector<uint16_t> table_index;  // [n_active], < tables.size(): even coded rows
+  std::vector<uint16_t> odd_table_index;  // [n_active]: odd coded rows
+  std::vector<float> token_map;       // [rank + 1, n_active], last row the bias
+  uint32_t context_inputs = 0;        // k: neighbour components the context map reads
+  std::vector<float> context_map;     // [k + rank + 1, n_active] or empty (k = 0)
   uint32_t n_active() const { return static_cast<uint32_t>(step.size()); }
 };
 
@@ -63,6 +84,7 @@ struct DckvArtifact {
   uint32_t raw_head = 4;
   uint32_t raw_tail = 128;
   float target_ratio = 0.0f;  // the rate point it was calibrated for (informational)
+  DckvConditioning conditioning;
   std::vector<DckvGroup> groups;
   // 16-bit two's-complement alphabet; never null in a parsed or calibrated artifact.
   std::shared_ptr<const entropy::TableSet> tables;

@@ -2,11 +2,14 @@
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 
+#include "codec/dckv/dckv_ridge.h"
 #include "codec/entropy/pmf.h"
 #include "codec/entropy/table_builder.h"
+#include "common/dtype.h"
 
 namespace kvstash::dckv {
 namespace {
@@ -24,16 +27,208 @@ int ScaleBucket(double b) {
 
 double BucketScale(int j) { return kBucketMin * std::pow(kBucketRatio, j); }
 
-// Estimated bits per token when every active component uses step delta.
-double EstimatedBits(const DckvBasis& basis, double delta, double threshold) {
+using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// Active components of a group at step delta: a prefix (variances decrease).
+uint32_t ActiveCount(const DckvGroupBasis& g, double delta, double threshold) {
+  uint32_t a = 0;
+  while (a < g.dims && std::sqrt(g.variance[a]) / delta >= threshold) ++a;
+  return a;
+}
+
+// Estimated bits per token when every active component uses step delta: half the
+// rows are coded with the token model's residual scale, half with the odd rows'
+// (odd_ratio[g][i] = odd residual / token residual; 1 where unknown).
+double EstimatedBits(const DckvBasis& basis, double delta, double threshold,
+                     const std::vector<std::vector<double>>& odd_ratio) {
   double bits = 0;
-  for (const auto& g : basis.groups) {
-    for (uint32_t i = 0; i < g.dims; ++i) {
-      if (std::sqrt(g.variance[i]) / delta < threshold) continue;
-      bits += QuantizedLaplaceEntropy(g.mean_abs[i] / delta);
+  for (size_t gi = 0; gi < basis.groups.size(); ++gi) {
+    const auto& g = basis.groups[gi];
+    const uint32_t a = ActiveCount(g, delta, threshold);
+    for (uint32_t i = 0; i < a; ++i) {
+      const double b = g.token_mean_abs[i] / delta;
+      const double rho = i < odd_ratio[gi].size() ? odd_ratio[gi][i] : 1.0;
+      bits += 0.5 * (QuantizedLaplaceEntropy(b) + QuantizedLaplaceEntropy(b * rho));
     }
   }
   return bits;
+}
+
+double FindStep(const DckvBasis& basis, double budget, double threshold, double max_sd,
+                const std::vector<std::vector<double>>& odd_ratio) {
+  // Bisection on log(delta): bits decrease as delta grows.
+  double lo = std::log(max_sd * 1e-6), hi = std::log(max_sd * 1e3);
+  for (int it = 0; it < 80; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    if (EstimatedBits(basis, std::exp(mid), threshold, odd_ratio) > budget) lo = mid; else hi = mid;
+  }
+  return std::exp(hi);
+}
+
+// Calibration token embeddings z as fp32 [rows, rank].
+Eigen::MatrixXf CalibrationZ(const DckvBasis& basis) {
+  const uint32_t r = basis.conditioning.rank;
+  Eigen::MatrixXf z(static_cast<Eigen::Index>(basis.tokens.size()), r);
+  for (size_t t = 0; t < basis.tokens.size(); ++t) {
+    const uint16_t* e = basis.conditioning.embed_bf16.data() + static_cast<size_t>(basis.tokens[t]) * r;
+    for (uint32_t k = 0; k < r; ++k) z(static_cast<Eigen::Index>(t), k) = std::bit_cast<float>(static_cast<uint32_t>(e[k]) << 16);
+  }
+  return z;
+}
+
+// Two folds of the calibration rows by document (alternate documents; the halves of
+// the rows when there is one document): fold[t] in {0, 1}.
+std::vector<uint8_t> Folds(const DckvBasis& basis) {
+  std::vector<uint8_t> fold(basis.rows, 0);
+  if (basis.document_rows.size() < 2) {
+    for (uint64_t t = basis.rows / 2; t < basis.rows; ++t) fold[t] = 1;
+    return fold;
+  }
+  uint64_t start = 0;
+  for (size_t d = 0; d < basis.document_rows.size(); ++d) {
+    std::fill_n(fold.begin() + start, basis.document_rows[d], static_cast<uint8_t>(d % 2));
+    start += basis.document_rows[d];
+  }
+  return fold;
+}
+
+// Held-out mean |residual| per target column of a ridge fit: each fold predicted by
+// the fit on the other fold. Also returns the fit on all rows.
+Result<std::pair<Eigen::MatrixXd, std::vector<double>>> RidgeHeldOut(const Eigen::MatrixXf& feat,
+                                                                     const Eigen::MatrixXf& target,
+                                                                     const std::vector<uint8_t>& fold,
+                                                                     double ridge) {
+  std::vector<double> abs_sum(target.cols(), 0.0);
+  for (uint8_t f = 0; f < 2; ++f) {
+    std::vector<Eigen::Index> train, test;
+    for (Eigen::Index t = 0; t < feat.rows(); ++t) (fold[t] == f ? test : train).push_back(t);
+    if (train.empty() || test.empty()) return Status::InvalidArgument("dckv calibration: too few rows to fit the conditional models");
+    KVSTASH_ASSIGN_OR_RETURN(Eigen::MatrixXd b, FitRidge(feat(train, Eigen::all), target(train, Eigen::all), ridge));
+    const Eigen::MatrixXf bf = b.cast<float>();
+    Eigen::MatrixXf res = target(test, Eigen::all) - feat(test, Eigen::all) * bf.topRows(feat.cols());
+    res.rowwise() -= bf.row(feat.cols());
+    for (Eigen::Index i = 0; i < target.cols(); ++i) abs_sum[i] += res.col(i).cast<double>().cwiseAbs().sum();
+  }
+  for (double& v : abs_sum) v /= static_cast<double>(target.rows());
+  KVSTASH_ASSIGN_OR_RETURN(Eigen::MatrixXd all, FitRidge(feat, target, ridge));
+  return std::make_pair(std::move(all), std::move(abs_sum));
+}
+
+// The checkerboard model (b) of group g for its first `a` components at step delta,
+// reading the first k = min(a, max_inputs) neighbour components.
+struct ContextFit {
+  uint32_t inputs = 0;
+  std::vector<float> map;           // [inputs + rank + 1, a]
+  std::vector<double> odd_mean_abs; // [a] held-out E|y_i - mu_i| on the odd rows
+};
+
+Result<ContextFit> FitContext(const DckvBasis& basis, const DckvGroupBasis& g, const Eigen::MatrixXf& z,
+                              uint32_t a, double delta, double ridge, uint32_t max_inputs) {
+  const uint32_t r = basis.conditioning.rank;
+  const uint32_t k = std::min(a, max_inputs);
+  const Eigen::Index n = static_cast<Eigen::Index>(basis.rows);
+  Eigen::Map<const RowMatrixF> y_all(g.coeffs.data(), n, g.dims);
+  const Eigen::MatrixXf y = y_all.leftCols(a);
+  Eigen::Map<const RowMatrixF> p_all(g.token_map.data(), r + 1, g.dims);
+  const Eigen::MatrixXf p = p_all.leftCols(k);
+  // Decoded coefficients of every row under model (a): mu + delta * round((y - mu) / delta).
+  Eigen::MatrixXf mu = z * p.topRows(r);
+  mu.rowwise() += p.row(r);
+  const float d = static_cast<float>(delta);
+  const Eigen::MatrixXf yk = y.leftCols(k);
+  const Eigen::MatrixXf c = mu + d * ((yk - mu) / d).array().round().matrix();
+  // Odd rows of every document and their inputs.
+  const std::vector<uint8_t> row_fold = Folds(basis);
+  std::vector<Eigen::Index> odd, next;  // next -1: none
+  std::vector<uint8_t> fold;
+  uint64_t start = 0;
+  const std::vector<uint64_t> docs =
+      basis.document_rows.empty() ? std::vector<uint64_t>{basis.rows} : basis.document_rows;
+  for (uint64_t len : docs) {
+    for (uint64_t j = 1; j < len; j += 2) {
+      odd.push_back(static_cast<Eigen::Index>(start + j));
+      next.push_back(j + 1 < len ? static_cast<Eigen::Index>(start + j + 1) : -1);
+      fold.push_back(row_fold[start + j]);
+    }
+    start += len;
+  }
+  if (odd.empty()) return Status::InvalidArgument("dckv calibration: no odd rows for the context model");
+  const Eigen::Index m = static_cast<Eigen::Index>(odd.size());
+  Eigen::MatrixXf feat(m, k + r);
+  Eigen::MatrixXf target(m, a);
+  for (Eigen::Index j = 0; j < m; ++j) {
+    const Eigen::Index t = odd[j];
+    if (next[j] < 0) {
+      feat.row(j).head(k) = c.row(t - 1);
+    } else {
+      feat.row(j).head(k) = 0.5f * (c.row(t - 1) + c.row(next[j]));
+    }
+    feat.row(j).tail(r) = z.row(t);
+    target.row(j) = y.row(t);
+  }
+  // Bring the embedding block to the neighbour block's mean variance so that one
+  // ridge penalty shrinks both alike; the map's z rows are rescaled back below.
+  auto block_var = [&](Eigen::Index first, Eigen::Index count) {
+    const Eigen::MatrixXd b = feat.middleCols(first, count).cast<double>();
+    return (b.rowwise() - b.colwise().mean()).squaredNorm() / static_cast<double>(count);
+  };
+  const double zv = r > 0 ? block_var(k, r) : 0.0;
+  const float zs = zv > 0 ? static_cast<float>(std::sqrt(block_var(0, k) / zv)) : 1.0f;
+  feat.rightCols(r) *= zs;
+  KVSTASH_ASSIGN_OR_RETURN(auto fit, RidgeHeldOut(feat, target, fold, ridge));
+  fit.first.middleRows(k, r) *= static_cast<double>(zs);
+  ContextFit out;
+  out.inputs = k;
+  out.map.resize(static_cast<size_t>(k + r + 1) * a);
+  for (Eigen::Index row = 0; row < fit.first.rows(); ++row) {
+    for (uint32_t i = 0; i < a; ++i) out.map[static_cast<size_t>(row) * a + i] = static_cast<float>(fit.first(row, i));
+  }
+  out.odd_mean_abs = std::move(fit.second);
+  return out;
+}
+
+// Reduced token embeddings: PCA of the calibration tokens' embeddings, applied to the
+// whole table, bf16.
+Result<DckvConditioning> FitConditioning(const DckvRows& rows, uint32_t rank) {
+  const uint32_t dim = rows.embed_dim;
+  if (!rows.embed || rows.vocab == 0 || dim == 0 || rows.embed->size() != static_cast<size_t>(rows.vocab) * dim) {
+    return Status::InvalidArgument("dckv calibration: token ids given without a valid embedding table");
+  }
+  if (rows.tokens.size() != rows.rows) return Status::InvalidArgument("dckv calibration: need one token id per row");
+  uint64_t doc_total = 0;
+  for (uint64_t d : rows.document_rows) doc_total += d;
+  if (!rows.document_rows.empty() && doc_total != rows.rows) {
+    return Status::InvalidArgument("dckv calibration: document row counts do not sum to the rows");
+  }
+  rank = std::min(rank, dim);
+  const Eigen::Index n = static_cast<Eigen::Index>(rows.rows);
+  Eigen::Map<const RowMatrixF> table(rows.embed->data(), rows.vocab, dim);
+  Eigen::MatrixXf e(n, dim);
+  for (Eigen::Index t = 0; t < n; ++t) {
+    if (rows.tokens[t] >= rows.vocab) return Status::InvalidArgument("dckv calibration: token id out of range");
+    e.row(t) = table.row(rows.tokens[t]);
+  }
+  if (!e.allFinite()) return Status::InvalidArgument("dckv calibration: non-finite embedding");
+  const Eigen::RowVectorXf mean = e.colwise().mean();
+  e.rowwise() -= mean;
+  const Eigen::MatrixXf cov = (e.transpose() * e) / static_cast<float>(n);
+  Eigen::SelfAdjointEigenSolver<Eigen::MatrixXf> eig(cov);
+  if (eig.info() != Eigen::Success) return Status::Internal("dckv calibration: embedding eigen solver failed");
+  const Eigen::MatrixXf dirs = eig.eigenvectors().rightCols(rank).rowwise().reverse();  // [dim, rank]
+  DckvConditioning c;
+  c.vocab = rows.vocab;
+  c.rank = rank;
+  c.embed_bf16.resize(static_cast<size_t>(rows.vocab) * rank);
+  constexpr Eigen::Index kBlock = 4096;
+  for (Eigen::Index v0 = 0; v0 < rows.vocab; v0 += kBlock) {
+    const Eigen::Index nb = std::min<Eigen::Index>(kBlock, rows.vocab - v0);
+    Eigen::MatrixXf blk = table.middleRows(v0, nb);
+    blk.rowwise() -= mean;
+    const RowMatrixF zr = blk * dirs;
+    KVSTASH_RETURN_IF_ERROR(ConvertF32ToBf16(std::span<const float>(zr.data(), zr.size()),
+                                             std::span<uint16_t>(c.embed_bf16.data() + v0 * rank, zr.size())));
+  }
+  return c;
 }
 
 }  // namespace
@@ -53,7 +248,7 @@ double QuantizedLaplaceEntropy(double b) {
   return h;
 }
 
-Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers) {
+Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers, const DckvFitOptions& options) {
   if (rows.rows == 0 || rows.n_layers == 0 || rows.n_kv_heads == 0 || rows.head_dim == 0) {
     return Status::InvalidArgument("dckv calibration: no rows");
   }
@@ -74,6 +269,14 @@ Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers) {
   out.group_layers = group_layers;
   out.rows = rows.rows;
   const Eigen::Index n = static_cast<Eigen::Index>(rows.rows);
+  Eigen::MatrixXf z(n, 0);
+  if (!rows.tokens.empty() && options.embed_rank > 0) {
+    KVSTASH_ASSIGN_OR_RETURN(out.conditioning, FitConditioning(rows, options.embed_rank));
+    out.tokens = rows.tokens;
+    out.document_rows = rows.document_rows;
+    z = CalibrationZ(out);
+  }
+  const uint32_t rank = out.conditioning.rank;
   for (uint32_t first = 0; first < rows.n_layers; first += group_layers) {
     DckvGroupBasis g;
     g.first_layer = first;
@@ -115,6 +318,16 @@ Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers) {
       g.mean_abs[i] = y.col(i).cast<double>().cwiseAbs().mean();
       for (Eigen::Index c = 0; c < d; ++c) g.basis[static_cast<size_t>(i) * d + c] = w(c, i);
     }
+    g.coeffs.resize(static_cast<size_t>(n) * d);
+    Eigen::Map<RowMatrixF>(g.coeffs.data(), n, d) = y;
+    // Model (a): ridge of every coefficient on [z, 1].
+    g.token_map.assign(static_cast<size_t>(rank + 1) * d, 0.0f);
+    g.token_mean_abs = g.mean_abs;
+    if (rank > 0) {
+      KVSTASH_ASSIGN_OR_RETURN(auto fit, RidgeHeldOut(z, y, Folds(out), options.token_ridge));
+      Eigen::Map<RowMatrixF>(g.token_map.data(), rank + 1, d) = fit.first.cast<float>();
+      g.token_mean_abs = std::move(fit.second);
+    }
     out.groups.push_back(std::move(g));
   }
   return out;
@@ -131,13 +344,43 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
   double max_sd = 0;
   for (const auto& g : basis.groups) max_sd = std::max(max_sd, std::sqrt(g.variance[0]));
   if (!(max_sd > 0)) return Status::InvalidArgument("dckv calibration: rows have no variance");
-  // Bisection on log(delta): bits decrease as delta grows.
-  double lo = std::log(max_sd * 1e-6), hi = std::log(max_sd * 1e3);
-  for (int it = 0; it < 80; ++it) {
-    const double mid = 0.5 * (lo + hi);
-    if (EstimatedBits(basis, std::exp(mid), o.active_threshold) > budget) lo = mid; else hi = mid;
+  const uint32_t rank = basis.conditioning.rank;
+  const bool context = o.checkerboard && rank > 0;
+  std::vector<std::vector<double>> odd_ratio(basis.groups.size());
+  double delta = FindStep(basis, budget, o.active_threshold, max_sd, odd_ratio);
+  std::vector<ContextFit> fits(basis.groups.size());
+  if (context) {
+    const Eigen::MatrixXf z = CalibrationZ(basis);
+    // Fit at the token-model step, measure the odd rows' residual ratio, find the step
+    // again with it, and refit at the final step.
+    for (int round = 0; round < 2; ++round) {
+      for (size_t gi = 0; gi < basis.groups.size(); ++gi) {
+        const auto& g = basis.groups[gi];
+        const uint32_t na = ActiveCount(g, delta, o.active_threshold);
+        fits[gi] = {};
+        if (na == 0) continue;
+        KVSTASH_ASSIGN_OR_RETURN(fits[gi], FitContext(basis, g, z, na, delta, o.context_ridge, o.context_inputs));
+        // Keep the context model only where its held-out residuals cost fewer bits.
+        double with = 0, without = 0;
+        for (uint32_t i = 0; i < na; ++i) {
+          with += QuantizedLaplaceEntropy(fits[gi].odd_mean_abs[i] / delta);
+          without += QuantizedLaplaceEntropy(g.token_mean_abs[i] / delta);
+        }
+        if (!(with < without)) {
+          fits[gi] = {};
+          odd_ratio[gi].clear();
+          continue;
+        }
+        if (round == 0) {
+          odd_ratio[gi].resize(na);
+          for (uint32_t i = 0; i < na; ++i) {
+            odd_ratio[gi][i] = g.token_mean_abs[i] > 0 ? fits[gi].odd_mean_abs[i] / g.token_mean_abs[i] : 1.0;
+          }
+        }
+      }
+      if (round == 0) delta = FindStep(basis, budget, o.active_threshold, max_sd, odd_ratio);
+    }
   }
-  const double delta = std::exp(hi);
 
   DckvArtifact a;
   a.n_layers = basis.n_layers;
@@ -148,32 +391,48 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
   a.raw_head = o.raw_head;
   a.raw_tail = o.raw_tail;
   a.target_ratio = static_cast<float>(o.target_ratio);
+  a.conditioning = basis.conditioning;
   std::map<int, uint16_t> bucket_table;  // scale bucket -> table index
   std::vector<entropy::FrequencyTable> tables;
-  for (const auto& gb : basis.groups) {
+  auto table_for = [&](double scale) -> Result<uint16_t> {
+    const int bucket = ScaleBucket(scale);
+    auto it = bucket_table.find(bucket);
+    if (it == bucket_table.end()) {
+      KVSTASH_ASSIGN_OR_RETURN(
+          auto pmf, entropy::LaplacePmf(16, entropy::SymbolMapping::kTwosComplement, 0.0, BucketScale(bucket)));
+      entropy::TableBuildOptions tb;
+      tb.precision = o.precision;
+      KVSTASH_ASSIGN_OR_RETURN(auto table, entropy::BuildTable(pmf, tb));
+      it = bucket_table.emplace(bucket, static_cast<uint16_t>(tables.size())).first;
+      tables.push_back(std::move(table));
+    }
+    return it->second;
+  };
+  for (size_t gi = 0; gi < basis.groups.size(); ++gi) {
+    const auto& gb = basis.groups[gi];
     DckvGroup g;
     g.first_layer = gb.first_layer;
     g.layers = gb.layers;
     g.dims = gb.dims;
     g.mean = gb.mean;
-    for (uint32_t i = 0; i < gb.dims; ++i) {
-      if (std::sqrt(gb.variance[i]) / delta < o.active_threshold) continue;
-      const int bucket = ScaleBucket(gb.mean_abs[i] / delta);
-      auto it = bucket_table.find(bucket);
-      if (it == bucket_table.end()) {
-        KVSTASH_ASSIGN_OR_RETURN(
-            auto pmf, entropy::LaplacePmf(16, entropy::SymbolMapping::kTwosComplement, 0.0,
-                                          BucketScale(bucket)));
-        entropy::TableBuildOptions tb;
-        tb.precision = o.precision;
-        KVSTASH_ASSIGN_OR_RETURN(auto table, entropy::BuildTable(pmf, tb));
-        it = bucket_table.emplace(bucket, static_cast<uint16_t>(tables.size())).first;
-        tables.push_back(std::move(table));
-      }
+    const uint32_t na = ActiveCount(gb, delta, o.active_threshold);
+    const bool has_context = context && na > 0 && fits[gi].odd_mean_abs.size() == na;
+    for (uint32_t i = 0; i < na; ++i) {
       g.basis.insert(g.basis.end(), gb.basis.begin() + static_cast<size_t>(i) * gb.dims,
                      gb.basis.begin() + static_cast<size_t>(i + 1) * gb.dims);
       g.step.push_back(static_cast<float>(delta));
-      g.table_index.push_back(it->second);
+      KVSTASH_ASSIGN_OR_RETURN(uint16_t even, table_for(gb.token_mean_abs[i] / delta));
+      KVSTASH_ASSIGN_OR_RETURN(uint16_t odd, table_for((has_context ? fits[gi].odd_mean_abs[i] : gb.token_mean_abs[i]) / delta));
+      g.table_index.push_back(even);
+      g.odd_table_index.push_back(odd);
+    }
+    g.token_map.resize(static_cast<size_t>(rank + 1) * na);
+    for (uint32_t k = 0; k <= rank; ++k) {
+      for (uint32_t i = 0; i < na; ++i) g.token_map[static_cast<size_t>(k) * na + i] = gb.token_map[static_cast<size_t>(k) * gb.dims + i];
+    }
+    if (has_context) {
+      g.context_inputs = fits[gi].inputs;
+      g.context_map = std::move(fits[gi].map);
     }
     a.groups.push_back(std::move(g));
   }

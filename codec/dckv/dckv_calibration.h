@@ -6,6 +6,13 @@
 //   head_dim, K then V per layer), and the eigen-decomposition of C (Eigen's
 //   SelfAdjointEigenSolver, fp32): the PCA basis, components by decreasing variance
 //   lambda_i, plus the mean absolute coefficient E|y_i| of the calibration rows.
+//   With token ids and the model's embedding table: the reduced token embeddings z
+//   (PCA of the calibration tokens' embeddings, top `embed_rank` directions, applied
+//   to the whole vocabulary and rounded to bf16) and per group the token map of the
+//   conditional model (a) (dckv_conditional.h): ridge regression of every coefficient
+//   on [z, 1], closed form (Z^T Z + lambda I) P = Z^T Y (penalty token_ridge
+//   relative to each feature's scale, dckv_ridge.h; bias unpenalised), with E|y_i - mu_i| of its residual.
+//   The coefficients of every calibration row are kept for step 2.
 // Step 2, MakeDckvArtifact (cheap, once per rate point): reverse water-filling over
 //   all components of all groups. Every active component gets the same step Delta
 //   (equal distortion Delta^2/12 per component); a component is active when
@@ -15,9 +22,24 @@
 //   entropy of a Laplace density with E|y| = E|y_i| integrated over the cells of the
 //   quantiser (closed form). The measured rate differs from the target by the model
 //   error of that estimate; the benchmark reports the measured one.
-//   Entropy tables: each active component's Laplace scale b_i = E|y_i| / Delta (in
-//   quantisation steps) is rounded to a log-spaced bucket (kScaleBuckets per decade
-//   ratio below); one table per used bucket, 16-bit two's-complement alphabet.
+//   With conditioning, H_i averages the even rows' residual scale (token model) and
+//   the odd rows' (checkerboard model): Delta is found once with the token residuals,
+//   the checkerboard context map is fitted at that Delta, and Delta is found again
+//   with the odd rows' measured residual ratio, and the map refitted.
+//   Checkerboard fit (model (b)): on the calibration documents, rows at odd index
+//   (from the document's first coded row) are regressed on u = [n | z | 1], n the
+//   mean of the two neighbouring rows' first k = context_inputs coefficients as the
+//   decoder sees them (token mean + quantised residual at this Delta), closed-form
+//   ridge (lambda = context_ridge * trace(U_c^T U_c) / dim(u), bias unpenalised).
+//   A group keeps the context map only when its held-out residuals give a lower
+//   estimated rate than the token model alone.
+//   Residual scales (both models) are held out: the calibration documents are split
+//   in two folds (alternate documents), each fold's residual comes from the fit on
+//   the other; the stored maps are fitted on all rows.
+//   Entropy tables: each active component's Laplace scale b_i = E|y_i - mu_i| / Delta
+//   (in quantisation steps), per pass, is rounded to a log-spaced scale bucket
+//   (ratio 1.1 between buckets); one table per used bucket, 16-bit two's-complement
+//   alphabet.
 //
 // Errors: InvalidArgument for empty rows, inconsistent shapes, group_layers 0,
 // target_ratio <= 1, non-finite input.
@@ -25,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "codec/dckv/dckv_artifact.h"
@@ -34,10 +57,18 @@ namespace kvstash::dckv {
 
 // Calibration rows: per layer l, k[l] (before RoPE) and v[l] are [rows, n_kv_heads,
 // head_dim] fp32.
+// Optional conditioning inputs: token ids of the rows, the documents' row counts
+// (consecutive rows of one document are neighbours) and the model's token embedding
+// table [vocab, embed_dim] fp32. Without them (tokens empty) no conditional model is
+// fitted.
 struct DckvRows {
   uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0;
   uint64_t rows = 0;
   std::vector<std::vector<float>> k, v;
+  std::vector<uint32_t> tokens;          // [rows] or empty
+  std::vector<uint64_t> document_rows;   // sums to rows; empty = one document
+  std::shared_ptr<const std::vector<float>> embed;  // [vocab, embed_dim]
+  uint32_t vocab = 0, embed_dim = 0;
 };
 
 // PCA of one layer group, components by decreasing variance.
@@ -47,6 +78,9 @@ struct DckvGroupBasis {
   std::vector<float> basis;     // [dims components, dims], rows orthonormal
   std::vector<double> variance; // [dims] lambda_i >= 0
   std::vector<double> mean_abs; // [dims] E|y_i| over the calibration rows
+  std::vector<float> token_map; // [rank + 1, dims] model (a) over all components
+  std::vector<double> token_mean_abs; // [dims] E|y_i - mu_i| under model (a)
+  std::vector<float> coeffs;    // [rows, dims] y of every calibration row
 };
 
 struct DckvBasis {
@@ -54,10 +88,19 @@ struct DckvBasis {
   uint32_t group_layers = 0;
   uint64_t rows = 0;
   std::vector<DckvGroupBasis> groups;
+  DckvConditioning conditioning;       // rank 0 without token ids
+  std::vector<uint32_t> tokens;        // [rows] (empty without)
+  std::vector<uint64_t> document_rows;
+};
+
+struct DckvFitOptions {
+  uint32_t embed_rank = 128;   // reduced embedding size (capped by embed_dim)
+  double token_ridge = 1e-3;   // relative ridge penalty of model (a)
 };
 
 // group_layers: layers per group (the last group takes the remainder).
-Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers);
+Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers,
+                               const DckvFitOptions& options = {});
 
 struct DckvRateOptions {
   double target_ratio = 20.0;      // bf16 bytes / coded bytes, estimated (see above)
@@ -66,6 +109,9 @@ struct DckvRateOptions {
   uint32_t raw_head = 4;           // bf16 positions at the start of a prefix
   uint32_t raw_tail = 128;         // bf16 positions at the end of a prefix
   int precision = 12;              // rANS probability precision
+  bool checkerboard = true;        // fit model (b) (needs conditioning)
+  double context_ridge = 0.05;     // relative ridge penalty of model (b)
+  uint32_t context_inputs = 128;   // neighbour components model (b) reads (k)
 };
 
 Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOptions& options);

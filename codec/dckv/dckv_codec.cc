@@ -6,6 +6,7 @@
 
 #include <Eigen/Dense>
 
+#include "codec/dckv/dckv_conditional.h"
 #include "codec/dckv/dckv_rope.h"
 #include "codec/entropy/rans_segments.h"
 #include "common/byte_io.h"
@@ -16,12 +17,21 @@ namespace kvstash::dckv {
 namespace {
 
 constexpr uint32_t kBodyMagic = 0x424B4344;  // "DCKB"
-constexpr uint32_t kBodyHeaderBytes = 16;
+constexpr uint32_t kFlagTokenIds = 1;
 
 // Reads value i of a bf16 or f32 tensor.
 float LoadValue(std::span<const uint8_t> bytes, DType dtype, uint64_t i) {
   if (dtype == DType::kF32) return std::bit_cast<float>(LoadLe<uint32_t>(bytes.data() + 4 * i));
   return std::bit_cast<float>(static_cast<uint32_t>(LoadLe<uint16_t>(bytes.data() + 2 * i)) << 16);
+}
+
+// z of every coded row [rows, rank]: the reduced embeddings, zeros without ids.
+std::vector<float> TokenRows(const DckvConditioning& cond, const std::vector<uint32_t>& ids, uint32_t rows) {
+  std::vector<float> z(static_cast<size_t>(rows) * cond.rank, 0.0f);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    TokenEmbedding(cond, ids[r], std::span<float>(z.data() + r * cond.rank, cond.rank));
+  }
+  return z;
 }
 
 uint16_t ToBf16(float x) {
@@ -38,10 +48,16 @@ Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
   for (const auto& g : artifact.groups) {
     if (g.first_layer != next || g.dims != 2ull * g.layers * artifact.HeadRow() ||
         g.mean.size() != g.dims || g.basis.size() != static_cast<size_t>(g.n_active()) * g.dims ||
-        g.table_index.size() != g.n_active()) {
+        g.table_index.size() != g.n_active() || g.odd_table_index.size() != g.n_active() ||
+        g.token_map.size() != static_cast<size_t>(artifact.conditioning.rank + 1) * g.n_active() ||
+        g.context_inputs > g.n_active() || (g.context_inputs == 0) != g.context_map.empty() ||
+        g.context_map.size() != static_cast<size_t>(g.context_inputs == 0 ? 0 : g.context_inputs + artifact.conditioning.rank + 1) * g.n_active()) {
       return Status::InvalidArgument("dckv: inconsistent artifact group");
     }
     for (uint16_t t : g.table_index) {
+      if (t >= artifact.tables->size()) return Status::InvalidArgument("dckv: table index out of range");
+    }
+    for (uint16_t t : g.odd_table_index) {
       if (t >= artifact.tables->size()) return Status::InvalidArgument("dckv: table index out of range");
     }
     next += g.layers;
@@ -49,10 +65,15 @@ Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
   if (next != artifact.n_layers || artifact.head_dim % 2 != 0) {
     return Status::InvalidArgument("dckv: artifact groups do not cover the layers");
   }
+  const DckvConditioning& cond = artifact.conditioning;
+  if (cond.embed_bf16.size() != static_cast<size_t>(cond.vocab) * cond.rank || (cond.rank > 0) != (cond.vocab > 0)) {
+    return Status::InvalidArgument("dckv: inconsistent conditioning embeddings");
+  }
   DckvCodec c;
   c.digest_ = artifact.Digest();
   for (const auto& g : artifact.groups) {
-    c.token_tables_.insert(c.token_tables_.end(), g.table_index.begin(), g.table_index.end());
+    c.even_tables_.insert(c.even_tables_.end(), g.table_index.begin(), g.table_index.end());
+    c.odd_tables_.insert(c.odd_tables_.end(), g.odd_table_index.begin(), g.odd_table_index.end());
   }
   c.artifact_ = std::move(artifact);
   return c;
@@ -62,8 +83,50 @@ KvLayout DckvCodec::OutputLayout() const {
   return {artifact_.n_layers, artifact_.n_kv_heads, artifact_.head_dim, DType::kBF16};
 }
 
-Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, uint32_t token_offset,
-                                          uint32_t prefix_tokens) const {
+std::vector<uint16_t> DckvCodec::SymbolTables(uint32_t coded_rows) const {
+  std::vector<uint16_t> index;
+  index.reserve(static_cast<size_t>(coded_rows) * even_tables_.size());
+  for (uint32_t r = 0; r < coded_rows; ++r) {
+    const auto& t = r % 2 == 0 ? even_tables_ : odd_tables_;
+    index.insert(index.end(), t.begin(), t.end());
+  }
+  return index;
+}
+
+void DckvCodec::CodeGroup(size_t group, uint64_t symbol_offset, const std::vector<float>& z, uint32_t rows,
+                          const float* y, std::vector<uint16_t>* symbols, std::vector<float>* c) const {
+  const DckvGroup& g = artifact_.groups[group];
+  const uint32_t rank = artifact_.conditioning.rank;
+  const uint32_t na = g.n_active();
+  const uint64_t stride = even_tables_.size();
+  c->assign(static_cast<size_t>(rows) * na, 0.0f);
+  std::vector<float> mu(na);
+  for (uint32_t parity = 0; parity < 2; ++parity) {
+    for (uint32_t r = parity; r < rows; r += 2) {
+      const std::span<const float> zr(z.data() + static_cast<size_t>(r) * rank, rank);
+      float* cr = c->data() + static_cast<size_t>(r) * na;
+      if (parity == 1 && !g.context_map.empty()) {
+        const std::span<const float> prev(cr - na, na);
+        const std::span<const float> next = r + 1 < rows ? std::span<const float>(cr + na, na) : std::span<const float>();
+        PredictContextMean(g, rank, prev, next, zr, mu);
+      } else {
+        PredictTokenMean(g, rank, zr, mu);
+      }
+      uint16_t* sym = symbols->data() + r * stride + symbol_offset;
+      for (uint32_t i = 0; i < na; ++i) {
+        if (y != nullptr) {
+          const float residual = y[static_cast<size_t>(r) * na + i] - mu[i];
+          const double v = std::clamp(std::nearbyint(static_cast<double>(residual) / g.step[i]), -32767.0, 32767.0);
+          sym[i] = static_cast<uint16_t>(static_cast<int16_t>(v));
+        }
+        cr[i] = mu[i] + static_cast<float>(static_cast<int16_t>(sym[i])) * g.step[i];
+      }
+    }
+  }
+}
+
+Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<const uint32_t> tokens,
+                                          uint32_t token_offset, uint32_t prefix_tokens) const {
   KVSTASH_RETURN_IF_ERROR(chunk.Validate());
   const DckvArtifact& a = artifact_;
   if (chunk.layout.n_layers != a.n_layers || chunk.layout.n_kv_heads != a.n_kv_heads ||
@@ -75,6 +138,9 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, uint32_t tok
   const uint32_t T = chunk.tokens;
   if (static_cast<uint64_t>(token_offset) + T > prefix_tokens) {
     return Status::InvalidArgument("dckv: chunk extends past the prefix");
+  }
+  if (!tokens.empty() && tokens.size() != T) {
+    return Status::InvalidArgument("dckv: token id count differs from the chunk's tokens");
   }
   DckvQuantized q;
   q.tokens = T;
@@ -99,9 +165,17 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, uint32_t tok
   for (uint32_t t = 0; t < q.raw_head_rows; ++t) raw_row(t);
   for (uint32_t t = T - q.raw_tail_rows; t < T; ++t) raw_row(t);
 
-  const uint64_t A = token_tables_.size();
+  const uint64_t A = even_tables_.size();
   const uint32_t R = q.coded_rows();
   q.symbols.resize(static_cast<size_t>(R) * A);
+  if (!tokens.empty() && a.conditioning.rank > 0) {
+    q.token_ids.assign(tokens.begin() + q.raw_head_rows, tokens.begin() + q.raw_head_rows + R);
+    for (uint32_t id : q.token_ids) {
+      if (id >= a.conditioning.vocab) return Status::InvalidArgument("dckv: token id outside the artifact's vocabulary");
+    }
+  }
+  const std::vector<float> z = TokenRows(a.conditioning, q.token_ids, R);
+  std::vector<float> coef;
   // Projection y = (x - mean) W^T per group as one GEMM (Eigen). The encoder need not
   // be bit-reproducible: the decoder only sees the symbols.
   uint64_t group_offset = 0;
@@ -129,13 +203,8 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, uint32_t tok
     }
     Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> w(
         g.basis.data(), g.n_active(), g.dims);
-    const Eigen::MatrixXf y = x * w.transpose();  // [R, n_active]
-    for (uint32_t r = 0; r < R; ++r) {
-      for (uint32_t i = 0; i < g.n_active(); ++i) {
-        const double v = std::clamp(std::nearbyint(static_cast<double>(y(r, i)) / g.step[i]), -32767.0, 32767.0);
-        q.symbols[r * A + group_offset + i] = static_cast<uint16_t>(static_cast<int16_t>(v));
-      }
-    }
+    const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> y = x * w.transpose();  // [R, n_active]
+    CodeGroup(static_cast<size_t>(&g - a.groups.data()), group_offset, z, R, y.data(), &q.symbols, &coef);
     group_offset += g.n_active();
   }
   return q;
@@ -145,12 +214,19 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
   const DckvArtifact& a = artifact_;
   const uint32_t hr = a.HeadRow();
   const uint64_t per_token = 2ull * a.n_layers * hr;
-  const uint64_t A = token_tables_.size();
+  const uint64_t A = even_tables_.size();
   if (q.tokens == 0 || q.raw_head_rows + q.raw_tail_rows > q.tokens ||
       q.raw_bf16.size() != (q.raw_head_rows + q.raw_tail_rows) * per_token ||
-      q.symbols.size() != static_cast<size_t>(q.coded_rows()) * A) {
+      q.symbols.size() != static_cast<size_t>(q.coded_rows()) * A ||
+      (!q.token_ids.empty() && q.token_ids.size() != q.coded_rows())) {
     return Status::InvalidArgument("dckv: inconsistent quantised chunk");
   }
+  for (uint32_t id : q.token_ids) {
+    if (id >= a.conditioning.vocab) return Status::InvalidArgument("dckv: token id outside the artifact's vocabulary");
+  }
+  const std::vector<float> z = TokenRows(a.conditioning, q.token_ids, q.coded_rows());
+  std::vector<float> coef;
+  std::vector<uint16_t> symbols = q.symbols;
   KvChunk out = KvChunk::Zeros(OutputLayout(), q.tokens);
   auto put = [&](uint32_t l, int kv, uint32_t t, uint32_t c, uint16_t bits) {
     auto dst = kv == 0 ? out.MutableK(l) : out.MutableV(l);
@@ -170,12 +246,13 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
     put_raw(q.tokens - q.raw_tail_rows + j, q.raw_bf16.data() + (q.raw_head_rows + j) * per_token);
   }
   // Blocks of kBlock tokens: each basis row is read once per block. Every output
-  // value is still mean + sum_i coef_i w_i accumulated in component order, so the
+  // value is still mean + sum_i c_i w_i accumulated in component order, so the
   // result does not depend on the blocking.
   constexpr uint32_t kBlock = 16;
   std::vector<float> x;
   uint64_t group_offset = 0;
   for (const auto& g : a.groups) {
+    CodeGroup(static_cast<size_t>(&g - a.groups.data()), group_offset, z, q.coded_rows(), nullptr, &symbols, &coef);
     for (uint32_t r0 = 0; r0 < q.coded_rows(); r0 += kBlock) {
       const uint32_t nb = std::min(kBlock, q.coded_rows() - r0);
       x.resize(static_cast<size_t>(nb) * g.dims);
@@ -183,11 +260,10 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
       for (uint32_t i = 0; i < g.n_active(); ++i) {
         const float* w = g.basis.data() + static_cast<size_t>(i) * g.dims;
         for (uint32_t b = 0; b < nb; ++b) {
-          const int16_t sym = static_cast<int16_t>(q.symbols[(r0 + b) * A + group_offset + i]);
-          if (sym == 0) continue;
-          const float coef = static_cast<float>(sym) * g.step[i];
+          const float ci = coef[static_cast<size_t>(r0 + b) * g.n_active() + i];
+          if (ci == 0.0f) continue;
           float* xr = x.data() + static_cast<size_t>(b) * g.dims;
-          for (uint32_t c = 0; c < g.dims; ++c) xr[c] += coef * w[c];
+          for (uint32_t c = 0; c < g.dims; ++c) xr[c] += ci * w[c];
         }
       }
       for (uint32_t b = 0; b < nb; ++b) {
@@ -211,10 +287,10 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
   return out;
 }
 
-Result<std::vector<uint8_t>> DckvCodec::Encode(const KvChunkView& chunk, uint32_t token_offset,
-                                               uint32_t prefix_tokens,
+Result<std::vector<uint8_t>> DckvCodec::Encode(const KvChunkView& chunk, std::span<const uint32_t> tokens,
+                                               uint32_t token_offset, uint32_t prefix_tokens,
                                                const Digest256& model_fingerprint) const {
-  KVSTASH_ASSIGN_OR_RETURN(auto q, Quantize(chunk, token_offset, prefix_tokens));
+  KVSTASH_ASSIGN_OR_RETURN(auto q, Quantize(chunk, tokens, token_offset, prefix_tokens));
   KVSTASH_ASSIGN_OR_RETURN(auto decoded, Reconstruct(q, token_offset));
   std::vector<uint8_t> body;
   ByteWriter w(&body);
@@ -222,10 +298,13 @@ Result<std::vector<uint8_t>> DckvCodec::Encode(const KvChunkView& chunk, uint32_
   w.U32(q.raw_head_rows);
   w.U32(q.raw_tail_rows);
   w.U32(q.coded_rows());
+  w.U32(q.token_ids.empty() ? 0u : kFlagTokenIds);
+  for (uint32_t id : q.token_ids) {
+    if (WideTokenIds()) w.U32(id); else w.U16(static_cast<uint16_t>(id));
+  }
   for (uint16_t v : q.raw_bf16) w.U16(v);
   if (!q.symbols.empty()) {
-    std::vector<uint16_t> index(q.symbols.size());
-    for (size_t i = 0; i < index.size(); ++i) index[i] = token_tables_[i % token_tables_.size()];
+    const std::vector<uint16_t> index = SymbolTables(q.coded_rows());
     KVSTASH_RETURN_IF_ERROR(entropy::RansEncodeSegmentedAppend(
         q.symbols, index, *artifact_.tables, entropy::kDefaultSegmentSymbols, &body));
   }
@@ -254,16 +333,34 @@ Result<DckvQuantized> DckvCodec::ParsePayload(std::span<const uint8_t> payload,
   uint32_t magic = 0;
   DckvQuantized q;
   q.tokens = h.tokens;
-  uint32_t coded = 0;
+  uint32_t coded = 0, flags = 0;
   if (!r.U32(&magic) || magic != kBodyMagic || !r.U32(&q.raw_head_rows) ||
-      !r.U32(&q.raw_tail_rows) || !r.U32(&coded)) {
+      !r.U32(&q.raw_tail_rows) || !r.U32(&coded) || !r.U32(&flags)) {
     return Status::Corruption("dckv: bad body header");
+  }
+  if ((flags & ~kFlagTokenIds) != 0 || ((flags & kFlagTokenIds) && artifact_.conditioning.rank == 0)) {
+    return Status::Corruption("dckv: bad body flags");
   }
   const uint32_t expected_head =
       artifact_.raw_head > h.token_offset ? std::min(h.tokens, artifact_.raw_head - h.token_offset) : 0;
   if (q.raw_head_rows != expected_head || q.raw_tail_rows > h.tokens - q.raw_head_rows ||
       static_cast<uint64_t>(q.raw_head_rows) + q.raw_tail_rows + coded != h.tokens) {
     return Status::Corruption("dckv: raw/coded row counts disagree with the header");
+  }
+  if (flags & kFlagTokenIds) {
+    const bool wide = WideTokenIds();
+    if (r.remaining() < static_cast<uint64_t>(coded) * (wide ? 4 : 2)) return Status::Corruption("dckv: truncated token ids");
+    q.token_ids.resize(coded);
+    for (uint32_t& id : q.token_ids) {
+      if (wide) {
+        r.U32(&id);
+      } else {
+        uint16_t v = 0;
+        r.U16(&v);
+        id = v;
+      }
+      if (id >= artifact_.conditioning.vocab) return Status::Corruption("dckv: token id outside the vocabulary");
+    }
   }
   const uint64_t per_token = 2ull * artifact_.n_layers * artifact_.HeadRow();
   const uint64_t raw_values = (static_cast<uint64_t>(q.raw_head_rows) + q.raw_tail_rows) * per_token;
@@ -272,12 +369,11 @@ Result<DckvQuantized> DckvCodec::ParsePayload(std::span<const uint8_t> payload,
   for (uint16_t& v : q.raw_bf16) r.U16(&v);
   std::span<const uint8_t> stream;
   r.Take(r.remaining(), &stream);
-  q.symbols.resize(static_cast<size_t>(coded) * token_tables_.size());
+  q.symbols.resize(static_cast<size_t>(coded) * even_tables_.size());
   if (q.symbols.empty()) {
     if (!stream.empty()) return Status::Corruption("dckv: trailing bytes after the raw rows");
   } else {
-    std::vector<uint16_t> index(q.symbols.size());
-    for (size_t i = 0; i < index.size(); ++i) index[i] = token_tables_[i % token_tables_.size()];
+    const std::vector<uint16_t> index = SymbolTables(coded);
     Status st = entropy::RansDecodeSegmented(stream, index, *artifact_.tables, q.symbols);
     if (!st.ok()) return Status::Corruption("dckv: " + st.ToString());
   }

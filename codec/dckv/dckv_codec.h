@@ -14,19 +14,30 @@
 //     the decoder reads the split from the body, never from prefix_tokens).
 //   - every other position is coded: K is rotated back to before RoPE (inverse RoPE at
 //     its absolute position), the row of each layer group is projected on the basis,
-//     quantised (q = round(y / step), clamped to +-32767) and rANS coded with the
-//     component's table (segmented streams, codec/entropy/rans_segments.h).
+//     quantised around the conditional models' predicted centre mu (dckv_conditional.h:
+//     s = round((y - mu) / step), clamped to +-32767; even coded rows first, then odd
+//     rows whose mu uses the decoded even neighbours) and rANS coded with the
+//     component's even- or odd-row table (segmented streams,
+//     codec/entropy/rans_segments.h).
+// Token ids: the token-conditioned models need each coded position's token id. Encode
+//   with `tokens` (the chunk's ids) stores the coded rows' ids in the body (2 bytes
+//   each when the artifact's vocabulary has <= 65,536 entries, else 4; counted in the
+//   payload size), so Decode(payload, fingerprint) needs nothing else. Encode without
+//   tokens codes with z = 0 (the mean embedding: valid, but more bytes per token).
 // Body layout (after the 136-byte payload header), little-endian:
 //   u32 magic "DCKB", u32 raw_head_rows h, u32 raw_tail_rows t, u32 coded_rows c
 //   (h + t + c = tokens, head rows are the chunk's first h rows, tail rows its last t),
+//   u32 flags (bit 0: token ids present; other bits 0),
+//   [u16 or u32 token id of each coded row, when bit 0 is set],
 //   bf16 rows of the h + t raw positions, each position: for every layer K_l then V_l
 //   (n_kv_heads * head_dim values each, K after RoPE as cached),
 //   the segmented rANS stream of c * ActiveComponents() 16-bit symbols, token-major,
 //   then group, then component (absent when c = 0).
-// Decoding: x^ = mean + sum_i q_i step_i basis_i per group (fp32, fixed summation
-// order: bit-identical on every machine built with -ffp-contract=off), RoPE re-applied
-// to K, rounded to bf16. The header's content checksum is that of the decoded chunk,
-// and the decoder verifies it.
+// Decoding: pass 1 (even coded rows) and pass 2 (odd rows) give the coefficients
+// c_i = mu_i + s_i step_i; x^ = mean + sum_i c_i basis_i per group (fp32, fixed
+// summation order: bit-identical on every machine built with -ffp-contract=off), RoPE
+// re-applied to K, rounded to bf16. The header's content checksum is that of the
+// decoded chunk, and the decoder verifies it.
 //
 // Errors: Encode: InvalidArgument for a chunk whose shape differs from the artifact's,
 //   a dtype other than bf16/f32, a token range outside the prefix. Decode: Mismatch for
@@ -51,6 +62,7 @@ struct DckvQuantized {
   uint32_t raw_head_rows = 0, raw_tail_rows = 0;
   std::vector<uint16_t> raw_bf16;   // (h + t) * ScalarsPerToken, layout as in the body
   std::vector<uint16_t> symbols;    // coded_rows * ActiveComponents(), two's complement
+  std::vector<uint32_t> token_ids;  // coded_rows ids, or empty (z = 0)
   uint32_t coded_rows() const { return tokens - raw_head_rows - raw_tail_rows; }
 };
 
@@ -65,14 +77,27 @@ class DckvCodec {
   KvLayout OutputLayout() const;
 
   // Steps of Encode, exposed for tests and measurements.
+  // tokens: the chunk's token ids (chunk.tokens of them) or empty.
+  Result<DckvQuantized> Quantize(const KvChunkView& chunk, std::span<const uint32_t> tokens,
+                                 uint32_t token_offset, uint32_t prefix_tokens) const;
   Result<DckvQuantized> Quantize(const KvChunkView& chunk, uint32_t token_offset,
-                                 uint32_t prefix_tokens) const;
+                                 uint32_t prefix_tokens) const {
+    return Quantize(chunk, {}, token_offset, prefix_tokens);
+  }
   // Reconstructs the canonical bf16 chunk of `q` (token_offset: its first position).
   Result<KvChunk> Reconstruct(const DckvQuantized& q, uint32_t token_offset) const;
 
+  // tokens: the chunk's token ids (chunk.tokens of them; InvalidArgument if the count
+  // differs or an id is outside the artifact's vocabulary). Preferred form.
+  Result<std::vector<uint8_t>> Encode(const KvChunkView& chunk, std::span<const uint32_t> tokens,
+                                      uint32_t token_offset, uint32_t prefix_tokens,
+                                      const Digest256& model_fingerprint) const;
+  // Without token ids (z = 0, see above).
   Result<std::vector<uint8_t>> Encode(const KvChunkView& chunk, uint32_t token_offset,
                                       uint32_t prefix_tokens,
-                                      const Digest256& model_fingerprint) const;
+                                      const Digest256& model_fingerprint) const {
+    return Encode(chunk, {}, token_offset, prefix_tokens, model_fingerprint);
+  }
   // Parses a payload down to its quantised form (symbols decoded, not reconstructed).
   Result<DckvQuantized> ParsePayload(std::span<const uint8_t> payload,
                                      const Digest256& model_fingerprint,
@@ -84,7 +109,15 @@ class DckvCodec {
   DckvCodec() = default;
   DckvArtifact artifact_;
   Digest256 digest_{};
-  std::vector<uint16_t> token_tables_;  // table index of each symbol of one token
+  // Table index of each symbol of one even / odd coded row.
+  std::vector<uint16_t> even_tables_, odd_tables_;
+  // Coefficients c [rows, n_active] of group g in two passes (dckv_conditional.h).
+  // Encoder: y [rows, n_active] given, writes the symbols; decoder: y null, reads them.
+  void CodeGroup(size_t group, uint64_t symbol_offset, const std::vector<float>& z, uint32_t rows,
+                 const float* y, std::vector<uint16_t>* symbols, std::vector<float>* c) const;
+  std::vector<uint16_t> SymbolTables(uint32_t coded_rows) const;
+  // Token ids take 4 bytes in the body when the vocabulary exceeds 16 bits.
+  bool WideTokenIds() const { return artifact_.conditioning.vocab > 65536; }
 };
 
 }  // namespace kvstash::dckv

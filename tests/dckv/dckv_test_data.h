@@ -4,8 +4,10 @@
 // Real-model figures come from `kvstash bench codec --codec dckv`, not from here.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -48,6 +50,64 @@ inline DckvRows MakeRows(uint64_t tokens, uint32_t stream) {
       }
     }
   }
+  return r;
+}
+
+inline constexpr uint32_t kVocab = 24, kEmbedDim = 5;
+
+// The fixed embedding table [kVocab, kEmbedDim] of the conditioned rows.
+inline std::shared_ptr<const std::vector<float>> Embedding() {
+  std::mt19937 rng(777);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  auto e = std::make_shared<std::vector<float>>(kVocab * kEmbedDim);
+  for (auto& v : *e) v = n01(rng);
+  return e;
+}
+
+// Rows whose first three latent factors are a fixed linear image of the row's token
+// embedding (tokens uniform over the vocabulary) and whose fourth factor follows the
+// previous row's (a slowly varying one, which the checkerboard model can predict from
+// neighbours), plus MakeRows scaled by 0.05. Documents of `doc_rows` rows.
+inline DckvRows MakeConditionedRows(uint64_t tokens, uint32_t stream, uint64_t doc_rows = 100) {
+  DckvRows r = MakeRows(tokens, stream);
+  for (auto* kv : {&r.k, &r.v}) {  // the unpredictable part: small
+    for (auto& layer : *kv) for (float& x : layer) x *= 0.05f;
+  }
+  const auto embed = Embedding();
+  std::mt19937 rng(500 + stream);
+  std::uniform_int_distribution<uint32_t> pick(0, kVocab - 1);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  std::mt19937 mix_rng(4321);
+  const uint32_t hr = kHeads * kHeadDim;
+  std::vector<float> mix(2ull * kLayers * hr * 4);
+  for (auto& m : mix) m = n01(mix_rng);
+  std::vector<float> tmap(3 * kEmbedDim);
+  for (auto& m : tmap) m = 6.0f * n01(mix_rng);
+  float slow = 0;
+  for (uint64_t t = 0; t < tokens; ++t) {
+    const uint32_t id = pick(rng);
+    r.tokens.push_back(id);
+    float f[4];
+    for (int j = 0; j < 3; ++j) {
+      f[j] = 0;
+      for (uint32_t k = 0; k < kEmbedDim; ++k) f[j] += tmap[j * kEmbedDim + k] * (*embed)[id * kEmbedDim + k];
+    }
+    slow = t % doc_rows == 0 ? 20.0f * n01(rng) : 0.95f * slow + 6.0f * n01(rng);
+    f[3] = slow;
+    for (uint32_t l = 0; l < kLayers; ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        for (uint32_t c = 0; c < hr; ++c) {
+          const float* m = &mix[((2ull * l + kv) * hr + c) * 4];
+          float& x = (kv == 0 ? r.k : r.v)[l][t * hr + c];
+          for (int j = 0; j < 4; ++j) x += m[j] * f[j];
+        }
+      }
+    }
+  }
+  for (uint64_t done = 0; done < tokens; done += doc_rows) r.document_rows.push_back(std::min(doc_rows, tokens - done));
+  r.embed = embed;
+  r.vocab = kVocab;
+  r.embed_dim = kEmbedDim;
   return r;
 }
 

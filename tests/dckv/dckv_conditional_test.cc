@@ -1,0 +1,189 @@
+// The conditional entropy models: ridge fit against closed forms, hand-derived
+// predictions, and the codec's exact round trip with token ids and the checkerboard.
+#include "codec/dckv/dckv_conditional.h"
+
+#include <gtest/gtest.h>
+
+#include "codec/dckv/dckv_calibration.h"
+#include "codec/dckv/dckv_codec.h"
+#include "codec/dckv/dckv_ridge.h"
+#include "tests/dckv/dckv_test_data.h"
+#include "tests/support/test_util.h"
+
+namespace kvstash::dckv {
+namespace {
+
+constexpr Digest256 kModel = {4, 5, 6};
+
+TEST(DckvRidge, OneFeatureMatchesClosedForm) {
+  // F = 1..4, Y = 2F + 1. Centred: Sxx = 5, Sxy = 10; lambda = rel * Sxx / 1.
+  Eigen::MatrixXf f(4, 1), y(4, 1);
+  f << 1, 2, 3, 4;
+  y << 3, 5, 7, 9;
+  ASSERT_OK_AND_ASSIGN(auto b0, FitRidge(f, y, 0.0));
+  EXPECT_NEAR(b0(0, 0), 2.0, 1e-9);
+  EXPECT_NEAR(b0(1, 0), 1.0, 1e-9);
+  // rel = 1: slope 10 / (5 + 5) = 1, bias mean(Y) - mean(F) * 1 = 6 - 2.5.
+  ASSERT_OK_AND_ASSIGN(auto b1, FitRidge(f, y, 1.0));
+  EXPECT_NEAR(b1(0, 0), 1.0, 1e-9);
+  EXPECT_NEAR(b1(1, 0), 3.5, 1e-9);
+}
+
+TEST(DckvRidge, MatchesAugmentedLeastSquares) {
+  // Independent reference: the penalised problem as ordinary least squares on the
+  // augmented system [X; sqrt(lambda) D] B = [Y; 0], solved by QR in fp64.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n01;
+  const int n = 57, f = 6, m = 3;
+  Eigen::MatrixXf x(n, f), y(n, m);
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < f; ++j) x(i, j) = n01(rng) + 0.5f * j;
+    for (int j = 0; j < m; ++j) y(i, j) = n01(rng) + x(i, j) - 2.0f * x(i, j + 1);
+  }
+  const double rel = 0.3;
+  ASSERT_OK_AND_ASSIGN(auto b, FitRidge(x, y, rel));
+  Eigen::MatrixXd xc = x.cast<double>();
+  xc.rowwise() -= xc.colwise().mean();
+  const double lambda = rel * (xc.transpose() * xc).trace() / f;
+  Eigen::MatrixXd aug = Eigen::MatrixXd::Zero(n + f, f + 1);
+  aug.topLeftCorner(n, f) = x.cast<double>();
+  aug.block(0, f, n, 1).setOnes();
+  aug.bottomLeftCorner(f, f) = std::sqrt(lambda) * Eigen::MatrixXd::Identity(f, f);
+  Eigen::MatrixXd rhs = Eigen::MatrixXd::Zero(n + f, m);
+  rhs.topRows(n) = y.cast<double>();
+  const Eigen::MatrixXd ref = aug.colPivHouseholderQr().solve(rhs);
+  EXPECT_LT((b - ref).cwiseAbs().maxCoeff(), 1e-4) << b << "\n" << ref;
+}
+
+TEST(DckvRidge, BadInput) {
+  Eigen::MatrixXf f(0, 2), y(0, 1);
+  EXPECT_STATUS(FitRidge(f, y, 0.1), kInvalidArgument);
+  Eigen::MatrixXf f2(3, 1), y2(2, 1);
+  f2.setOnes();
+  y2.setOnes();
+  EXPECT_STATUS(FitRidge(f2, y2, 0.1), kInvalidArgument);
+  y2.resize(3, 1);
+  y2.setOnes();
+  EXPECT_STATUS(FitRidge(f2, y2, -1.0), kInvalidArgument);
+}
+
+TEST(DckvConditional, HandDerivedPredictions) {
+  DckvGroup g;
+  g.step = {1.0f, 1.0f};  // n_active = 2, rank 1
+  g.context_inputs = 2;
+  g.token_map = {1.0f, 2.0f,    // z_0 row
+                 0.5f, -1.0f};  // bias
+  const std::vector<float> z = {2.0f};
+  std::vector<float> mu(2);
+  PredictTokenMean(g, 1, z, mu);
+  EXPECT_EQ(mu, (std::vector<float>{2.5f, 3.0f}));
+  // Context rows: n_0, n_1, z_0, bias.
+  g.context_map = {1.0f, 0.0f,  0.0f, 0.5f,  0.25f, 0.0f,  -1.0f, 1.0f};
+  const std::vector<float> prev = {2.0f, 4.0f}, next = {4.0f, 0.0f};
+  PredictContextMean(g, 1, prev, next, z, mu);  // n = (3, 2)
+  EXPECT_EQ(mu, (std::vector<float>{-1.0f + 3.0f + 0.5f, 1.0f + 1.0f}));
+  PredictContextMean(g, 1, prev, {}, z, mu);     // n = prev
+  EXPECT_EQ(mu, (std::vector<float>{-1.0f + 2.0f + 0.5f, 1.0f + 2.0f}));
+}
+
+DckvArtifact ConditionedArtifact(double ratio, bool checkerboard) {
+  const auto rows = testing::MakeConditionedRows(1200, 0);
+  DckvFitOptions fo;
+  fo.embed_rank = testing::kEmbedDim;
+  auto basis = FitDckvBasis(rows, 2, fo);
+  EXPECT_TRUE(basis.ok()) << basis.status().ToString();
+  DckvRateOptions o;
+  o.target_ratio = ratio;
+  o.raw_head = 2;
+  o.raw_tail = 3;
+  o.checkerboard = checkerboard;
+  auto a = MakeDckvArtifact(*basis, o);
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return std::move(*a);
+}
+
+TEST(DckvConditional, ArtifactCarriesTheModels) {
+  const auto a = ConditionedArtifact(8.0, true);
+  EXPECT_EQ(a.conditioning.rank, testing::kEmbedDim);
+  EXPECT_EQ(a.conditioning.vocab, testing::kVocab);
+  for (const auto& g : a.groups) {
+    EXPECT_EQ(g.token_map.size(), (testing::kEmbedDim + 1) * g.n_active());
+    EXPECT_EQ(g.context_inputs, g.n_active());  // fewer than 128 components
+    EXPECT_EQ(g.context_map.size(), (g.context_inputs + testing::kEmbedDim + 1) * g.n_active());
+  }
+  const auto bytes = a.Serialize();
+  ASSERT_OK_AND_ASSIGN(auto b, DckvArtifact::Parse(bytes));
+  EXPECT_EQ(b.Serialize(), bytes);
+  EXPECT_EQ(b.Digest(), a.Digest());
+  EXPECT_TRUE(ConditionedArtifact(8.0, false).groups[0].context_map.empty());
+}
+
+// Symbols, token ids and raw rows round-trip exactly through the payload; Decode
+// equals the encoder's reconstruction. Chunk sizes 1, 2, odd, even.
+TEST(DckvConditional, RoundTripIsExact) {
+  ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(ConditionedArtifact(6.0, true)));
+  const auto eval = testing::MakeConditionedRows(120, 1);
+  for (uint32_t len : {1u, 2u, 7u, 8u, 33u}) {
+    for (uint32_t offset : {0u, 1u, 40u}) {
+      const auto chunk = testing::MakeChunk(eval, offset, offset + len, DType::kBF16);
+      const std::span<const uint32_t> ids(eval.tokens.data() + offset, len);
+      ASSERT_OK_AND_ASSIGN(auto q, codec.Quantize(chunk.view(), ids, offset, 120));
+      ASSERT_OK_AND_ASSIGN(auto payload, codec.Encode(chunk.view(), ids, offset, 120, kModel));
+      uint32_t got_offset = 0;
+      ASSERT_OK_AND_ASSIGN(auto parsed, codec.ParsePayload(payload, kModel, &got_offset));
+      EXPECT_EQ(got_offset, offset);
+      EXPECT_EQ(parsed.symbols, q.symbols);
+      EXPECT_EQ(parsed.token_ids, q.token_ids);
+      EXPECT_EQ(parsed.token_ids.size(), q.coded_rows());
+      EXPECT_EQ(parsed.raw_bf16, q.raw_bf16);
+      ASSERT_OK_AND_ASSIGN(auto rec, codec.Reconstruct(q, offset));
+      ASSERT_OK_AND_ASSIGN(auto decoded, codec.Decode(payload, kModel));
+      EXPECT_EQ(decoded.data, rec.data) << len << " " << offset;
+    }
+  }
+}
+
+// With the token ids the payload is smaller than without (z = 0) on the same
+// artifact; both decode. With the checkerboard model the odd rows' symbols are
+// smaller than the even rows' (the slow factor is predicted from the neighbours).
+TEST(DckvConditional, ConditioningSavesBytes) {
+  ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(ConditionedArtifact(24.0, true)));
+  const auto eval = testing::MakeConditionedRows(100, 2);
+  const auto chunk = testing::MakeChunk(eval, 0, 100, DType::kBF16);
+  const std::span<const uint32_t> ids(eval.tokens.data(), 100);
+  ASSERT_OK_AND_ASSIGN(auto with, codec.Encode(chunk.view(), ids, 0, 100, kModel));
+  ASSERT_OK_AND_ASSIGN(auto without, codec.Encode(chunk.view(), 0, 100, kModel));
+  EXPECT_LT(with.size() * 10, without.size() * 9) << with.size() << " vs " << without.size();
+  ASSERT_OK(codec.Decode(with, kModel).status());
+  ASSERT_OK(codec.Decode(without, kModel).status());
+  ASSERT_OK_AND_ASSIGN(auto q, codec.Quantize(chunk.view(), ids, 0, 100));
+  const size_t per_row = codec.artifact().ActiveComponents();
+  double even = 0, odd = 0;
+  for (size_t r = 0; r < q.coded_rows(); ++r) {
+    for (size_t i = 0; i < per_row; ++i) {
+      (r % 2 ? odd : even) += std::abs(static_cast<int16_t>(q.symbols[r * per_row + i]));
+    }
+  }
+  EXPECT_LT(odd, 0.8 * even) << odd << " vs " << even;
+}
+
+TEST(DckvConditional, BadTokenIds) {
+  ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(ConditionedArtifact(6.0, true)));
+  const auto eval = testing::MakeConditionedRows(10, 3);
+  const auto chunk = testing::MakeChunk(eval, 0, 10, DType::kBF16);
+  std::vector<uint32_t> ids(eval.tokens.begin(), eval.tokens.begin() + 10);
+  EXPECT_STATUS(codec.Encode(chunk.view(), std::span(ids).first(9), 0, 10, kModel), kInvalidArgument);
+  ids[5] = testing::kVocab;
+  EXPECT_STATUS(codec.Encode(chunk.view(), ids, 0, 10, kModel), kInvalidArgument);
+  // A token id outside the vocabulary in a payload is Corruption.
+  ids[5] = 1;
+  ASSERT_OK_AND_ASSIGN(auto payload, codec.Encode(chunk.view(), ids, 0, 10, kModel));
+  auto bad = payload;
+  // Body: 136-byte header, 5 u32 fields, then u16 ids of the coded rows (row 2 on).
+  bad[136 + 20] = 0xFF;
+  bad[136 + 21] = 0xFF;
+  EXPECT_STATUS(codec.Decode(bad, kModel), kCorruption);
+}
+
+}  // namespace
+}  // namespace kvstash::dckv
