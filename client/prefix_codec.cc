@@ -151,8 +151,9 @@ uint64_t PrefixCodec::TokensOfChunks(uint64_t prefix_tokens, uint32_t chunks) co
   return std::min<uint64_t>(prefix_tokens, static_cast<uint64_t>(chunks) * options_.chunk_tokens);
 }
 
-Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk, uint32_t token_offset,
-                                                    uint32_t prefix_tokens,
+Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk,
+                                                    std::span<const uint32_t> chunk_tokens,
+                                                    uint32_t token_offset, uint32_t prefix_tokens,
                                                     const model::PredictorCache* prediction) const {
   const bool partial = chunk.tokens < options_.chunk_tokens;
   switch (options_.kind) {
@@ -163,7 +164,8 @@ Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk, uint32
                                      Slice(*prediction, layout_, token_offset, token_offset + chunk.tokens),
                                      options_.model_fingerprint, token_offset);
     case PrefixCodecKind::kDckv:
-      return dckv_->Encode(chunk.view(), token_offset, prefix_tokens, options_.model_fingerprint);
+      return dckv_->Encode(chunk.view(), chunk_tokens, token_offset, prefix_tokens,
+                           options_.model_fingerprint);
   }
   return Status::Internal("unknown codec kind");
 }
@@ -198,7 +200,7 @@ Result<std::vector<PutChunk>> PrefixCodec::EncodeChunks(std::span<const uint32_t
     p.route = keys[0].stored();
     p.key = keys[i].stored();
     if (i > 0) p.parent = keys[i - 1].stored();
-    KVSTASH_ASSIGN_OR_RETURN(p.payload, EncodeOne(chunk, b, n, &prediction));
+    KVSTASH_ASSIGN_OR_RETURN(p.payload, EncodeOne(chunk, tokens.subspan(b, e - b), b, n, &prediction));
     local.raw_bytes += chunk.data.size();
     local.stored_bytes += p.payload.size();
     out.push_back(std::move(p));

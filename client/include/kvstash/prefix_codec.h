@@ -142,8 +142,10 @@ class PrefixCodec {
  private:
   PrefixCodec(const model::Model& model, PrefixCodecOptions options);
   Status Init();
-  Result<std::vector<uint8_t>> EncodeOne(const KvChunk& chunk, uint32_t token_offset,
-                                         uint32_t prefix_tokens,
+  // chunk_tokens: the chunk's token ids (dckv's token-conditioned models carry them).
+  Result<std::vector<uint8_t>> EncodeOne(const KvChunk& chunk,
+                                         std::span<const uint32_t> chunk_tokens,
+                                         uint32_t token_offset, uint32_t prefix_tokens,
                                          const model::PredictorCache* prediction) const;
   Result<KvChunk> DecodeOne(std::span<const uint8_t> payload, uint32_t token_offset,
                             uint32_t tokens, const model::PredictorCache* prediction) const;
