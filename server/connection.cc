@@ -50,7 +50,8 @@ class Connection : public ConnectionHandle,
         strand_(strand),
         id_(id),
         ctx_(ctx),
-        parser_(ctx.limits->max_frame_bytes, protocol::FrameParser::Direction::kRequests),
+        parser_(std::min(ctx.limits->max_frame_bytes, protocol::kMaxUnauthenticatedBodyBytes),
+                protocol::FrameParser::Direction::kRequests),
         watchdog_(strand),
         reader_wake_(strand),
         done_wake_(strand) {}
@@ -193,6 +194,7 @@ class Connection : public ConnectionHandle,
       Enqueue(std::move(out));
       if (ok) {
         hello_deadline_ = kNever;
+        parser_.set_max_body_bytes(ctx_.limits->max_frame_bytes);
       } else {
         closing_ = true;
       }

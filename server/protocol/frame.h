@@ -26,6 +26,11 @@ inline constexpr uint32_t kFrameMagic = 0x4653564B;  // bytes "KVSF"
 inline constexpr uint8_t kProtocolVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 32;
 inline constexpr uint8_t kReplyBit = 0x80;
+// Largest frame body a server accepts before the connection's HELLO succeeded (HELLO
+// and PING bodies are a few KiB at most), so that an unauthenticated client cannot
+// make the server buffer max_frame_bytes per connection. Larger frames get
+// ResourceExhausted and the connection closes (docs/protocol.md §3).
+inline constexpr uint32_t kMaxUnauthenticatedBodyBytes = 64u << 10;
 
 // Request opcodes. Values are on the wire: never renumber (docs/protocol.md).
 enum class Opcode : uint8_t {

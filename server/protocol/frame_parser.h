@@ -35,6 +35,10 @@ class FrameParser {
   FrameParser(uint32_t max_body_bytes, Direction direction)
       : max_body_bytes_(max_body_bytes), direction_(direction) {}
 
+  // Changes the largest body accepted, from the next frame header on (a server
+  // accepts only small frames until a connection has said HELLO).
+  void set_max_body_bytes(uint32_t max_body_bytes) { max_body_bytes_ = max_body_bytes; }
+  uint32_t max_body_bytes() const { return max_body_bytes_; }
   // Consumes bytes from the front of `in`, stopping right after a frame completes (so
   // the rest of `in` belongs to the next frame); *consumed says how many were used.
   Outcome Feed(std::span<const uint8_t> in, size_t* consumed);

@@ -239,6 +239,30 @@ TEST_F(LoopbackTest, MalformedFramesGetAnErrorAndOthersKeepBeingServed) {
     EXPECT_EQ(reply.header.status, static_cast<uint8_t>(Status::Code::kResourceExhausted));
     EXPECT_TRUE(ClosedByServer(s));
   }
+  {  // before HELLO only small frames: no 1 MiB buffer for an unauthenticated client
+    tcp::socket s = Raw();
+    uint8_t h[32];
+    protocol::EncodeFrameHeader(
+        {.opcode = 1, .request_id = 11, .body_bytes = protocol::kMaxUnauthenticatedBodyBytes + 1}, h);
+    asio::write(s, asio::buffer(h));
+    ASSERT_OK_AND_ASSIGN(protocol::Frame reply, ReadFrame(s));
+    EXPECT_EQ(reply.header.request_id, 11u);
+    EXPECT_EQ(reply.header.status, static_cast<uint8_t>(Status::Code::kResourceExhausted));
+    EXPECT_TRUE(ClosedByServer(s));
+  }
+  {  // the same size after HELLO is within the server's limit: accepted
+    tcp::socket s = Raw();
+    auto hello = HelloFrame("a", "pa");
+    asio::write(s, asio::buffer(hello));
+    ASSERT_OK(ReadFrame(s).status());
+    std::vector<uint8_t> f;
+    protocol::AppendFrame({.opcode = 8, .request_id = 12},
+                          std::vector<uint8_t>(protocol::kMaxUnauthenticatedBodyBytes + 1, 7), &f);
+    asio::write(s, asio::buffer(f));
+    ASSERT_OK_AND_ASSIGN(protocol::Frame reply, ReadFrame(s));
+    EXPECT_EQ(reply.header.request_id, 12u);
+    EXPECT_NE(reply.header.status, static_cast<uint8_t>(Status::Code::kResourceExhausted));
+  }
   {  // a request before HELLO
     tcp::socket s = Raw();
     std::vector<uint8_t> f, body;
