@@ -79,8 +79,10 @@ def test_compose_wires_kvstash_to_a_redis_cluster():
     assert os.path.exists(os.path.join(DOCKER, kv["build"]["context"], kv["build"]["dockerfile"]))
     assert kv["depends_on"]["redis-cluster-init"]["condition"] == "service_completed_successfully"
     config = json.loads(read("kvstash-server.json"))
+    # The protocol port is published; the HTTP port (server-wide stats) only on the
+    # host's loopback.
     assert kv["ports"] == [f"{config['port']}:{config['port']}",
-                           f"{config['http_port']}:{config['http_port']}"]
+                           f"127.0.0.1:{config['http_port']}:{config['http_port']}"]
     assert config["store"]["redis"]["endpoints"] == [f"{n}:6379" for n in nodes]
     assert any(v.endswith(":" + config["store"]["path"]) for v in kv["volumes"])
 
