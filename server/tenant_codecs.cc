@@ -93,7 +93,9 @@ Result<std::vector<uint8_t>> TenantCodecs::Encode(const std::string& tenant, con
   }
   const uint64_t data_bytes = h.layout.DataBytes(h.tokens);
   std::vector<float> scales(h.layout.NumScales());
-  std::memcpy(scales.data(), raw.body.data() + data_bytes, scales.size() * sizeof(float));
+  if (!scales.empty()) {  // fp8 only; memcpy must not see bf16's empty (null) buffer
+    std::memcpy(scales.data(), raw.body.data() + data_bytes, scales.size() * sizeof(float));
+  }
   const KvChunkView view{h.layout, h.tokens, raw.body.first(data_bytes), scales};
   return it->second->Encode(view, h.token_offset, prefix_tokens, h.model_fingerprint);
 }
