@@ -4,10 +4,13 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -19,6 +22,8 @@ namespace {
 
 constexpr uint32_t kHttpHeaderLimit = 16 * 1024;
 constexpr uint32_t kHttpBodyLimit = 64 * 1024;
+// Pause after a failed accept (e.g. out of descriptors) so the loop does not spin.
+constexpr std::chrono::milliseconds kAcceptRetryPause{50};
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -106,7 +111,18 @@ std::optional<http::response<http::string_body>> LimitResponse(boost::system::er
   return res;
 }
 
-awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src) {
+// Counts an open HTTP session from accept to its end.
+struct SessionSlot {
+  explicit SessionSlot(std::shared_ptr<std::atomic<int>> open) : open_(std::move(open)) {}
+  SessionSlot(const SessionSlot&) = delete;
+  SessionSlot& operator=(const SessionSlot&) = delete;
+  ~SessionSlot() { open_->fetch_sub(1); }
+  std::shared_ptr<std::atomic<int>> open_;
+};
+
+awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src,
+                        std::shared_ptr<std::atomic<int>> open) {
+  const SessionSlot slot(std::move(open));
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   while (true) {
@@ -145,16 +161,25 @@ awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src) {
 }
 
 awaitable<void> Accept(std::shared_ptr<tcp::acceptor> acceptor, std::shared_ptr<HttpSources> src) {
+  auto open = std::make_shared<std::atomic<int>>(0);
   while (true) {
     boost::system::error_code ec;
     tcp::socket socket = co_await acceptor->async_accept(asio::redirect_error(use_awaitable, ec));
     if (ec) {
       if (!acceptor->is_open()) co_return;
       KVSTASH_LOG_WARN("HTTP accept failed: {}", ec.message());
+      asio::steady_timer pause(acceptor->get_executor(), kAcceptRetryPause);
+      co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
     }
+    if (open->load() >= kMaxHttpConnections) {
+      KVSTASH_LOG_DEBUG("HTTP connection refused: {} open", kMaxHttpConnections);
+      socket.close(ec);
+      continue;
+    }
+    open->fetch_add(1);
     auto ex = socket.get_executor();
-    asio::co_spawn(ex, Session(std::move(socket), src), [](std::exception_ptr e) {
+    asio::co_spawn(ex, Session(std::move(socket), src, open), [](std::exception_ptr e) {
       if (!e) return;
       try {
         std::rethrow_exception(e);

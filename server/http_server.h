@@ -27,6 +27,11 @@
 
 namespace kvstash::server {
 
+// Open HTTP connections at most: the HTTP port serves operators and scrapers, so a
+// flood of idle connections there must not take the descriptors the protocol port
+// needs. One more is closed at once, without a reply.
+inline constexpr int kMaxHttpConnections = 256;
+
 struct HttpSources {
   std::function<std::string()> metrics_text;  // /metrics body
   std::function<std::string()> stats_json;    // /v1/stats body

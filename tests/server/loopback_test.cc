@@ -12,6 +12,7 @@
 #include <boost/asio/read.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
+#include <array>
 #include <atomic>
 #include <filesystem>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "kvstash/client.h"
 #include "server/protocol/frame.h"
 #include "server/protocol/messages.h"
+#include "server/http_server.h"
 #include "server/server.h"
 #include "tests/server/memory_chunk_store.h"
 #include "tests/server/test_payloads.h"
@@ -522,6 +524,40 @@ TEST_F(LoopbackTest, ATricklingSenderIsCutOffByTheWholeFrameDeadline) {
   trickle.join();
   EXPECT_GE(waited, std::chrono::milliseconds(250));
   EXPECT_LT(waited, std::chrono::milliseconds(1500));
+}
+
+TEST_F(LoopbackTest, HttpConnectionsAreCappedAndTheProtocolPortKeepsServing) {
+  StartServer();
+  const tcp::endpoint http(asio::ip::make_address("127.0.0.1"), server_->http_port());
+  std::vector<tcp::socket> idle;
+  for (int i = 0; i < kMaxHttpConnections; ++i) {
+    idle.emplace_back(ioc_);
+    idle.back().connect(http);
+  }
+  // Once the server has accepted the idle ones, one more is closed without a reply
+  // (until then an extra connection may still be served: retry).
+  bool refused = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!refused && std::chrono::steady_clock::now() < deadline) {
+    tcp::socket extra(ioc_);
+    extra.connect(http);
+    const std::string req = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    boost::system::error_code ec;
+    asio::write(extra, asio::buffer(req), ec);
+    std::array<char, 64> buf;
+    const size_t n = extra.read_some(asio::buffer(buf), ec);
+    refused = n == 0 && (ec == asio::error::eof || ec == asio::error::connection_reset);
+    if (!refused) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(refused);
+  auto client = MakeClient("a", "pa");
+  ASSERT_OK(client->Put(Chunk(1, std::nullopt)));  // the protocol port is unaffected
+  idle.clear();                                    // the idle ones leave: served again
+  std::pair<int, std::string> got;
+  while (std::chrono::steady_clock::now() < deadline && (got = Http("/healthz")).first != 200) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(got, (std::pair<int, std::string>{200, "ok\n"}));
 }
 
 TEST_F(LoopbackTest, HttpRequestWithAHugeHeaderGets431) {
