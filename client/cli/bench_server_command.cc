@@ -10,9 +10,10 @@
 //      `chunk_tokens` tokens) whose bytes are real SmolLM2 bf16 weights
 //      (benchmarks/data/smollm2_token_embd_bf16.bin, tiled). PUTs them (SET on redis).
 //   3. Runs timed phases with `clients` concurrent closed-loop clients (the closed-loop
-//      LOOKUP phase drives them as callback agents on the client library's I/O threads,
-//      --lookup-driver async, the default; --lookup-driver threads gives each client a
-//      thread making sync calls, as GET/PUT and redis do; --ops picks phases) (GET/PUT and the
+//      LOOKUP phase gives each client a thread making sync calls, as GET/PUT and redis
+//      do, --lookup-driver threads, the default; --lookup-driver async drives them as
+//      callback agents on the client library's I/O threads, whose latency then includes
+//      client-side queueing; --ops picks phases) (GET/PUT and the
 //      redis GET/SET alternate in 4 rounds of seconds/4 each, both servers up, so that
 //      background load on the machine weighs on both systems alike), each picking a
 //      prefix with Zipf(s) popularity over 1.25 x `prefixes` ranks (the ranks beyond
@@ -80,7 +81,7 @@ struct BenchOptions {
   std::vector<std::string> ops = {"lookup", "get", "put"};
   // How the closed-loop LOOKUP clients are driven: "async" (RunAgents) or "threads"
   // (one thread per client making sync calls, as the GET/PUT phases and redis).
-  std::string lookup_driver = "async";
+  std::string lookup_driver = "threads";
   bool Runs(const std::string& op) const {
     return std::find(ops.begin(), ops.end(), op) != ops.end();
   }
