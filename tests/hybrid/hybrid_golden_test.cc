@@ -49,9 +49,7 @@ std::vector<float> AsFloats(const std::vector<uint8_t>& bytes) {
 class HybridGoldenTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = HybridModel::Load(TinyQwen35Dir());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::make_unique<HybridModel>(std::move(*m));
+    ASSERT_OK_AND_ASSIGN(model_, kvstash::testing::LoadTinyQwen35());
     tokens_ = LoadTinyQwen35Tokens();
   }
   std::unique_ptr<HybridModel> model_;

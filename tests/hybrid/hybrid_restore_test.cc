@@ -22,9 +22,7 @@ constexpr int kGreedy = 12;
 class HybridRestoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto m = HybridModel::Load(TinyQwen35Dir());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::make_unique<HybridModel>(std::move(*m));
+    ASSERT_OK_AND_ASSIGN(model_, kvstash::testing::LoadTinyQwen35());
     const auto t = kvstash::testing::LoadTinyQwen35Tokens();
     tokens_ = t.prefix;
     tokens_.insert(tokens_.end(), t.continuation.begin(), t.continuation.end());

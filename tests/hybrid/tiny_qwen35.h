@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -16,6 +17,12 @@
 namespace kvstash::testing {
 
 inline std::string TinyQwen35Dir() { return SourceDir() + "/tests/hybrid/data/tiny_qwen35"; }
+
+// The fixture model, loaded once per test fixture. Errors: HybridModel::Load's.
+inline Result<std::unique_ptr<hybrid::HybridModel>> LoadTinyQwen35() {
+  KVSTASH_ASSIGN_OR_RETURN(hybrid::HybridModel m, hybrid::HybridModel::Load(TinyQwen35Dir()));
+  return std::make_unique<hybrid::HybridModel>(std::move(m));
+}
 
 inline std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
