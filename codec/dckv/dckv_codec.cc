@@ -1,10 +1,13 @@
 #include "codec/dckv/dckv_codec.h"
 
+#include <cblas.h>
+
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
-
-#include <Eigen/Dense>
+#include <system_error>
+#include <thread>
 
 #include "codec/dckv/dckv_conditional.h"
 #include "codec/dckv/dckv_rope.h"
@@ -40,6 +43,30 @@ uint16_t ToBf16(float x) {
   return out;
 }
 
+// Runs fn(i) for i in [0, n) on up to `threads` threads (the caller's included). Each
+// i runs exactly once; which thread runs it never matters to the results.
+template <class Fn>
+void ParallelFor(size_t n, uint32_t threads, const Fn& fn) {
+  const size_t workers = std::min<size_t>(threads, n);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (size_t w = 1; w < workers; ++w) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no more threads: the others share the work
+    }
+  }
+  work();
+  for (auto& t : pool) t.join();
+}
+
+// Rows of one synthesis / projection task.
+constexpr uint32_t kRowsPerTask = 32;
+
 }  // namespace
 
 Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
@@ -71,9 +98,11 @@ Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
   }
   DckvCodec c;
   c.digest_ = artifact.Digest();
+  c.threads_ = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
   for (const auto& g : artifact.groups) {
     c.even_tables_.insert(c.even_tables_.end(), g.table_index.begin(), g.table_index.end());
     c.odd_tables_.insert(c.odd_tables_.end(), g.odd_table_index.begin(), g.odd_table_index.end());
+    c.packed_.push_back(PackBasis(g.basis, g.n_active(), g.dims));
   }
   c.artifact_ = std::move(artifact);
   return c;
@@ -94,7 +123,7 @@ std::vector<uint16_t> DckvCodec::SymbolTables(uint32_t coded_rows) const {
 }
 
 void DckvCodec::CodeGroup(size_t group, uint64_t symbol_offset, const std::vector<float>& z, uint32_t rows,
-                          const float* y, std::vector<uint16_t>* symbols, std::vector<float>* c) const {
+                          const float* y, uint16_t* symbols, std::vector<float>* c) const {
   const DckvGroup& g = artifact_.groups[group];
   const uint32_t rank = artifact_.conditioning.rank;
   const uint32_t na = g.n_active();
@@ -112,7 +141,7 @@ void DckvCodec::CodeGroup(size_t group, uint64_t symbol_offset, const std::vecto
       } else {
         PredictTokenMean(g, rank, zr, mu);
       }
-      uint16_t* sym = symbols->data() + r * stride + symbol_offset;
+      uint16_t* sym = symbols + r * stride + symbol_offset;
       for (uint32_t i = 0; i < na; ++i) {
         if (y != nullptr) {
           const float residual = y[static_cast<size_t>(r) * na + i] - mu[i];
@@ -175,15 +204,22 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
     }
   }
   const std::vector<float> z = TokenRows(a.conditioning, q.token_ids, R);
-  std::vector<float> coef;
-  // Projection y = (x - mean) W^T per group as one GEMM (Eigen). The encoder need not
-  // be bit-reproducible: the decoder only sees the symbols.
-  uint64_t group_offset = 0;
-  for (const auto& g : a.groups) {
-    Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> x(R, g.dims);
-    for (uint32_t r = 0; r < R; ++r) {
+  if (R == 0) return q;
+  // Rows of every group: K rotated back to before RoPE, minus the mean (tasks of
+  // kRowsPerTask rows of one group).
+  const RopeTable rope(a.head_dim, a.rope_theta, token_offset + q.raw_head_rows, R);
+  const size_t G = a.groups.size();
+  const uint32_t blocks = (R + kRowsPerTask - 1) / kRowsPerTask;
+  std::vector<std::vector<float>> x(G);
+  for (size_t gi = 0; gi < G; ++gi) x[gi].resize(static_cast<size_t>(R) * a.groups[gi].dims);
+  std::atomic<bool> finite{true};
+  ParallelFor(G * blocks, threads_, [&](size_t task) {
+    const DckvGroup& g = a.groups[task / blocks];
+    const uint32_t r0 = static_cast<uint32_t>(task % blocks) * kRowsPerTask;
+    const uint32_t r1 = std::min(R, r0 + kRowsPerTask);
+    for (uint32_t r = r0; r < r1; ++r) {
       const uint32_t t = q.raw_head_rows + r;
-      float* row = x.data() + static_cast<size_t>(r) * g.dims;
+      float* row = x[task / blocks].data() + static_cast<size_t>(r) * g.dims;
       for (uint32_t j = 0; j < g.layers; ++j) {
         const uint32_t l = g.first_layer + j;
         float* xk = row + 2ull * j * hr;
@@ -192,21 +228,32 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
           xk[c] = LoadValue(chunk.K(l), dt, static_cast<uint64_t>(t) * hr + c);
           xv[c] = LoadValue(chunk.V(l), dt, static_cast<uint64_t>(t) * hr + c);
         }
-        for (uint32_t h = 0; h < a.n_kv_heads; ++h) {
-          RotateHead(xk + h * a.head_dim, a.head_dim, token_offset + t, a.rope_theta, true);
-        }
+        for (uint32_t h = 0; h < a.n_kv_heads; ++h) rope.Rotate(xk + h * a.head_dim, token_offset + t, true);
       }
       for (uint32_t c = 0; c < g.dims; ++c) {
-        if (!std::isfinite(row[c])) return Status::InvalidArgument("dckv: non-finite KV value");
+        if (!std::isfinite(row[c])) finite = false;
         row[c] -= g.mean[c];
       }
     }
-    Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> w(
-        g.basis.data(), g.n_active(), g.dims);
-    const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> y = x * w.transpose();  // [R, n_active]
-    CodeGroup(static_cast<size_t>(&g - a.groups.data()), group_offset, z, R, y.data(), &q.symbols, &coef);
-    group_offset += g.n_active();
+  });
+  if (!finite) return Status::InvalidArgument("dckv: non-finite KV value");
+  // Projection y = (x - mean) W^T per group [R, n_active] as one GEMM (OpenBLAS, its
+  // own threads). The encoder need not be bit-reproducible: the decoder only sees the
+  // symbols.
+  std::vector<std::vector<float>> y(G);
+  for (size_t gi = 0; gi < G; ++gi) {
+    const DckvGroup& g = a.groups[gi];
+    y[gi].resize(static_cast<size_t>(R) * g.n_active());
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(R), static_cast<int>(g.n_active()),
+                static_cast<int>(g.dims), 1.0f, x[gi].data(), static_cast<int>(g.dims), g.basis.data(),
+                static_cast<int>(g.dims), 0.0f, y[gi].data(), static_cast<int>(g.n_active()));
   }
+  std::vector<uint64_t> group_offset(G, 0);
+  for (size_t gi = 1; gi < G; ++gi) group_offset[gi] = group_offset[gi - 1] + a.groups[gi - 1].n_active();
+  ParallelFor(G, threads_, [&](size_t gi) {
+    std::vector<float> coef;
+    CodeGroup(gi, group_offset[gi], z, R, y[gi].data(), q.symbols.data(), &coef);
+  });
   return q;
 }
 
@@ -224,66 +271,62 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
   for (uint32_t id : q.token_ids) {
     if (id >= a.conditioning.vocab) return Status::InvalidArgument("dckv: token id outside the artifact's vocabulary");
   }
-  const std::vector<float> z = TokenRows(a.conditioning, q.token_ids, q.coded_rows());
-  std::vector<float> coef;
-  std::vector<uint16_t> symbols = q.symbols;
   KvChunk out = KvChunk::Zeros(OutputLayout(), q.tokens);
-  auto put = [&](uint32_t l, int kv, uint32_t t, uint32_t c, uint16_t bits) {
-    auto dst = kv == 0 ? out.MutableK(l) : out.MutableV(l);
-    const uint64_t i = 2 * (static_cast<uint64_t>(t) * hr + c);
-    dst[i] = static_cast<uint8_t>(bits);
-    dst[i + 1] = static_cast<uint8_t>(bits >> 8);
+  // Writes bf16 values row[0, hr) as position t of layer l's K (kv 0) or V (kv 1).
+  auto put_row = [&](uint32_t l, int kv, uint32_t t, const uint16_t* row) {
+    const std::span<uint8_t> dst = kv == 0 ? out.MutableK(l) : out.MutableV(l);
+    uint8_t* p = dst.data() + 2 * static_cast<uint64_t>(t) * hr;
+    for (uint32_t c = 0; c < hr; ++c) {
+      p[2 * c] = static_cast<uint8_t>(row[c]);
+      p[2 * c + 1] = static_cast<uint8_t>(row[c] >> 8);
+    }
   };
   auto put_raw = [&](uint32_t t, const uint16_t* src) {
     for (uint32_t l = 0; l < a.n_layers; ++l) {
-      for (int kv = 0; kv < 2; ++kv) {
-        for (uint32_t c = 0; c < hr; ++c) put(l, kv, t, c, *src++);
-      }
+      for (int kv = 0; kv < 2; ++kv, src += hr) put_row(l, kv, t, src);
     }
   };
   for (uint32_t t = 0; t < q.raw_head_rows; ++t) put_raw(t, q.raw_bf16.data() + t * per_token);
   for (uint32_t j = 0; j < q.raw_tail_rows; ++j) {
     put_raw(q.tokens - q.raw_tail_rows + j, q.raw_bf16.data() + (q.raw_head_rows + j) * per_token);
   }
-  // Blocks of kBlock tokens: each basis row is read once per block. Every output
-  // value is still mean + sum_i c_i w_i accumulated in component order, so the
-  // result does not depend on the blocking.
-  constexpr uint32_t kBlock = 16;
-  std::vector<float> x;
-  uint64_t group_offset = 0;
-  for (const auto& g : a.groups) {
-    CodeGroup(static_cast<size_t>(&g - a.groups.data()), group_offset, z, q.coded_rows(), nullptr, &symbols, &coef);
-    for (uint32_t r0 = 0; r0 < q.coded_rows(); r0 += kBlock) {
-      const uint32_t nb = std::min(kBlock, q.coded_rows() - r0);
-      x.resize(static_cast<size_t>(nb) * g.dims);
-      for (uint32_t b = 0; b < nb; ++b) std::copy(g.mean.begin(), g.mean.end(), x.begin() + static_cast<size_t>(b) * g.dims);
-      for (uint32_t i = 0; i < g.n_active(); ++i) {
-        const float* w = g.basis.data() + static_cast<size_t>(i) * g.dims;
-        for (uint32_t b = 0; b < nb; ++b) {
-          const float ci = coef[static_cast<size_t>(r0 + b) * g.n_active() + i];
-          if (ci == 0.0f) continue;
-          float* xr = x.data() + static_cast<size_t>(b) * g.dims;
-          for (uint32_t c = 0; c < g.dims; ++c) xr[c] += ci * w[c];
-        }
-      }
-      for (uint32_t b = 0; b < nb; ++b) {
-        const uint32_t t = q.raw_head_rows + r0 + b;
-        float* xr = x.data() + static_cast<size_t>(b) * g.dims;
-        for (uint32_t j = 0; j < g.layers; ++j) {
-          const uint32_t l = g.first_layer + j;
-          float* xk = xr + 2ull * j * hr;
-          for (uint32_t h = 0; h < a.n_kv_heads; ++h) {
-            RotateHead(xk + h * a.head_dim, a.head_dim, token_offset + t, a.rope_theta, false);
-          }
-          for (uint32_t c = 0; c < hr; ++c) {
-            put(l, 0, t, c, ToBf16(xk[c]));
-            put(l, 1, t, c, ToBf16(xk[hr + c]));
-          }
+  const uint32_t R = q.coded_rows();
+  if (R == 0) return out;
+  // Passes 1 and 2 (dckv_conditional.h), one task per group.
+  const std::vector<float> z = TokenRows(a.conditioning, q.token_ids, R);
+  const size_t G = a.groups.size();
+  std::vector<std::vector<float>> coef(G);
+  std::vector<uint64_t> group_offset(G, 0);
+  for (size_t gi = 1; gi < G; ++gi) group_offset[gi] = group_offset[gi - 1] + a.groups[gi - 1].n_active();
+  // CodeGroup only reads the symbols when y is null.
+  uint16_t* symbols = const_cast<uint16_t*>(q.symbols.data());
+  ParallelFor(G, threads_, [&](size_t gi) { CodeGroup(gi, group_offset[gi], z, R, nullptr, symbols, &coef[gi]); });
+  // Synthesis, RoPE and bf16 rounding, one task per kRowsPerTask rows of one group.
+  const RopeTable rope(a.head_dim, a.rope_theta, token_offset + q.raw_head_rows, R);
+  const uint32_t blocks = (R + kRowsPerTask - 1) / kRowsPerTask;
+  ParallelFor(G * blocks, threads_, [&](size_t task) {
+    const size_t gi = task / blocks;
+    const DckvGroup& g = a.groups[gi];
+    const uint32_t r0 = static_cast<uint32_t>(task % blocks) * kRowsPerTask;
+    const uint32_t nb = std::min(kRowsPerTask, R - r0);
+    std::vector<float> x(static_cast<size_t>(nb) * g.dims);
+    std::vector<uint16_t> bf16(hr);
+    SynthesizeRows(packed_[gi], g.mean, std::span<const float>(coef[gi]).subspan(static_cast<size_t>(r0) * g.n_active()),
+                   nb, x);
+    for (uint32_t b = 0; b < nb; ++b) {
+      const uint32_t t = q.raw_head_rows + r0 + b;
+      float* xr = x.data() + static_cast<size_t>(b) * g.dims;
+      for (uint32_t j = 0; j < g.layers; ++j) {
+        const uint32_t l = g.first_layer + j;
+        float* xk = xr + 2ull * j * hr;
+        for (uint32_t h = 0; h < a.n_kv_heads; ++h) rope.Rotate(xk + h * a.head_dim, token_offset + t, false);
+        for (int kv = 0; kv < 2; ++kv) {
+          (void)ConvertF32ToBf16(std::span<const float>(xk + kv * hr, hr), std::span<uint16_t>(bf16));
+          put_row(l, kv, t, bf16.data());
         }
       }
     }
-    group_offset += g.n_active();
-  }
+  });
   return out;
 }
 

@@ -35,9 +35,13 @@
 //   then group, then component (absent when c = 0).
 // Decoding: pass 1 (even coded rows) and pass 2 (odd rows) give the coefficients
 // c_i = mu_i + s_i step_i; x^ = mean + sum_i c_i basis_i per group (fp32, fixed
-// summation order: bit-identical on every machine built with -ffp-contract=off), RoPE
-// re-applied to K, rounded to bf16. The header's content checksum is that of the
-// decoded chunk, and the decoder verifies it.
+// summation order, dckv_synthesis.h: bit-identical on every machine built with
+// -ffp-contract=off), RoPE re-applied to K, rounded to bf16. The header's content
+// checksum is that of the decoded chunk, and the decoder verifies it.
+// Speed: the synthesis runs as a register-tiled kernel (AVX2 when the CPU has it), the
+// encoder's projection as an OpenBLAS GEMM, and both spread groups and blocks of rows
+// over threads() threads; the work split never changes a value (each output value is
+// computed by one thread in the contract's order).
 //
 // Errors: Encode: InvalidArgument for a chunk whose shape differs from the artifact's,
 //   a dtype other than bf16/f32, a token range outside the prefix. Decode: Mismatch for
@@ -51,6 +55,7 @@
 #include <vector>
 
 #include "codec/dckv/dckv_artifact.h"
+#include "codec/dckv/dckv_synthesis.h"
 #include "common/kv_chunk.h"
 #include "common/result.h"
 
@@ -72,6 +77,10 @@ class DckvCodec {
   static Result<DckvCodec> Create(DckvArtifact artifact);
 
   const DckvArtifact& artifact() const { return artifact_; }
+  // Threads one Encode/Decode call uses (default: the hardware threads, at most 8).
+  // Results do not depend on it. Not thread-safe against concurrent Encode/Decode.
+  uint32_t threads() const { return threads_; }
+  void set_threads(uint32_t n) { threads_ = n == 0 ? 1 : n; }
   const Digest256& digest() const { return digest_; }
   // The decoded chunk layout: the artifact's shape, bf16.
   KvLayout OutputLayout() const;
@@ -109,12 +118,16 @@ class DckvCodec {
   DckvCodec() = default;
   DckvArtifact artifact_;
   Digest256 digest_{};
+  uint32_t threads_ = 1;
   // Table index of each symbol of one even / odd coded row.
   std::vector<uint16_t> even_tables_, odd_tables_;
+  // Each group's basis in the synthesis kernel's panels.
+  std::vector<PackedBasis> packed_;
   // Coefficients c [rows, n_active] of group g in two passes (dckv_conditional.h).
-  // Encoder: y [rows, n_active] given, writes the symbols; decoder: y null, reads them.
+  // symbols: [rows, ActiveComponents()], the group's from symbol_offset. Encoder: y
+  // [rows, n_active] given, writes the symbols; decoder: y null, only reads them.
   void CodeGroup(size_t group, uint64_t symbol_offset, const std::vector<float>& z, uint32_t rows,
-                 const float* y, std::vector<uint16_t>* symbols, std::vector<float>* c) const;
+                 const float* y, uint16_t* symbols, std::vector<float>* c) const;
   std::vector<uint16_t> SymbolTables(uint32_t coded_rows) const;
   // Token ids take 4 bytes in the body when the vocabulary exceeds 16 bits.
   bool WideTokenIds() const { return artifact_.conditioning.vocab > 65536; }

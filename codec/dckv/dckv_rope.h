@@ -8,15 +8,35 @@
 // The inverse rotation (sin negated) recovers K before RoPE from cached K; it is exact
 // up to fp32 rounding (the rotation is orthogonal).
 //
-// Thread-safety: pure functions over caller buffers.
+// RopeTable holds the cos/sin of a range of positions, computed exactly as above, so
+// that rotating many rows costs no transcendental calls; its Rotate is bit-identical
+// to RotateHead (tested).
+//
+// Thread-safety: pure functions over caller buffers; a RopeTable is immutable.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace kvstash::dckv {
 
 // Rotates one head row x[head_dim] in place for `position`. `inverse` undoes the
 // rotation. REQUIRES: head_dim even, theta > 0.
 void RotateHead(float* x, uint32_t head_dim, uint32_t position, float theta, bool inverse);
+
+// cos/sin of positions [first_position, first_position + count) for one head_dim and
+// theta. Memory: count * head_dim floats.
+class RopeTable {
+ public:
+  // REQUIRES: head_dim even, theta > 0.
+  RopeTable(uint32_t head_dim, float theta, uint32_t first_position, uint32_t count);
+  // RotateHead(x, head_dim, position, theta, inverse) for a position of the table.
+  // REQUIRES first_position <= position < first_position + count.
+  void Rotate(float* x, uint32_t position, bool inverse) const;
+
+ private:
+  uint32_t half_ = 0, first_ = 0;
+  std::vector<float> cos_, sin_;  // [count][half]
+};
 
 }  // namespace kvstash::dckv
