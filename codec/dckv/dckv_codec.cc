@@ -129,26 +129,42 @@ void DckvCodec::CodeGroup(size_t group, uint64_t symbol_offset, const std::vecto
   const uint32_t na = g.n_active();
   const uint64_t stride = even_tables_.size();
   c->assign(static_cast<size_t>(rows) * na, 0.0f);
-  std::vector<float> mu(na);
+  // Rows of one parity in batches (dckv_conditional.h PredictRows: the same values as
+  // one row at a time).
+  constexpr uint32_t kBatch = 8;
+  std::vector<float> u, mu(static_cast<size_t>(kBatch) * na);
   for (uint32_t parity = 0; parity < 2; ++parity) {
-    for (uint32_t r = parity; r < rows; r += 2) {
-      const std::span<const float> zr(z.data() + static_cast<size_t>(r) * rank, rank);
-      float* cr = c->data() + static_cast<size_t>(r) * na;
-      if (parity == 1 && !g.context_map.empty()) {
-        const std::span<const float> prev(cr - na, na);
-        const std::span<const float> next = r + 1 < rows ? std::span<const float>(cr + na, na) : std::span<const float>();
-        PredictContextMean(g, rank, prev, next, zr, mu);
-      } else {
-        PredictTokenMean(g, rank, zr, mu);
-      }
-      uint16_t* sym = symbols + r * stride + symbol_offset;
-      for (uint32_t i = 0; i < na; ++i) {
-        if (y != nullptr) {
-          const float residual = y[static_cast<size_t>(r) * na + i] - mu[i];
-          const double v = std::clamp(std::nearbyint(static_cast<double>(residual) / g.step[i]), -32767.0, 32767.0);
-          sym[i] = static_cast<uint16_t>(static_cast<int16_t>(v));
+    const bool context = parity == 1 && !g.context_map.empty();
+    const uint32_t k = context ? g.context_inputs : 0;
+    const uint32_t inputs = k + rank;
+    const std::vector<float>& map = context ? g.context_map : g.token_map;
+    u.resize(static_cast<size_t>(kBatch) * inputs);
+    for (uint32_t r0 = parity; r0 < rows; r0 += 2 * kBatch) {
+      const uint32_t nb = std::min(kBatch, (rows - r0 + 1) / 2);
+      for (uint32_t b = 0; b < nb; ++b) {
+        const uint32_t r = r0 + 2 * b;
+        float* ub = u.data() + static_cast<size_t>(b) * inputs;
+        if (context) {
+          const float* prev = c->data() + static_cast<size_t>(r - 1) * na;
+          const float* next = r + 1 < rows ? prev + 2 * static_cast<size_t>(na) : nullptr;
+          for (uint32_t j = 0; j < k; ++j) ub[j] = next == nullptr ? prev[j] : 0.5f * (prev[j] + next[j]);
         }
-        cr[i] = mu[i] + static_cast<float>(static_cast<int16_t>(sym[i])) * g.step[i];
+        std::copy_n(z.data() + static_cast<size_t>(r) * rank, rank, ub + k);
+      }
+      PredictRows(map, inputs, na, std::span<const float>(u).first(static_cast<size_t>(nb) * inputs), nb, mu);
+      for (uint32_t b = 0; b < nb; ++b) {
+        const uint32_t r = r0 + 2 * b;
+        const float* mb = mu.data() + static_cast<size_t>(b) * na;
+        float* cr = c->data() + static_cast<size_t>(r) * na;
+        uint16_t* sym = symbols + r * stride + symbol_offset;
+        for (uint32_t i = 0; i < na; ++i) {
+          if (y != nullptr) {
+            const float residual = y[static_cast<size_t>(r) * na + i] - mb[i];
+            const double v = std::clamp(std::nearbyint(static_cast<double>(residual) / g.step[i]), -32767.0, 32767.0);
+            sym[i] = static_cast<uint16_t>(static_cast<int16_t>(v));
+          }
+          cr[i] = mb[i] + static_cast<float>(static_cast<int16_t>(sym[i])) * g.step[i];
+        }
       }
     }
   }

@@ -37,6 +37,15 @@ void TokenEmbedding(const DckvConditioning& cond, uint32_t token, std::span<floa
 // mu[n_active] of (a) for group g. z: [rank] (all zeros without token ids).
 void PredictTokenMean(const DckvGroup& g, uint32_t rank, std::span<const float> z, std::span<float> mu);
 
+// Both models for `count` rows at once (the decoder's token-parallel passes): with
+// map [inputs + 1, n_active] (last row the bias) and u [count, inputs],
+//   mu[b][i] = map[inputs][i] + sum_{j ascending, u[b][j] != 0} u[b][j] * map[j][i],
+// the same fp32 operations, in the same order, as the one-row functions:
+// (a) is map = token_map, inputs = rank, u = z; (b) is map = context_map,
+// inputs = k + rank, u = [n | z]. mu: [count, n_active].
+void PredictRows(std::span<const float> map, uint32_t inputs, uint32_t n_active, std::span<const float> u,
+                 uint32_t count, std::span<float> mu);
+
 // mu[n_active] of (b) for group g (REQUIRES !g.context_map.empty()).
 // prev, next: decoded coefficient vectors of the neighbouring even rows (next may be
 // empty: row r + 1 is not coded). z: [rank].

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <random>
+
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
 #include "codec/dckv/dckv_ridge.h"
@@ -183,6 +186,50 @@ TEST(DckvConditional, BadTokenIds) {
   bad[136 + 20] = 0xFF;
   bad[136 + 21] = 0xFF;
   EXPECT_STATUS(codec.Decode(bad, kModel), kCorruption);
+}
+
+// The batched form equals the one-row functions bit for bit (the decoder's passes use
+// it; the entropy-coded round trip across builds relies on it), zeros in u skipped.
+TEST(DckvConditional, BatchedRowsEqualOneRowBitForBit) {
+  std::mt19937 rng(21);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  for (uint32_t na : {1u, 7u, 8u, 9u, 37u}) {
+    const uint32_t rank = 5, k = 3;
+    DckvGroup g;
+    g.step.assign(na, 1.0f);
+    g.token_map.resize(static_cast<size_t>(rank + 1) * na);
+    g.context_inputs = k;
+    g.context_map.resize(static_cast<size_t>(k + rank + 1) * na);
+    for (auto& v : g.token_map) v = n01(rng);
+    for (auto& v : g.context_map) v = n01(rng);
+    for (uint32_t count : {1u, 3u, 8u}) {
+      std::vector<float> z(static_cast<size_t>(count) * rank), prev(static_cast<size_t>(count) * na),
+          next(prev.size());
+      for (auto& v : z) v = n01(rng);
+      for (auto& v : prev) v = n01(rng);
+      for (auto& v : next) v = n01(rng);
+      z[0] = 0.0f;
+      prev[1 % na] = 0.0f;
+      std::vector<float> mu_a(static_cast<size_t>(count) * na), mu_b(mu_a.size());
+      PredictRows(g.token_map, rank, na, z, count, mu_a);
+      std::vector<float> u(static_cast<size_t>(count) * (k + rank));
+      for (uint32_t b = 0; b < count; ++b) {
+        for (uint32_t j = 0; j < k; ++j) u[b * (k + rank) + j] = 0.5f * (prev[b * na + j % na] + next[b * na + j % na]);
+        std::copy_n(z.begin() + b * rank, rank, u.begin() + b * (k + rank) + k);
+      }
+      PredictRows(g.context_map, k + rank, na, u, count, mu_b);
+      for (uint32_t b = 0; b < count; ++b) {
+        std::vector<float> one(na), ctx(na);
+        const std::span<const float> zb(z.data() + b * rank, rank);
+        PredictTokenMean(g, rank, zb, one);
+        std::vector<float> pb(k), nb(k);
+        for (uint32_t j = 0; j < k; ++j) pb[j] = prev[b * na + j % na], nb[j] = next[b * na + j % na];
+        PredictContextMean(g, rank, pb, nb, zb, ctx);
+        EXPECT_EQ(0, std::memcmp(one.data(), mu_a.data() + b * na, na * sizeof(float))) << na << " " << count;
+        EXPECT_EQ(0, std::memcmp(ctx.data(), mu_b.data() + b * na, na * sizeof(float))) << na << " " << count;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -3,11 +3,14 @@
 // rate grows while every payload decodes (content checksum verified).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
 #include "codec/dckv/dckv_rope.h"
+#include "codec/dckv/dckv_synthesis.h"
 #include "model/kv_export.h"
 #include "model/model_loader.h"
 #include "model/prefill.h"
@@ -100,6 +103,115 @@ TEST_F(DckvModelTest, RealKvErrorFallsWithRate) {
     prev_mse = mse;
     prev_bytes = payload.size();
   }
+}
+
+// Real SmolLM2 KV (96 evaluation tokens, basis from 300 calibration tokens, 16x, no
+// token conditioning so c_i = bias_i + s_i step_i is known here): the decoded symbols
+// equal the encoded ones; the tiled synthesis equals the defining loop bit for bit on
+// the real basis and coefficients; and every decoded coded value is within bf16
+// rounding (2^-8 relative) plus the fp32 summation bound of a double-precision
+// reconstruction (mean + sum c_i basis_i, RoPE in double from the same fp32 angles).
+TEST_F(DckvModelTest, RealKvDecodeMatchesDoubleReference) {
+  model::KvCache cal_cache, eval_cache;
+  model::PrefillResult cal_pr, eval_pr;
+  ASSERT_NO_FATAL_FAILURE(Run(model::CorpusSplit::kCalibration, 300, &cal_cache, &cal_pr));
+  ASSERT_NO_FATAL_FAILURE(Run(model::CorpusSplit::kEvaluation, 96, &eval_cache, &eval_pr));
+  const auto& mc = model_->config;
+  DckvRows rows;
+  rows.n_layers = mc.n_layers;
+  rows.n_kv_heads = mc.n_kv_heads;
+  rows.head_dim = mc.head_dim;
+  rows.rows = cal_cache.tokens;
+  rows.k = cal_pr.k_pre_rope;
+  rows.v = cal_cache.v;
+  ASSERT_OK_AND_ASSIGN(auto basis, FitDckvBasis(rows, 6));
+  DckvRateOptions o;
+  o.target_ratio = 16;
+  o.rope_theta = mc.rope_theta;
+  o.raw_tail = 16;
+  ASSERT_OK_AND_ASSIGN(auto artifact, MakeDckvArtifact(basis, o));
+  ASSERT_EQ(artifact.conditioning.rank, 0u);
+  ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(std::move(artifact)));
+  const DckvArtifact& a = codec.artifact();
+  const uint32_t T = 96;
+  ASSERT_OK_AND_ASSIGN(auto chunk, model::ToKvChunk(eval_cache, 0, T, DType::kBF16));
+  ASSERT_OK_AND_ASSIGN(auto q, codec.Quantize(chunk.view(), 0, T));
+  ASSERT_OK_AND_ASSIGN(auto payload, codec.Encode(chunk.view(), 0, T, Digest256{}));
+  uint32_t offset = 1;
+  ASSERT_OK_AND_ASSIGN(auto parsed, codec.ParsePayload(payload, Digest256{}, &offset));
+  EXPECT_EQ(offset, 0u);
+  ASSERT_EQ(parsed.symbols, q.symbols);
+  ASSERT_OK_AND_ASSIGN(auto decoded, codec.Decode(payload, Digest256{}));
+  for (uint32_t threads : {1u, 3u}) {  // the work split changes nothing
+    DckvCodec other = codec;
+    other.set_threads(threads);
+    ASSERT_OK_AND_ASSIGN(auto again, other.Decode(payload, Digest256{}));
+    EXPECT_EQ(again.data, decoded.data) << threads;
+  }
+  const auto got = testing::ChunkValues(decoded);
+  const uint32_t hr = a.HeadRow(), R = q.coded_rows(), hd = a.head_dim, half = hd / 2;
+  ASSERT_GT(R, 60u);
+  const uint64_t A = a.ActiveComponents();
+  const double u = std::ldexp(1.0, -24);
+  uint64_t group_offset = 0, checked = 0;
+  for (const DckvGroup& g : a.groups) {
+    const uint32_t na = g.n_active();
+    std::vector<float> coef(static_cast<size_t>(R) * na);
+    for (uint32_t r = 0; r < R; ++r) {
+      for (uint32_t i = 0; i < na; ++i) {
+        const auto s = static_cast<int16_t>(q.symbols[r * A + group_offset + i]);
+        coef[static_cast<size_t>(r) * na + i] = g.token_map[i] + static_cast<float>(s) * g.step[i];
+      }
+    }
+    group_offset += na;
+    std::vector<float> fast(static_cast<size_t>(R) * g.dims), ref(fast.size());
+    SynthesizeRows(PackBasis(g.basis, na, g.dims), g.mean, coef, R, fast);
+    SynthesizeRowsReference(g.basis, na, g.dims, g.mean, coef, R, ref);
+    ASSERT_EQ(0, std::memcmp(fast.data(), ref.data(), fast.size() * sizeof(float))) << g.first_layer;
+    const double gamma = (na + 2) * u / (1 - (na + 2) * u);
+    for (uint32_t r = 0; r < R; ++r) {
+      const uint32_t t = q.raw_head_rows + r;
+      std::vector<double> x(g.dims), mag(g.dims);
+      for (uint32_t j = 0; j < g.dims; ++j) {
+        x[j] = g.mean[j];
+        mag[j] = std::abs(g.mean[j]);
+        for (uint32_t i = 0; i < na; ++i) {
+          const double term = double(coef[static_cast<size_t>(r) * na + i]) * g.basis[static_cast<size_t>(i) * g.dims + j];
+          x[j] += term;
+          mag[j] += std::abs(term);
+        }
+      }
+      for (uint32_t jl = 0; jl < g.layers; ++jl) {
+        const uint32_t l = g.first_layer + jl;
+        double* xk = x.data() + 2ull * jl * hr;
+        double* mk = mag.data() + 2ull * jl * hr;
+        for (uint32_t h = 0; h < a.n_kv_heads; ++h) {
+          for (uint32_t i = 0; i < half; ++i) {
+            const float inv_freq = static_cast<float>(1.0 / std::pow(double(a.rope_theta), (2.0 * i) / hd));
+            const float angle = static_cast<float>(t) * inv_freq;
+            const double c = std::cos(double(angle)), sn = std::sin(double(angle));
+            double* p = xk + h * hd;
+            double* m = mk + h * hd;
+            const double x0 = p[i], x1 = p[i + half], m0 = m[i] + m[i + half];
+            p[i] = x0 * c - x1 * sn;
+            p[i + half] = x1 * c + x0 * sn;
+            m[i] = m[i + half] = m0;
+          }
+        }
+        // Canonical layout: K_l then V_l, each [T, hr] (testing::ChunkValues order).
+        for (int kv = 0; kv < 2; ++kv) {
+          for (uint32_t c = 0; c < hr; ++c) {
+            const double want = xk[kv * hr + c];
+            const double tol = std::ldexp(std::abs(want), -8) + 4 * gamma * mk[kv * hr + c];
+            const double have = got[(2ull * l + kv) * T * hr + static_cast<uint64_t>(t) * hr + c];
+            ASSERT_LE(std::abs(have - want), tol) << "layer " << l << " kv " << kv << " t " << t << " c " << c;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, static_cast<uint64_t>(R) * a.n_layers * 2 * hr);
 }
 
 }  // namespace

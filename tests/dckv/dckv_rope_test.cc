@@ -30,6 +30,30 @@ TEST(DckvRope, MatchesRuntimeBitForBit) {
   }
 }
 
+// The table form (cos/sin computed once per position range) is bit-identical to
+// RotateHead, forward and inverse, for positions inside the range.
+TEST(DckvRope, TableMatchesRotateHeadBitForBit) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> n01(0.0f, 3.0f);
+  for (uint32_t head_dim : {2u, 8u, 64u}) {
+    for (uint32_t first : {0u, 4u, 69999u}) {
+      const uint32_t count = 37;
+      const RopeTable table(head_dim, 10000.0f, first, count);
+      for (uint32_t pos : {first, first + 1, first + count - 1}) {
+        for (bool inverse : {false, true}) {
+          std::vector<float> a(head_dim);
+          for (auto& v : a) v = n01(rng);
+          std::vector<float> b = a;
+          table.Rotate(a.data(), pos, inverse);
+          RotateHead(b.data(), head_dim, pos, 10000.0f, inverse);
+          EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+              << "head_dim " << head_dim << " pos " << pos << " inverse " << inverse;
+        }
+      }
+    }
+  }
+}
+
 TEST(DckvRope, InverseUndoesRotation) {
   std::mt19937 rng(8);
   std::normal_distribution<float> n01(0.0f, 3.0f);
