@@ -1,5 +1,6 @@
 #include "client/cli/demo_hybrid.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -12,6 +13,8 @@
 #include "client/cli/demo_report.h"
 #include "client/cli/demo_server.h"
 #include "model/hybrid/hybrid_model.h"
+#include "model/hybrid/hybrid_spec.h"
+#include "model/text_corpus.h"
 #include "model/model_loader.h"
 
 namespace kvstash::cli {
@@ -80,13 +83,21 @@ void AddHybridDemoFlags(CLI::App* cmd, HybridDemoFlags* f) {
                   "With --model-kind hybrid: a state record every N chunks, plus one at the prefix end")
       ->check(CLI::Range(1u, 1u << 20))
       ->capture_default_str();
+  cmd->add_option("--hybrid-cal-tokens", f->cal_tokens,
+                  "With --model-kind hybrid --codec spec: calibration tokens of the calibration text")
+      ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--hybrid-predictor-group", f->predictor_group,
+                  "With --model-kind hybrid --codec spec: input channels per int8 scale of the predictor")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
 }
 
 int RunHybridDemo(const HybridDemoFlags& flags, DemoCommonArgs o) {
   const auto t_start = Clock::now();
   for (const auto& c : o.codecs) {
-    if (c != "raw") {
-      std::cerr << "kvstash demo --model-kind hybrid: codec '" << c << "' is not available for the hybrid model (raw)\n";
+    if (c != "raw" && c != "spec") {
+      std::cerr << "kvstash demo --model-kind hybrid: codec '" << c << "' is not available for the hybrid model (raw, spec)\n";
       return 2;
     }
   }
@@ -140,6 +151,35 @@ int RunHybridDemo(const HybridDemoFlags& flags, DemoCommonArgs o) {
               static_cast<unsigned long long>(o.workload.seed), cfg.vocab_size);
   std::fflush(stdout);
 
+  // spec: the predictor and its artifact, calibrated on the calibration split.
+  std::shared_ptr<const hybrid::HybridPredictor> predictor;
+  std::shared_ptr<const spec::SpecStateArtifact> artifact;
+  double calibration_s = 0;
+  if (std::count(o.codecs.begin(), o.codecs.end(), "spec") > 0) {
+    const auto t0 = Clock::now();
+    hybrid::HybridPredictorOptions po;
+    po.group = flags.predictor_group;
+    auto p = hybrid::HybridPredictor::Create(model, po);
+    if (!p.ok()) return Fail("predictor", p.status());
+    predictor = std::make_shared<hybrid::HybridPredictor>(std::move(*p));
+    auto corpus = model::LoadCorpus(**tokenizer, model::CorpusSplit::kCalibration, 1024, flags.cal_tokens);
+    if (!corpus.ok()) return Fail("calibration text", corpus.status());
+    const uint64_t cal_tokens = corpus->TotalTokens();
+    std::vector<std::vector<uint32_t>> seqs;
+    for (auto& d : corpus->documents) {
+      for (auto& t : d.tokens) t %= cfg.vocab_size;
+      seqs.push_back(std::move(d.tokens));
+    }
+    auto a = hybrid::CalibrateHybridSpec(model, *predictor, seqs, 64);
+    if (!a.ok()) return Fail("spec calibration", a.status());
+    artifact = std::make_shared<spec::SpecStateArtifact>(std::move(*a));
+    calibration_s = Secs(t0);
+    std::printf("spec: predictor %s (weights digest %016llx), artifact calibrated on %llu tokens of the calibration "
+                "text in %.1f s\n",
+                po.Name().c_str(), static_cast<unsigned long long>(predictor->weights_digest()),
+                static_cast<unsigned long long>(cal_tokens), calibration_s);
+  }
+
   HybridDemoRunOptions ro;
   ro.gen_tokens = o.gen_tokens;
   ro.chunk_tokens = flags.chunk_tokens;
@@ -155,7 +195,8 @@ int RunHybridDemo(const HybridDemoFlags& flags, DemoCommonArgs o) {
   std::vector<HybridDemoRow> rows;
   std::vector<DemoCodecRow> base_rows;
   for (const auto& c : o.codecs) {
-    std::unique_ptr<HybridKvCoder> coder = MakeRawHybridCoder(model);
+    std::unique_ptr<HybridKvCoder> coder =
+        c == "spec" ? MakeSpecHybridCoder(model, predictor, artifact) : MakeRawHybridCoder(model);
     auto row = RunHybridCodec(model, *workload, *reference, *coder, "demo-hybrid-" + run_id + "-" + c,
                               o.client.tenant, client->get(), ro);
     if (!row.ok()) return Fail("run " + c, row.status());
@@ -212,6 +253,9 @@ int RunHybridDemo(const HybridDemoFlags& flags, DemoCommonArgs o) {
                   {"kv_bytes_per_token", layout.DataBytes(1)},
                   {"state_bytes_per_boundary", empty_state->DataBytes()},
                   {"reference_s", reference->wall_s},
+                  {"calibration_s", calibration_s},
+                  {"calibration_tokens", flags.cal_tokens},
+                  {"predictor", predictor ? predictor->options().Name() : ""},
                   {"wall_s", wall_s},
                   {"run_id", run_id}};
     std::ofstream f(o.json);

@@ -11,6 +11,11 @@
 // shared prefixes, the same question in several requests) but are meaningless to the
 // random-weight model; answers are compared token for token, never read.
 //
+// Codecs: raw (f32 KV payloads, raw state records) and spec (KV and state coded
+// against the deterministic int8 predictor, model/hybrid/hybrid_spec.h; its artifact
+// is calibrated at start-up on --hybrid-cal-tokens tokens of the CALIBRATION split,
+// mapped the same way: seconds for the tiny model).
+//
 // Exit code: 0 when every acceptance check holds (token hit rate > 50%, hit TTFT below
 // miss TTFT, every hit exact), 1 when one fails, 2 for bad options.
 // Thread-safety: runs on the caller's thread; not reentrant.
@@ -33,10 +38,13 @@ struct HybridDemoFlags {
   std::string hybrid_model;            // hybrid model folder; "" = the tiny fixture
   uint32_t chunk_tokens = 256;         // tokens per stored chunk
   uint32_t state_every = 2;            // a state record every this many chunks (+ the prefix end)
+  uint64_t cal_tokens = 8192;          // spec: calibration tokens (CALIBRATION split of model/text_corpus.h)
+  int predictor_group = 16;            // spec: int8 group of the predictor
   bool enabled() const { return model_kind == "hybrid"; }
 };
 
-// Registers --model-kind, --hybrid-model, --hybrid-chunk-tokens, --state-every.
+// Registers --model-kind, --hybrid-model, --hybrid-chunk-tokens, --state-every,
+// --hybrid-cal-tokens, --hybrid-predictor-group.
 void AddHybridDemoFlags(CLI::App* cmd, HybridDemoFlags* flags);
 
 // The options `kvstash demo` shares between model kinds.

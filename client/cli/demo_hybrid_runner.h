@@ -41,7 +41,9 @@
 #include "client/cli/demo_workload.h"
 #include "common/kv_chunk.h"
 #include "kvstash/client.h"
+#include "codec/spec/spec_state_artifact.h"
 #include "model/hybrid/hybrid_model.h"
+#include "model/hybrid/hybrid_predictor.h"
 
 namespace kvstash::cli {
 
@@ -73,6 +75,13 @@ class HybridKvCoder {
 // Stores KV as codec-raw f32 payloads and states as raw records
 // (model/hybrid/hybrid_stored.h).
 std::unique_ptr<HybridKvCoder> MakeRawHybridCoder(const hybrid::HybridModel& model);
+
+// Codes KV and states against the int8 predictor (model/hybrid/hybrid_spec.h); the
+// encoder keeps the predictor's state over the last prefix it saw, so encode a
+// prefix's chunks and states in order. Not thread-safe (that cache).
+std::unique_ptr<HybridKvCoder> MakeSpecHybridCoder(const hybrid::HybridModel& model,
+                                                   std::shared_ptr<const hybrid::HybridPredictor> predictor,
+                                                   std::shared_ptr<const spec::SpecStateArtifact> artifact);
 
 struct HybridDemoRunOptions {
   uint32_t gen_tokens = 8;    // tokens generated per request. Default: 8.
