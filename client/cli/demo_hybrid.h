@@ -14,7 +14,10 @@
 // Codecs: raw (f32 KV payloads, raw state records) and spec (KV and state coded
 // against the deterministic int8 predictor, model/hybrid/hybrid_spec.h; its artifact
 // is calibrated at start-up on --hybrid-cal-tokens tokens of the CALIBRATION split,
-// mapped the same way: seconds for the tiny model).
+// mapped the same way: seconds for the tiny model) and dckv (the attention KV lossy,
+// client/cli/demo_hybrid_dckv.cc, artifact calibrated on the same text; the state
+// stays exact and is checked exact on every hit; continuations are scored by top-1
+// agreement and KL against the full prefill).
 //
 // Exit code: 0 when every acceptance check holds (token hit rate > 50%, hit TTFT below
 // miss TTFT, every hit exact), 1 when one fails, 2 for bad options.
@@ -40,11 +43,12 @@ struct HybridDemoFlags {
   uint32_t state_every = 2;            // a state record every this many chunks (+ the prefix end)
   uint64_t cal_tokens = 8192;          // spec: calibration tokens (CALIBRATION split of model/text_corpus.h)
   int predictor_group = 16;            // spec: int8 group of the predictor
+  double dckv_rate = 8.0;              // dckv: target ratio of the attention KV vs bf16
   bool enabled() const { return model_kind == "hybrid"; }
 };
 
 // Registers --model-kind, --hybrid-model, --hybrid-chunk-tokens, --state-every,
-// --hybrid-cal-tokens, --hybrid-predictor-group.
+// --hybrid-cal-tokens, --hybrid-predictor-group, --hybrid-dckv-rate.
 void AddHybridDemoFlags(CLI::App* cmd, HybridDemoFlags* flags);
 
 // The options `kvstash demo` shares between model kinds.

@@ -25,6 +25,9 @@
 //       - the logits of every suffix position are bit-identical to the full prefill's
 //         rows b.. (the continuation equals the full prefill), and the greedy answer
 //         equals the reference answer.
+//     Lossy KV (dckv): the restored state must still be byte-exact (verified); the KV
+//     and logits are not, so every continuation row is scored instead: top-1 agreement
+//     and KL(p_full || p_restored) against the full prefill's row.
 //     A restore that fails (corrupt payload or state record, wrong model) counts as a
 //     mismatched hit and the request is served as a miss; never silently used.
 //
@@ -41,6 +44,7 @@
 #include "client/cli/demo_workload.h"
 #include "common/kv_chunk.h"
 #include "kvstash/client.h"
+#include "codec/dckv/dckv_codec.h"
 #include "codec/spec/spec_state_artifact.h"
 #include "model/hybrid/hybrid_model.h"
 #include "model/hybrid/hybrid_predictor.h"
@@ -56,6 +60,9 @@ class HybridKvCoder {
   // The namespace's codec id and artifact digest (part of every chunk key).
   virtual std::string codec_id() const = 0;
   virtual std::string artifact_digest() const { return ""; }
+  // Lossy KV (dckv): hits are checked for an exact state and measured for quality
+  // (top-1 agreement, KL) instead of exact KV and logits.
+  virtual bool lossy() const { return false; }
   // Payload of the exact KV of tokens [begin, end) of `prefix` (whose exact state
   // after all its tokens is `state`). `partial`: the chain's short last chunk.
   virtual Result<std::vector<uint8_t>> EncodeChunk(std::span<const uint32_t> prefix,
@@ -82,6 +89,19 @@ std::unique_ptr<HybridKvCoder> MakeRawHybridCoder(const hybrid::HybridModel& mod
 std::unique_ptr<HybridKvCoder> MakeSpecHybridCoder(const hybrid::HybridModel& model,
                                                    std::shared_ptr<const hybrid::HybridPredictor> predictor,
                                                    std::shared_ptr<const spec::SpecStateArtifact> artifact);
+
+// Lossy-codes the KV with dckv (decoded to bf16, widened to fp32) and stores the
+// state exact (raw records).
+std::unique_ptr<HybridKvCoder> MakeDckvHybridCoder(const hybrid::HybridModel& model,
+                                                   std::shared_ptr<const dckv::DckvCodec> codec);
+
+// A dckv artifact for the hybrid's attention layers (one layer group each; no token
+// conditioning; raw head 4, raw tail 128 positions) from the exact K (un-rotated with
+// the codec's own RoPE) and V of `sequences` run from the empty state.
+// Errors: model and dckv calibration errors.
+Result<dckv::DckvArtifact> CalibrateHybridDckv(const hybrid::HybridModel& model,
+                                               std::span<const std::vector<uint32_t>> sequences,
+                                               double target_ratio);
 
 struct HybridDemoRunOptions {
   uint32_t gen_tokens = 8;    // tokens generated per request. Default: 8.
