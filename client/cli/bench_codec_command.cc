@@ -3,7 +3,8 @@
 // `kvstash bench codec --codec dckv|kvtc|dckv+kvtc --rate R [--rate R2 ...] --json FILE`:
 // rate-distortion rows of the lossy dckv codec and the KVTC-like baseline (client/cli/dckv_bench.h).
 // `kvstash bench codec --codec spec --state --json FILE`: recurrent-state rows (part =
-// state) of spec state coding on the real RWKV-7 (client/cli/spec_state_bench.h).
+// state) of spec state coding on the real RWKV-7, then the tiny hybrid's rows (part kv
+// and state; random weights) (client/cli/spec_state_bench.h).
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -30,7 +31,7 @@ struct Options {
 };
 
 void PrintStateTable(const nlohmann::json& out) {
-  std::cout << std::left << std::setw(20) << "codec" << std::right << std::setw(8) << "tokens"
+  std::cout << std::left << std::setw(44) << "model part codec" << std::right << std::setw(8) << "tokens"
             << std::setw(11) << "states" << std::setw(13) << "raw_bytes" << std::setw(13) << "stored"
             << std::setw(9) << "vs raw" << std::setw(9) << "vs base" << std::setw(9) << "bits/sc"
             << std::setw(9) << "ideal" << std::setw(10) << "enc MB/s" << std::setw(10) << "dec MB/s"
@@ -42,7 +43,9 @@ void PrintStateTable(const nlohmann::json& out) {
     return s.str();
   };
   for (const auto& r : out["rows"]) {
-    std::cout << std::left << std::setw(20) << r["codec"].get<std::string>() << std::right << std::setw(8)
+    const std::string name = r.value("model", std::string()) + " " + r.value("part", std::string()) + " " +
+                             r["codec"].get<std::string>();
+    std::cout << std::left << std::setw(44) << name << std::right << std::setw(8)
               << r["tokens"].get<uint64_t>() << std::setw(11) << r["boundaries"].get<uint64_t>()
               << std::setw(13) << r["raw_bytes"].get<uint64_t>() << std::setw(13)
               << r["stored_bytes"].get<uint64_t>() << std::setw(9) << num(r, "ratio_vs_raw", 3)

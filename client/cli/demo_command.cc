@@ -16,6 +16,7 @@
 #include "client/cli/command_registry.h"
 #include "client/cli/default_paths.h"
 #include "client/cli/demo_artifacts.h"
+#include "client/cli/demo_hybrid.h"
 #include "client/cli/demo_report.h"
 #include "client/cli/demo_runner.h"
 #include "client/cli/demo_server.h"
@@ -40,6 +41,7 @@ struct Options {
   int predictor_threads = 2;
   std::string json;
   bool quiet = false;
+  HybridDemoFlags hybrid;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -80,6 +82,10 @@ int Fail(const std::string& what, const Status& s) {
 }
 
 int Run(Options o) {
+  if (o.hybrid.enabled()) {
+    return RunHybridDemo(o.hybrid, {o.codecs, o.model_path, o.client, o.start_server, o.data_dir, o.port, o.http_port,
+                                    o.keep_server, o.workload, o.gen_tokens, o.json, o.quiet});
+  }
   const auto t_start = Clock::now();
   std::vector<PrefixCodecKind> kinds;
   for (const auto& c : o.codecs) {
@@ -274,6 +280,7 @@ const bool kRegistered = RegisterCommand(
           ->capture_default_str();
       cmd->add_option("--json", o->json, "Also write the table as JSON to FILE");
       cmd->add_flag("--quiet", o->quiet, "No per-request progress lines");
+      AddHybridDemoFlags(cmd, &o->hybrid);
       return [o] { return Run(*o); };
     });
 

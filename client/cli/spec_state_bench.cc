@@ -78,7 +78,8 @@ Result<rwkv7::Rwkv7PredictorOptions> ParseVariant(const std::string& name) {
 nlohmann::json BaseRow(const std::string& codec, uint64_t tokens, uint64_t boundaries,
                        uint64_t scalars, uint64_t stored) {
   const double raw = 4.0 * static_cast<double>(scalars);
-  return {{"part", "state"},
+  return {{"model", "rwkv7"},
+          {"part", "state"},
           {"codec", codec},
           {"dtype", "f32"},
           {"tokens", tokens},
@@ -241,6 +242,18 @@ Result<nlohmann::json> RunSpecStateBench(const SpecStateBenchOptions& o) {
   out["baseline"] = "min(zstd, zstd shuffled, byte-plane ideal)";
   out["baseline_bytes"] = baseline;
   out["exact_forward_tokens_per_s"] = static_cast<double>(eval_tokens) / eval_exact_seconds;
+  if (o.hybrid) {
+    HybridStateBenchOptions ho;
+    ho.model_dir = std::string(KVSTASH_SOURCE_DIR) + "/tests/hybrid/data/tiny_qwen35";
+    ho.cal_texts = o.cal_texts;
+    ho.eval_texts = o.eval_texts;
+    ho.every = o.every;
+    ho.zstd_level = o.zstd_level;
+    KVSTASH_ASSIGN_OR_RETURN(nlohmann::json h, RunHybridSpecStateBench(ho));
+    for (const auto& r : h["rows"]) rows.push_back(r);
+    h.erase("rows");
+    out["hybrid"] = h;
+  }
   out["rows"] = rows;
   return out;
 }

@@ -12,6 +12,8 @@
 //   byte-plane         ideal order-0 byte-plane coder (tables excluded: a lower bound
 //                      for a real byte-plane rANS coder)
 // ratio_vs_baseline divides by the best (smallest) of the three model-free rows.
+// Every RWKV-7 row has model "rwkv7"; with `hybrid`, the tiny hybrid's rows
+// (RunHybridSpecStateBench, below) follow, with their setup under "hybrid".
 // Speeds and predictor_cost_vs_forward (predictor time / exact forward time over the
 // evaluation texts) use thread CPU time.
 //
@@ -43,7 +45,32 @@ struct SpecStateBenchOptions {
   // Predictor variants: "int8-gN", "bf16", "fp16", "fp32". Default below.
   std::vector<std::string> predictors = {"int8-g64", "int8-g32", "int8-g16", "bf16", "fp16"};
   int zstd_level = 19;
+  // Also the tiny hybrid's rows (RunHybridSpecStateBench with its defaults and these
+  // texts). Default: true.
+  bool hybrid = true;
 };
+
+// The tiny Qwen3.5 hybrid (model/hybrid, RANDOM weights: its numbers show the
+// machinery, not a trained model's statistics): rows of part "kv" (the fp32 attention
+// K/V of each `every`-token span) and "state" (Gated DeltaNet conv + delta states at
+// each boundary), each with model "tiny-qwen35-random", the same three model-free
+// baselines as above and spec/int8-gN rows (one artifact per predictor, calibrated on
+// both parts). The texts are fed as bytes modulo the vocabulary, in documents of at
+// most max_doc_tokens tokens.
+struct HybridStateBenchOptions {
+  std::string model_dir;  // config.json + model.safetensors
+  std::vector<std::string> cal_texts, eval_texts;
+  uint32_t every = 256;
+  uint32_t max_doc_tokens = 2048;
+  uint64_t max_cal_tokens = 8192, max_eval_tokens = 16384;
+  std::vector<int> predictor_groups = {64, 16};
+  int zstd_level = 19;
+};
+
+// Errors: the model's load errors; IOError for a missing text; InvalidArgument for
+// texts shorter than `every` or every > max_doc_tokens; Internal when a boundary
+// fails to round-trip (each is verified).
+Result<nlohmann::json> RunHybridSpecStateBench(const HybridStateBenchOptions& options);
 
 // The path the options default to for the model.
 std::string DefaultRwkv7ModelPath();

@@ -82,6 +82,7 @@ class HybridModel {
                       std::span<float> logits) const;
 
  private:
+  friend class HybridPredictor;  // quantises the weights (hybrid_predictor.h)
   struct Weights;
   HybridModel(HybridConfig config, Digest256 fingerprint, std::unique_ptr<Weights> weights);
   void Forward(uint32_t token, HybridState* state, std::span<float> logits) const;

@@ -4,7 +4,9 @@
 // payload + state byte-exact, and the restored state continues to the same logits and
 // greedy tokens as an uninterrupted run. A corrupt state never restores: the server
 // refuses it on PUT (so that boundary is never a hit), and a record damaged after GET
-// fails its checksum in RestoreStoredBoundary (the engine's miss).
+// fails its checksum in RestoreStoredBoundary (the engine's miss). spec-coded KV and
+// state (model/hybrid/hybrid_spec.h) take the same path and decode client-side to the
+// exact tensors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "common/payload_format.h"
 #include "common/prefix_key.h"
 #include "kvstash/client.h"
+#include "model/hybrid/hybrid_spec.h"
 #include "model/hybrid/hybrid_stored.h"
 #include "tests/hybrid/tiny_qwen35.h"
 #include "tests/server/server_process.h"
@@ -221,6 +224,74 @@ TEST_F(HybridServerTest, ACorruptStateIsNeverAHit) {
     std::vector<uint8_t> bad = state;
     bad[i] ^= 0x01;
     EXPECT_FALSE(RestoreStoredBoundary(*model_, payloads, bad).ok()) << "byte " << i;
+  }
+}
+
+TEST_F(HybridServerTest, SpecCodedKvAndStateRoundTripThroughTheServer) {
+  // spec on the hybrid (hybrid_spec.h): KV payloads (codec spec, f32 layout) and a state
+  // record carrying the coded state body, PUT at the prefix end (80 tokens).
+  ASSERT_OK_AND_ASSIGN(HybridPredictor predictor, HybridPredictor::Create(*model_, {}));
+  std::vector<std::vector<uint32_t>> cal = {request_};
+  ASSERT_OK_AND_ASSIGN(spec::SpecStateArtifact artifact, CalibrateHybridSpec(*model_, predictor, cal, 16));
+  NamespaceSpec ns;
+  ns.model_fingerprint.assign(model_->fingerprint().begin(), model_->fingerprint().end());
+  ns.layout = HybridKvLayout(model_->config());
+  ns.chunk_tokens = kChunk;
+  ns.codec_id = "spec";
+  ASSERT_OK_AND_ASSIGN(const Digest256 spec_ns, NamespaceDigest(ns));
+  ASSERT_OK_AND_ASSIGN(auto keys, ComputeChunkKeys(spec_ns, prefix_, kChunk, true));
+  ASSERT_EQ(keys.size(), 5u);
+  const HybridState exact = Run(prefix_);
+  HybridState pred = HybridState::Empty(model_->config());
+  ASSERT_OK(predictor.Eval(prefix_, &pred));
+  ASSERT_OK_AND_ASSIGN(RecurrentState es, ExportRecurrentState(model_->config(), exact));
+  ASSERT_OK_AND_ASSIGN(RecurrentState ps, ExportRecurrentState(model_->config(), pred));
+  ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> record, EncodeHybridSpecState(*model_, artifact, es, ps));
+  std::vector<std::vector<uint8_t>> sent;
+  for (uint32_t c = 0; c < keys.size(); ++c) {
+    PutChunk p;
+    p.route = keys[0].stored();
+    p.key = keys[c].stored();
+    if (c > 0) p.parent = keys[c - 1].stored();
+    ASSERT_OK_AND_ASSIGN(p.payload, EncodeHybridSpecChunk(*model_, artifact, exact, pred, c * kChunk,
+                                                          (c + 1) * kChunk, false));
+    sent.push_back(p.payload);
+    if (c + 1 == keys.size()) {
+      // A damaged record is refused (its record checksum covers the coded body)...
+      p.state_record = record;
+      p.state_record[p.state_record.size() / 2] ^= 0x08;
+      EXPECT_EQ(client_->Put(p).code(), Status::Code::kCorruption);
+      p.state_record = record;
+    }
+    ASSERT_OK(client_->Put(p));
+  }
+  std::vector<ChunkRef> chain;
+  for (const ChunkKey& k : keys) chain.push_back({k.stored(), k.tokens});
+  ASSERT_OK_AND_ASSIGN(LookupResult hit, client_->Lookup(chain, true));
+  ASSERT_EQ(hit.matched_chunks, 5u);
+  std::vector<std::vector<uint8_t>> got;
+  std::vector<uint8_t> got_record;
+  for (uint32_t c = 0; c < 5; ++c) {
+    GetOptions g;
+    g.with_state = c == 4;
+    ASSERT_OK_AND_ASSIGN(GetResult r, client_->Get(keys[0].stored(), keys[c].stored(), g));
+    got.push_back(std::move(r.payload));
+    if (g.with_state) got_record = std::move(r.state_record);
+  }
+  EXPECT_EQ(got, sent);
+  EXPECT_EQ(got_record, record);
+  // ...and decoded client-side it is the exact state; damaged after GET it never restores.
+  ASSERT_OK_AND_ASSIGN(HybridState s, RestoreHybridSpecBoundary(*model_, predictor, artifact, prefix_, got,
+                                                                got_record));
+  ASSERT_OK_AND_ASSIGN(RecurrentState back, ExportRecurrentState(model_->config(), s));
+  EXPECT_EQ(back, es);
+  ASSERT_OK_AND_ASSIGN(KvChunk want_kv, ExportKvChunk(model_->config(), exact, 0, 80));
+  ASSERT_OK_AND_ASSIGN(KvChunk got_kv, ExportKvChunk(model_->config(), s, 0, 80));
+  EXPECT_EQ(got_kv.data, want_kv.data);
+  for (size_t i : {size_t{0}, size_t{100}, got_record.size() - 9}) {
+    std::vector<uint8_t> bad = got_record;
+    bad[i] ^= 0x01;
+    EXPECT_FALSE(RestoreHybridSpecBoundary(*model_, predictor, artifact, prefix_, got, bad).ok()) << i;
   }
 }
 
