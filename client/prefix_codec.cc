@@ -162,7 +162,7 @@ Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk,
     case PrefixCodecKind::kSpec:
       return spec::EncodeSpecPayload(*spec_artifact_, chunk.view(),
                                      Slice(*prediction, layout_, token_offset, token_offset + chunk.tokens),
-                                     options_.model_fingerprint, token_offset);
+                                     options_.model_fingerprint, token_offset, predictor_->options().threads);
     case PrefixCodecKind::kDckv:
       return dckv_->Encode(chunk.view(), chunk_tokens, token_offset, prefix_tokens,
                            options_.model_fingerprint);
@@ -225,7 +225,7 @@ Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, uint32_
     case PrefixCodecKind::kSpec:
       return spec::DecodeSpecPayload(*spec_artifact_, payload,
                                      Slice(*prediction, layout_, token_offset, token_offset + tokens),
-                                     options_.model_fingerprint);
+                                     options_.model_fingerprint, predictor_->options().threads);
     case PrefixCodecKind::kDckv:
       return dckv_->Decode(payload, options_.model_fingerprint);
   }

@@ -309,20 +309,23 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
     sw.Lap(&PredictorProfile::other_s);
     RmsNormRows(h.data(), T, D, L.attn_norm);
     sw.Lap(&PredictorProfile::norm_rope_s);
+    // The last layer's queries feed only its attention output, which no KV needs.
+    const bool last = l + 1 == c.n_layers;
     KVSTASH_RETURN_IF_ERROR(
-        Project({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}}, h.data(), T, &act_d, profile));
+        last ? Project({{&L.wk, k.data()}, {&L.wv, v.data()}}, h.data(), T, &act_d, profile)
+             : Project({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}}, h.data(), T, &act_d, profile));
     sw.Skip();  // Project timed itself
     if (c.qk_norm()) {
-      RmsNormRows(q.data(), T * c.n_heads, hd, L.q_norm);
+      if (!last) RmsNormRows(q.data(), T * c.n_heads, hd, L.q_norm);
       RmsNormRows(k.data(), T * c.n_kv_heads, hd, L.k_norm);
     }
-    rope(q.data(), c.n_heads);
+    if (!last) rope(q.data(), c.n_heads);
     rope(k.data(), c.n_kv_heads);
     sw.Lap(&PredictorProfile::norm_rope_s);
     cache->k[l].insert(cache->k[l].end(), k.begin(), k.end());
     cache->v[l].insert(cache->v[l].end(), v.begin(), v.end());
     sw.Lap(&PredictorProfile::other_s);
-    if (l + 1 == c.n_layers) break;  // the last layer's attention and MLP feed no KV
+    if (last) break;  // the last layer's attention and MLP feed no KV
     Attention(l, first, T, q.data(), *cache, att.data());
     sw.Lap(&PredictorProfile::attention_s);
     KVSTASH_RETURN_IF_ERROR(Project({{&L.wo, tmp.data()}}, att.data(), T, &act_q, profile));

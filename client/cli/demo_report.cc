@@ -74,7 +74,7 @@ std::string DemoTable(const std::vector<DemoCodecRow>& rows) {
                   r.hits_mismatched, q.c_str());
     s += b;
   }
-  s += "\nWhere a hit's time goes (mean ms per hit; TTFT columns above are medians):\n";
+  s += "\nWhere a hit's time goes (median ms per hit of each part; TTFT columns above are medians):\n";
   std::snprintf(b, sizeof b, "%-5s %8s %8s %8s %10s %8s %15s %12s %10s\n", "codec", "lookup", "network", "store",
                 "predictor", "decode", "suffix prefill", "encode/miss", "put/miss");
   s += b;

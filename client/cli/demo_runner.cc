@@ -81,71 +81,64 @@ double ServerGetUs(Client* client) {
   return g.value("mean_us", 0.0) * g.value("count", 0.0);
 }
 
-}  // namespace
-
-Result<DemoReference> RunDemoReference(const model::Model& m, const DemoWorkload& w,
-                                       const DemoRunOptions& o) {
-  if (o.gen_tokens == 0) return Status::InvalidArgument("demo: gen_tokens must be > 0");
-  const auto t_start = Clock::now();
-  DemoReference ref;
-  ref.docs.resize(w.documents.size());
-  ref.requests.resize(w.requests.size());
-  std::vector<bool> seen(w.documents.size(), false);
-  for (size_t i = 0; i < w.requests.size(); ++i) {
-    const DemoRequest& rq = w.requests[i];
-    const auto& prefix = w.documents[rq.doc].prefix;
-    auto& rr = ref.requests[i];
-    auto& doc = ref.docs[rq.doc];
-    if (!seen[rq.doc]) {
-      seen[rq.doc] = true;
-      doc.first_request = static_cast<uint32_t>(i);
-      const auto prompt = Concat(prefix, rq.question_tokens);
-      auto cache = model::KvCache::ForModel(m.config);
-      const auto t0 = Clock::now();
-      KVSTASH_ASSIGN_OR_RETURN(auto r, model::Prefill(m, prompt, &cache));
-      uint32_t tok = model::Argmax(r.logits);
-      rr.full_prefill_ms = Ms(t0, Clock::now());
-      KVSTASH_ASSIGN_OR_RETURN(doc.exact, cache.Prefix(static_cast<uint32_t>(prefix.size())));
-      rr.fp32_tokens.push_back(tok);
-      for (uint32_t g = 1; g < o.gen_tokens; ++g) {
-        KVSTASH_ASSIGN_OR_RETURN(r, model::Prefill(m, std::span(&tok, 1), &cache));
-        tok = model::Argmax(r.logits);
-        rr.fp32_tokens.push_back(tok);
-      }
-      if (o.verbose) {
-        std::fprintf(stderr, "[reference] request %zu/%zu: full prefill of %zu tokens %.0f ms\n", i + 1,
-                     w.requests.size(), prompt.size(), rr.full_prefill_ms);
-      }
-      continue;
-    }
-    model::KvCache c32 = doc.exact;
-    double ms = 0;
-    KVSTASH_ASSIGN_OR_RETURN(rr.fp32_tokens,
-                             Greedy(m, &c32, rq.question_tokens, o.gen_tokens, &ms, &rr.fp32_logprobs));
-    if (o.verbose) {
-      std::fprintf(stderr, "[reference] request %zu/%zu: answer from the exact cache (question %zu tokens %.0f ms)\n",
-                   i + 1, w.requests.size(), rq.question_tokens.size(), ms);
-    }
-  }
-  ref.wall_s = std::chrono::duration<double>(Clock::now() - t_start).count();
-  return ref;
+// Seconds since t0, added to *acc.
+void AddSeconds(Clock::time_point t0, double* acc) {
+  *acc += std::chrono::duration<double>(Clock::now() - t0).count();
 }
+
+// The document's exact prefix cache, from a full prefill of the prompt when no miss of
+// this document has produced it yet (a first request that is a partial hit).
+Status EnsureExact(const model::Model& m, std::span<const uint32_t> prompt, uint32_t prefix_tokens,
+                   DemoReference* ref, uint32_t doc) {
+  auto& d = ref->docs[doc];
+  if (d.ready) return Status::Ok();
+  const auto t0 = Clock::now();
+  auto cache = model::KvCache::ForModel(m.config);
+  model::PrefillOptions po;
+  po.logits = model::PrefillOptions::Logits::kNone;
+  KVSTASH_RETURN_IF_ERROR(model::Prefill(m, prompt, &cache, po).status());
+  KVSTASH_ASSIGN_OR_RETURN(d.exact, cache.Prefix(prefix_tokens));
+  d.ready = true;
+  AddSeconds(t0, &ref->wall_s);
+  return Status::Ok();
+}
+
+// The request's fp32 reference answer and log-probabilities (REQUIRES the exact cache).
+Status EnsureFp32(const model::Model& m, std::span<const uint32_t> question, uint32_t gen_tokens,
+                  const model::KvCache& exact, DemoReference* ref, size_t request) {
+  auto& rr = ref->requests[request];
+  if (!rr.fp32_tokens.empty()) return Status::Ok();
+  const auto t0 = Clock::now();
+  model::KvCache c32 = exact;
+  KVSTASH_ASSIGN_OR_RETURN(rr.fp32_tokens, Greedy(m, &c32, question, gen_tokens, nullptr, &rr.fp32_logprobs));
+  AddSeconds(t0, &ref->wall_s);
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, DemoReference* reference,
                                   const PrefixCodec& codec, Client* client, const DemoRunOptions& o) {
+  if (o.gen_tokens == 0) return Status::InvalidArgument("demo: gen_tokens must be > 0");
   DemoReference& ref = *reference;
+  if (ref.docs.size() != w.documents.size() || ref.requests.size() != w.requests.size()) {
+    ref = DemoReference{};
+    ref.docs.resize(w.documents.size());
+    ref.requests.resize(w.requests.size());
+  }
   const auto t_start = Clock::now();
   const uint32_t V = m.config.vocab_size;
   const bool lossy = codec.kind() == PrefixCodecKind::kDckv;
   DemoCodecRow row;
   row.codec = PrefixCodecName(codec.kind());
   std::vector<double> ttft_miss, ttft_hit;
+  std::vector<double> h_lookup, h_network, h_store, h_predictor, h_decode, h_suffix;
   double top1 = 0, kl = 0;
   for (size_t i = 0; i < w.requests.size(); ++i) {
     const DemoRequest& rq = w.requests[i];
     const auto& prefix = w.documents[rq.doc].prefix;
-    auto& rr = ref.requests[i];
     const auto& exact = ref.docs[rq.doc].exact;
+    const auto prompt = Concat(prefix, rq.question_tokens);
     ++row.requests;
     row.prompt_tokens += w.PromptTokens(rq);
     KVSTASH_ASSIGN_OR_RETURN(auto keys, codec.ChainKeys(prefix));
@@ -157,16 +150,17 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
 
     if (matched_chunks == 0) {
       ++row.misses;
-      double prefill_ms = rr.full_prefill_ms;
-      if (prefill_ms < 0) {  // a miss the reference pass did not foresee: measure it now
-        auto cache = model::KvCache::ForModel(m.config);
-        const auto prompt = Concat(prefix, rq.question_tokens);
-        t0 = Clock::now();
-        KVSTASH_ASSIGN_OR_RETURN(auto r, model::Prefill(m, prompt, &cache));
-        (void)model::Argmax(r.logits);
-        prefill_ms = Ms(t0, Clock::now());
+      // What a miss costs: the full prefill of the prompt and the first token.
+      auto cache = model::KvCache::ForModel(m.config);
+      t0 = Clock::now();
+      KVSTASH_ASSIGN_OR_RETURN(auto r, model::Prefill(m, prompt, &cache));
+      (void)model::Argmax(r.logits);
+      ttft_miss.push_back(lookup_ms + Ms(t0, Clock::now()));
+      auto& doc = ref.docs[rq.doc];
+      if (!doc.ready) {  // this prefill's prefix is the document's exact cache
+        KVSTASH_ASSIGN_OR_RETURN(doc.exact, cache.Prefix(static_cast<uint32_t>(prefix.size())));
+        doc.ready = true;
       }
-      ttft_miss.push_back(lookup_ms + prefill_ms);
     } else {
       ++row.hits;
       const uint64_t matched = codec.TokensOfChunks(prefix.size(), matched_chunks);
@@ -205,6 +199,7 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
       std::vector<uint32_t> answer;
       if (!lossy) {
         KVSTASH_ASSIGN_OR_RETURN(answer, Greedy(m, &cache, suffix, o.gen_tokens, &first_ms, nullptr));
+        KVSTASH_RETURN_IF_ERROR(EnsureExact(m, prompt, static_cast<uint32_t>(prefix.size()), &ref, rq.doc));
         for (uint32_t c = 0; c < matched_chunks && verified; ++c) {
           const uint32_t b = c * codec.options().chunk_tokens;
           KVSTASH_ASSIGN_OR_RETURN(KvChunk want, model::ToKvChunk(exact, b, b + keys[c].tokens, DType::kBF16));
@@ -213,12 +208,16 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
         // Only whole-prefix hits have a reference answer (a partial hit continues from
         // another point of the prefix); their chunks are still checked above.
         if (matched == prefix.size()) {
+          KVSTASH_RETURN_IF_ERROR(EnsureFp32(m, rq.question_tokens, o.gen_tokens, exact, &ref, i));
+          auto& rr = ref.requests[i];
           const bool same_as_fp32 = answer == rr.fp32_tokens;
           row.same_tokens_as_fp32 += same_as_fp32;
           if (!same_as_fp32 && rr.bf16_tokens.empty()) {
+            const auto t_ref = Clock::now();
             KVSTASH_ASSIGN_OR_RETURN(model::KvCache c16, RoundToBf16(exact));
             KVSTASH_ASSIGN_OR_RETURN(rr.bf16_tokens,
                                      Greedy(m, &c16, rq.question_tokens, o.gen_tokens, nullptr, nullptr));
+            AddSeconds(t_ref, &ref.wall_s);
           }
           verified = verified && (same_as_fp32 || answer == rr.bf16_tokens);
         }
@@ -227,6 +226,11 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
         const auto t1 = Clock::now();
         KVSTASH_ASSIGN_OR_RETURN(auto r0, model::Prefill(m, suffix, &cache));
         first_ms = Ms(t1, Clock::now());
+        KVSTASH_RETURN_IF_ERROR(EnsureExact(m, prompt, static_cast<uint32_t>(prefix.size()), &ref, rq.doc));
+        if (matched == prefix.size()) {
+          KVSTASH_RETURN_IF_ERROR(EnsureFp32(m, rq.question_tokens, o.gen_tokens, exact, &ref, i));
+        }
+        const auto& rr = ref.requests[i];
         std::vector<float> logits = std::move(r0.logits);
         if (rr.fp32_tokens.size() > 1 && matched == prefix.size()) {
           model::PrefillOptions po;
@@ -250,12 +254,12 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
       }
       const double ttft = lookup_ms + get_ms + rs.predictor_ms + rs.decode_ms + rs.assemble_ms + first_ms;
       ttft_hit.push_back(ttft);
-      row.hit.lookup += lookup_ms;
-      row.hit.network += std::max(0.0, get_ms - store_ms);
-      row.hit.store += store_ms;
-      row.hit.predictor += rs.predictor_ms;
-      row.hit.decode += rs.decode_ms + rs.assemble_ms;
-      row.hit.suffix_prefill += first_ms;
+      h_lookup.push_back(lookup_ms);
+      h_network.push_back(std::max(0.0, get_ms - store_ms));
+      h_store.push_back(store_ms);
+      h_predictor.push_back(rs.predictor_ms);
+      h_decode.push_back(rs.decode_ms + rs.assemble_ms);
+      h_suffix.push_back(first_ms);
       verified ? ++row.hits_verified : ++row.hits_mismatched;
       if (o.verbose) {
         std::fprintf(stderr, "[%s] request %zu/%zu: hit %llu/%zu prefix tokens, TTFT %.0f ms (predictor %.0f, decode %.0f, suffix %zu tokens %.0f)%s\n",
@@ -287,12 +291,8 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
     row.encode_ms /= row.misses;
     row.put_ms /= row.misses;
   }
-  if (row.hits) {
-    for (double* x : {&row.hit.lookup, &row.hit.network, &row.hit.store, &row.hit.predictor, &row.hit.decode,
-                      &row.hit.suffix_prefill}) {
-      *x /= row.hits;
-    }
-  }
+  row.hit = {Median(h_lookup), Median(h_network), Median(h_store), Median(h_predictor), Median(h_decode),
+             Median(h_suffix)};
   if (lossy && row.scored_positions) {
     row.top1_agreement = top1 / row.scored_positions;
     row.kl_mean = kl / row.scored_positions;

@@ -1,24 +1,26 @@
 // The request loop of `kvstash demo`: one pass over the workload per codec against a
 // live kvstash server, with every hit checked against an exact reference.
 //
-// Reference pass (once, shared by all codecs; the "compute each document's exact
-// prefill once" rule that keeps the demo inside its time budget):
-//   - the first request of each document is prefilled in full (system prompt +
-//     document + question, one batch) with the reference runtime: its wall time is the
-//     prefill part of that request's miss TTFT, its cache's first |prefix| tokens are
-//     the document's EXACT prefix cache, and greedy decoding gives its answer;
-//   - every other request gets its `fp32` reference: the exact fp32 prefix cache, the
-//     question prefilled, greedy decoding (= a full prefill up to fp32 rounding of
-//     differently shaped GEMMs), with the log-softmax of each generated position (dckv's
-//     KL reference). Its `bf16` reference (the same from the bf16-rounded exact cache:
-//     what an engine with a bf16 KV cache computes without kvstash) is computed only
-//     when a lossless hit's answer differs from the fp32 one (bf16 rounding can flip a
+// Reference results (the exact fp32 prefix cache of each document and the answers a
+// hit is checked against) are computed when a codec pass first needs them and are
+// shared by the later passes; that work is never part of a TTFT:
+//   - a document's exact cache is the first |prefix| tokens of the cache of its first
+//     miss's full prefill (system prompt + document + question, one batch), or of a
+//     full prefill run for the check when the document's first request is a partial hit;
+//   - a request's `fp32` reference: the exact fp32 prefix cache, the question
+//     prefilled, greedy decoding (= a full prefill up to fp32 rounding of differently
+//     shaped GEMMs), with the log-softmax of each generated position (dckv's KL
+//     reference). Its `bf16` reference (the same from the bf16-rounded exact cache: what
+//     an engine with a bf16 KV cache computes without kvstash) is computed only when a
+//     lossless hit's answer differs from the fp32 one (bf16 rounding can flip a
 //     near-tie), to decide whether the hit is still exact.
 // Codec pass (per codec, fresh namespace: the cache salt includes the run id and the
 // codec, so a RocksDB left from an earlier run never serves this run):
 //   LOOKUP the prefix chain.
-//   miss: TTFT = lookup + the reference full prefill; then the chunks are encoded
-//     client-side (PrefixCodec) and PUT in chain order (not part of TTFT).
+//   miss: TTFT = lookup + the full prefill of the prompt + the first token, measured in
+//     this pass (so a codec's miss and hit TTFTs are taken under the same conditions);
+//     then the chunks are encoded client-side (PrefixCodec) and PUT in chain order (not
+//     part of TTFT).
 //   hit:  GET the matched chunks (pipelined), Restore (spec: predictor over the matched
 //     tokens, then decode; dckv/raw: decode), prefill the unmatched suffix; TTFT ends with
 //     the first token. Checks: raw/spec: restored bf16 chunks byte-identical to the
@@ -51,27 +53,23 @@ struct DemoRunOptions {
   bool verbose = true;      // one progress line per request on stderr
 };
 
-// Codec-independent results of the reference pass.
+// Reference results shared by the codec passes, filled as they are needed (see the top).
 struct DemoReference {
   struct Doc {
+    bool ready = false;       // `exact` computed
     model::KvCache exact;     // exact fp32 cache of the prefix
-    uint32_t first_request = 0;
   };
   struct Request {
-    double full_prefill_ms = -1;  // measured full prefill (first request of a document)
-    std::vector<uint32_t> fp32_tokens;
-    std::vector<float> fp32_logprobs;  // [gen_tokens, vocab] (not for first requests)
+    std::vector<uint32_t> fp32_tokens;  // empty until a hit needs it
+    std::vector<float> fp32_logprobs;   // [gen_tokens, vocab]
     std::vector<uint32_t> bf16_tokens;  // empty until a codec pass needs it
   };
   std::vector<Doc> docs;
   std::vector<Request> requests;
-  double wall_s = 0;
+  double wall_s = 0;  // seconds spent computing reference results (outside every TTFT)
 };
 
-Result<DemoReference> RunDemoReference(const model::Model& model, const DemoWorkload& workload,
-                                       const DemoRunOptions& options);
-
-// Mean time of one hit, milliseconds.
+// Time of one hit, milliseconds: the median of each part over the hits.
 struct DemoHitBreakdown {
   double lookup = 0, network = 0, store = 0, predictor = 0, decode = 0, suffix_prefill = 0;
 };
@@ -83,7 +81,7 @@ struct DemoCodecRow {
   uint64_t raw_bytes = 0, stored_bytes = 0;  // chunks PUT: bf16 bytes vs payload bytes
   double ttft_miss_ms = 0, ttft_hit_ms = 0;  // medians
   double encode_ms = 0, put_ms = 0;          // per miss (mean), after the first token
-  DemoHitBreakdown hit;                      // means over hits
+  DemoHitBreakdown hit;                      // medians over hits
   uint32_t hits_verified = 0, hits_mismatched = 0;
   uint32_t same_tokens_as_fp32 = 0;          // raw/spec hits whose answer equals fp32's
   uint32_t scored_positions = 0;             // dckv
@@ -93,7 +91,7 @@ struct DemoCodecRow {
   double ratio() const { return stored_bytes ? double(raw_bytes) / stored_bytes : 0; }
 };
 
-// Fills reference->requests[i].bf16_tokens when it needs them.
+// Fills *reference (sized to the workload on first use) as it needs reference results.
 Result<DemoCodecRow> RunDemoCodec(const model::Model& model, const DemoWorkload& workload,
                                   DemoReference* reference, const PrefixCodec& codec,
                                   Client* client, const DemoRunOptions& options);

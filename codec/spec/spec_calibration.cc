@@ -1,7 +1,10 @@
 #include "codec/spec/spec_calibration.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "codec/entropy/pmf.h"
 #include "codec/entropy/table_builder.h"
@@ -134,54 +137,72 @@ Result<SpecArtifact> SpecCalibrator::Build() {
   for (double m : marginal) msum += m;
   for (double& m : marginal) m /= msum;
 
-  std::vector<entropy::FrequencyTable> tables;
-  fits_.assign(cfg.num_tables(), {});
-  for (uint32_t b = 0; b < cfg.buckets; ++b) {
+  // One table: its EM-fitted mixture weights (fits_[t]) and its frequency table.
+  const uint32_t n_tables = cfg.num_tables();
+  fits_.assign(n_tables, {});
+  std::vector<std::optional<entropy::FrequencyTable>> built(n_tables);
+  auto fit_table = [&](uint32_t t) -> Status {
+    const uint32_t b = t / cfg.frac_bins, j = t % cfg.frac_bins;
     const double sd = std::exp2(cfg.BucketCentre(b));
-    for (uint32_t j = 0; j < cfg.frac_bins; ++j) {
-      const uint32_t t = b * cfg.frac_bins + j;
-      KVSTASH_ASSIGN_OR_RETURN(auto tight, entropy::GaussianPmf(bits, mapping, cfg.FracCentre(j), sd));
-      KVSTASH_ASSIGN_OR_RETURN(auto wide, entropy::GaussianPmf(bits, mapping, cfg.FracCentre(j), 4 * sd));
-      const std::vector<double>* comp[3] = {&tight, &wide, &marginal};
-      // Component mass outside the histogram radius (for the "far" count).
-      double far_mass[3] = {0, 0, 0};
-      for (int k = 0; k < 3; ++k) {
-        double inside = 0;
-        for (int d = -radius_; d <= radius_; ++d) inside += (*comp[k])[symbol_of(d)];
-        far_mass[k] = std::max(0.0, 1.0 - inside);
-      }
-      TableFit& fit = fits_[t];
-      fit.weights = {0.90, 0.07, 0.03};
-      for (uint64_t c : hist_[t]) fit.samples += c;
-      fit.samples += far_[t];
-      if (fit.samples >= 200) {
-        for (int iter = 0; iter < 60; ++iter) {
-          double acc[3] = {0, 0, 0};
-          auto add = [&](double count, const double p[3]) {
-            const double z = fit.weights[0] * p[0] + fit.weights[1] * p[1] + fit.weights[2] * p[2];
-            if (z <= 0) return;
-            for (int k = 0; k < 3; ++k) acc[k] += count * fit.weights[k] * p[k] / z;
-          };
-          for (int d = -radius_; d <= radius_; ++d) {
-            const uint64_t c = hist_[t][d + radius_];
-            if (c == 0) continue;
-            const double p[3] = {tight[symbol_of(d)], wide[symbol_of(d)], marginal[symbol_of(d)]};
-            add(static_cast<double>(c), p);
-          }
-          if (far_[t] > 0) add(static_cast<double>(far_[t]), far_mass);
-          const double total = acc[0] + acc[1] + acc[2];
-          for (int k = 0; k < 3; ++k) fit.weights[k] = std::max(acc[k] / total, 1e-6);
-        }
-      }
-      std::vector<double> pmf(alphabet);
-      for (size_t s = 0; s < alphabet; ++s) {
-        pmf[s] = fit.weights[0] * tight[s] + fit.weights[1] * wide[s] + fit.weights[2] * marginal[s];
-      }
-      entropy::TableBuildOptions to;
-      to.precision = options_.precision;
-      KVSTASH_ASSIGN_OR_RETURN(auto table, entropy::BuildTable(pmf, to));
-      tables.push_back(std::move(table));
+    KVSTASH_ASSIGN_OR_RETURN(auto tight, entropy::GaussianPmf(bits, mapping, cfg.FracCentre(j), sd));
+    KVSTASH_ASSIGN_OR_RETURN(auto wide, entropy::GaussianPmf(bits, mapping, cfg.FracCentre(j), 4 * sd));
+    const std::vector<double>* comp[3] = {&tight, &wide, &marginal};
+    // Component mass outside the histogram radius (for the "far" count).
+    double far_mass[3] = {0, 0, 0};
+    for (int k = 0; k < 3; ++k) {
+      double inside = 0;
+      for (int d = -radius_; d <= radius_; ++d) inside += (*comp[k])[symbol_of(d)];
+      far_mass[k] = std::max(0.0, 1.0 - inside);
     }
+    TableFit& fit = fits_[t];
+    fit.weights = {0.90, 0.07, 0.03};
+    for (uint64_t c : hist_[t]) fit.samples += c;
+    fit.samples += far_[t];
+    if (fit.samples >= 200) {
+      for (int iter = 0; iter < 60; ++iter) {
+        double acc[3] = {0, 0, 0};
+        auto add = [&](double count, const double p[3]) {
+          const double z = fit.weights[0] * p[0] + fit.weights[1] * p[1] + fit.weights[2] * p[2];
+          if (z <= 0) return;
+          for (int k = 0; k < 3; ++k) acc[k] += count * fit.weights[k] * p[k] / z;
+        };
+        for (int d = -radius_; d <= radius_; ++d) {
+          const uint64_t c = hist_[t][d + radius_];
+          if (c == 0) continue;
+          const double p[3] = {tight[symbol_of(d)], wide[symbol_of(d)], marginal[symbol_of(d)]};
+          add(static_cast<double>(c), p);
+        }
+        if (far_[t] > 0) add(static_cast<double>(far_[t]), far_mass);
+        const double total = acc[0] + acc[1] + acc[2];
+        for (int k = 0; k < 3; ++k) fit.weights[k] = std::max(acc[k] / total, 1e-6);
+      }
+    }
+    std::vector<double> pmf(alphabet);
+    for (size_t s = 0; s < alphabet; ++s) {
+      pmf[s] = fit.weights[0] * tight[s] + fit.weights[1] * wide[s] + fit.weights[2] * marginal[s];
+    }
+    entropy::TableBuildOptions to;
+    to.precision = options_.precision;
+    KVSTASH_ASSIGN_OR_RETURN(built[t], entropy::BuildTable(pmf, to));
+    return Status::Ok();
+  };
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t workers =
+      std::min<uint32_t>(n_tables, options_.threads > 0 ? static_cast<uint32_t>(options_.threads) : hw);
+  std::vector<Status> status(n_tables);
+  auto run = [&](uint32_t w) {
+    for (uint32_t t = w; t < n_tables; t += workers) status[t] = fit_table(t);
+  };
+  {
+    std::vector<std::thread> pool;
+    for (uint32_t w = 1; w < workers; ++w) pool.emplace_back(run, w);
+    if (workers > 0) run(0);
+    for (auto& th : pool) th.join();
+  }
+  std::vector<entropy::FrequencyTable> tables;
+  for (uint32_t t = 0; t < n_tables; ++t) {
+    KVSTASH_RETURN_IF_ERROR(status[t]);
+    tables.push_back(std::move(*built[t]));
   }
   KVSTASH_ASSIGN_OR_RETURN(auto set, entropy::TableSet::Create(std::move(tables)));
   SpecArtifact a;

@@ -16,6 +16,7 @@
 // context instead of fixed 0.95 / 0.03 / 0.02; and builds each table with
 // entropy::BuildTable at the artifact's precision.
 //
+// Build() fits the tables on options.threads std::threads (same artifact for any count).
 // Thread-safety: not thread-safe; one calibrator per thread.
 #pragma once
 
@@ -34,6 +35,9 @@ struct CalibrationOptions {
   int precision = 13;         // rANS probability bits. Default: 13.
   uint64_t predictor_digest = 0;
   std::string predictor_variant;
+  // Threads of Build() (the tables are fitted independently: the artifact does not
+  // depend on the count); 0 = std::thread::hardware_concurrency(). Default: 0.
+  int threads = 0;
 };
 
 // Fitted mixture weights of one table, for reports.

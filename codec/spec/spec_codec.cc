@@ -1,6 +1,8 @@
 #include "codec/spec/spec_codec.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "codec/entropy/rans_segments.h"
 #include "common/byte_io.h"
@@ -30,6 +32,36 @@ uint16_t LoadBits(std::span<const uint8_t> t, size_t i, bool fp8) {
   return fp8 ? t[i] : LoadLe<uint16_t>(t.data() + 2 * i);
 }
 
+// Runs body(worker, s) for every stream s in [0, n), stream s on worker s % workers,
+// and returns the error of the lowest failing stream (Ok when none fails).
+template <typename Body>
+Status ForEachStream(uint32_t n, int threads, Body body) {
+  const uint32_t workers = static_cast<uint32_t>(std::clamp<int64_t>(threads, 1, std::max<uint32_t>(n, 1)));
+  std::vector<Status> status(n);
+  auto run = [&](uint32_t w) {
+    for (uint32_t s = w; s < n; s += workers) status[s] = body(w, s);
+  };
+  if (workers == 1) {
+    run(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (uint32_t w = 1; w < workers; ++w) pool.emplace_back(run, w);
+    run(0);
+    for (auto& t : pool) t.join();
+  }
+  for (Status& st : status) {
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+// Per-worker scratch of one stream: prediction ordinals, table ids, symbols.
+struct StreamScratch {
+  std::vector<uint16_t> pred_ord, table, symbols;
+  std::vector<uint8_t> symbols8;
+  StreamScratch(size_t n, bool fp8) : pred_ord(n), table(n), symbols(n), symbols8(fp8 ? n : 0) {}
+};
+
 }  // namespace
 
 uint64_t PredictedChunk::Digest(const KvLayout& layout) const {
@@ -45,7 +77,7 @@ Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
                                                const KvChunkView& chunk,
                                                const PredictedChunk& prediction,
                                                const Digest256& model_fingerprint,
-                                               uint32_t token_offset) {
+                                               uint32_t token_offset, int threads) {
   KVSTASH_RETURN_IF_ERROR(chunk.Validate());
   KVSTASH_RETURN_IF_ERROR(CheckShapes(artifact, chunk.layout, chunk.tokens, prediction));
   const KvLayout& L = chunk.layout;
@@ -63,30 +95,29 @@ Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
   const size_t sizes_at = body.size();
   body.resize(body.size() + 4ull * n_streams);
 
-  std::vector<uint16_t> pred_ord(n), table(n), symbols(n);
-  std::vector<uint8_t> symbols8(fp8 ? n : 0);
-  for (uint32_t l = 0; l < L.n_layers; ++l) {
-    for (uint32_t kv = 0; kv < 2; ++kv) {
-      const float* mu = kv == 0 ? prediction.k[l] : prediction.v[l];
-      const float scale = fp8 ? chunk.scales[2 * l + kv] : 1.0f;
-      KVSTASH_RETURN_IF_ERROR(ComputeContexts(artifact.contexts, std::span(mu, n),
-                                              artifact.Log2Sigma(l, kv), scale, pred_ord, table));
-      const std::span<const uint8_t> t = kv == 0 ? chunk.K(l) : chunk.V(l);
-      for (size_t i = 0; i < n; ++i) {
-        symbols[i] = ResidualSymbol(L.dtype, LoadBits(t, i, fp8), pred_ord[i]);
-      }
-      const size_t before = body.size();
-      if (fp8) {
-        for (size_t i = 0; i < n; ++i) symbols8[i] = static_cast<uint8_t>(symbols[i]);
-        KVSTASH_RETURN_IF_ERROR(entropy::RansEncodeSegmentedAppend(
-            symbols8, table, *artifact.tables, entropy::kDefaultSegmentSymbols, &body));
-      } else {
-        KVSTASH_RETURN_IF_ERROR(entropy::RansEncodeSegmentedAppend(
-            symbols, table, *artifact.tables, entropy::kDefaultSegmentSymbols, &body));
-      }
-      StoreLe<uint32_t>(body.data() + sizes_at + 4 * (2 * l + kv),
-                        static_cast<uint32_t>(body.size() - before));
+  const uint32_t workers = static_cast<uint32_t>(std::clamp(threads, 1, static_cast<int>(n_streams)));
+  std::vector<StreamScratch> scratch(workers, StreamScratch(n, fp8));
+  std::vector<std::vector<uint8_t>> streams(n_streams);
+  KVSTASH_RETURN_IF_ERROR(ForEachStream(n_streams, static_cast<int>(workers), [&](uint32_t w, uint32_t s) {
+    const uint32_t l = s / 2, kv = s % 2;
+    StreamScratch& x = scratch[w];
+    const float* mu = kv == 0 ? prediction.k[l] : prediction.v[l];
+    const float scale = fp8 ? chunk.scales[s] : 1.0f;
+    KVSTASH_RETURN_IF_ERROR(ComputeContexts(artifact.contexts, std::span(mu, n), artifact.Log2Sigma(l, kv), scale,
+                                            x.pred_ord, x.table));
+    const std::span<const uint8_t> t = kv == 0 ? chunk.K(l) : chunk.V(l);
+    for (size_t i = 0; i < n; ++i) x.symbols[i] = ResidualSymbol(L.dtype, LoadBits(t, i, fp8), x.pred_ord[i]);
+    if (fp8) {
+      for (size_t i = 0; i < n; ++i) x.symbols8[i] = static_cast<uint8_t>(x.symbols[i]);
+      return entropy::RansEncodeSegmentedAppend(x.symbols8, x.table, *artifact.tables,
+                                                entropy::kDefaultSegmentSymbols, &streams[s]);
     }
+    return entropy::RansEncodeSegmentedAppend(x.symbols, x.table, *artifact.tables, entropy::kDefaultSegmentSymbols,
+                                              &streams[s]);
+  }));
+  for (uint32_t s = 0; s < n_streams; ++s) {
+    StoreLe<uint32_t>(body.data() + sizes_at + 4 * s, static_cast<uint32_t>(streams[s].size()));
+    body.insert(body.end(), streams[s].begin(), streams[s].end());
   }
   PayloadHeader h;
   h.codec = CodecId::kSpec;
@@ -101,7 +132,7 @@ Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
 
 Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
                                   const PredictedChunk& prediction,
-                                  const Digest256& model_fingerprint) {
+                                  const Digest256& model_fingerprint, int threads) {
   KVSTASH_ASSIGN_OR_RETURN(PayloadView pv, ParsePayload(payload));
   const PayloadHeader& h = pv.header;
   if (h.codec != CodecId::kSpec) return Status::Mismatch("payload is not a spec payload");
@@ -136,36 +167,39 @@ Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const 
   for (uint32_t& s : sizes) {
     if (!r.U32(&s)) return Status::Corruption("spec body truncated in stream sizes");
   }
-  std::vector<uint16_t> pred_ord(n), table(n), symbols(n);
-  std::vector<uint8_t> symbols8(fp8 ? n : 0);
-  for (uint32_t l = 0; l < L.n_layers; ++l) {
-    for (uint32_t kv = 0; kv < 2; ++kv) {
-      std::span<const uint8_t> stream;
-      if (!r.Take(sizes[2 * l + kv], &stream)) return Status::Corruption("spec stream truncated");
-      const float* mu = kv == 0 ? prediction.k[l] : prediction.v[l];
-      const float scale = fp8 ? out.scales[2 * l + kv] : 1.0f;
-      if (Status s = ComputeContexts(artifact.contexts, std::span(mu, n), artifact.Log2Sigma(l, kv),
-                                     scale, pred_ord, table);
-          !s.ok()) {
-        return Status::Corruption("spec body: " + s.message());
-      }
+  std::vector<std::span<const uint8_t>> stream_bytes(n_streams);
+  for (uint32_t s = 0; s < n_streams; ++s) {
+    if (!r.Take(sizes[s], &stream_bytes[s])) return Status::Corruption("spec stream truncated");
+  }
+  const uint32_t workers = static_cast<uint32_t>(std::clamp(threads, 1, static_cast<int>(n_streams)));
+  std::vector<StreamScratch> scratch(workers, StreamScratch(n, fp8));
+  KVSTASH_RETURN_IF_ERROR(ForEachStream(n_streams, static_cast<int>(workers), [&](uint32_t w, uint32_t s) -> Status {
+    const uint32_t l = s / 2, kv = s % 2;
+    StreamScratch& x = scratch[w];
+    const float* mu = kv == 0 ? prediction.k[l] : prediction.v[l];
+    const float scale = fp8 ? out.scales[s] : 1.0f;
+    if (Status st = ComputeContexts(artifact.contexts, std::span(mu, n), artifact.Log2Sigma(l, kv), scale, x.pred_ord,
+                                    x.table);
+        !st.ok()) {
+      return Status::Corruption("spec body: " + st.message());
+    }
+    if (fp8) {
+      KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(stream_bytes[s], x.table, *artifact.tables, x.symbols8));
+      for (size_t i = 0; i < n; ++i) x.symbols[i] = x.symbols8[i];
+    } else {
+      KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(stream_bytes[s], x.table, *artifact.tables, x.symbols));
+    }
+    std::span<uint8_t> t = kv == 0 ? out.MutableK(l) : out.MutableV(l);
+    for (size_t i = 0; i < n; ++i) {
+      const uint16_t bits = ValueFromResidual(L.dtype, x.symbols[i], x.pred_ord[i]);
       if (fp8) {
-        KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(stream, table, *artifact.tables, symbols8));
-        for (size_t i = 0; i < n; ++i) symbols[i] = symbols8[i];
+        t[i] = static_cast<uint8_t>(bits);
       } else {
-        KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(stream, table, *artifact.tables, symbols));
-      }
-      std::span<uint8_t> t = kv == 0 ? out.MutableK(l) : out.MutableV(l);
-      for (size_t i = 0; i < n; ++i) {
-        const uint16_t bits = ValueFromResidual(L.dtype, symbols[i], pred_ord[i]);
-        if (fp8) {
-          t[i] = static_cast<uint8_t>(bits);
-        } else {
-          StoreLe<uint16_t>(t.data() + 2 * i, bits);
-        }
+        StoreLe<uint16_t>(t.data() + 2 * i, bits);
       }
     }
-  }
+    return Status::Ok();
+  }));
   if (r.remaining() != 0) return Status::Corruption("spec body has trailing bytes");
   if (out.ContentChecksum() != h.content_checksum) {
     return Status::Corruption("spec: decoded chunk fails its content checksum");

@@ -8,8 +8,10 @@
 // - Every scalar is coded as a residual in the ordinal domain of the stored dtype
 //   (codec/spec/ordinal.h) with a rANS table chosen by codec/spec/spec_context.h, so
 //   every bit pattern (NaN, Inf, -0) round-trips exactly.
-// - One segmented rANS stream per (layer, K/V) (2 * n_layers streams): they decode
-//   independently, in parallel on CPU threads or GPU warps.
+// - One segmented rANS stream per (layer, K/V) (2 * n_layers streams): they are coded
+//   independently, in parallel on `threads` CPU threads (stream s on worker s % threads;
+//   the payload bytes and the decoded chunk do not depend on the thread count) or on GPU
+//   warps.
 //
 // Body layout (after the 136-byte payload header, codec id 1):
 //   u64 prediction digest, u32 n_streams (= 2 * n_layers),
@@ -38,20 +40,23 @@ struct PredictedChunk {
   uint64_t Digest(const KvLayout& layout) const;
 };
 
-// Encodes a chunk into a complete payload (header + body). Errors: InvalidArgument if
+// Encodes a chunk into a complete payload (header + body), the streams on `threads`
+// std::threads (< 1 means 1; same bytes for any count). Errors: InvalidArgument if
 // the chunk, the prediction or the artifact disagree in layout/dtype.
 Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
                                                const KvChunkView& chunk,
                                                const PredictedChunk& prediction,
                                                const Digest256& model_fingerprint,
-                                               uint32_t token_offset);
+                                               uint32_t token_offset, int threads = 1);
 
 // Decodes a payload produced by EncodeSpecPayload. Errors: Corruption for a malformed
 // or damaged payload or a content checksum mismatch after decoding; Mismatch for a
 // payload of another codec, artifact, model, or a prediction that differs from the
-// encoder's; InvalidArgument for a prediction of the wrong shape.
+// encoder's; InvalidArgument for a prediction of the wrong shape. The streams are decoded
+// on `threads` std::threads (< 1 means 1); output and the error returned (the one of the
+// lowest failing stream) do not depend on the count.
 Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
                                   const PredictedChunk& prediction,
-                                  const Digest256& model_fingerprint);
+                                  const Digest256& model_fingerprint, int threads = 1);
 
 }  // namespace kvstash::spec

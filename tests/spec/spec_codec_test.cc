@@ -115,6 +115,51 @@ TEST_P(SpecCodecTest, LosslessForEveryBitPatternAndCompresses) {
   EXPECT_LT(stored, raw * 0.8) << stored << " vs raw " << raw;
 }
 
+// The streams are coded on threads: the payload bytes, the decoded chunk and the
+// error of a damaged payload do not depend on the count (1, 2, 3 = odd split of the
+// 4 streams, 8 > streams); the calibration's Build gives the same artifact on 1 or 3.
+TEST_P(SpecCodecTest, ThreadCountChangesNoByte) {
+  const DType dtype = GetParam();
+  Fixture f = MakeFixture(dtype, 100, 3, 7);
+  const SpecArtifact art = Calibrate(f, 2);
+  Digest256 model{};
+  model[0] = 3;
+  for (size_t c = 1; c < f.chunks.size(); ++c) {
+    ASSERT_OK_AND_ASSIGN(auto one, EncodeSpecPayload(art, f.chunks[c].view(), f.Prediction(c), model, 0, 1));
+    for (int threads : {0, 2, 3, 8}) {
+      SCOPED_TRACE(threads);
+      ASSERT_OK_AND_ASSIGN(auto many, EncodeSpecPayload(art, f.chunks[c].view(), f.Prediction(c), model, 0, threads));
+      EXPECT_EQ(many, one);
+      ASSERT_OK_AND_ASSIGN(KvChunk back, DecodeSpecPayload(art, one, f.Prediction(c), model, threads));
+      EXPECT_EQ(back.data, f.chunks[c].data);
+      EXPECT_EQ(back.scales, f.chunks[c].scales);
+      // A byte flipped near the end (last stream): the same Corruption for every count.
+      auto bad = one;
+      bad[bad.size() - 5] ^= 0x10;
+      const auto want = DecodeSpecPayload(art, bad, f.Prediction(c), model, 1);
+      const auto got = DecodeSpecPayload(art, bad, f.Prediction(c), model, threads);
+      ASSERT_FALSE(want.ok());
+      ASSERT_FALSE(got.ok());
+      EXPECT_EQ(got.status().ToString(), want.status().ToString());
+    }
+  }
+  CalibrationOptions o;
+  o.contexts.dtype = dtype;
+  o.contexts.buckets = 24;
+  o.predictor_variant = "test";
+  std::vector<std::vector<uint8_t>> built;
+  for (int threads : {1, 3}) {
+    o.threads = threads;
+    ASSERT_OK_AND_ASSIGN(auto cb, SpecCalibrator::Create(f.layout, o));
+    for (size_t i = 0; i < 2; ++i) ASSERT_OK(cb.AddVariance(f.chunks[i].view(), f.Prediction(i)));
+    ASSERT_OK(cb.FreezeSigma());
+    for (size_t i = 0; i < 2; ++i) ASSERT_OK(cb.AddHistogram(f.chunks[i].view(), f.Prediction(i)));
+    ASSERT_OK_AND_ASSIGN(auto a, cb.Build());
+    built.push_back(a.Serialize());
+  }
+  EXPECT_EQ(built[0], built[1]);
+}
+
 TEST_P(SpecCodecTest, DifferentPredictionArtifactOrModelIsMismatch) {
   Fixture f = MakeFixture(GetParam(), 64, 3, 2);
   const SpecArtifact art = Calibrate(f, 2);

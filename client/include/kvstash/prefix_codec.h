@@ -19,6 +19,7 @@
 // - spec: both sides run the deterministic SpecPredictor (model/spec_predictor.h) over
 //   the prefix tokens; EncodeChunks runs it over tokens [0, end of the last chunk put),
 //   Restore over the matched tokens. Its cost is reported separately (predictor_ms).
+//   The spec payloads' streams are coded on the predictor's thread count.
 // - Restore never returns KV that fails a check: a payload of another codec, artifact or
 //   model is Mismatch; a damaged one is Corruption (codec-level checks plus the header's
 //   content checksum of the decoded chunk, verified by every decoder).
