@@ -652,7 +652,8 @@ Result<LookupResult> Client::Lookup(std::span<const ChunkRef> chain, bool requir
   return LookupAsync(std::vector<ChunkRef>(chain.begin(), chain.end()), require_state, call).get();
 }
 
-void Client::PutAsync(PutChunk chunk, std::function<void(Status)> done, const CallOptions& call) {
+void Client::PutWithResultAsync(PutChunk chunk, std::function<void(Result<PutResult>)> done,
+                                const CallOptions& call) {
   if (chunk.payload.empty()) {
     done(Status::InvalidArgument("Put without a payload"));
     return;
@@ -667,10 +668,34 @@ void Client::PutAsync(PutChunk chunk, std::function<void(Status)> done, const Ca
   req.prefix_tokens = chunk.raw_kv ? chunk.prefix_tokens : 0;
   req.payload = std::move(chunk.payload);
   req.state_record = std::move(chunk.state_record);
+  req.memory = impl_->options().request_memory;
   impl_->Submit(server, Opcode::kPut, req.Flags(), EncodeBody(req), call,
                 [done = std::move(done)](Result<Frame> r) {
-                  done(DecodeReply<protocol::PutReply>(std::move(r)).status());
+                  auto m = DecodeReply<protocol::PutReply>(std::move(r));
+                  if (!m.ok()) return done(m.status());
+                  PutResult out{m->stored_bytes, std::nullopt};
+                  if (m->memory) {
+                    out.memory = RequestMemory{m->stored_bytes, m->memory->raw_positions,
+                                               m->memory->raw_position_bytes,
+                                               m->memory->state_bytes};
+                  }
+                  done(std::move(out));
                 });
+}
+
+std::future<Result<PutResult>> Client::PutWithResultAsync(PutChunk chunk, const CallOptions& call) {
+  auto [f, cb] = Promise<Result<PutResult>>();
+  PutWithResultAsync(std::move(chunk), std::move(cb), call);
+  return std::move(f);
+}
+
+Result<PutResult> Client::PutWithResult(const PutChunk& chunk, const CallOptions& call) {
+  return PutWithResultAsync(chunk, call).get();
+}
+
+void Client::PutAsync(PutChunk chunk, std::function<void(Status)> done, const CallOptions& call) {
+  PutWithResultAsync(
+      std::move(chunk), [done = std::move(done)](Result<PutResult> r) { done(r.status()); }, call);
 }
 
 std::future<Status> Client::PutAsync(PutChunk chunk, const CallOptions& call) {
@@ -685,13 +710,19 @@ Status Client::Put(const PutChunk& chunk, const CallOptions& call) {
 
 void Client::GetAsync(const StoredKey& route, const StoredKey& key, GetOptions get,
                       std::function<void(Result<GetResult>)> done, const CallOptions& call) {
-  protocol::GetRequest req{key, get.decoded, get.with_state};
+  protocol::GetRequest req{key, get.decoded, get.with_state, impl_->options().request_memory};
   impl_->Submit(ServerFor(route), Opcode::kGet, req.Flags(), EncodeBody(req), call,
                 [done = std::move(done)](Result<Frame> r) {
                   if (!r.ok()) return done(r.status());
                   auto m = protocol::GetReply::DecodeOwned(r->header.flags, std::move(r->body));
                   if (!m.ok()) return done(m.status());
-                  done(GetResult{std::move(m->payload), std::move(m->state_record)});
+                  GetResult out{std::move(m->payload), std::move(m->state_record), std::nullopt};
+                  if (m->memory) {
+                    out.memory = RequestMemory{out.payload.size(), m->memory->raw_positions,
+                                               m->memory->raw_position_bytes,
+                                               m->memory->state_bytes};
+                  }
+                  done(std::move(out));
                 });
 }
 

@@ -41,6 +41,7 @@ int Run(const GetCmdOptions& o) {
     }
   }
   std::cout << "wrote " << r->payload.size() << " bytes to " << o.out << "\n";
+  if (r->memory) std::cout << FormatRequestMemory(*r->memory) << "\n";
   return 0;
 }
 

@@ -53,11 +53,14 @@ int Run(const PutOptions& o) {
     return 2;
   }
   const size_t bytes = p.payload.size();
-  if (Status s = (*client)->Put(p); !s.ok()) {
-    std::cerr << "kvstash put: " << s.ToString() << "\n";
+  auto r = (*client)->PutWithResult(p);
+  if (!r.ok()) {
+    std::cerr << "kvstash put: " << r.status().ToString() << "\n";
     return 1;
   }
-  std::cout << "stored " << o.key << " (" << bytes << " bytes)\n";
+  std::cout << "stored " << o.key << " (" << bytes << " bytes sent, " << r->stored_bytes
+            << " stored)\n";
+  if (r->memory) std::cout << FormatRequestMemory(*r->memory) << "\n";
   return 0;
 }
 
