@@ -121,6 +121,8 @@ class Client::Impl {
   void Submit(size_t server, Opcode op, uint16_t flags, std::vector<uint8_t> body,
               const CallOptions& call, FrameDone done);
   const ClientOptions& options() const { return opts_; }
+  // Smallest max_frame_bytes among server `server`'s ready connections (0: none ready).
+  uint32_t ReadyMaxFrame(size_t server);
 
  private:
   friend struct Conn;
@@ -399,6 +401,18 @@ void Client::Impl::Stop() {
     work_.reset();
   });
   if (thread_.joinable()) thread_.join();
+}
+
+uint32_t Client::Impl::ReadyMaxFrame(size_t server) {
+  std::promise<uint32_t> p;
+  asio::post(ioc_, [&] {
+    uint32_t best = 0;
+    for (const auto& c : pools_[server]) {
+      if (c->state == Conn::State::kReady && (best == 0 || c->max_frame < best)) best = c->max_frame;
+    }
+    p.set_value(best);
+  });
+  return p.get_future().get();
 }
 
 void Client::Impl::Submit(size_t server, Opcode op, uint16_t flags, std::vector<uint8_t> body,
@@ -801,6 +815,14 @@ Status Client::Ping(size_t server_index, const CallOptions& call) {
                   cb(m->data == data ? Status::Ok() : Status::Corruption("PING echo differs"));
                 });
   return f.get();
+}
+
+Result<uint32_t> Client::MaxFrameBytes(size_t server_index, const CallOptions& call) {
+  // A PING goes through a connection that has done HELLO, so one is ready after it.
+  KVSTASH_RETURN_IF_ERROR(Ping(server_index, call));
+  const uint32_t max = impl_->ReadyMaxFrame(server_index);
+  if (max == 0) return Status::Unavailable("no connection to the server is ready");
+  return max;
 }
 
 }  // namespace kvstash

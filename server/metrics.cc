@@ -166,6 +166,8 @@ std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
   family("kvstash_tier_budget_bytes", "gauge", "Byte budget per tier.");
   family("kvstash_tier_hits_total", "counter", "GET hits served per tier.");
   family("kvstash_tier_evictions_total", "counter", "Entries evicted per tier.");
+  family("kvstash_tier_up", "gauge",
+         "1 when the tier is reachable, 0 while it is down (T2: Redis, reconnecting).");
   for (const auto& t : store.tiers) {
     if (!t.enabled) continue;
     const std::string label = "{tier=\"" + t.name + "\"} ";
@@ -173,7 +175,8 @@ std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
       << "kvstash_tier_bytes" << label << t.bytes << '\n'
       << "kvstash_tier_budget_bytes" << label << t.budget_bytes << '\n'
       << "kvstash_tier_hits_total" << label << t.hits << '\n'
-      << "kvstash_tier_evictions_total" << label << t.evictions << '\n';
+      << "kvstash_tier_evictions_total" << label << t.evictions << '\n'
+      << "kvstash_tier_up" << label << (t.up ? 1 : 0) << '\n';
   }
   family("kvstash_checksum_failures_total", "counter",
          "Stored entries dropped because a checksum failed on read.");
@@ -288,7 +291,7 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
   for (const auto& t : store.tiers) {
     tiers.push_back({{"name", t.name}, {"enabled", t.enabled}, {"entries", t.entries},
                      {"bytes", t.bytes}, {"budget_bytes", t.budget_bytes}, {"hits", t.hits},
-                     {"evictions", t.evictions}, {"promotions", t.promotions}});
+                     {"evictions", t.evictions}, {"promotions", t.promotions}, {"up", t.up}});
   }
   j["tiers"] = tiers;
   j["checksum_failures"] = store.checksum_failures;

@@ -99,10 +99,13 @@ RequestHandler::RequestHandler(ChunkStore* store, const TenantTable* tenants, Me
 
 bool RequestHandler::HandleHello(const Frame& f, std::string* tenant, std::vector<uint8_t>* out) {
   const auto t0 = std::chrono::steady_clock::now();
+  // Server-wide every HELLO; a tenant's STATS counts its successful HELLOs (a failed
+  // one has not proven it is that tenant).
   auto finish = [&](bool ok) {
-    metrics_->RecordRequest(Opcode::kHello,
-                            std::chrono::duration_cast<std::chrono::microseconds>(
-                                std::chrono::steady_clock::now() - t0).count(), ok);
+    const uint64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::steady_clock::now() - t0).count();
+    if (ok) Record(*tenant, [&](Metrics& m) { m.RecordRequest(Opcode::kHello, us, true); });
+    else metrics_->RecordRequest(Opcode::kHello, us, false);
     return ok;
   };
   auto req = protocol::HelloRequest::Decode(f.header.flags, f.body);
@@ -389,6 +392,16 @@ nlohmann::json RequestHandler::TenantStatsJson(const std::string& tenant) const 
 
 nlohmann::json RequestHandler::StatsJson() const {
   return metrics_->RenderJson(store_->Snapshot(), limits_.server_id);
+}
+
+std::string RequestHandler::HealthDetail() const {
+  std::string out;
+  for (const auto& t : store_->Snapshot().tiers) {
+    if (t.enabled && !t.up) {
+      out += t.name + " down: unreachable, serving without it and reconnecting (degraded)\n";
+    }
+  }
+  return out;
 }
 
 std::string RequestHandler::PrometheusText() const {

@@ -51,6 +51,31 @@ TEST(ConfigTest, ParsesEveryFieldAndKeepsDefaults) {
   EXPECT_EQ(c.limits.io_timeout_ms, 10000u);  // default kept
   EXPECT_EQ(c.tenants.size(), 2u);
   EXPECT_EQ(c.store["memory_budget_bytes"], 1000);
+  // The HTTP port stays on loopback whatever `listen` is, unless set on its own.
+  EXPECT_EQ(c.listen, "0.0.0.0");
+  EXPECT_EQ(c.http_listen, "127.0.0.1");
+  doc["http_listen"] = "::1";
+  ASSERT_OK_AND_ASSIGN(c, ParseServerConfig(doc));
+  EXPECT_EQ(c.http_listen, "::1");
+  ASSERT_OK(c.Validate());
+  c.http_listen = "localhost";  // an IP literal is required
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);
+}
+
+TEST(ConfigTest, ByteSizesTakeBinaryAndDecimalSuffixes) {
+  const std::pair<const char*, uint64_t> ok[] = {
+      {"0", 0}, {"1", 1}, {"68719476736", 68719476736ull}, {"1B", 1}, {"64K", 64ull << 10},
+      {"64KiB", 64ull << 10}, {"64KB", 64000}, {"3G", 3ull << 30}, {"512MiB", 512ull << 20},
+      {"2MB", 2000000}, {"1T", 1ull << 40}, {"5TB", 5000000000000ull},
+      {"18446744073709551615", ~0ull}, {"16777215T", 16777215ull << 40}};
+  for (const auto& [text, want] : ok) {
+    ASSERT_OK_AND_ASSIGN(uint64_t got, ParseByteSize(text));
+    EXPECT_EQ(got, want) << text;
+  }
+  for (const char* bad : {"", "G", "-1", "1.5G", "12X", "1 G", "1g", "64KiBB",
+                          "18446744073709551616", "16777216T", "99999999999999999999999"}) {
+    EXPECT_STATUS(ParseByteSize(bad), kInvalidArgument) << bad;
+  }
 }
 
 TEST(ConfigTest, RejectsTyposAndBadValues) {
@@ -375,6 +400,12 @@ TEST_F(HandlerTest, HelloChecksTheCredential) {
                                     &tenant, &out));
   EXPECT_TRUE(tenant.empty());
   EXPECT_EQ(out[24], static_cast<uint8_t>(Status::Code::kPermissionDenied));
+  // Tenant a's STATS count its successful HELLO only; server-wide both (one error).
+  EXPECT_EQ(handler_.TenantStatsJson("a")["requests"]["HELLO"]["count"], 1);
+  EXPECT_EQ(handler_.TenantStatsJson("a")["requests"]["HELLO"]["errors"], 0);
+  EXPECT_EQ(handler_.TenantStatsJson("b")["requests"]["HELLO"]["count"], 0);
+  EXPECT_EQ(handler_.StatsJson()["requests"]["HELLO"]["count"], 2);
+  EXPECT_EQ(handler_.StatsJson()["requests"]["HELLO"]["errors"], 1);
 }
 
 TEST_F(HandlerTest, RequestsBeforeHelloArePermissionDeniedExceptPing) {

@@ -188,6 +188,10 @@ class Client {
   Result<std::string> Stats(size_t server_index, const CallOptions& call = {});
   // Round trip to server `server_index` (no HELLO needed on the server side).
   Status Ping(size_t server_index, const CallOptions& call = {});
+  // The max_frame_bytes server `server_index` announced in its HELLO reply (connecting
+  // first if needed): the largest request body it accepts. Lets a caller check a large
+  // payload before building it. Errors: as Ping, InvalidArgument for a bad index.
+  Result<uint32_t> MaxFrameBytes(size_t server_index, const CallOptions& call = {});
 
   // Async forms: the future or the callback gets what the sync form returns.
   std::future<Result<LookupResult>> LookupAsync(std::vector<ChunkRef> chain,
