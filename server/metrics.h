@@ -44,7 +44,6 @@ inline constexpr std::array<uint64_t, 12> kMemoryBoundsBytes = {
 template <const auto& kBounds>
 class Histogram {
  public:
-  static constexpr const auto& bounds() { return kBounds; }
   void Record(uint64_t v) {
     const auto it = std::lower_bound(kBounds.begin(), kBounds.end(), v);
     buckets_[it - kBounds.begin()].fetch_add(1, std::memory_order_relaxed);
