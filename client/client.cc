@@ -121,6 +121,8 @@ class Client::Impl {
   void Submit(size_t server, Opcode op, uint16_t flags, std::vector<uint8_t> body,
               const CallOptions& call, FrameDone done);
   const ClientOptions& options() const { return opts_; }
+  // Smallest max_frame_bytes among server `server`'s ready connections (0: none ready).
+  uint32_t ReadyMaxFrame(size_t server);
 
  private:
   friend struct Conn;
@@ -401,6 +403,18 @@ void Client::Impl::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+uint32_t Client::Impl::ReadyMaxFrame(size_t server) {
+  std::promise<uint32_t> p;
+  asio::post(ioc_, [&] {
+    uint32_t best = 0;
+    for (const auto& c : pools_[server]) {
+      if (c->state == Conn::State::kReady && (best == 0 || c->max_frame < best)) best = c->max_frame;
+    }
+    p.set_value(best);
+  });
+  return p.get_future().get();
+}
+
 void Client::Impl::Submit(size_t server, Opcode op, uint16_t flags, std::vector<uint8_t> body,
                           const CallOptions& call, FrameDone done) {
   auto c = std::make_shared<Call>();
@@ -652,7 +666,8 @@ Result<LookupResult> Client::Lookup(std::span<const ChunkRef> chain, bool requir
   return LookupAsync(std::vector<ChunkRef>(chain.begin(), chain.end()), require_state, call).get();
 }
 
-void Client::PutAsync(PutChunk chunk, std::function<void(Status)> done, const CallOptions& call) {
+void Client::PutWithResultAsync(PutChunk chunk, std::function<void(Result<PutResult>)> done,
+                                const CallOptions& call) {
   if (chunk.payload.empty()) {
     done(Status::InvalidArgument("Put without a payload"));
     return;
@@ -667,10 +682,34 @@ void Client::PutAsync(PutChunk chunk, std::function<void(Status)> done, const Ca
   req.prefix_tokens = chunk.raw_kv ? chunk.prefix_tokens : 0;
   req.payload = std::move(chunk.payload);
   req.state_record = std::move(chunk.state_record);
+  req.memory = impl_->options().request_memory;
   impl_->Submit(server, Opcode::kPut, req.Flags(), EncodeBody(req), call,
                 [done = std::move(done)](Result<Frame> r) {
-                  done(DecodeReply<protocol::PutReply>(std::move(r)).status());
+                  auto m = DecodeReply<protocol::PutReply>(std::move(r));
+                  if (!m.ok()) return done(m.status());
+                  PutResult out{m->stored_bytes, std::nullopt};
+                  if (m->memory) {
+                    out.memory = RequestMemory{m->stored_bytes, m->memory->raw_positions,
+                                               m->memory->raw_position_bytes,
+                                               m->memory->state_bytes};
+                  }
+                  done(std::move(out));
                 });
+}
+
+std::future<Result<PutResult>> Client::PutWithResultAsync(PutChunk chunk, const CallOptions& call) {
+  auto [f, cb] = Promise<Result<PutResult>>();
+  PutWithResultAsync(std::move(chunk), std::move(cb), call);
+  return std::move(f);
+}
+
+Result<PutResult> Client::PutWithResult(const PutChunk& chunk, const CallOptions& call) {
+  return PutWithResultAsync(chunk, call).get();
+}
+
+void Client::PutAsync(PutChunk chunk, std::function<void(Status)> done, const CallOptions& call) {
+  PutWithResultAsync(
+      std::move(chunk), [done = std::move(done)](Result<PutResult> r) { done(r.status()); }, call);
 }
 
 std::future<Status> Client::PutAsync(PutChunk chunk, const CallOptions& call) {
@@ -685,13 +724,19 @@ Status Client::Put(const PutChunk& chunk, const CallOptions& call) {
 
 void Client::GetAsync(const StoredKey& route, const StoredKey& key, GetOptions get,
                       std::function<void(Result<GetResult>)> done, const CallOptions& call) {
-  protocol::GetRequest req{key, get.decoded, get.with_state};
+  protocol::GetRequest req{key, get.decoded, get.with_state, impl_->options().request_memory};
   impl_->Submit(ServerFor(route), Opcode::kGet, req.Flags(), EncodeBody(req), call,
                 [done = std::move(done)](Result<Frame> r) {
                   if (!r.ok()) return done(r.status());
                   auto m = protocol::GetReply::DecodeOwned(r->header.flags, std::move(r->body));
                   if (!m.ok()) return done(m.status());
-                  done(GetResult{std::move(m->payload), std::move(m->state_record)});
+                  GetResult out{std::move(m->payload), std::move(m->state_record), std::nullopt};
+                  if (m->memory) {
+                    out.memory = RequestMemory{out.payload.size(), m->memory->raw_positions,
+                                               m->memory->raw_position_bytes,
+                                               m->memory->state_bytes};
+                  }
+                  done(std::move(out));
                 });
 }
 
@@ -770,6 +815,14 @@ Status Client::Ping(size_t server_index, const CallOptions& call) {
                   cb(m->data == data ? Status::Ok() : Status::Corruption("PING echo differs"));
                 });
   return f.get();
+}
+
+Result<uint32_t> Client::MaxFrameBytes(size_t server_index, const CallOptions& call) {
+  // A PING goes through a connection that has done HELLO, so one is ready after it.
+  KVSTASH_RETURN_IF_ERROR(Ping(server_index, call));
+  const uint32_t max = impl_->ReadyMaxFrame(server_index);
+  if (max == 0) return Status::Unavailable("no connection to the server is ready");
+  return max;
 }
 
 }  // namespace kvstash

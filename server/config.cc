@@ -1,6 +1,8 @@
 #include "server/config.h"
 
+#include <boost/asio/ip/address.hpp>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -92,18 +94,24 @@ Status ServerConfig::Validate() const {
     return Status::InvalidArgument("tls needs both cert_file and key_file");
   }
   if (!store.is_object()) return Status::InvalidArgument("store must be an object");
+  for (const std::string* a : {&listen, &http_listen}) {
+    boost::system::error_code ec;
+    boost::asio::ip::make_address(*a, ec);
+    if (ec) return Status::InvalidArgument("bad listen address \"" + *a + "\" (an IP literal)");
+  }
   return Status::Ok();
 }
 
 Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc) {
   KVSTASH_RETURN_IF_ERROR(OnlyKeys(doc, "config",
-                                   {"listen", "port", "http_port", "server_id", "io_threads",
+                                   {"listen", "port", "http_listen", "http_port", "server_id", "io_threads",
                                     "worker_threads", "limits", "drain_grace_ms", "drain_timeout_ms", "tenants",
                                     "tls", "store", "chart_js", "ready_file"}));
   ServerConfig c;
   KVSTASH_RETURN_IF_ERROR(Read(doc, "listen", &c.listen));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "port", &c.port));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "http_port", &c.http_port));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "http_listen", &c.http_listen));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "server_id", &c.server_id));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "io_threads", &c.io_threads));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "worker_threads", &c.worker_threads));
@@ -151,6 +159,31 @@ Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc) {
     c.store = *it;
   }
   return c;
+}
+
+Result<uint64_t> ParseByteSize(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 20) {
+    return Status::InvalidArgument("\"" + text + "\" is not a byte count (e.g. 64G, 512MiB)");
+  }
+  static const std::pair<const char*, uint64_t> kSuffixes[] = {
+      {"", 1},          {"B", 1},
+      {"K", 1ull << 10}, {"KiB", 1ull << 10}, {"KB", 1000ull},
+      {"M", 1ull << 20}, {"MiB", 1ull << 20}, {"MB", 1000000ull},
+      {"G", 1ull << 30}, {"GiB", 1ull << 30}, {"GB", 1000000000ull},
+      {"T", 1ull << 40}, {"TiB", 1ull << 40}, {"TB", 1000000000000ull}};
+  const std::string suffix = text.substr(digits);
+  for (const auto& [name, unit] : kSuffixes) {
+    if (suffix != name) continue;
+    const std::string number = text.substr(0, digits);
+    if (number.size() == 20 && number > "18446744073709551615") break;
+    const uint64_t v = std::stoull(number);
+    if (v > std::numeric_limits<uint64_t>::max() / unit) break;
+    return v * unit;
+  }
+  return Status::InvalidArgument("\"" + text + "\" is not a byte count below 2^64 (suffixes: " +
+                                 "K M G T, KiB MiB GiB TiB, KB MB GB TB)");
 }
 
 Result<ServerConfig> LoadServerConfig(const std::string& path) {

@@ -3,7 +3,8 @@
 // its default written down; none changes while the server runs (restart to change).
 //
 // File format (all keys optional; docs/protocol.md §7 has a full example):
-//   { "listen": "0.0.0.0", "port": 7470, "http_port": 7471, "server_id": "node-1",
+//   { "listen": "0.0.0.0", "port": 7470, "http_listen": "127.0.0.1", "http_port": 7471,
+//     "server_id": "node-1",
 //     "io_threads": 2, "worker_threads": 2,
 //     "limits": { "max_frame_bytes": ..., "max_in_flight": ..., "max_connections": ...,
 //                 "idle_timeout_ms": ..., "io_timeout_ms": ..., "hello_timeout_ms": ...,
@@ -66,8 +67,12 @@ struct Limits {
 };
 
 struct ServerConfig {
-  std::string listen = "127.0.0.1";  // Default: 127.0.0.1
+  std::string listen = "127.0.0.1";  // protocol port's address. Default: 127.0.0.1
   uint16_t port = 7470;              // protocol port; 0 picks a free one. Default: 7470.
+  // HTTP port's address (/metrics, /v1/stats, /dashboard are for operators: the
+  // server-wide statistics must not reach tenants). Default: 127.0.0.1, whatever
+  // `listen` is.
+  std::string http_listen = "127.0.0.1";
   uint16_t http_port = 7471;         // HTTP port; 0 picks a free one. Default: 7471.
   // Stable identity of this node (clients hash prefixes onto nodes by it).
   // Default: "<listen>:<port>".
@@ -102,5 +107,10 @@ struct ServerConfig {
 Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc);
 // Reads and parses a file. Errors: IOError when unreadable; ParseServerConfig's.
 Result<ServerConfig> LoadServerConfig(const std::string& path);
+
+// A byte count with an optional suffix: K, M, G, T or KiB, MiB, GiB, TiB (powers of
+// 1024), KB, MB, GB, TB (powers of 1000), B; e.g. "68719476736", "64G", "512MiB".
+// Errors: InvalidArgument for anything else or a value above 2^64 - 1.
+Result<uint64_t> ParseByteSize(const std::string& text);
 
 }  // namespace kvstash::server

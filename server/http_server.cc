@@ -48,7 +48,12 @@ http::response<http::string_body> Respond(const http::request<http::string_body>
   res.set(http::field::content_type, content_type);
   res.set(http::field::cache_control, "no-store");
   res.keep_alive(req.keep_alive());
-  if (req.method() != http::verb::head) res.body() = std::move(body);
+  if (req.method() == http::verb::head) {
+    // RFC 9110 §9.3.2: the headers a GET would carry, Content-Length included, no body.
+    res.content_length(body.size());
+    return res;
+  }
+  res.body() = std::move(body);
   res.prepare_payload();
   return res;
 }
@@ -66,8 +71,11 @@ http::response<http::string_body> Route(const http::request<http::string_body>& 
   }
   if (target == "/v1/stats") return Respond(req, http::status::ok, "application/json", src.stats_json());
   if (target == "/healthz") {
-    if (src.draining()) return Respond(req, http::status::service_unavailable, "text/plain", "draining\n");
-    return Respond(req, http::status::ok, "text/plain", "ok\n");
+    const std::string detail = src.health_detail ? src.health_detail() : "";
+    if (src.draining()) {
+      return Respond(req, http::status::service_unavailable, "text/plain", "draining\n" + detail);
+    }
+    return Respond(req, http::status::ok, "text/plain", "ok\n" + detail);
   }
   if (target == "/dashboard" || target == "/dashboard/") {
     return Respond(req, http::status::ok, "text/html; charset=utf-8", kDashboardHtml);
@@ -88,17 +96,25 @@ http::response<http::string_body> Route(const http::request<http::string_body>& 
   return Respond(req, http::status::not_found, "text/plain", "not found\n");
 }
 
-// The answer to a request that could not be read because it broke a limit (RFC 6585
-// §5: 431 for the header, RFC 9110 §15.5.14: 413 for the body), or nothing.
-std::optional<http::response<http::string_body>> LimitResponse(boost::system::error_code ec) {
+// The answer to a request that could not be read: it broke a limit (RFC 6585 §5: 431
+// for the header, RFC 9110 §15.5.14: 413 for the body) or is not HTTP/1.x (400); nothing
+// when the connection ended or timed out (no one to answer).
+std::optional<http::response<http::string_body>> ReadErrorResponse(boost::system::error_code ec) {
   http::status status;
   std::string body;
+  if (!ec || ec == http::error::end_of_stream || ec == http::error::partial_message ||
+      ec == http::error::need_more || ec == http::error::need_buffer) {
+    return std::nullopt;
+  }
   if (ec == http::error::header_limit) {
     status = http::status::request_header_fields_too_large;
     body = "request header larger than " + std::to_string(kHttpHeaderLimit) + " bytes\n";
   } else if (ec == http::error::body_limit) {
     status = http::status::payload_too_large;
     body = "request body larger than " + std::to_string(kHttpBodyLimit) + " bytes\n";
+  } else if (ec.category() == http::make_error_code(http::error::bad_method).category()) {
+    status = http::status::bad_request;
+    body = "malformed HTTP request: " + ec.message() + "\n";
   } else {
     return std::nullopt;
   }
@@ -133,7 +149,7 @@ awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src,
     stream.expires_after(std::chrono::seconds(30));
     boost::system::error_code ec;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-    if (auto res = LimitResponse(ec)) {
+    if (auto res = ReadErrorResponse(ec)) {
       stream.expires_after(std::chrono::seconds(5));
       co_await http::async_write(stream, *res, asio::redirect_error(use_awaitable, ec));
       // Lingering close: closing with the rest of the request unread would reset the

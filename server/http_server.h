@@ -2,13 +2,16 @@
 //
 //   GET /metrics                 Prometheus text exposition 0.0.4 (metrics.h)
 //   GET /v1/stats                the stats JSON document (docs/protocol.md §8)
-//   GET /healthz                 "ok" while serving, 503 "draining" during shutdown
+//   GET /healthz                 "ok" while serving, 503 "draining" during shutdown;
+//                                then one line per degraded part ("T2 down ...")
 //   GET /dashboard               live dashboard page (server/web/dashboard.html)
 //   GET /dashboard/dashboard.js  its script (server/web/dashboard.js)
 //   GET /dashboard/chart.min.js  Chart.js from the configured file (Debian
 //                                libjs-chart.js); nothing is loaded from a CDN
-// Anything else is 404; methods other than GET/HEAD are 405. A request header over
-// 16 KiB gets 431 and a body over 64 KiB 413, then the connection closes. Keep-alive
+// Anything else is 404; methods other than GET/HEAD are 405; HEAD gets GET's headers
+// (Content-Length of the body it would have) and no body. A request header over 16 KiB
+// gets 431, a body over 64 KiB 413, a request that is not HTTP/1.x 400, then the
+// connection closes. Keep-alive
 // is supported; each read and write has a deadline (Beast's tcp_stream timeouts).
 //
 // Thread-safety: runs on the server's io_context; Stop() may be called from any thread.
@@ -37,6 +40,8 @@ struct HttpSources {
   std::function<std::string()> stats_json;    // /v1/stats body
   std::function<bool()> draining;             // /healthz answers 503 when true
   std::string chart_js_path;                  // file served as chart.min.js
+  // Lines appended to /healthz (degraded parts; empty when all is well). May be empty.
+  std::function<std::string()> health_detail;
 };
 
 class HttpServer {

@@ -1,11 +1,13 @@
 // kvstash-server: the network service (docs/protocol.md). Reads --config FILE (JSON,
 // server/config.h) and lets flags override single fields; runs until SIGINT/SIGTERM,
-// then drains. Exit status: 0 after a clean drain, 2 for a bad configuration, 1 when
-// the store or a port cannot be opened.
+// then drains. Exit status: 0 after a clean drain (and for --help), 2 for a bad
+// configuration or usage error, 1 when the store or a port cannot be opened.
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <optional>
+#include <sstream>
+#include <tuple>
 
 #include "common/logging.h"
 #include "server/config.h"
@@ -21,35 +23,67 @@ int main(int argc, char** argv) {
   std::optional<uint32_t> io_threads, worker_threads, max_connections, max_in_flight,
       max_frame_bytes, idle_timeout_ms, io_timeout_ms, min_transfer_bytes_per_s, drain_grace_ms,
       drain_timeout_ms;
-  std::optional<uint64_t> memory_budget;
+  std::optional<std::string> memory_budget, disk_budget, http_listen;
   std::vector<std::string> tenants;
-  app.add_option("--config", config_file, "JSON config file (server/config.h)");
-  app.add_option("--listen", listen, "Listen address");
-  app.add_option("--port", port, "Protocol port (0: any free port)");
-  app.add_option("--http-port", http_port, "HTTP port (0: any free port)");
-  app.add_option("--server-id", server_id, "Node identity");
-  app.add_option("--data-dir", data_dir, "RocksDB directory (store.path); empty: memory only");
-  app.add_option("--memory-budget", memory_budget, "T0 byte budget (store.memory_budget_bytes)");
-  app.add_option("--io-threads", io_threads, "Socket threads");
-  app.add_option("--worker-threads", worker_threads, "Store threads");
-  app.add_option("--max-connections", max_connections, "Open connection limit");
-  app.add_option("--max-in-flight", max_in_flight, "Outstanding requests per connection");
-  app.add_option("--max-frame-bytes", max_frame_bytes, "Largest frame body");
-  app.add_option("--idle-timeout-ms", idle_timeout_ms, "Idle connection timeout");
-  app.add_option("--io-timeout-ms", io_timeout_ms, "Per read/write deadline inside a frame");
+  // Help texts show the defaults (ServerConfig's, store::StoreOptions'), which apply
+  // when neither the config file nor a flag sets the field.
+  const ServerConfig d;
+  const kvstash::store::StoreOptions ds;
+  auto def = [](const std::string& help, const auto& v) {
+    std::ostringstream o;
+    o << help << " [default: " << v << "]";
+    return o.str();
+  };
+  app.add_option("--config", config_file, "JSON config file (server/config.h; flags override it)");
+  app.add_option("--listen", listen, def("Protocol port address", d.listen));
+  app.add_option("--port", port, def("Protocol port (0: any free port)", d.port));
+  app.add_option("--http-listen", http_listen,
+                 def("HTTP port address (/metrics, /v1/stats, /dashboard: keep it private)",
+                     d.http_listen));
+  app.add_option("--http-port", http_port, def("HTTP port (0: any free port)", d.http_port));
+  app.add_option("--server-id", server_id, def("Node identity", "<listen>:<port>"));
+  app.add_option("--data-dir", data_dir,
+                 def("RocksDB directory (store.path); empty: memory only", "empty"));
+  app.add_option("--memory-budget", memory_budget,
+                 def("T0 byte budget (store.memory_budget_bytes; suffixes K M G T, KiB.., KB..)",
+                     ds.memory_budget_bytes));
+  app.add_option("--disk-budget", disk_budget,
+                 def("T1 byte budget (store.disk_budget_bytes; suffixes as --memory-budget)",
+                     ds.disk_budget_bytes));
+  app.add_option("--io-threads", io_threads, def("Socket threads", d.io_threads));
+  app.add_option("--worker-threads", worker_threads, def("Store threads", d.worker_threads));
+  app.add_option("--max-connections", max_connections,
+                 def("Open connection limit", d.limits.max_connections));
+  app.add_option("--max-in-flight", max_in_flight,
+                 def("Outstanding requests per connection", d.limits.max_in_flight));
+  app.add_option("--max-frame-bytes", max_frame_bytes,
+                 def("Largest frame body", d.limits.max_frame_bytes));
+  app.add_option("--idle-timeout-ms", idle_timeout_ms,
+                 def("Idle connection timeout", d.limits.idle_timeout_ms));
+  app.add_option("--io-timeout-ms", io_timeout_ms,
+                 def("Per read/write deadline inside a frame", d.limits.io_timeout_ms));
   app.add_option("--min-transfer-bytes-per-s", min_transfer_bytes_per_s,
-                 "Slowest accepted frame transfer rate (whole-frame deadlines)");
+                 def("Slowest accepted frame transfer rate (whole-frame deadlines)",
+                     d.limits.min_transfer_bytes_per_s));
   app.add_option("--drain-grace-ms", drain_grace_ms,
-                 "After SIGTERM: /healthz 503 and keep serving this long before closing");
+                 def("After SIGTERM: /healthz 503 and keep serving this long before closing",
+                     d.drain_grace_ms));
   app.add_option("--drain-timeout-ms", drain_timeout_ms,
-                 "Then: cut off connections still busy after this long");
+                 def("Then: cut off connections still busy after this long", d.drain_timeout_ms));
   app.add_option("--tenant", tenants, "NAME=CREDENTIAL (repeatable; adds to the config's)");
   app.add_option("--tls-cert", tls_cert, "PEM certificate chain: TLS on the protocol port");
   app.add_option("--tls-key", tls_key, "PEM private key");
-  app.add_option("--ready-file", ready_file, "Write {port,http_port,pid} here once listening");
-  app.add_option("--chart-js", chart_js, "Chart.js file served to the dashboard");
+  app.add_option("--ready-file", ready_file,
+                 def("Write {port,http_port,pid} here once listening", "none"));
+  app.add_option("--chart-js", chart_js, def("Chart.js file served to the dashboard", d.chart_js));
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  // Usage errors exit 2, as bad configurations do (CLI11's own codes are 100+).
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
   if (!kvstash::SetLogLevel(log_level)) {
     std::cerr << "kvstash-server: unknown --log-level " << log_level << "\n";
     return 2;
@@ -66,10 +100,21 @@ int main(int argc, char** argv) {
   }
   if (listen) cfg.listen = *listen;
   if (port) cfg.port = *port;
+  if (http_listen) cfg.http_listen = *http_listen;
   if (http_port) cfg.http_port = *http_port;
   if (server_id) cfg.server_id = *server_id;
   if (data_dir) cfg.store["path"] = *data_dir;
-  if (memory_budget) cfg.store["memory_budget_bytes"] = *memory_budget;
+  for (const auto& [flag, value, key] :
+       {std::tuple{"--memory-budget", &memory_budget, "memory_budget_bytes"},
+        std::tuple{"--disk-budget", &disk_budget, "disk_budget_bytes"}}) {
+    if (!*value) continue;
+    auto bytes = kvstash::server::ParseByteSize(**value);
+    if (!bytes.ok()) {
+      std::cerr << "kvstash-server: " << flag << ": " << bytes.status().message() << "\n";
+      return 2;
+    }
+    cfg.store[key] = *bytes;
+  }
   if (io_threads) cfg.io_threads = *io_threads;
   if (worker_threads) cfg.worker_threads = *worker_threads;
   if (max_connections) cfg.limits.max_connections = *max_connections;

@@ -17,40 +17,6 @@ std::string CodecName(int codec) {
 
 }  // namespace
 
-void LatencyHistogram::Record(uint64_t micros) {
-  const auto it = std::lower_bound(kLatencyBoundsUs.begin(), kLatencyBoundsUs.end(), micros);
-  buckets_[it - kLatencyBoundsUs.begin()].fetch_add(1, kRelaxed);
-  sum_us_.fetch_add(micros, kRelaxed);
-}
-
-LatencyHistogram::View LatencyHistogram::Read() const {
-  View v;
-  for (size_t i = 0; i < buckets_.size(); ++i) {
-    v.buckets[i] = buckets_[i].load(kRelaxed);
-    v.count += v.buckets[i];
-  }
-  v.sum_us = sum_us_.load(kRelaxed);
-  return v;
-}
-
-double LatencyHistogram::View::Quantile(double q) const {
-  if (count == 0) return 0;
-  const double rank = q * static_cast<double>(count);
-  uint64_t seen = 0;
-  for (size_t i = 0; i < buckets.size(); ++i) {
-    if (buckets[i] == 0) continue;
-    if (static_cast<double>(seen + buckets[i]) >= rank) {
-      const double lo = i == 0 ? 0.0 : static_cast<double>(kLatencyBoundsUs[i - 1]);
-      if (i == kLatencyBoundsUs.size()) return lo;  // +Inf bucket: its lower bound
-      const double hi = static_cast<double>(kLatencyBoundsUs[i]);
-      const double frac = (rank - static_cast<double>(seen)) / static_cast<double>(buckets[i]);
-      return lo + (hi - lo) * std::clamp(frac, 0.0, 1.0);
-    }
-    seen += buckets[i];
-  }
-  return static_cast<double>(kLatencyBoundsUs.back());
-}
-
 void Metrics::RecordRequest(protocol::Opcode op, uint64_t micros, bool ok) {
   Op& o = ops_[protocol::OpcodeIndex(op)];
   o.requests.fetch_add(1, kRelaxed);
@@ -77,6 +43,16 @@ void Metrics::RecordPut(uint16_t codec, uint64_t raw_bytes, uint64_t stored_byte
 void Metrics::RecordGetHit(uint64_t bytes) {
   get_hits_.fetch_add(1, kRelaxed);
   get_bytes_.fetch_add(bytes, kRelaxed);
+}
+
+void Metrics::RecordMemory(protocol::Opcode op, const RequestMemory& m) {
+  Memory& t = op == protocol::Opcode::kPut ? put_memory_ : get_memory_;
+  t.requests.fetch_add(1, kRelaxed);
+  t.payload_bytes.fetch_add(m.payload_bytes, kRelaxed);
+  t.raw_position_bytes.fetch_add(m.raw_position_bytes, kRelaxed);
+  t.state_bytes.fetch_add(m.state_bytes, kRelaxed);
+  if (m.state_bytes > 0) t.state_records.fetch_add(1, kRelaxed);
+  t.total.Record(m.total());
 }
 
 std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
@@ -110,7 +86,7 @@ std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
     o << "kvstash_request_duration_seconds_bucket{op=\"" << op << "\",le=\"+Inf\"} "
       << v.count << '\n';
     o << "kvstash_request_duration_seconds_sum{op=\"" << op << "\"} "
-      << static_cast<double>(v.sum_us) / 1e6 << '\n';
+      << static_cast<double>(v.sum) / 1e6 << '\n';
     o << "kvstash_request_duration_seconds_count{op=\"" << op << "\"} " << v.count << '\n';
   }
 
@@ -148,11 +124,50 @@ std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
   family("kvstash_get_bytes_total", "counter", "Payload bytes sent by GET.");
   value("kvstash_get_bytes_total", get_bytes_.load(kRelaxed));
 
+  // Request memory: PUT = stored, GET = served (docs/protocol.md §5.7).
+  const std::pair<const char*, const Memory*> mem[] = {{"PUT", &put_memory_},
+                                                       {"GET", &get_memory_}};
+  auto mem_counter = [&](const char* name, const char* help, Counter Memory::*field) {
+    family(name, "counter", help);
+    for (const auto& [op, m] : mem) {
+      o << name << "{op=\"" << op << "\"} " << (m->*field).load(kRelaxed) << '\n';
+    }
+  };
+  mem_counter("kvstash_request_memory_payload_bytes_total",
+              "Payload bytes (header included) stored by PUT / served by GET hits.",
+              &Memory::payload_bytes);
+  mem_counter("kvstash_request_memory_raw_position_bytes_total",
+              "Bytes of positions kept uncompressed inside those payloads (raw chunks; "
+              "dckv/kvtc bf16 head and tail rows).",
+              &Memory::raw_position_bytes);
+  mem_counter("kvstash_state_bytes_total",
+              "Recurrent-state record bytes stored by PUT (op=PUT) / served by GET (op=GET).",
+              &Memory::state_bytes);
+  mem_counter("kvstash_state_records_total",
+              "Recurrent-state records stored by PUT / served by GET.", &Memory::state_records);
+  family("kvstash_request_memory_bytes", "histogram",
+         "Request memory = payload + state bytes, per PUT stored / GET hit served.");
+  for (const auto& [op, m] : mem) {
+    const auto v = m->total.Read();
+    uint64_t cum = 0;
+    for (size_t b = 0; b < kMemoryBoundsBytes.size(); ++b) {
+      cum += v.buckets[b];
+      o << "kvstash_request_memory_bytes_bucket{op=\"" << op << "\",le=\""
+        << kMemoryBoundsBytes[b] << "\"} " << cum << '\n';
+    }
+    o << "kvstash_request_memory_bytes_bucket{op=\"" << op << "\",le=\"+Inf\"} " << v.count
+      << '\n';
+    o << "kvstash_request_memory_bytes_sum{op=\"" << op << "\"} " << v.sum << '\n';
+    o << "kvstash_request_memory_bytes_count{op=\"" << op << "\"} " << v.count << '\n';
+  }
+
   family("kvstash_tier_entries", "gauge", "Entries resident per tier.");
   family("kvstash_tier_bytes", "gauge", "Payload + state bytes resident per tier.");
   family("kvstash_tier_budget_bytes", "gauge", "Byte budget per tier.");
   family("kvstash_tier_hits_total", "counter", "GET hits served per tier.");
   family("kvstash_tier_evictions_total", "counter", "Entries evicted per tier.");
+  family("kvstash_tier_up", "gauge",
+         "1 when the tier is reachable, 0 while it is down (T2: Redis, reconnecting).");
   for (const auto& t : store.tiers) {
     if (!t.enabled) continue;
     const std::string label = "{tier=\"" + t.name + "\"} ";
@@ -160,7 +175,8 @@ std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
       << "kvstash_tier_bytes" << label << t.bytes << '\n'
       << "kvstash_tier_budget_bytes" << label << t.budget_bytes << '\n'
       << "kvstash_tier_hits_total" << label << t.hits << '\n'
-      << "kvstash_tier_evictions_total" << label << t.evictions << '\n';
+      << "kvstash_tier_evictions_total" << label << t.evictions << '\n'
+      << "kvstash_tier_up" << label << (t.up ? 1 : 0) << '\n';
   }
   family("kvstash_checksum_failures_total", "counter",
          "Stored entries dropped because a checksum failed on read.");
@@ -200,7 +216,7 @@ void Metrics::RenderTraffic(nlohmann::json* out) const {
     ops[std::string(protocol::OpcodeName(i + 1))] = {
         {"count", ops_[i].requests.load(kRelaxed)},
         {"errors", ops_[i].errors.load(kRelaxed)},
-        {"mean_us", v.count ? static_cast<double>(v.sum_us) / v.count : 0.0},
+        {"mean_us", v.count ? static_cast<double>(v.sum) / v.count : 0.0},
         {"p50_us", v.Quantile(0.50)},
         {"p90_us", v.Quantile(0.90)},
         {"p99_us", v.Quantile(0.99)}};
@@ -234,6 +250,20 @@ void Metrics::RenderTraffic(nlohmann::json* out) const {
               {"misses", get_misses_.load(kRelaxed)},
               {"bytes", get_bytes_.load(kRelaxed)}};
   j["payload_rejected"] = payload_rejected_.load(kRelaxed);
+  auto memory = [](const Memory& m) {
+    const auto v = m.total.Read();
+    return nlohmann::json{
+        {"requests", m.requests.load(kRelaxed)},
+        {"payload_bytes", m.payload_bytes.load(kRelaxed)},
+        {"raw_position_bytes", m.raw_position_bytes.load(kRelaxed)},
+        {"state_bytes", m.state_bytes.load(kRelaxed)},
+        {"state_records", m.state_records.load(kRelaxed)},
+        {"request_bytes", v.sum},
+        {"mean_request_bytes", v.count ? static_cast<double>(v.sum) / v.count : 0.0},
+        {"p50_request_bytes", v.Quantile(0.50)},
+        {"p99_request_bytes", v.Quantile(0.99)}};
+  };
+  j["memory"] = {{"PUT", memory(put_memory_)}, {"GET", memory(get_memory_)}};
 }
 
 nlohmann::json Metrics::RenderTenantJson(const std::string& tenant,
@@ -261,7 +291,7 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
   for (const auto& t : store.tiers) {
     tiers.push_back({{"name", t.name}, {"enabled", t.enabled}, {"entries", t.entries},
                      {"bytes", t.bytes}, {"budget_bytes", t.budget_bytes}, {"hits", t.hits},
-                     {"evictions", t.evictions}, {"promotions", t.promotions}});
+                     {"evictions", t.evictions}, {"promotions", t.promotions}, {"up", t.up}});
   }
   j["tiers"] = tiers;
   j["checksum_failures"] = store.checksum_failures;

@@ -2,14 +2,21 @@
 // accounting, bytes raw vs stored per codec, connection counters. Rendered as
 // Prometheus text (/metrics, exposition format 0.0.4) and as JSON (/v1/stats, STATS).
 //
-// Latency histograms have fixed bucket bounds in microseconds (kLatencyBoundsUs);
-// percentiles are estimated by linear interpolation inside the bucket holding the
-// rank, as Prometheus' histogram_quantile does.
+// Histograms have fixed bucket bounds: latency in microseconds (kLatencyBoundsUs),
+// request memory in bytes (kMemoryBoundsBytes); percentiles are estimated by linear
+// interpolation inside the bucket holding the rank, as Prometheus' histogram_quantile
+// does.
+//
+// Request memory (docs/protocol.md §5.7): per PUT stored and per GET hit served, the
+// payload bytes, the bytes of positions kept uncompressed inside the payload
+// (server/payload_memory.h), the state record bytes, and their total payload + state
+// (histogram).
 //
 // Thread-safety: every counter is a relaxed atomic; Record*/Add* may run concurrently
 // from any thread; renders read a slightly racy but monotone view.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -27,21 +34,67 @@ inline constexpr std::array<uint64_t, 18> kLatencyBoundsUs = {
     25,    50,    100,    200,    500,    1000,   2000,    5000,    10000,
     20000, 50000, 100000, 200000, 500000, 1000000, 2000000, 5000000, 10000000};
 
-class LatencyHistogram {
+// Request memory buckets: 1 KiB .. 4 GiB in powers of 4.
+inline constexpr std::array<uint64_t, 12> kMemoryBoundsBytes = {
+    1ull << 10, 1ull << 12, 1ull << 14, 1ull << 16, 1ull << 18, 1ull << 20,
+    1ull << 22, 1ull << 24, 1ull << 26, 1ull << 28, 1ull << 30, 1ull << 32};
+
+// A histogram over the upper bounds `kBounds` (ascending; values above the last go
+// to the +Inf bucket). Thread-safe (relaxed atomics).
+template <const auto& kBounds>
+class Histogram {
  public:
-  void Record(uint64_t micros);
+  void Record(uint64_t v) {
+    const auto it = std::lower_bound(kBounds.begin(), kBounds.end(), v);
+    buckets_[it - kBounds.begin()].fetch_add(1, std::memory_order_relaxed);
+    sum_.fetch_add(v, std::memory_order_relaxed);
+  }
   struct View {
-    std::array<uint64_t, kLatencyBoundsUs.size() + 1> buckets{};  // last: +Inf
+    std::array<uint64_t, kBounds.size() + 1> buckets{};  // last: +Inf
     uint64_t count = 0;
-    uint64_t sum_us = 0;
-    // Estimated q-quantile in microseconds (0 when empty). REQUIRES: 0 <= q <= 1.
-    double Quantile(double q) const;
+    uint64_t sum = 0;
+    // Estimated q-quantile (0 when empty). REQUIRES: 0 <= q <= 1.
+    double Quantile(double q) const {
+      if (count == 0) return 0;
+      const double rank = q * static_cast<double>(count);
+      uint64_t seen = 0;
+      for (size_t i = 0; i < buckets.size(); ++i) {
+        if (buckets[i] == 0) continue;
+        if (static_cast<double>(seen + buckets[i]) >= rank) {
+          const double lo = i == 0 ? 0.0 : static_cast<double>(kBounds[i - 1]);
+          if (i == kBounds.size()) return lo;  // +Inf bucket: its lower bound
+          const double hi = static_cast<double>(kBounds[i]);
+          const double frac = (rank - static_cast<double>(seen)) / static_cast<double>(buckets[i]);
+          return lo + (hi - lo) * std::clamp(frac, 0.0, 1.0);
+        }
+        seen += buckets[i];
+      }
+      return static_cast<double>(kBounds.back());
+    }
   };
-  View Read() const;
+  View Read() const {
+    View v;
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      v.buckets[i] = buckets_[i].load(std::memory_order_relaxed);
+      v.count += v.buckets[i];
+    }
+    v.sum = sum_.load(std::memory_order_relaxed);
+    return v;
+  }
 
  private:
-  std::array<std::atomic<uint64_t>, kLatencyBoundsUs.size() + 1> buckets_{};
-  std::atomic<uint64_t> sum_us_{0};
+  std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};
+  std::atomic<uint64_t> sum_{0};
+};
+using LatencyHistogram = Histogram<kLatencyBoundsUs>;
+using MemoryHistogram = Histogram<kMemoryBoundsBytes>;
+
+// What one request weighs (docs/protocol.md §5.7).
+struct RequestMemory {
+  uint64_t payload_bytes = 0;       // whole payload, header included
+  uint64_t raw_position_bytes = 0;  // part of payload_bytes: positions kept uncompressed
+  uint64_t state_bytes = 0;         // recurrent-state record (0: none)
+  uint64_t total() const { return payload_bytes + state_bytes; }
 };
 
 // Codec ids tracked separately (CodecId values 0..7).
@@ -57,6 +110,8 @@ class Metrics {
   void RecordPut(uint16_t codec, uint64_t raw_bytes, uint64_t stored_bytes);
   // One GET hit of `bytes` payload bytes sent.
   void RecordGetHit(uint64_t bytes);
+  // Request memory of one stored PUT (op kPut) or one GET hit served (op kGet).
+  void RecordMemory(protocol::Opcode op, const RequestMemory& m);
   void RecordGetMiss() { get_misses_.fetch_add(1, std::memory_order_relaxed); }
   // A PUT payload rejected because a digest or header check failed.
   void RecordPayloadRejected() { payload_rejected_.fetch_add(1, std::memory_order_relaxed); }
@@ -97,6 +152,12 @@ class Metrics {
   Counter payload_rejected_{0}, bad_frames_{0}, auth_failures_{0}, timeouts_{0};
   Counter open_{0}, accepted_{0}, rejected_{0};
   Counter bytes_in_{0}, bytes_out_{0};
+  struct Memory {
+    Counter requests{0}, payload_bytes{0}, raw_position_bytes{0}, state_bytes{0},
+        state_records{0};
+    MemoryHistogram total;
+  };
+  Memory put_memory_, get_memory_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 

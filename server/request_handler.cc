@@ -6,6 +6,7 @@
 #include "common/checksum.h"
 #include "common/logging.h"
 #include "common/payload_format.h"
+#include "server/payload_memory.h"
 #include "server/protocol/messages.h"
 
 namespace kvstash::server {
@@ -23,16 +24,23 @@ std::vector<uint8_t> ReplyBuffer(size_t body_capacity) {
   return b;
 }
 
+// Offset of the flags field in the frame header (docs/protocol.md §2).
+constexpr size_t kFlagsOffset = 6;
+
+// The reply's flags wait in the header room (at the flags field) until FinishOkReply.
 template <typename Reply>
 std::vector<uint8_t> Body(const Reply& r) {
   std::vector<uint8_t> b = ReplyBuffer(64);
+  StoreLe<uint16_t>(b.data() + kFlagsOffset, r.Flags());
   r.Encode(&b);
   return b;
 }
 
-// Fills the header room of `frame` (ReplyBuffer + body) for a successful reply.
+// Fills the header room of `frame` (ReplyBuffer + body, flags set by Body) for a
+// successful reply.
 void FinishOkReply(const Frame& request, std::vector<uint8_t>* frame) {
   protocol::FrameHeader h;
+  h.flags = LoadLe<uint16_t>(frame->data() + kFlagsOffset);
   h.opcode = static_cast<uint8_t>(request.header.opcode | protocol::kReplyBit);
   h.request_id = request.header.request_id;
   const std::span<const uint8_t> body(frame->data() + protocol::kFrameHeaderBytes,
@@ -91,10 +99,13 @@ RequestHandler::RequestHandler(ChunkStore* store, const TenantTable* tenants, Me
 
 bool RequestHandler::HandleHello(const Frame& f, std::string* tenant, std::vector<uint8_t>* out) {
   const auto t0 = std::chrono::steady_clock::now();
+  // Server-wide every HELLO; a tenant's STATS counts its successful HELLOs (a failed
+  // one has not proven it is that tenant).
   auto finish = [&](bool ok) {
-    metrics_->RecordRequest(Opcode::kHello,
-                            std::chrono::duration_cast<std::chrono::microseconds>(
-                                std::chrono::steady_clock::now() - t0).count(), ok);
+    const uint64_t us = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::steady_clock::now() - t0).count();
+    if (ok) Record(*tenant, [&](Metrics& m) { m.RecordRequest(Opcode::kHello, us, true); });
+    else metrics_->RecordRequest(Opcode::kHello, us, false);
     return ok;
   };
   auto req = protocol::HelloRequest::Decode(f.header.flags, f.body);
@@ -253,6 +264,14 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
       return st.status().WithContext("PUT state record");
     }
   }
+  // Request memory of what is stored (and codec-level check of dckv/kvtc row counts).
+  Result<PayloadMemory> measured = MeasurePayload(stored);
+  if (!measured.ok()) {
+    Record(tenant, [](Metrics& m) { m.RecordPayloadRejected(); });
+    return measured.status().WithContext("PUT payload");
+  }
+  const RequestMemory memory{measured->payload_bytes, measured->raw_position_bytes,
+                             req.state_record.size()};
   ChunkWrite w;
   w.key = ScopeKey(tenant, req.key);
   if (req.parent) w.parent = ScopeKey(tenant, *req.parent);
@@ -276,8 +295,14 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
   }
   Record(tenant, [&](Metrics& m) {
     m.RecordPut(w.codec, CanonicalBytes(p.header), stored.size());
+    m.RecordMemory(Opcode::kPut, memory);
   });
-  return Body(protocol::PutReply{stored.size()});
+  protocol::PutReply reply{stored.size(), std::nullopt};
+  if (req.memory) {
+    reply.memory = protocol::ReplyMemory{measured->raw_positions, measured->raw_position_bytes,
+                                         memory.state_bytes};
+  }
+  return Body(reply);
 }
 
 Result<Reply> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
@@ -304,23 +329,36 @@ Result<Reply> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
   }
   const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(hit->payload->data()),
                                          hit->payload->size());
-  // Body (messages.h GetReply): payload || state || u32 state_bytes || u32 payload_bytes.
+  Result<PayloadMemory> measured = MeasurePayload(payload);
+  if (!measured.ok()) return measured.status().WithContext("stored payload");
+  // Body (messages.h GetReply): payload || state || [u32 raw_positions || u64
+  // raw_position_bytes] || u32 state_bytes || u32 payload_bytes.
   // The payload is sent from the store's shared buffer, never copied.
   Reply reply;
   reply.shared = hit->payload;
   const std::string* state = req.with_state && hit->state ? hit->state.get() : nullptr;
   ByteWriter w(&reply.tail);
   if (state) w.Bytes(*state);
+  if (req.memory) {
+    w.U32(measured->raw_positions);
+    w.U64(measured->raw_position_bytes);
+  }
   w.U32(state ? static_cast<uint32_t>(state->size()) : 0);
   w.U32(static_cast<uint32_t>(payload.size()));
   protocol::FrameHeader h;
   h.opcode = static_cast<uint8_t>(f.header.opcode | protocol::kReplyBit);
   h.request_id = f.header.request_id;
+  h.flags = req.memory ? protocol::kReplyFlagMemory : 0;
   h.body_bytes = static_cast<uint32_t>(payload.size() + reply.tail.size());
   h.body_crc32c = Crc32c(reply.tail, Crc32c(payload));
   reply.head.resize(protocol::kFrameHeaderBytes);
   protocol::EncodeFrameHeader(h, reply.head.data());
-  Record(tenant, [&](Metrics& m) { m.RecordGetHit(payload.size()); });
+  const RequestMemory memory{payload.size(), measured->raw_position_bytes,
+                             state ? state->size() : 0};
+  Record(tenant, [&](Metrics& m) {
+    m.RecordGetHit(payload.size());
+    m.RecordMemory(Opcode::kGet, memory);
+  });
   return reply;
 }
 
@@ -354,6 +392,16 @@ nlohmann::json RequestHandler::TenantStatsJson(const std::string& tenant) const 
 
 nlohmann::json RequestHandler::StatsJson() const {
   return metrics_->RenderJson(store_->Snapshot(), limits_.server_id);
+}
+
+std::string RequestHandler::HealthDetail() const {
+  std::string out;
+  for (const auto& t : store_->Snapshot().tiers) {
+    if (t.enabled && !t.up) {
+      out += t.name + " down: unreachable, serving without it and reconnecting (degraded)\n";
+    }
+  }
+  return out;
 }
 
 std::string RequestHandler::PrometheusText() const {

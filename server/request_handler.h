@@ -81,6 +81,8 @@ class RequestHandler {
   // The STATS reply of `tenant`: that tenant's traffic only (Metrics::RenderTenantJson).
   nlohmann::json TenantStatsJson(const std::string& tenant) const;
   std::string PrometheusText() const;
+  // Degraded parts for /healthz, one line each ("T2 down: ..."); empty when none.
+  std::string HealthDetail() const;
 
  private:
   Result<std::vector<uint8_t>> Dispatch(const std::string& tenant, const protocol::Frame& f);

@@ -12,6 +12,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <unistd.h>
@@ -45,7 +46,8 @@ class Server::Impl {
         drain_timer_(ioc_),
         http_(ioc_, HttpSources{[this] { return handler_->PrometheusText(); },
                                 [this] { return handler_->StatsJson().dump(1); },
-                                [this] { return draining_.load(); }, config_.chart_js}) {}
+                                [this] { return draining_.load(); }, config_.chart_js,
+                                [this] { return handler_->HealthDetail(); }}) {}
 
   Status Init() {
     if (!config_.tls_cert_file.empty()) {
@@ -72,7 +74,7 @@ class Server::Impl {
     if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
     if (ec) return Status::IOError("protocol port " + std::to_string(config_.port) + ": " + ec.message());
     port_ = acceptor_.local_endpoint().port();
-    KVSTASH_RETURN_IF_ERROR(http_.Listen(config_.listen, config_.http_port));
+    KVSTASH_RETURN_IF_ERROR(http_.Listen(config_.http_listen, config_.http_port));
     if (config_.server_id.empty()) config_.server_id = config_.listen + ":" + std::to_string(port_);
     handler_ = std::make_unique<RequestHandler>(
         store_.get(), &tenants_, &metrics_,
@@ -97,8 +99,14 @@ class Server::Impl {
       std::rename(tmp.c_str(), config_.ready_file.c_str());
       started_ = true;
     }
-    KVSTASH_LOG_INFO("kvstash-server {} listening on {}:{} (protocol{}) and :{} (HTTP), {} tenants",
-                     config_.server_id, config_.listen, port_, tls_ ? ", TLS" : "", http_.port(),
+    if (std::error_code fs_ec; !std::filesystem::is_regular_file(config_.chart_js, fs_ec)) {
+      KVSTASH_LOG_WARN("chart_js \"{}\" is not a readable file: /dashboard will show no charts "
+                       "(install Debian's libjs-chart.js or set chart_js / --chart-js)",
+                       config_.chart_js);
+    }
+    KVSTASH_LOG_INFO("kvstash-server {} listening on {}:{} (protocol{}) and {}:{} (HTTP), {} tenants",
+                     config_.server_id, config_.listen, port_, tls_ ? ", TLS" : "",
+                     config_.http_listen, http_.port(),
                      tenants_.size());
     return Status::Ok();
   }

@@ -1,6 +1,9 @@
 #include "store/redis_tier.h"
 
+#include <chrono>
+
 #include "common/checksum.h"
+#include "common/logging.h"
 
 namespace kvstash::store {
 namespace {
@@ -21,8 +24,69 @@ Result<std::unique_ptr<RedisTier>> RedisTier::Open(const RedisOptions& o) {
   ro.connect_timeout_ms = o.connect_timeout_ms;
   ro.command_timeout_ms = o.command_timeout_ms;
   ro.max_redirects = o.max_redirects;
-  KVSTASH_ASSIGN_OR_RETURN(auto router, RedisRouter::Connect(ro));
-  return std::unique_ptr<RedisTier>(new RedisTier(o.key_prefix, std::move(router)));
+  auto router = RedisRouter::Connect(ro);
+  if (!router.ok() && router.status().code() != Status::Code::kUnavailable) return router.status();
+  if (!router.ok()) {
+    KVSTASH_LOG_WARN("T2 (Redis) is down at start-up: {}; serving without it and retrying "
+                     "in the background", router.status().ToString());
+    return std::unique_ptr<RedisTier>(new RedisTier(o.key_prefix, ro, nullptr));
+  }
+  return std::unique_ptr<RedisTier>(
+      new RedisTier(o.key_prefix, ro, std::shared_ptr<RedisRouter>(std::move(router).value())));
+}
+
+RedisTier::RedisTier(std::string prefix, RedisRouterOptions options,
+                     std::shared_ptr<RedisRouter> router)
+    : prefix_(std::move(prefix)), options_(std::move(options)), router_(std::move(router)) {
+  up_ = router_ != nullptr;
+  if (!router_) reconnect_ = std::thread([this] { Reconnect(); });
+}
+
+RedisTier::~RedisTier() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (reconnect_.joinable()) reconnect_.join();
+}
+
+void RedisTier::Reconnect() {
+  constexpr std::chrono::milliseconds kFirst{250}, kMax{30000};
+  std::chrono::milliseconds wait = kFirst;
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    if (stop_cv_.wait_for(lock, wait, [this] { return stop_; })) return;
+    lock.unlock();
+    auto router = RedisRouter::Connect(options_);
+    lock.lock();
+    if (router.ok()) {
+      router_ = std::move(router).value();
+      up_ = true;
+      KVSTASH_LOG_INFO("T2 (Redis) connected");
+      return;
+    }
+    KVSTASH_LOG_DEBUG("T2 (Redis) still down: {}", router.status().ToString());
+    wait = std::min(kMax, wait * 2);
+  }
+}
+
+std::shared_ptr<RedisRouter> RedisTier::Router() const {
+  std::lock_guard lock(mu_);
+  return router_;
+}
+
+std::vector<Result<RedisReply>> RedisTier::Execute(std::span<const RedisCommand> commands) {
+  std::shared_ptr<RedisRouter> router = Router();
+  if (!router) {
+    return std::vector<Result<RedisReply>>(
+        commands.size(), Status::Unavailable("T2 (Redis) is down (reconnecting)"));
+  }
+  auto replies = router->Execute(commands);
+  bool reached = replies.empty();
+  for (const auto& r : replies) reached |= r.ok() || r.status().code() != Status::Code::kUnavailable;
+  up_.store(reached, std::memory_order_relaxed);
+  return replies;
 }
 
 std::string RedisTier::RedisKey(const StoredKey& key) const { return prefix_ + ToHex(key); }
@@ -42,7 +106,7 @@ std::vector<Status> RedisTier::Put(std::span<const Item> items) {
   }
   std::vector<Status> out;
   out.reserve(items.size());
-  for (auto& r : router_->Execute(cmds)) {
+  for (auto& r : Execute(cmds)) {
     if (!r.ok()) out.push_back(r.status());
     else if (r->type == RedisReply::Type::kError) out.push_back(ReplyError(*r));
     else out.push_back(Status::Ok());
@@ -62,7 +126,7 @@ std::vector<Result<std::optional<RedisTier::Item>>> RedisTier::Get(
   }
   std::vector<Result<std::optional<Item>>> out;
   out.reserve(keys.size());
-  auto replies = router_->Execute(cmds);
+  auto replies = Execute(cmds);
   for (size_t i = 0; i < keys.size(); ++i) {
     auto& r = replies[i];
     if (!r.ok()) {
@@ -124,7 +188,7 @@ std::vector<Result<std::optional<MetaRecord>>> RedisTier::GetMeta(
   }
   std::vector<Result<std::optional<MetaRecord>>> out;
   out.reserve(keys.size());
-  for (auto& r : router_->Execute(cmds)) {
+  for (auto& r : Execute(cmds)) {
     if (!r.ok()) {
       out.push_back(r.status());
     } else if (r->type == RedisReply::Type::kNil) {
@@ -152,7 +216,7 @@ std::vector<Status> RedisTier::Delete(std::span<const StoredKey> keys) {
     cmds.push_back(std::move(c));
   }
   std::vector<Status> out;
-  for (auto& r : router_->Execute(cmds)) {
+  for (auto& r : Execute(cmds)) {
     if (!r.ok()) out.push_back(r.status());
     else if (r->type == RedisReply::Type::kError) out.push_back(ReplyError(*r));
     else out.push_back(Status::Ok());

@@ -8,10 +8,22 @@
 // meta's XXH3-64 of payload and state and reports Corruption on a mismatch.
 // Layout in docs/format/store.md.
 //
-// Thread-safety: as RedisRouter (calls serialised internally).
+// Start-up without Redis: when no endpoint answers at Open, the tier still opens, down
+// (up() false): every call fails Unavailable at once (the store then treats T2 as
+// absent for that call: evictions remove instead of demoting, reads miss), and a
+// background thread retries the connection with exponential backoff (250 ms doubling
+// to 30 s, each attempt bounded by connect_timeout_ms per endpoint) until it succeeds.
+// up() also turns false while calls fail Unavailable at run time, true again on the
+// next call that reaches Redis.
+//
+// Thread-safety: as RedisRouter (calls serialised internally); up() is lock-free.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,8 +40,15 @@ namespace kvstash::store {
 
 class RedisTier {
  public:
-  // Errors: RedisRouter::Connect's.
+  // Errors: RedisRouter::Connect's, except Unavailable (no endpoint answers): then the
+  // tier opens down and reconnects in the background (see above).
   static Result<std::unique_ptr<RedisTier>> Open(const RedisOptions& options);
+  ~RedisTier();
+  RedisTier(const RedisTier&) = delete;
+  RedisTier& operator=(const RedisTier&) = delete;
+
+  // Connected and the last call reached Redis.
+  bool up() const { return up_.load(std::memory_order_relaxed); }
 
   struct Item {
     StoredKey key{};
@@ -51,13 +70,23 @@ class RedisTier {
   std::vector<Status> Delete(std::span<const StoredKey> keys);
 
   std::string RedisKey(const StoredKey& key) const;
-  RedisRouter& router() { return *router_; }
 
  private:
-  RedisTier(std::string prefix, std::unique_ptr<RedisRouter> router)
-      : prefix_(std::move(prefix)), router_(std::move(router)) {}
-  std::string prefix_;
-  std::unique_ptr<RedisRouter> router_;
+  RedisTier(std::string prefix, RedisRouterOptions options, std::shared_ptr<RedisRouter> router);
+  // The router, or null while down.
+  std::shared_ptr<RedisRouter> Router() const;
+  // Runs commands; all Unavailable while down. Keeps up_ current.
+  std::vector<Result<RedisReply>> Execute(std::span<const RedisCommand> commands);
+  void Reconnect();  // the background thread's loop
+
+  const std::string prefix_;
+  const RedisRouterOptions options_;
+  mutable std::mutex mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;                    // guarded by mu_
+  std::shared_ptr<RedisRouter> router_;  // guarded by mu_
+  std::atomic<bool> up_{false};
+  std::thread reconnect_;
 };
 
 }  // namespace kvstash::store

@@ -339,6 +339,7 @@ Result<LookupResult> Store::Impl::Lookup(std::span<const StoredKey> keys, bool h
 
 StoreStats Store::Impl::Stats() const {
   StoreStats s;
+  s.t2_up = !t2_ || t2_->up();
   {
     std::shared_lock lock(index_mu_);
     for (int t = 0; t < kNumTiers; ++t) {

@@ -73,6 +73,9 @@ struct TierStats {
 
 struct StoreStats {
   bool enabled[kNumTiers] = {};
+  // False while T2 is on but Redis cannot be reached (store/redis_tier.h: the store
+  // serves from T0/T1 meanwhile and reconnects in the background).
+  bool t2_up = true;
   TierStats tiers[kNumTiers];
   uint64_t lookups = 0;
   uint64_t lookup_chunks = 0;          // chunk keys examined by Lookups

@@ -56,6 +56,13 @@ Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
   return bytes;
 }
 
+std::string FormatRequestMemory(const RequestMemory& m) {
+  return "request memory " + std::to_string(m.total_bytes()) + " bytes = payload " +
+         std::to_string(m.payload_bytes) + " (coded " + std::to_string(m.coded_bytes()) + " + " +
+         std::to_string(m.raw_positions) + " uncompressed positions in " +
+         std::to_string(m.raw_position_bytes) + " bytes) + state " + std::to_string(m.state_bytes);
+}
+
 Status WriteFileBytes(const std::string& path, std::span<const uint8_t> bytes) {
   std::ofstream out(path, std::ios::binary);
   out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));

@@ -30,5 +30,8 @@ Result<StoredKey> ParseKey(const std::string& hex);
 // Reads a whole file. Errors: IOError.
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 Status WriteFileBytes(const std::string& path, std::span<const uint8_t> bytes);
+// One line: "request memory N bytes = payload P (coded C + R uncompressed positions
+// in B bytes) + state S" (put, get).
+std::string FormatRequestMemory(const RequestMemory& m);
 
 }  // namespace kvstash::cli

@@ -30,6 +30,12 @@ int Run(const GetCmdOptions& o) {
     std::cerr << "kvstash get: " << r.status().ToString() << "\n";
     return r.status().IsNotFound() ? 3 : 1;
   }
+  if (!o.state_out.empty() && r->state_record.empty()) {
+    // KV + state together or nothing (hybrid models need both to continue).
+    std::cerr << "kvstash get: the chunk has no recurrent-state record; neither " << o.out
+              << " nor " << o.state_out << " written\n";
+    return 3;
+  }
   if (Status s = WriteFileBytes(o.out, r->payload); !s.ok()) {
     std::cerr << "kvstash get: " << s.ToString() << "\n";
     return 1;
@@ -41,17 +47,19 @@ int Run(const GetCmdOptions& o) {
     }
   }
   std::cout << "wrote " << r->payload.size() << " bytes to " << o.out << "\n";
+  if (r->memory) std::cout << FormatRequestMemory(*r->memory) << "\n";
   return 0;
 }
 
 const bool kRegistered = RegisterCommand(
-    "get", "Fetch a chunk payload from a kvstash server (exit 3 on a miss)", [](CLI::App* cmd) {
+    "get", "Fetch a chunk payload from a kvstash server (exit 3 on a miss, or with --state-out "
+    "when the chunk has no state record)", [](CLI::App* cmd) {
       auto o = std::make_shared<GetCmdOptions>();
       o->client.Add(cmd);
       cmd->add_option("--key", o->key, "Stored chunk key (32 hex digits)")->required();
       cmd->add_option("--route", o->route, "First chunk key of the prefix (default: --key)");
       cmd->add_option("--out", o->out, "Output file for the payload")->required();
-      cmd->add_option("--state-out", o->state_out, "Also fetch the state record into FILE");
+      cmd->add_option("--state-out", o->state_out, "Also fetch the state record into FILE (none stored: exit 3, no file written)");
       cmd->add_flag("--decoded", o->decoded, "Ask for the decoded (codec raw) chunk");
       return [o] { return Run(*o); };
     });

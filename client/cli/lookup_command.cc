@@ -19,16 +19,25 @@ struct LookupCmdOptions {
 
 int Run(const LookupCmdOptions& o) {
   std::vector<ChunkRef> chain;
-  std::string list = o.keys;
-  for (char& c : list) c = (c == ',') ? ' ' : c;
-  std::istringstream in(list);
-  for (std::string hex; in >> hex;) {
+  std::istringstream in(o.keys);
+  for (std::string hex; std::getline(in, hex, ',');) {
+    const size_t b = hex.find_first_not_of(" \t"), e = hex.find_last_not_of(" \t");
+    hex = b == std::string::npos ? "" : hex.substr(b, e - b + 1);
+    if (hex.empty()) {
+      std::cerr << "kvstash lookup: --keys has an empty key (\"" << o.keys
+                << "\"): give keys separated by single commas\n";
+      return 2;
+    }
     auto k = ParseKey(hex);
     if (!k.ok()) {
       std::cerr << "kvstash lookup: " << k.status().ToString() << "\n";
       return 2;
     }
     chain.push_back({*k, o.chunk_tokens});
+  }
+  if (!o.keys.empty() && o.keys.back() == ',') {
+    std::cerr << "kvstash lookup: --keys ends with a comma (\"" << o.keys << "\")\n";
+    return 2;
   }
   if (chain.empty()) {
     std::cerr << "kvstash lookup: no keys\n";
@@ -58,7 +67,9 @@ const bool kRegistered = RegisterCommand(
       o->client.Add(cmd);
       cmd->add_option("--keys", o->keys, "Stored chunk keys in chain order, comma separated")
           ->required();
-      cmd->add_option("--chunk-tokens", o->chunk_tokens, "Tokens per chunk")->capture_default_str();
+      cmd->add_option("--chunk-tokens", o->chunk_tokens, "Tokens per chunk (>= 1)")
+          ->capture_default_str()
+          ->check(CLI::Range(1u, 1u << 20));
       cmd->add_flag("--require-state", o->require_state, "End at a recurrent-state record");
       return [o] { return Run(*o); };
     });

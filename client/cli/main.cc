@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   CLI::App app{"kvstash: a store for LLM prefix (KV) caches with lossless (spec) and "
                "lossy (dckv) compression"};
   app.require_subcommand(1, 1);
+  app.footer("Exit status: 0 success; 1 the request failed (server or I/O error); 2 usage "
+             "error (bad flag or value, file too large for the server); 3 not stored (get: the "
+             "chunk, or with --state-out its state record).");
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")
       ->capture_default_str()
@@ -67,7 +70,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help / --version exit 0; every usage error exits 2, as the commands' own do
+    // (CLI11's codes are 100+).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return exit_code;
 }

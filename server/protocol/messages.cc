@@ -171,7 +171,8 @@ Result<LookupReply> LookupReply::Decode(uint16_t flags, std::span<const uint8_t>
 // ---------------------------------------------------------------- PUT
 uint16_t PutRequest::Flags() const {
   return static_cast<uint16_t>((raw_kv ? kPutFlagRawKv : 0) | (pin ? kPutFlagPin : 0) |
-                               (prefix_tokens != 0 ? kPutFlagPrefixTokens : 0));
+                               (prefix_tokens != 0 ? kPutFlagPrefixTokens : 0) |
+                               (memory ? kPutFlagMemory : 0));
 }
 
 void PutRequest::Encode(std::vector<uint8_t>* body) const {
@@ -190,11 +191,13 @@ void PutRequest::Encode(std::vector<uint8_t>* body) const {
 
 Result<PutRequest> PutRequest::Decode(uint16_t flags, std::span<const uint8_t> body) {
   KVSTASH_RETURN_IF_ERROR(
-      CheckFlags("PUT", flags, kPutFlagRawKv | kPutFlagPin | kPutFlagPrefixTokens));
+      CheckFlags("PUT", flags,
+                 kPutFlagRawKv | kPutFlagPin | kPutFlagPrefixTokens | kPutFlagMemory));
   BodyReader r("PUT", body);
   PutRequest m;
   m.raw_kv = (flags & kPutFlagRawKv) != 0;
   m.pin = (flags & kPutFlagPin) != 0;
+  m.memory = (flags & kPutFlagMemory) != 0;
   uint8_t has_parent = 0;
   uint16_t codec = 0;
   uint32_t state_len = 0, payload_len = 0;
@@ -217,13 +220,26 @@ Result<PutRequest> PutRequest::Decode(uint16_t flags, std::span<const uint8_t> b
   return m;
 }
 
-void PutReply::Encode(std::vector<uint8_t>* body) const { ByteWriter(body).U64(stored_bytes); }
+void PutReply::Encode(std::vector<uint8_t>* body) const {
+  ByteWriter w(body);
+  w.U64(stored_bytes);
+  if (memory) {
+    w.U32(memory->raw_positions);
+    w.U64(memory->raw_position_bytes);
+    w.U64(memory->state_bytes);
+  }
+}
 
 Result<PutReply> PutReply::Decode(uint16_t flags, std::span<const uint8_t> body) {
-  KVSTASH_RETURN_IF_ERROR(CheckFlags("PUT reply", flags, 0));
+  KVSTASH_RETURN_IF_ERROR(CheckFlags("PUT reply", flags, kReplyFlagMemory));
   BodyReader r("PUT reply", body);
   PutReply m;
   r.U64(&m.stored_bytes);
+  if ((flags & kReplyFlagMemory) != 0) {
+    m.memory.emplace();
+    r.U32(&m.memory->raw_positions) && r.U64(&m.memory->raw_position_bytes) &&
+        r.U64(&m.memory->state_bytes);
+  }
   KVSTASH_RETURN_IF_ERROR(r.Finish());
   return m;
 }
@@ -231,7 +247,8 @@ Result<PutReply> PutReply::Decode(uint16_t flags, std::span<const uint8_t> body)
 // ---------------------------------------------------------------- GET
 uint16_t GetRequest::Flags() const {
   return static_cast<uint16_t>((decoded ? kGetFlagDecoded : 0) |
-                               (with_state ? kGetFlagWithState : 0));
+                               (with_state ? kGetFlagWithState : 0) |
+                               (memory ? kGetFlagMemory : 0));
 }
 
 void GetRequest::Encode(std::vector<uint8_t>* body) const {
@@ -241,52 +258,77 @@ void GetRequest::Encode(std::vector<uint8_t>* body) const {
 
 Result<GetRequest> GetRequest::Decode(uint16_t flags, std::span<const uint8_t> body) {
   KVSTASH_ASSIGN_OR_RETURN(StoredKey k,
-                           DecodeKeyOnly("GET", flags, kGetFlagDecoded | kGetFlagWithState, body));
+                           DecodeKeyOnly("GET", flags,
+                                         kGetFlagDecoded | kGetFlagWithState | kGetFlagMemory,
+                                         body));
   GetRequest m;
   m.key = k;
   m.decoded = (flags & kGetFlagDecoded) != 0;
   m.with_state = (flags & kGetFlagWithState) != 0;
+  m.memory = (flags & kGetFlagMemory) != 0;
   return m;
 }
 
 void GetReply::Encode(std::vector<uint8_t>* body) const {
   ByteWriter w(body);
-  body->reserve(body->size() + 8 + payload.size() + state_record.size());
+  body->reserve(body->size() + 20 + payload.size() + state_record.size());
   w.Bytes(payload);
   w.Bytes(state_record);
+  if (memory) {
+    w.U32(memory->raw_positions);
+    w.U64(memory->raw_position_bytes);
+  }
   w.U32(static_cast<uint32_t>(state_record.size()));
   w.U32(static_cast<uint32_t>(payload.size()));
 }
 
 namespace {
+// Bytes of the memory fields of a GET reply body (kReplyFlagMemory).
+constexpr size_t kGetMemoryBytes = 12;
+
 // Sizes of a GET reply body from its trailer. Errors: Corruption.
-Status GetReplySizes(std::span<const uint8_t> body, uint32_t* payload_len, uint32_t* state_len) {
-  if (body.size() < 8) return Status::Corruption("GET reply body is truncated");
+Status GetReplySizes(uint16_t flags, std::span<const uint8_t> body, uint32_t* payload_len,
+                     uint32_t* state_len) {
+  const size_t extra = (flags & kReplyFlagMemory) != 0 ? kGetMemoryBytes : 0;
+  if (body.size() < 8 + extra) return Status::Corruption("GET reply body is truncated");
   *state_len = LoadLe<uint32_t>(body.data() + body.size() - 8);
   *payload_len = LoadLe<uint32_t>(body.data() + body.size() - 4);
-  if (uint64_t{*payload_len} + *state_len + 8 != body.size()) {
+  if (uint64_t{*payload_len} + *state_len + 8 + extra != body.size()) {
     return Status::Corruption("GET reply sizes disagree with its body size");
   }
   return Status::Ok();
 }
+
+// Reads the memory fields after payload and state; they describe `state_len` state bytes.
+std::optional<ReplyMemory> GetReplyMemory(uint16_t flags, std::span<const uint8_t> body,
+                                          size_t at, uint32_t state_len) {
+  if ((flags & kReplyFlagMemory) == 0) return std::nullopt;
+  ReplyMemory m;
+  m.raw_positions = LoadLe<uint32_t>(body.data() + at);
+  m.raw_position_bytes = LoadLe<uint64_t>(body.data() + at + 4);
+  m.state_bytes = state_len;
+  return m;
+}
 }  // namespace
 
 Result<GetReply> GetReply::Decode(uint16_t flags, std::span<const uint8_t> body) {
-  KVSTASH_RETURN_IF_ERROR(CheckFlags("GET reply", flags, 0));
+  KVSTASH_RETURN_IF_ERROR(CheckFlags("GET reply", flags, kReplyFlagMemory));
   uint32_t payload_len = 0, state_len = 0;
-  KVSTASH_RETURN_IF_ERROR(GetReplySizes(body, &payload_len, &state_len));
+  KVSTASH_RETURN_IF_ERROR(GetReplySizes(flags, body, &payload_len, &state_len));
   GetReply m;
   m.payload.assign(body.begin(), body.begin() + payload_len);
   m.state_record.assign(body.begin() + payload_len, body.begin() + payload_len + state_len);
+  m.memory = GetReplyMemory(flags, body, size_t{payload_len} + state_len, state_len);
   return m;
 }
 
 Result<GetReply> GetReply::DecodeOwned(uint16_t flags, std::vector<uint8_t>&& body) {
-  KVSTASH_RETURN_IF_ERROR(CheckFlags("GET reply", flags, 0));
+  KVSTASH_RETURN_IF_ERROR(CheckFlags("GET reply", flags, kReplyFlagMemory));
   uint32_t payload_len = 0, state_len = 0;
-  KVSTASH_RETURN_IF_ERROR(GetReplySizes(body, &payload_len, &state_len));
+  KVSTASH_RETURN_IF_ERROR(GetReplySizes(flags, body, &payload_len, &state_len));
   GetReply m;
   m.state_record.assign(body.begin() + payload_len, body.begin() + payload_len + state_len);
+  m.memory = GetReplyMemory(flags, body, size_t{payload_len} + state_len, state_len);
   body.resize(payload_len);
   m.payload = std::move(body);
   return m;

@@ -83,6 +83,18 @@ struct LookupReply {
   bool operator==(const LookupReply&) const = default;
 };
 
+// Request memory of a reply (docs/protocol.md §5.7), sent when the request asked for
+// it (kPutFlagMemory, kGetFlagMemory; the reply then has kReplyFlagMemory set).
+// raw_positions / raw_position_bytes: positions kept uncompressed inside the payload
+// (server/payload_memory.h); state_bytes: the state record's size.
+inline constexpr uint16_t kReplyFlagMemory = 1u << 0;
+struct ReplyMemory {
+  uint32_t raw_positions = 0;
+  uint64_t raw_position_bytes = 0;
+  uint64_t state_bytes = 0;
+  bool operator==(const ReplyMemory&) const = default;
+};
+
 // PUT: stores one chunk payload (and optionally the recurrent state at its end).
 // `payload` is always a whole chunk payload (common/payload_format.h). With
 // kPutFlagRawKv it must be codec kRaw (canonical KV bytes) and the server encodes it
@@ -92,6 +104,8 @@ inline constexpr uint16_t kPutFlagRawKv = 1u << 0;
 inline constexpr uint16_t kPutFlagPin = 1u << 1;
 // The body ends with u32 prefix_tokens (set when prefix_tokens != 0).
 inline constexpr uint16_t kPutFlagPrefixTokens = 1u << 2;
+// The reply carries the request memory (ReplyMemory).
+inline constexpr uint16_t kPutFlagMemory = 1u << 3;
 struct PutRequest {
   StoredKey key{};
   std::optional<StoredKey> parent;  // previous chunk of the chain (none for chunk 0)
@@ -103,16 +117,20 @@ struct PutRequest {
   // With raw_kv: tokens of the stored prefix this chunk belongs to (server-side dckv
   // keeps the prefix's last positions raw); 0 = the chunk ends the prefix.
   uint32_t prefix_tokens = 0;
+  bool memory = false;  // ask for the reply's ReplyMemory
 
   uint16_t Flags() const;
   void Encode(std::vector<uint8_t>* body) const;
   static Result<PutRequest> Decode(uint16_t flags, std::span<const uint8_t> body);
   bool operator==(const PutRequest&) const = default;
 };
+// Body: u64 stored_bytes, and with kReplyFlagMemory u32 raw_positions,
+// u64 raw_position_bytes, u64 state_bytes (of the stored payload and state record).
 struct PutReply {
   uint64_t stored_bytes = 0;  // payload bytes as stored (after server-side encoding)
+  std::optional<ReplyMemory> memory;
 
-  uint16_t Flags() const { return 0; }
+  uint16_t Flags() const { return memory ? kReplyFlagMemory : 0; }
   void Encode(std::vector<uint8_t>* body) const;
   static Result<PutReply> Decode(uint16_t flags, std::span<const uint8_t> body);
   bool operator==(const PutReply&) const = default;
@@ -122,24 +140,30 @@ struct PutReply {
 // a codec-kRaw payload (canonical KV bytes) instead of the stored encoding.
 inline constexpr uint16_t kGetFlagDecoded = 1u << 0;
 inline constexpr uint16_t kGetFlagWithState = 1u << 1;
+inline constexpr uint16_t kGetFlagMemory = 1u << 2;  // reply carries ReplyMemory
 struct GetRequest {
   StoredKey key{};
   bool decoded = false;
   bool with_state = false;
+  bool memory = false;
 
   uint16_t Flags() const;
   void Encode(std::vector<uint8_t>* body) const;
   static Result<GetRequest> Decode(uint16_t flags, std::span<const uint8_t> body);
   bool operator==(const GetRequest&) const = default;
 };
-// Body layout: payload || state_record || u32 state_bytes || u32 payload_bytes. The
-// sizes trail the bytes so a receiver can keep the payload in the buffer it read the
-// body into (DecodeOwned: no copy of a multi-megabyte payload).
+// Body layout: payload || state_record || [u32 raw_positions || u64 raw_position_bytes,
+// with kReplyFlagMemory] || u32 state_bytes || u32 payload_bytes. The sizes trail the
+// bytes so a receiver can keep the payload in the buffer it read the body into
+// (DecodeOwned: no copy of a multi-megabyte payload). memory->state_bytes is not sent
+// (it is the trailer's state_bytes): Encode requires it to equal state_record.size(),
+// Decode sets it so.
 struct GetReply {
   std::vector<uint8_t> payload;       // a whole chunk payload
   std::vector<uint8_t> state_record;  // empty unless asked for and present
+  std::optional<ReplyMemory> memory;  // of the payload and state record returned
 
-  uint16_t Flags() const { return 0; }
+  uint16_t Flags() const { return memory ? kReplyFlagMemory : 0; }
   void Encode(std::vector<uint8_t>* body) const;
   static Result<GetReply> Decode(uint16_t flags, std::span<const uint8_t> body);
   // Same result as Decode, taking over `body`'s buffer for the payload.

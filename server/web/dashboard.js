@@ -83,6 +83,9 @@ function update(s) {
   document.getElementById("bytes-saved").textContent = fmtBytes(s.bytes_saved);
   document.getElementById("connections").textContent = s.connections.open;
   document.getElementById("checksum-failures").textContent = s.checksum_failures;
+  // Request memory (docs/protocol.md §5.7): mean payload + state per stored PUT.
+  document.getElementById("put-memory").textContent = fmtBytes(s.memory.PUT.mean_request_bytes);
+  document.getElementById("state-stored").textContent = fmtBytes(s.memory.PUT.state_bytes);
 
   for (const c of Object.values(charts)) c.update();
   previous = s;
@@ -93,6 +96,7 @@ function update(s) {
   }
   document.getElementById("status").textContent = JSON.stringify({
     updates, points, hit_rate: hit, bytes_saved: s.bytes_saved, codecs,
+    put_memory: s.memory.PUT.mean_request_bytes, state_stored: s.memory.PUT.state_bytes,
     tiers: charts.tiers.data.labels, latency_ops: ops,
     lookups: s.lookup.lookups, rendered: Object.values(charts).every((c) => c.canvas.width > 0),
   });

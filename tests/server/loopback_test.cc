@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/payload_format.h"
 #include "kvstash/client.h"
 #include "server/protocol/frame.h"
 #include "server/protocol/messages.h"
@@ -167,6 +168,41 @@ TEST_F(LoopbackTest, EveryOpcodeThroughTheClient) {
   PutChunk bad = Chunk(5, std::nullopt);
   bad.payload[150] ^= 1;
   EXPECT_STATUS(c->Put(bad), kCorruption);
+}
+
+TEST_F(LoopbackTest, ClientExposesRequestMemory) {
+  StartServer();
+  auto c = MakeClient("a", "pa");
+  // Raw chunk of 16 positions (SmallLayout: 128 bytes each) + a 130-byte state record.
+  RecurrentState st;
+  st.boundary_tokens = 16;
+  st.tensors.push_back({"layers.0.state", DType::kF32, {2, 2}, std::vector<uint8_t>(16, 7)});
+  PutChunk p = Chunk(1, std::nullopt);
+  p.state_record = EncodeStateRecord(st, Digest256{}).value();
+  ASSERT_OK_AND_ASSIGN(PutResult put, c->PutWithResult(p));
+  EXPECT_EQ(put.stored_bytes, 136u + 2048);
+  ASSERT_TRUE(put.memory.has_value());
+  EXPECT_EQ(*put.memory, (RequestMemory{2184, 16, 2048, 130}));
+  EXPECT_EQ(put.memory->total_bytes(), 2314u);
+  EXPECT_EQ(put.memory->coded_bytes(), 136u);
+  ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(1), Key(1), GetOptions{false, true}));
+  ASSERT_TRUE(g.memory.has_value());
+  EXPECT_EQ(*g.memory, (RequestMemory{2184, 16, 2048, 130}));
+  // A client that does not ask gets the version-1 replies.
+  ClientOptions o;
+  o.servers = {"127.0.0.1:" + std::to_string(server_->port())};
+  o.tenant = "a";
+  o.credential = "pa";
+  o.request_memory = false;
+  auto old = Client::Create(o).value();
+  ASSERT_OK_AND_ASSIGN(put, old->PutWithResult(Chunk(2, 1)));
+  EXPECT_EQ(put.stored_bytes, 2184u);
+  EXPECT_FALSE(put.memory.has_value());
+  ASSERT_OK_AND_ASSIGN(g, old->Get(Key(1), Key(2)));
+  EXPECT_FALSE(g.memory.has_value());
+  auto j = ServerStats();
+  EXPECT_EQ(j["memory"]["PUT"]["state_bytes"], 130);
+  EXPECT_EQ(j["memory"]["GET"]["requests"], 2);
 }
 
 TEST_F(LoopbackTest, PipelinedAsyncCallsAllComplete) {

@@ -84,6 +84,22 @@ TEST(MessagesTest, Put) {
     CheckRoundTrip(m);
   }
   CheckRoundTrip(PutReply{123456789});
+  CheckRoundTrip(PutReply{123456789, ReplyMemory{7, 896, 130}});
+  {  // the memory flag asks for the reply's memory fields
+    PutRequest m;
+    m.key = KeyOf(1);
+    m.payload = Bytes(10, 1);
+    m.memory = true;
+    EXPECT_EQ(m.Flags(), kPutFlagMemory);
+    CheckRoundTrip(m);
+    // u64 stored, u32 raw_positions, u64 raw bytes, u64 state: 28 bytes.
+    std::vector<uint8_t> reply;
+    PutReply{5, ReplyMemory{1, 2, 3}}.Encode(&reply);
+    EXPECT_EQ(reply.size(), 28u);
+    EXPECT_STATUS(PutReply::Decode(0, reply), kCorruption);  // trailing bytes without the flag
+    reply.pop_back();
+    EXPECT_STATUS(PutReply::Decode(kReplyFlagMemory, reply), kCorruption);  // truncated
+  }
   {  // the prefix_tokens flag with a zero value, or without its 4 bytes, is refused
     PutRequest m;
     m.key = KeyOf(1);
@@ -104,6 +120,19 @@ TEST(MessagesTest, GetDeletePin) {
   CheckRoundTrip(GetRequest{KeyOf(1), true, false});
   CheckRoundTrip(GetRequest{KeyOf(2), false, true});
   for (size_t n : {0, 1, 136, 1000}) CheckRoundTrip(GetReply{Bytes(n, 1), Bytes(n / 2, 2)});
+  CheckRoundTrip(GetRequest{KeyOf(2), true, true, true});
+  for (size_t n : {0, 1, 136, 1000}) {
+    // memory->state_bytes travels as the trailer's state size.
+    GetReply m{Bytes(n, 1), Bytes(n / 2, 2), ReplyMemory{3, 384, n / 2}};
+    CheckRoundTrip(m);
+    std::vector<uint8_t> body;
+    m.Encode(&body);
+    EXPECT_EQ(body.size(), n + n / 2 + 20);  // + u32 + u64 memory + u32 + u32 sizes
+    EXPECT_STATUS(GetReply::Decode(0, body), kCorruption);  // sizes disagree without the flag
+    auto owned = GetReply::DecodeOwned(kReplyFlagMemory, std::move(body));
+    ASSERT_OK(owned.status());
+    EXPECT_EQ(*owned, m);
+  }
   CheckRoundTrip(DeleteRequest{KeyOf(3)});
   CheckRoundTrip(DeleteReply{true});
   CheckRoundTrip(DeleteReply{false});

@@ -10,9 +10,11 @@
 
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
+#include "common/byte_io.h"
 #include "common/checksum.h"
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/payload_memory.h"
 #include "server/protocol/messages.h"
 #include "server/request_handler.h"
 #include "server/tenant_codecs.h"
@@ -49,6 +51,31 @@ TEST(ConfigTest, ParsesEveryFieldAndKeepsDefaults) {
   EXPECT_EQ(c.limits.io_timeout_ms, 10000u);  // default kept
   EXPECT_EQ(c.tenants.size(), 2u);
   EXPECT_EQ(c.store["memory_budget_bytes"], 1000);
+  // The HTTP port stays on loopback whatever `listen` is, unless set on its own.
+  EXPECT_EQ(c.listen, "0.0.0.0");
+  EXPECT_EQ(c.http_listen, "127.0.0.1");
+  doc["http_listen"] = "::1";
+  ASSERT_OK_AND_ASSIGN(c, ParseServerConfig(doc));
+  EXPECT_EQ(c.http_listen, "::1");
+  ASSERT_OK(c.Validate());
+  c.http_listen = "localhost";  // an IP literal is required
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);
+}
+
+TEST(ConfigTest, ByteSizesTakeBinaryAndDecimalSuffixes) {
+  const std::pair<const char*, uint64_t> ok[] = {
+      {"0", 0}, {"1", 1}, {"68719476736", 68719476736ull}, {"1B", 1}, {"64K", 64ull << 10},
+      {"64KiB", 64ull << 10}, {"64KB", 64000}, {"3G", 3ull << 30}, {"512MiB", 512ull << 20},
+      {"2MB", 2000000}, {"1T", 1ull << 40}, {"5TB", 5000000000000ull},
+      {"18446744073709551615", ~0ull}, {"16777215T", 16777215ull << 40}};
+  for (const auto& [text, want] : ok) {
+    ASSERT_OK_AND_ASSIGN(uint64_t got, ParseByteSize(text));
+    EXPECT_EQ(got, want) << text;
+  }
+  for (const char* bad : {"", "G", "-1", "1.5G", "12X", "1 G", "1g", "64KiBB",
+                          "18446744073709551616", "16777216T", "99999999999999999999999"}) {
+    EXPECT_STATUS(ParseByteSize(bad), kInvalidArgument) << bad;
+  }
 }
 
 TEST(ConfigTest, RejectsTyposAndBadValues) {
@@ -138,7 +165,7 @@ TEST(MetricsTest, HistogramQuantilesInterpolateInsideBuckets) {
   for (int i = 0; i < 50; ++i) h.Record(150);
   auto v = h.Read();
   EXPECT_EQ(v.count, 100u);
-  EXPECT_EQ(v.sum_us, 50u * 30 + 50u * 150);
+  EXPECT_EQ(v.sum, 50u * 30 + 50u * 150);
   EXPECT_DOUBLE_EQ(v.Quantile(0.5), 50.0);   // rank 50 = top of the first bucket
   EXPECT_DOUBLE_EQ(v.Quantile(0.75), 150.0); // halfway through (100,200]
   EXPECT_DOUBLE_EQ(v.Quantile(0.25), 37.5);  // halfway through (25,50]
@@ -168,6 +195,142 @@ TEST(MetricsTest, PrometheusAndJsonAgree) {
   EXPECT_EQ(j["requests"]["GET"]["errors"], 1);
 }
 
+// A hand-built payload of `codec` over SmallLayout (128 bytes per bf16 position):
+// `tokens` tokens, body = `body` (its digests made to match).
+std::vector<uint8_t> PayloadWithBody(CodecId codec, uint32_t tokens, std::vector<uint8_t> body) {
+  PayloadHeader h{.codec = codec, .flags = kPayloadFlagLossy, .layout = testing::SmallLayout(),
+                  .tokens = tokens};
+  return BuildPayload(h, body).value();
+}
+
+// A dckv body: DCKB, head, tail, coded, flags, [u16 ids], raw rows, `stream` bytes.
+std::vector<uint8_t> DckvBody(uint32_t head, uint32_t tail, uint32_t coded, bool ids,
+                              size_t raw_row_bytes, size_t stream) {
+  std::vector<uint8_t> b;
+  ByteWriter w(&b);
+  w.U32(0x424B4344);
+  w.U32(head);
+  w.U32(tail);
+  w.U32(coded);
+  w.U32(ids ? 1 : 0);
+  if (ids) for (uint32_t i = 0; i < coded; ++i) w.U16(static_cast<uint16_t>(i));
+  b.resize(b.size() + (head + tail) * raw_row_bytes + stream, 0x5a);
+  return b;
+}
+
+// The hybrid state record of the tests: one f32 [2, 2] tensor named "layers.0.state".
+// Hand-derived size: 64 header + (2 name_len + 14 name + 1 dtype + 1 rank + 2 * 8 dims +
+// 8 data_bytes + 16 data) + 8 trailer = 130 bytes.
+std::vector<uint8_t> SmallStateRecord() {
+  RecurrentState st;
+  st.boundary_tokens = 16;
+  st.tensors.push_back({"layers.0.state", DType::kF32, {2, 2}, std::vector<uint8_t>(16, 7)});
+  return EncodeStateRecord(st, Digest256{}).value();
+}
+
+TEST(PayloadMemoryTest, RawChunkIsAllUncompressedPositions) {
+  // 16 tokens x (2 layers x 2 (K, V) x 2 heads x 8 dims) x 2 bytes = 2048 body bytes.
+  ASSERT_OK_AND_ASSIGN(PayloadMemory m, MeasurePayload(RawPayload(16, 1)));
+  EXPECT_EQ(m.payload_bytes, 136u + 2048);
+  EXPECT_EQ(m.raw_positions, 16u);
+  EXPECT_EQ(m.raw_position_bytes, 2048u);
+  // fp8: the positions are 1 byte per scalar; the 2 x 2 fp32 scales are not positions.
+  const KvLayout fp8{2, 2, 8, DType::kFP8E4M3};
+  PayloadHeader h{.codec = CodecId::kRaw, .layout = fp8, .tokens = 5};
+  ASSERT_OK_AND_ASSIGN(m, MeasurePayload(BuildPayload(h, std::vector<uint8_t>(5 * 64 + 16, 1)).value()));
+  EXPECT_EQ(m.raw_positions, 5u);
+  EXPECT_EQ(m.raw_position_bytes, 5u * 64);
+  EXPECT_EQ(m.payload_bytes, 136u + 5 * 64 + 4 * 4);
+}
+
+TEST(PayloadMemoryTest, DckvAndKvtcCountTheirBf16HeadAndTailRows) {
+  // dckv, 16 tokens: 4 head + 3 tail rows raw, 9 coded with u16 ids, 50 stream bytes.
+  // Body 20 + 18 + 7 x 128 + 50 = 984; payload 1120; raw 896 bytes.
+  std::vector<uint8_t> p = PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 9, true, 128, 50));
+  ASSERT_OK_AND_ASSIGN(PayloadMemory m, MeasurePayload(p));
+  EXPECT_EQ(m.payload_bytes, 1120u);
+  EXPECT_EQ(m.raw_positions, 7u);
+  EXPECT_EQ(m.raw_position_bytes, 896u);
+  // A chunk in the middle of a prefix: no raw rows.
+  ASSERT_OK_AND_ASSIGN(m, MeasurePayload(PayloadWithBody(CodecId::kDckv, 1,
+                                                         DckvBody(0, 0, 1, false, 128, 3))));
+  EXPECT_EQ(m.raw_positions, 0u);
+  EXPECT_EQ(m.raw_position_bytes, 0u);
+  EXPECT_EQ(m.payload_bytes, 136u + 20 + 3);
+  // kvtc: u32 head, tail, coded, raw rows, u64 packed bytes, zstd frame.
+  std::vector<uint8_t> kb;
+  ByteWriter w(&kb);
+  w.U32(2);
+  w.U32(5);
+  w.U32(1);
+  kb.resize(kb.size() + 7 * 128, 1);
+  w.U64(4);
+  kb.resize(kb.size() + 4, 2);
+  ASSERT_OK_AND_ASSIGN(m, MeasurePayload(PayloadWithBody(CodecId::kKvtc, 8, kb)));
+  EXPECT_EQ(m.raw_positions, 7u);
+  EXPECT_EQ(m.raw_position_bytes, 896u);
+  // Codecs that code every position: none raw.
+  ASSERT_OK_AND_ASSIGN(m, MeasurePayload(PayloadWithBody(CodecId::kSpec, 8, {1, 2, 3})));
+  EXPECT_EQ(m.raw_positions, 0u);
+  EXPECT_EQ(m.payload_bytes, 139u);
+}
+
+TEST(PayloadMemoryTest, BodiesThatLieAreCorruption) {
+  // Row counts that do not add up to the header's tokens.
+  EXPECT_STATUS(MeasurePayload(PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 8, false, 128, 50))),
+                kCorruption);
+  // Raw rows that do not fit in the body (the rows are 128 bytes, 100 sent per row).
+  EXPECT_STATUS(MeasurePayload(PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 9, false, 100, 0))),
+                kCorruption);
+  // Rows + ids just fitting, then one byte short.
+  EXPECT_OK(MeasurePayload(PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 9, true, 128, 0))));
+  std::vector<uint8_t> b = DckvBody(4, 3, 9, true, 128, 0);
+  b.pop_back();
+  EXPECT_STATUS(MeasurePayload(PayloadWithBody(CodecId::kDckv, 16, b)), kCorruption);
+  // No DCKB magic; a body shorter than the row counts.
+  b = DckvBody(4, 3, 9, false, 128, 50);
+  b[0] ^= 1;
+  EXPECT_STATUS(MeasurePayload(PayloadWithBody(CodecId::kDckv, 16, b)), kCorruption);
+  EXPECT_STATUS(MeasurePayload(PayloadWithBody(CodecId::kDckv, 16, {1, 2, 3})), kCorruption);
+  EXPECT_STATUS(MeasurePayload(PayloadWithBody(CodecId::kKvtc, 16, {1, 2, 3})), kCorruption);
+  // A raw payload cut short; row counts that overflow u32 when added.
+  std::vector<uint8_t> raw = RawPayload(4, 1);
+  raw.pop_back();
+  EXPECT_STATUS(MeasurePayload(raw), kCorruption);
+  EXPECT_STATUS(MeasurePayload(PayloadWithBody(CodecId::kDckv, 16,
+                                               DckvBody(0xFFFFFFFF, 17, 0, false, 0, 0))),
+                kCorruption);
+  EXPECT_FALSE(MeasurePayload({}).ok());
+}
+
+TEST(MetricsTest, RequestMemoryIsCountedPerOpcode) {
+  Metrics m;
+  m.RecordMemory(Opcode::kPut, RequestMemory{2184, 2048, 130});
+  m.RecordMemory(Opcode::kPut, RequestMemory{1120, 896, 0});
+  m.RecordMemory(Opcode::kGet, RequestMemory{2184, 2048, 130});
+  const std::string text = m.RenderPrometheus(StoreSnapshot{});
+  for (const char* line :
+       {"kvstash_state_bytes_total{op=\"PUT\"} 130\n", "kvstash_state_records_total{op=\"PUT\"} 1\n",
+        "kvstash_state_bytes_total{op=\"GET\"} 130\n",
+        "kvstash_request_memory_payload_bytes_total{op=\"PUT\"} 3304\n",
+        "kvstash_request_memory_raw_position_bytes_total{op=\"PUT\"} 2944\n",
+        // Both PUTs (1120 and 2314 bytes) fall in the bucket (1024, 4096].
+        "kvstash_request_memory_bytes_bucket{op=\"PUT\",le=\"1024\"} 0\n",
+        "kvstash_request_memory_bytes_bucket{op=\"PUT\",le=\"4096\"} 2\n",
+        "kvstash_request_memory_bytes_sum{op=\"PUT\"} 3434\n",
+        "kvstash_request_memory_bytes_count{op=\"GET\"} 1\n"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line;
+  }
+  auto j = m.RenderJson(StoreSnapshot{}, "n1");
+  EXPECT_EQ(j["memory"]["PUT"]["requests"], 2);
+  EXPECT_EQ(j["memory"]["PUT"]["state_bytes"], 130);
+  EXPECT_EQ(j["memory"]["PUT"]["raw_position_bytes"], 2944);
+  EXPECT_EQ(j["memory"]["PUT"]["request_bytes"], 3434);
+  EXPECT_DOUBLE_EQ(j["memory"]["PUT"]["mean_request_bytes"].get<double>(), 1717.0);
+  EXPECT_EQ(j["memory"]["GET"]["state_records"], 1);
+  EXPECT_EQ(m.RenderTenantJson("a", "n1")["memory"]["GET"]["payload_bytes"], 2184);
+}
+
 // Drives a RequestHandler with frames, as a connection would.
 class HandlerTest : public ::testing::Test {
  protected:
@@ -193,6 +356,7 @@ class HandlerTest : public ::testing::Test {
     EXPECT_EQ(h.request_id, 7u);
     EXPECT_EQ(h.opcode, static_cast<uint8_t>(op) | protocol::kReplyBit);
     std::vector<uint8_t> body(out.begin() + 32, out.end());
+    last_reply_flags_ = h.flags;
     EXPECT_EQ(body.size(), h.body_bytes);
     EXPECT_EQ(body.empty() ? 0u : Crc32c(body), h.body_crc32c);
     return {Status::FromCode(h.status, std::string(body.begin(), body.end())), body};
@@ -214,6 +378,7 @@ class HandlerTest : public ::testing::Test {
     return protocol::LookupReply::Decode(0, body).value();
   }
 
+  uint16_t last_reply_flags_ = 0;
   testing::MemoryChunkStore store_;
   TenantTable tenants_;
   Metrics metrics_;
@@ -235,6 +400,12 @@ TEST_F(HandlerTest, HelloChecksTheCredential) {
                                     &tenant, &out));
   EXPECT_TRUE(tenant.empty());
   EXPECT_EQ(out[24], static_cast<uint8_t>(Status::Code::kPermissionDenied));
+  // Tenant a's STATS count its successful HELLO only; server-wide both (one error).
+  EXPECT_EQ(handler_.TenantStatsJson("a")["requests"]["HELLO"]["count"], 1);
+  EXPECT_EQ(handler_.TenantStatsJson("a")["requests"]["HELLO"]["errors"], 0);
+  EXPECT_EQ(handler_.TenantStatsJson("b")["requests"]["HELLO"]["count"], 0);
+  EXPECT_EQ(handler_.StatsJson()["requests"]["HELLO"]["count"], 2);
+  EXPECT_EQ(handler_.StatsJson()["requests"]["HELLO"]["errors"], 1);
 }
 
 TEST_F(HandlerTest, RequestsBeforeHelloArePermissionDeniedExceptPing) {
@@ -269,6 +440,72 @@ TEST_F(HandlerTest, PutLookupGetDeleteChain) {
   EXPECT_EQ(j["lookup"]["tokens_hit"], 48 + 32 + 16);
   EXPECT_EQ(j["get"]["misses"], 1);
   EXPECT_EQ(j["requests"]["GET"]["errors"], 0);  // a miss is not an error
+}
+
+TEST_F(HandlerTest, PutAndGetReportRequestMemory) {
+  // Raw chunk (16 positions, 2048 bytes) + hybrid state record (130 bytes).
+  protocol::PutRequest p;
+  p.key = Key(1);
+  p.payload = RawPayload(16, 1);
+  p.state_record = SmallStateRecord();
+  ASSERT_EQ(p.state_record.size(), 130u);
+  p.memory = true;
+  auto [s, body] = Call("a", Opcode::kPut, p);
+  ASSERT_OK(s);
+  EXPECT_EQ(last_reply_flags_, protocol::kReplyFlagMemory);
+  auto put = protocol::PutReply::Decode(last_reply_flags_, body).value();
+  EXPECT_EQ(put.stored_bytes, 2184u);
+  EXPECT_EQ(put.memory, (protocol::ReplyMemory{16, 2048, 130}));
+  // Without the flag: the version-1 reply (8 bytes, no flags).
+  p.key = Key(2);
+  p.parent = Key(1);
+  p.memory = false;
+  auto [s2, body2] = Call("a", Opcode::kPut, p);
+  ASSERT_OK(s2);
+  EXPECT_EQ(last_reply_flags_, 0);
+  EXPECT_EQ(body2.size(), 8u);
+
+  // GET with state and memory: the same numbers; without state: state 0.
+  auto [gs, gbody] = Call("a", Opcode::kGet, protocol::GetRequest{Key(1), false, true, true});
+  ASSERT_OK(gs);
+  auto g = protocol::GetReply::Decode(last_reply_flags_, gbody).value();
+  EXPECT_EQ(g.state_record, p.state_record);
+  EXPECT_EQ(g.memory, (protocol::ReplyMemory{16, 2048, 130}));
+  auto [gs2, gbody2] = Call("a", Opcode::kGet, protocol::GetRequest{Key(1), false, false, true});
+  ASSERT_OK(gs2);
+  EXPECT_EQ(protocol::GetReply::Decode(last_reply_flags_, gbody2).value().memory,
+            (protocol::ReplyMemory{16, 2048, 0}));
+
+  // A client-encoded dckv payload (7 raw rows of 128 bytes, 1120 bytes) is stored as
+  // sent and measured from its body; one whose rows do not fit is refused.
+  protocol::PutRequest d;
+  d.key = Key(3);
+  d.payload = PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 9, true, 128, 50));
+  d.memory = true;
+  auto [ds, dbody] = Call("a", Opcode::kPut, d);
+  ASSERT_OK(ds);
+  auto dput = protocol::PutReply::Decode(last_reply_flags_, dbody).value();
+  EXPECT_EQ(dput.stored_bytes, 1120u);
+  EXPECT_EQ(dput.memory, (protocol::ReplyMemory{7, 896, 0}));
+  d.key = Key(4);
+  d.payload = PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 9, true, 100, 0));
+  EXPECT_STATUS(Call("a", Opcode::kPut, d).first, kCorruption);
+
+  auto j = handler_.StatsJson();
+  EXPECT_EQ(j["memory"]["PUT"]["requests"], 3);
+  EXPECT_EQ(j["memory"]["PUT"]["payload_bytes"], 2184 + 2184 + 1120);
+  EXPECT_EQ(j["memory"]["PUT"]["raw_position_bytes"], 2048 + 2048 + 896);
+  EXPECT_EQ(j["memory"]["PUT"]["state_bytes"], 260);
+  EXPECT_EQ(j["memory"]["PUT"]["state_records"], 2);
+  EXPECT_EQ(j["memory"]["PUT"]["request_bytes"], 2184 + 2184 + 1120 + 260);
+  EXPECT_EQ(j["memory"]["GET"]["requests"], 2);
+  EXPECT_EQ(j["memory"]["GET"]["state_bytes"], 130);
+  EXPECT_EQ(j["memory"]["GET"]["request_bytes"], 2 * 2184 + 130);
+  EXPECT_EQ(j["payload_rejected"], 1);
+  EXPECT_EQ(handler_.TenantStatsJson("a")["memory"]["PUT"]["state_bytes"], 260);
+  EXPECT_EQ(handler_.TenantStatsJson("b")["memory"]["PUT"]["requests"], 0);
+  EXPECT_NE(handler_.PrometheusText().find("kvstash_state_bytes_total{op=\"PUT\"} 260\n"),
+            std::string::npos);
 }
 
 TEST_F(HandlerTest, TenantsNeverSeeEachOthersEntries) {
@@ -500,8 +737,44 @@ TEST_F(DckvPlacementTest, RawKvIsEncodedWithTheTenantsArtifactAndDecodedOnReques
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(std::vector<uint8_t>(stored->payload->begin(), stored->payload->end()), want);
   EXPECT_EQ(protocol::PutReply::Decode(0, reply).value().stored_bytes, want.size());
+  {  // Request memory of server-side dckv: chunk [0, 40) of a 40-token prefix keeps
+     // 4 head (raw_head) + 8 tail (raw_tail) positions raw, each 2 x 3 layers x 2 heads
+     // x 8 dims x 2 bytes = 192: 2304 bytes. Decoded GET: all 40 positions, 7680 bytes.
+    protocol::PutRequest end = put;
+    end.key = Key(2);
+    end.prefix_tokens = 40;
+    end.memory = true;
+    std::vector<uint8_t> end_body;
+    end.Encode(&end_body);
+    Frame f;
+    f.header.opcode = static_cast<uint8_t>(Opcode::kPut);
+    f.header.flags = end.Flags();
+    f.body = end_body;
+    const std::vector<uint8_t> out = handler.Handle("a", f).Flatten();
+    ASSERT_EQ(out[24], 0) << std::string(out.begin() + 32, out.end());
+    const uint16_t flags = LoadLe<uint16_t>(out.data() + 6);
+    auto r = protocol::PutReply::Decode(flags, std::span<const uint8_t>(out).subspan(32)).value();
+    const std::vector<uint8_t> want_end = reference_->Encode(chunk.view(), 0, 40, kModel).value();
+    EXPECT_EQ(r.stored_bytes, want_end.size());
+    EXPECT_EQ(r.memory, (protocol::ReplyMemory{12, 2304, 0}));
+    // The codec's own parse agrees on the split.
+    uint32_t offset = 0;
+    auto q = reference_->ParsePayload(want_end, kModel, &offset).value();
+    EXPECT_EQ(q.raw_head_rows + q.raw_tail_rows, 12u);
+    protocol::GetRequest g{Key(2), /*decoded=*/true, false, /*memory=*/true};
+    f.header.opcode = static_cast<uint8_t>(Opcode::kGet);
+    f.header.flags = g.Flags();
+    f.body.clear();
+    g.Encode(&f.body);
+    const std::vector<uint8_t> gout = handler.Handle("a", f).Flatten();
+    ASSERT_EQ(gout[24], 0);
+    auto gr = protocol::GetReply::Decode(LoadLe<uint16_t>(gout.data() + 6),
+                                         std::span<const uint8_t>(gout).subspan(32)).value();
+    EXPECT_EQ(gr.memory, (protocol::ReplyMemory{40, 7680, 0}));
+    EXPECT_EQ(gr.payload.size(), 136u + 7680);
+  }
   EXPECT_LT(want.size(), put.payload.size());
-  EXPECT_EQ(handler.TenantStatsJson("a")["codecs"]["dckv"]["chunks"], 1);
+  EXPECT_EQ(handler.TenantStatsJson("a")["codecs"]["dckv"]["chunks"], 2);  // Key(1), Key(2)
 
   // GET: as stored, or decoded on the server to a codec-raw payload.
   std::vector<uint8_t> get_body;

@@ -7,6 +7,7 @@
 #include <hiredis/hiredis.h>
 
 #include <random>
+#include <thread>
 
 #include "store/redis_router.h"
 #include "store/redis_slot.h"
@@ -138,6 +139,49 @@ TEST(StoreRedis, MemoryOnlyStoreDemotesToRedis) {
       EXPECT_TRUE(Same(got[i].payload_bytes(), c.payloads[i]));
     }
   }
+}
+
+TEST(StoreRedis, AStoreOpensWithRedisDownAndTheTierReconnects) {
+  SKIP_WITHOUT_REDIS();
+  TempDir dir;
+  std::string error;
+  // A port where nothing listens yet.
+  auto probe = RedisServer::Start(dir.path(), false, &error);
+  ASSERT_TRUE(probe) << error;
+  const int port = probe->port();
+  probe.reset();
+  StoreOptions o;
+  o.memory_budget_bytes = 1 << 20;
+  o.redis.endpoints = {"127.0.0.1:" + std::to_string(port)};
+  o.redis.connect_timeout_ms = 100;
+  auto store = Store::Open(o);
+  ASSERT_OK(store.status());  // not Unavailable: T2 is down, the store serves without it
+  EXPECT_FALSE((*store)->Stats().t2_up);
+  const Chain c = MakeChain(TestNamespace(), 3, 3, 2000);
+  ASSERT_OK((*store)->Put(c.Puts()));
+  ASSERT_OK_AND_ASSIGN(auto got, (*store)->Get(c.stored()));
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i].found);
+    EXPECT_TRUE(Same(got[i].payload_bytes(), c.payloads[i]));
+  }
+  // A tier opened down fails its calls Unavailable at once.
+  RedisOptions ro = o.redis;
+  auto tier = RedisTier::Open(ro).value();
+  EXPECT_FALSE(tier->up());
+  EXPECT_EQ(tier->Delete(c.stored())[0].code(), Status::Code::kUnavailable);
+  // Redis comes up on that port: both reconnect (backoff 250 ms, 500 ms, 1 s, ...).
+  auto redis = RedisServer::Start(dir.path(), false, &error, port);
+  ASSERT_TRUE(redis) << error;
+  for (int i = 0; i < 100 && !(tier->up() && (*store)->Stats().t2_up); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(tier->up());
+  EXPECT_TRUE((*store)->Stats().t2_up);
+  MetaRecord m;
+  m.tokens = 256;
+  RedisTier::Item item{c.keys[0].stored(), m, std::make_shared<const std::string>("x"), nullptr};
+  EXPECT_OK(tier->Put(std::span(&item, 1))[0]);
 }
 
 TEST(StoreRedis, CorruptRemoteCopyIsAMiss) {

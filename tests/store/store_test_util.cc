@@ -159,9 +159,9 @@ Chain MakeChain(const Digest256& ns, uint64_t seed, size_t n_chunks, size_t payl
 bool RedisInstalled() { return OnPath("redis-server") && OnPath("redis-cli"); }
 
 std::unique_ptr<RedisServer> RedisServer::Start(const std::string& dir, bool cluster,
-                                                std::string* error) {
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    const int port = FreePort(cluster);
+                                                std::string* error, int fixed_port) {
+  for (int attempt = 0; attempt < (fixed_port != 0 ? 1 : 3); ++attempt) {
+    const int port = fixed_port != 0 ? fixed_port : FreePort(cluster);
     if (port == 0) {
       *error = "no free loopback port";
       return nullptr;

@@ -59,8 +59,9 @@ class RedisServer {
  public:
   // Starts it (cluster mode when `cluster`, config files in `dir`) and waits until it
   // answers PING. Returns nullptr (with *error set) when it does not come up.
+  // `port`: 0 picks a free one (3 attempts); otherwise that port (one attempt).
   static std::unique_ptr<RedisServer> Start(const std::string& dir, bool cluster,
-                                            std::string* error);
+                                            std::string* error, int port = 0);
   ~RedisServer();
   int port() const { return port_; }
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }

@@ -80,6 +80,11 @@ struct ClientOptions {
   // Deadline of connecting + TLS handshake + HELLO to a server. Default: 2 s.
   std::chrono::milliseconds connect_timeout{2000};
   ClientTlsOptions tls;
+  // Ask PUT and GET replies for the request memory (PutResult::memory,
+  // GetResult::memory; docs/protocol.md §5.7). A server older than that addition
+  // answers these requests InvalidArgument (unknown flag bit): set false for it.
+  // Default: true.
+  bool request_memory = true;
 };
 
 struct CallOptions {
@@ -96,6 +101,19 @@ struct ChunkRef {
 struct LookupResult {
   uint32_t matched_chunks = 0;  // chain[0..matched_chunks) are stored
   uint64_t matched_tokens = 0;
+};
+
+// What one PUT stored or one GET returned weighs, as the server measured it from the
+// payload and codec headers (docs/protocol.md §5.7). Bytes.
+struct RequestMemory {
+  uint64_t payload_bytes = 0;       // whole payload (136-byte header + codec body)
+  uint32_t raw_positions = 0;       // token positions kept uncompressed in the payload
+  uint64_t raw_position_bytes = 0;  // their bytes (part of payload_bytes)
+  uint64_t state_bytes = 0;         // recurrent-state record (0: none)
+  // payload + state = coded bytes + uncompressed positions + state.
+  uint64_t total_bytes() const { return payload_bytes + state_bytes; }
+  uint64_t coded_bytes() const { return payload_bytes - raw_position_bytes; }
+  bool operator==(const RequestMemory&) const = default;
 };
 
 struct PutChunk {
@@ -125,6 +143,14 @@ struct GetOptions {
 struct GetResult {
   std::vector<uint8_t> payload;       // whole chunk payload
   std::vector<uint8_t> state_record;  // empty when absent or not asked for
+  // Of the payload and state record returned (set when ClientOptions::request_memory).
+  std::optional<RequestMemory> memory;
+};
+
+struct PutResult {
+  uint64_t stored_bytes = 0;  // payload bytes as stored (after server-side encoding)
+  // Of the payload and state record stored (set when ClientOptions::request_memory).
+  std::optional<RequestMemory> memory;
 };
 
 class Client {
@@ -148,6 +174,8 @@ class Client {
   // that fails validation, NotFound for a parent not stored, NotSupported for a codec
   // the server cannot encode), DeadlineExceeded, Unavailable.
   Status Put(const PutChunk& chunk, const CallOptions& call = {});
+  // Put, returning what the server stored (stored bytes, request memory).
+  Result<PutResult> PutWithResult(const PutChunk& chunk, const CallOptions& call = {});
   // NotFound on a miss.
   Result<GetResult> Get(const StoredKey& route, const StoredKey& key, GetOptions get = {},
                         const CallOptions& call = {});
@@ -160,6 +188,10 @@ class Client {
   Result<std::string> Stats(size_t server_index, const CallOptions& call = {});
   // Round trip to server `server_index` (no HELLO needed on the server side).
   Status Ping(size_t server_index, const CallOptions& call = {});
+  // The max_frame_bytes server `server_index` announced in its HELLO reply (connecting
+  // first if needed): the largest request body it accepts. Lets a caller check a large
+  // payload before building it. Errors: as Ping, InvalidArgument for a bad index.
+  Result<uint32_t> MaxFrameBytes(size_t server_index, const CallOptions& call = {});
 
   // Async forms: the future or the callback gets what the sync form returns.
   std::future<Result<LookupResult>> LookupAsync(std::vector<ChunkRef> chain,
@@ -169,6 +201,9 @@ class Client {
                    std::function<void(Result<LookupResult>)> done, const CallOptions& call = {});
   std::future<Status> PutAsync(PutChunk chunk, const CallOptions& call = {});
   void PutAsync(PutChunk chunk, std::function<void(Status)> done, const CallOptions& call = {});
+  std::future<Result<PutResult>> PutWithResultAsync(PutChunk chunk, const CallOptions& call = {});
+  void PutWithResultAsync(PutChunk chunk, std::function<void(Result<PutResult>)> done,
+                          const CallOptions& call = {});
   std::future<Result<GetResult>> GetAsync(const StoredKey& route, const StoredKey& key,
                                           GetOptions get = {}, const CallOptions& call = {});
   void GetAsync(const StoredKey& route, const StoredKey& key, GetOptions get,

@@ -1,0 +1,217 @@
+// The command-line tools against a real kvstash-server: `kvstash put/get/lookup`
+// (request memory printed, inputs checked before anything is read or sent, exit
+// codes), `kvstash-server` flags (--help defaults, --disk-budget, exit 2 on usage
+// errors), its HTTP port (HEAD Content-Length, 400 for malformed requests) and its
+// start-up with a missing chart_js or an unreachable Redis T2 (degraded, not dead).
+#include <gtest/gtest.h>
+
+#include <utility>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "common/payload_format.h"
+#include "tests/server/server_process.h"
+#include "tests/server/test_payloads.h"
+#include "tests/support/test_util.h"
+
+namespace kvstash::server {
+namespace {
+
+using testing::RawPayload;
+using testing::ServerProcess;
+using testing::TempDir;
+
+// Runs a shell command; returns its exit status and stdout + stderr.
+std::pair<int, std::string> Sh(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+// One raw HTTP exchange (the request as given); returns everything the server sent.
+std::string HttpRaw(int port, const std::string& request) {
+  namespace asio = boost::asio;
+  asio::io_context ioc;
+  asio::ip::tcp::socket s(ioc);
+  s.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)});
+  asio::write(s, asio::buffer(request));
+  std::string all;
+  boost::system::error_code ec;
+  asio::read(s, asio::dynamic_buffer(all), ec);
+  return all;
+}
+
+void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+const std::string kCli = KVSTASH_CLI_BIN;
+const std::string kServer = KVSTASH_SERVER_BIN;
+const std::string kKey1 = "000102030405060708090a0b0c0d0e0f";
+const std::string kKey2 = "100102030405060708090a0b0c0d0e0f";
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK(server_.Start(kServer, dir_.path(),
+                            {"--tenant", "a=pa", "--max-frame-bytes", "4096"}));
+    flags_ = " --server " + server_.address() + " --tenant a --credential pa ";
+  }
+  std::string P(const std::string& name) const { return dir_.path() + "/" + name; }
+
+  TempDir dir_;
+  ServerProcess server_;
+  std::string flags_;
+};
+
+TEST_F(CliTest, PutAndGetPrintRequestMemory) {
+  // Raw bf16 chunk of 16 tokens x 128 bytes + a 130-byte hybrid state record.
+  WriteFile(P("c1"), RawPayload(16, 1));
+  RecurrentState st;
+  st.boundary_tokens = 16;
+  st.tensors.push_back({"layers.0.state", DType::kF32, {2, 2}, std::vector<uint8_t>(16, 7)});
+  WriteFile(P("s1"), EncodeStateRecord(st, Digest256{}).value());
+  auto [rc, out] = Sh(kCli + " put" + flags_ + "--key " + kKey1 + " --payload " + P("c1") +
+                      " --state " + P("s1"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("request memory 2314 bytes = payload 2184 (coded 136 + 16 uncompressed "
+                     "positions in 2048 bytes) + state 130"),
+            std::string::npos)
+      << out;
+  std::tie(rc, out) = Sh(kCli + " get" + flags_ + "--key " + kKey1 + " --out " + P("o1") +
+                         " --state-out " + P("os1"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("request memory 2314 bytes"), std::string::npos) << out;
+  EXPECT_EQ(std::filesystem::file_size(P("os1")), 130u);
+  // `kvstash stats` shows the tenant's memory counters.
+  std::tie(rc, out) = Sh(kCli + " stats" + flags_);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"state_bytes\": 130"), std::string::npos) << out;
+}
+
+TEST_F(CliTest, InputsAreCheckedAndUsageErrorsExit2) {
+  WriteFile(P("c1"), RawPayload(16, 1));
+  // Larger than the server's max_frame_bytes (4096): refused before it is read.
+  WriteFile(P("big"), RawPayload(64, 1));  // 136 + 8192 bytes
+  auto [rc, out] = Sh(kCli + " put" + flags_ + "--key " + kKey1 + " --payload " + P("big"));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("exceed the server's max_frame_bytes 4096 (not read, not sent)"),
+            std::string::npos) << out;
+  // --codec needs --raw-kv (CLI11's error exits 2 like ours).
+  std::tie(rc, out) = Sh(kCli + " put" + flags_ + "--key " + kKey1 + " --payload " + P("c1") +
+                         " --codec 2");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--raw-kv"), std::string::npos) << out;
+  std::tie(rc, out) = Sh(kCli + " put" + flags_ + "--no-such-flag");
+  EXPECT_EQ(rc, 2) << out;
+  // A chunk without a state record: --state-out writes nothing and exits 3.
+  std::tie(rc, out) = Sh(kCli + " put" + flags_ + "--key " + kKey1 + " --payload " + P("c1"));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Sh(kCli + " get" + flags_ + "--key " + kKey1 + " --out " + P("o") +
+                         " --state-out " + P("os"));
+  EXPECT_EQ(rc, 3) << out;
+  EXPECT_NE(out.find("no recurrent-state record"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(P("os")));
+  EXPECT_FALSE(std::filesystem::exists(P("o")));
+  // lookup: empty keys and zero chunk tokens are refused; a good list works.
+  for (const std::string& keys : {kKey1 + ",,", kKey1 + ",", "," + kKey1, kKey1 + ",," + kKey2}) {
+    std::tie(rc, out) = Sh(kCli + " lookup" + flags_ + "--keys '" + keys + "'");
+    EXPECT_EQ(rc, 2) << keys << ": " << out;
+  }
+  std::tie(rc, out) = Sh(kCli + " lookup" + flags_ + "--keys " + kKey1 + " --chunk-tokens 0");
+  EXPECT_EQ(rc, 2) << out;
+  std::tie(rc, out) = Sh(kCli + " lookup" + flags_ + "--keys '" + kKey1 + ", " + kKey2 + "'");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"matched_chunks\":1"), std::string::npos) << out;
+  // The exit codes are documented in --help.
+  std::tie(rc, out) = Sh(kCli + " --help");
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(out.find("Exit status: 0 success"), std::string::npos) << out;
+}
+
+TEST_F(CliTest, HttpHeadHasTheContentLengthAndMalformedRequestsGet400) {
+  const std::string head =
+      HttpRaw(server_.http_port(), "HEAD /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(head.substr(0, head.find("\r\n")), "HTTP/1.1 200 OK") << head;
+  EXPECT_NE(head.find("Content-Length: 3\r\n"), std::string::npos) << head;  // "ok\n"
+  EXPECT_EQ(head.substr(head.find("\r\n\r\n") + 4), "");                     // no body
+  const std::string bad = HttpRaw(server_.http_port(), "NOT HTTP AT ALL\r\n\r\n");
+  EXPECT_EQ(bad.substr(0, bad.find("\r\n")), "HTTP/1.1 400 Bad Request") << bad;
+}
+
+TEST(ServerCliTest, HelpShowsDefaultsAndUsageErrorsExit2) {
+  auto [rc, out] = Sh(kServer + " --help");
+  EXPECT_EQ(rc, 0);
+  for (const char* want : {"--listen", "[default: 127.0.0.1]", "--http-listen", "[default: 7470]",
+                           "--disk-budget", "[default: 68719476736]", "[default: 268435456]"}) {
+    EXPECT_NE(out.find(want), std::string::npos) << want << "\n" << out;
+  }
+  std::tie(rc, out) = Sh(kServer + " --no-such-flag");
+  EXPECT_EQ(rc, 2) << out;
+  std::tie(rc, out) = Sh(kServer + " --tenant a=b --disk-budget 12X");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--disk-budget"), std::string::npos) << out;
+  std::tie(rc, out) = Sh(kServer + " --tenant a=b --http-listen not-an-ip");
+  EXPECT_EQ(rc, 2) << out;
+}
+
+TEST(ServerCliTest, DiskBudgetFlagSetsTheT1Budget) {
+  TempDir dir;
+  ServerProcess s;
+  ASSERT_OK(s.Start(kServer, dir.path(),
+                    {"--tenant", "a=pa", "--data-dir", dir.path() + "/db", "--disk-budget", "3G",
+                     "--memory-budget", "64MiB"}));
+  const std::string all = HttpRaw(s.http_port(),
+                                  "GET /v1/stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  auto j = nlohmann::json::parse(all.substr(all.find("\r\n\r\n") + 4));
+  EXPECT_EQ(j["tiers"][0]["budget_bytes"], 64ull << 20);
+  EXPECT_EQ(j["tiers"][1]["budget_bytes"], 3ull << 30);
+}
+
+TEST(ServerCliTest, MissingChartJsWarnsAndUnreachableRedisStartsDegraded) {
+  TempDir dir;
+  // Port 1 on loopback refuses connections: T2 is down at start-up.
+  const std::string config = dir.path() + "/c.json";
+  std::ofstream(config) << R"({"tenants": [{"name": "a", "credential": "pa"}],
+    "chart_js": "/nonexistent/chart.min.js",
+    "store": {"memory_budget_bytes": 67108864,
+              "redis": {"endpoints": ["127.0.0.1:1"], "connect_timeout_ms": 100}}})";
+  ServerProcess s;
+  ASSERT_OK(s.Start(kServer, dir.path(), {"--config", config}));
+  const std::string health =
+      HttpRaw(s.http_port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(health.substr(0, health.find("\r\n")), "HTTP/1.1 200 OK") << health;
+  EXPECT_NE(health.find("ok\nT2 down"), std::string::npos) << health;
+  const std::string metrics =
+      HttpRaw(s.http_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(metrics.find("kvstash_tier_up{tier=\"T2\"} 0\n"), std::string::npos);
+  EXPECT_NE(metrics.find("kvstash_tier_up{tier=\"T0\"} 1\n"), std::string::npos);
+  // It serves: a PUT and a GET through the CLI.
+  const std::string flags = " --server " + s.address() + " --tenant a --credential pa ";
+  WriteFile(dir.path() + "/c1", RawPayload(16, 1));
+  auto [rc, out] = Sh(kCli + " put" + flags + "--key " + kKey1 + " --payload " + dir.path() + "/c1");
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Sh(kCli + " get" + flags + "--key " + kKey1 + " --out " + dir.path() + "/o");
+  EXPECT_EQ(rc, 0) << out;
+  s.Kill(SIGTERM);
+  // The start-up log names the missing Chart.js and the down T2 (a short run, SIGTERM).
+  std::tie(rc, out) = Sh("timeout -s TERM 2 " + kServer + " --config " + config +
+                         " --port 0 --http-port 0");
+  EXPECT_NE(out.find("/nonexistent/chart.min.js\" is not a readable file"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("T2 (Redis) is down at start-up"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kvstash::server
