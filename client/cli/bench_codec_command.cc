@@ -206,6 +206,13 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--raw-head", o->dckv.raw_head, "dckv: bf16 positions at the prefix start")->capture_default_str();
       cmd->add_option("--raw-tail", o->dckv.raw_tail, "dckv: bf16 positions at the prefix end")->capture_default_str();
       cmd->add_option("--dckv-cal-tokens", o->dckv.cal_tokens, "dckv: calibration tokens")->capture_default_str();
+      cmd->add_option("--dckv-sensitivity-docs", o->dckv.sensitivity_docs,
+                      "dckv: calibration documents for the output-sensitivity weights (0: MSE allocation)")
+          ->capture_default_str();
+      cmd->add_flag("!--dckv-weighted-steps", o->dckv.weighted_pca,
+                    "dckv: sensitivity weights on the steps of a plain PCA instead of a weighted PCA");
+      cmd->add_option("--threshold", o->dckv.active_threshold, "dckv: component off below scale/step")
+          ->capture_default_str();
       cmd->add_option("--dckv-artifact-dir", o->dckv.artifact_dir,
                       "dckv: write the artifacts here (empty: do not write)")->capture_default_str();
       cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();

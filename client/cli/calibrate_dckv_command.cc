@@ -29,6 +29,9 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--raw-head", o->raw_head, "bf16 positions at the prefix start")->capture_default_str();
       cmd->add_option("--raw-tail", o->raw_tail, "bf16 positions at the prefix end")->capture_default_str();
       cmd->add_option("--threshold", o->active_threshold, "Component off below scale/step")->capture_default_str();
+      cmd->add_option("--sensitivity-docs", o->sensitivity_docs,
+                      "Calibration documents for the output-sensitivity weights (0: MSE allocation)")
+          ->capture_default_str();
       return [o, rates] {
         if (!rates->empty()) o->rates = *rates;
         if (Status s = CalibrateDckv(*o); !s.ok()) {

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <functional>
 #include <fstream>
+#include <limits>
+#include <random>
 #include <sstream>
 
 #include "codec/baselines/kvtc.h"
@@ -25,13 +27,106 @@ double Seconds(Clock::time_point a) { return std::chrono::duration<double>(Clock
 
 struct Calibrated {
   dckv::DckvBasis basis;
-  double fit_s = 0;
+  dckv::DckvBasis kvtc_basis;        // plain PCA for the KVTC-like baseline (when run)
+  std::vector<double> block_weight;  // empty without the sensitivity measurement
+  double fit_s = 0, sensitivity_s = 0;
   uint64_t rows = 0;
+  std::vector<std::string> sources;  // one per calibration document
 };
 
+// n of `docs` spread evenly over the list (all when n >= docs.size()): a split's files
+// are prose then code, so a sample from the whole list covers both.
+std::vector<model::CorpusDocument> Spread(std::vector<model::CorpusDocument> docs, size_t n) {
+  if (n >= docs.size()) return docs;
+  std::vector<model::CorpusDocument> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(std::move(docs[i * docs.size() / n]));
+  return out;
+}
+
+// log-softmax of one logits row, in double.
+std::vector<double> LogSoftmax(const float* x, size_t n) {
+  double mx = x[0];
+  for (size_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]));
+  double s = 0;
+  for (size_t i = 0; i < n; ++i) s += std::exp(x[i] - mx);
+  const double lse = mx + std::log(s);
+  std::vector<double> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] - lse;
+  return out;
+}
+
+// Mean over rows of KL(p_a || p_b), logits [rows, vocab].
+double MeanKl(const std::vector<float>& a, const std::vector<float>& b, uint32_t rows, uint32_t vocab) {
+  double sum = 0;
+  for (uint32_t t = 0; t < rows; ++t) {
+    const auto la = LogSoftmax(a.data() + static_cast<size_t>(t) * vocab, vocab);
+    const auto lb = LogSoftmax(b.data() + static_cast<size_t>(t) * vocab, vocab);
+    for (uint32_t i = 0; i < vocab; ++i) sum += std::exp(la[i]) * (la[i] - lb[i]);
+  }
+  return sum / rows;
+}
+
+// Output sensitivity of every (layer, K/V, kv head) block (dckv_calibration.h,
+// DckvRateOptions::block_weight), on the prompt cache `exact` of a calibration
+// document and its next tokens `next`: Gaussian noise of standard deviation
+// sigma_b = noise * (the block's RMS deviation from its mean) is added to block b at
+// every position the codec codes (not the raw head or tail), the continuation is
+// prefilled teacher-forced, and w_b = mean KL(exact || noisy) / sigma_b^2 (KL is
+// quadratic in small perturbations, so w_b is the KL cost per unit squared error of a
+// value in that block). Adds w_b to `weight`.
+Status AddSensitivity(const model::Model& m, const model::KvCache& exact, const std::vector<uint32_t>& next,
+                      const DckvBenchOptions& o, std::vector<double>* weight) {
+  const auto& mc = m.config;
+  const uint32_t P = exact.tokens, hd = mc.head_dim, H = mc.n_kv_heads;
+  const uint32_t first = std::min(P, o.raw_head), last = P > o.raw_tail ? P - o.raw_tail : 0;
+  if (last <= first) return Status::InvalidArgument("calibrate dckv: sensitivity prompt shorter than the raw positions");
+  model::PrefillOptions po;
+  po.logits = model::PrefillOptions::Logits::kAll;
+  auto ref_cache = exact;
+  KVSTASH_ASSIGN_OR_RETURN(auto ref, model::Prefill(m, next, &ref_cache, po));
+  std::mt19937_64 rng(0x5eed);
+  for (uint32_t l = 0; l < mc.n_layers; ++l) {
+    for (uint32_t kv = 0; kv < 2; ++kv) {
+      for (uint32_t h = 0; h < H; ++h) {
+        const auto& src = kv == 0 ? exact.k[l] : exact.v[l];
+        // RMS deviation of the block's values from their per-channel mean.
+        double var = 0;
+        for (uint32_t c = 0; c < hd; ++c) {
+          double s1 = 0, s2 = 0;
+          for (uint32_t t = first; t < last; ++t) {
+            const double x = src[(static_cast<size_t>(t) * H + h) * hd + c];
+            s1 += x;
+            s2 += x * x;
+          }
+          const double n = last - first;
+          var += std::max(0.0, s2 / n - (s1 / n) * (s1 / n)) / hd;
+        }
+        const double sigma = o.sensitivity_noise * std::sqrt(var);
+        if (!(sigma > 0)) return Status::InvalidArgument("calibrate dckv: a KV block has no variance");
+        auto cache = exact;
+        auto& dst = kv == 0 ? cache.k[l] : cache.v[l];
+        std::normal_distribution<float> noise(0.0f, static_cast<float>(sigma));
+        for (uint32_t t = first; t < last; ++t) {
+          for (uint32_t c = 0; c < hd; ++c) dst[(static_cast<size_t>(t) * H + h) * hd + c] += noise(rng);
+        }
+        KVSTASH_ASSIGN_OR_RETURN(auto pr, model::Prefill(m, next, &cache, po));
+        const double kl = MeanKl(ref.logits, pr.logits, static_cast<uint32_t>(next.size()), mc.vocab_size);
+        (*weight)[(l * 2 + kv) * H + h] += kl / (sigma * sigma);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
-  KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kCalibration,
-                                                          o.cal_doc_tokens, o.cal_tokens));
+  KVSTASH_ASSIGN_OR_RETURN(auto all, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kCalibration,
+                                                       o.cal_doc_tokens, std::numeric_limits<uint64_t>::max()));
+  model::Corpus corpus;
+  corpus.documents = Spread(std::move(all.documents), (o.cal_tokens + o.cal_doc_tokens - 1) / o.cal_doc_tokens);
+  Calibrated c;
+  if (o.sensitivity_docs > 0) c.block_weight.assign(2ull * m.config.n_layers * m.config.n_kv_heads, 0.0);
+  uint32_t sensitivity_done = 0;
+  double sensitivity_s = 0;
   const auto& mc = m.config;
   const uint64_t hr = static_cast<uint64_t>(mc.n_kv_heads) * mc.head_dim;
   dckv::DckvRows rows;
@@ -52,6 +147,19 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
     po.logits = model::PrefillOptions::Logits::kNone;
     po.keep_pre_rope_k = true;
     KVSTASH_ASSIGN_OR_RETURN(auto pr, model::Prefill(m, doc.tokens, &cache, po));
+    c.sources.push_back(doc.source);
+    // The sensitivity documents: full-length ones spread over the calibration documents.
+    const size_t doc_index = static_cast<size_t>(&doc - corpus.documents.data());
+    const size_t every = std::max<size_t>(1, corpus.documents.size() / std::max<uint32_t>(1, o.sensitivity_docs));
+    if (sensitivity_done < o.sensitivity_docs && doc.tokens.size() == o.cal_doc_tokens && doc_index % every == 0) {
+      const auto t0 = Clock::now();
+      const uint32_t P = static_cast<uint32_t>(doc.tokens.size()) - o.sensitivity_tokens;
+      KVSTASH_ASSIGN_OR_RETURN(auto prompt_cache, cache.Prefix(P));
+      const std::vector<uint32_t> next(doc.tokens.begin() + P, doc.tokens.end());
+      KVSTASH_RETURN_IF_ERROR(AddSensitivity(m, prompt_cache, next, o, &c.block_weight));
+      ++sensitivity_done;
+      sensitivity_s += Seconds(t0);
+    }
     const uint64_t skip = o.raw_head * hr;  // attention sinks are stored raw
     for (uint32_t l = 0; l < mc.n_layers; ++l) {
       rows.k[l].insert(rows.k[l].end(), pr.k_pre_rope[l].begin() + skip, pr.k_pre_rope[l].end());
@@ -64,12 +172,33 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
     }
   }
   KVSTASH_LOG_INFO("calibrate dckv: {} rows from {} documents", rows.rows, corpus.documents.size());
-  Calibrated c;
+  if (o.sensitivity_docs > 0 && sensitivity_done == 0) {
+    return Status::InvalidArgument("calibrate dckv: no calibration document long enough for the sensitivity measurement");
+  }
+  // Floor: 1% of the mean weight (a block whose noise barely moved the outputs keeps a
+  // finite, small weight rather than a noisy near-zero one).
+  double mean_w = 0;
+  for (double w : c.block_weight) mean_w += w / static_cast<double>(c.block_weight.size());
+  for (double& w : c.block_weight) w = std::max(w, 0.01 * mean_w);
+  if (!c.block_weight.empty() && !(mean_w > 0)) return Status::Internal("calibrate dckv: zero output sensitivity");
+  c.sensitivity_s = sensitivity_s;
   c.rows = rows.rows;
   const auto t0 = Clock::now();
   dckv::DckvFitOptions fo;
   fo.embed_rank = o.embed_rank;
+  if (o.weighted_pca) fo.block_weight = c.block_weight;
   KVSTASH_ASSIGN_OR_RETURN(c.basis, dckv::FitDckvBasis(rows, o.group_layers, fo));
+  if (o.run_kvtc) {  // the baseline's own plain PCA (KVTC allocates by reconstruction error)
+    if (o.weighted_pca && !c.block_weight.empty()) {
+      dckv::DckvRows plain = std::move(rows);
+      plain.tokens.clear();
+      plain.document_rows.clear();
+      KVSTASH_ASSIGN_OR_RETURN(c.kvtc_basis, dckv::FitDckvBasis(plain, o.group_layers, dckv::DckvFitOptions{}));
+      for (auto& g : c.kvtc_basis.groups) g.coeffs = {};
+    } else {
+      c.kvtc_basis = c.basis;
+    }
+  }
   c.fit_s = Seconds(t0);
   return c;
 }
@@ -83,6 +212,7 @@ Result<dckv::DckvArtifact> ArtifactFor(const Calibrated& c, const model::Model& 
   ro.raw_head = o.raw_head;
   ro.raw_tail = o.raw_tail;
   ro.checkerboard = o.checkerboard;
+  if (!o.weighted_pca) ro.block_weight = c.block_weight;
   return dckv::MakeDckvArtifact(c.basis, ro);
 }
 
@@ -100,19 +230,8 @@ Status WriteArtifact(const dckv::DckvArtifact& a, const std::string& path) {
   return Status::Ok();
 }
 
-// log-softmax of one logits row, in double.
-std::vector<double> LogSoftmax(const float* x, size_t n) {
-  double mx = x[0];
-  for (size_t i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]));
-  double s = 0;
-  for (size_t i = 0; i < n; ++i) s += std::exp(x[i] - mx);
-  const double lse = mx + std::log(s);
-  std::vector<double> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = x[i] - lse;
-  return out;
-}
-
 struct Prompt {
+  std::string source;                  // corpus file
   std::vector<uint32_t> prompt, continuation;
   model::KvCache exact;                // fp32 cache of the prompt
   std::vector<float> logits;           // exact cache: [continuation, vocab]
@@ -169,11 +288,13 @@ nlohmann::json QualityJson(const Quality& q) {
 Result<std::vector<Prompt>> LoadPrompts(const model::Model& m, const DckvBenchOptions& o) {
   const uint32_t need = o.prompt_tokens + o.continuation_tokens;
   KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kEvaluation, need,
-                                                          static_cast<uint64_t>(need) * o.prompts * 8));
+                                                          std::numeric_limits<uint64_t>::max()));
+  std::vector<model::CorpusDocument> full;
+  for (auto& doc : corpus.documents) {
+    if (doc.tokens.size() == need) full.push_back(std::move(doc));
+  }
   std::vector<Prompt> out;
-  for (const auto& doc : corpus.documents) {
-    if (out.size() == o.prompts) break;
-    if (doc.tokens.size() != need) continue;
+  for (const auto& doc : Spread(std::move(full), o.prompts)) {
     Prompt p;
     p.prompt.assign(doc.tokens.begin(), doc.tokens.begin() + o.prompt_tokens);
     p.continuation.assign(doc.tokens.begin() + o.prompt_tokens, doc.tokens.end());
@@ -192,6 +313,7 @@ Result<std::vector<Prompt>> LoadPrompts(const model::Model& m, const DckvBenchOp
     go.max_new_tokens = o.greedy_tokens;
     go.stop_at_eos = false;
     KVSTASH_ASSIGN_OR_RETURN(p.greedy, model::GenerateGreedy(m, full, &gcache, go));
+    p.source = doc.source;
     out.push_back(std::move(p));
   }
   if (out.size() < o.prompts) {
@@ -238,8 +360,11 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
                   {"chunk_tokens", o.chunk_tokens}, {"raw_head", o.raw_head}, {"raw_tail", o.raw_tail},
                   {"conditional", o.conditional}, {"checkerboard", o.checkerboard}, {"embed_rank", o.embed_rank},
                   {"scored_positions", static_cast<uint64_t>(o.prompts) * o.continuation_tokens},
-                  {"calibration_files", model::CorpusFiles(model::CorpusSplit::kCalibration)},
-                  {"evaluation_files", model::CorpusFiles(model::CorpusSplit::kEvaluation)}};
+                  {"calibration_documents", cal.sources}, {"sensitivity_docs", o.sensitivity_docs},
+                  {"sensitivity_tokens", o.sensitivity_tokens}, {"sensitivity_noise", o.sensitivity_noise},
+                  {"sensitivity_s", cal.sensitivity_s}, {"weighted_pca", o.weighted_pca}, {"block_weight", cal.block_weight}};
+  out["setup"]["evaluation_documents"] = nlohmann::json::array();
+  for (const auto& p : prompts) out["setup"]["evaluation_documents"].push_back(p.source);
   out["rows"] = nlohmann::json::array();
 
   {  // Reference row: the plain bf16 cache.
@@ -325,7 +450,7 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
       out["rows"].push_back(r);
     }
     if (o.run_kvtc) {
-      KVSTASH_ASSIGN_OR_RETURN(auto codec, baselines::KvtcCodec::Create(cal.basis, rate, mc.rope_theta,
+      KVSTASH_ASSIGN_OR_RETURN(auto codec, baselines::KvtcCodec::Create(cal.kvtc_basis, rate, mc.rope_theta,
                                                                        o.raw_head, o.raw_tail));
       KVSTASH_ASSIGN_OR_RETURN(
           auto r, measure("kvtc", rate,

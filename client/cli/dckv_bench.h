@@ -1,12 +1,15 @@
 // The dckv codec's measurement on a real model and real text (`kvstash bench codec
 // --codec dckv|kvtc|dckv+kvtc --rate R`) and its calibration (`kvstash calibrate dckv`).
 //
-// Calibration: the target model runs over the calibration corpus (model/text_corpus.h);
-// the rows (K before RoPE and V of every layer) of every position except each
-// document's first raw_head (the attention sinks, stored raw) are fitted by
-// codec/dckv/dckv_calibration.h, one artifact per rate point.
+// Calibration: the target model runs over the calibration corpus (model/text_corpus.h),
+// ceil(cal_tokens / cal_doc_tokens) documents spread evenly over the split's documents
+// (prose and code); the rows (K before RoPE and V of every layer) of every position
+// except each document's first raw_head (the attention sinks, stored raw) are fitted by
+// codec/dckv/dckv_calibration.h, one artifact per rate point, with the step allocation
+// weighted by the measured output sensitivity of each layer's K and V heads (see
+// DckvBenchOptions::sensitivity_docs).
 // Evaluation, on the DISJOINT evaluation corpus: `prompts` documents of prompt_tokens
-// + continuation_tokens tokens. For each prompt the exact fp32 cache of the prompt is
+// + continuation_tokens tokens, spread evenly over the split's full-length documents. For each prompt the exact fp32 cache of the prompt is
 // converted to bf16 chunks (chunk_tokens each, as a store holds them), coded and
 // decoded; the decoded cache is restored (FromKvChunk) and the continuation is
 // prefilled teacher-forced with logits for every token. Against the exact cache's
@@ -53,6 +56,16 @@ struct DckvBenchOptions {
   bool conditional = true;             // token-conditioned models (codec/dckv/dckv_conditional.h)
   bool checkerboard = true;            // checkerboard context model (needs conditional)
   uint32_t embed_rank = 128;           // reduced token embedding size
+  // Output-sensitivity weighting of the step allocation (dckv_calibration.h,
+  // DckvRateOptions::block_weight), measured on `sensitivity_docs` full-length
+  // calibration documents (0: plain MSE allocation): their last sensitivity_tokens
+  // tokens are the scored continuation, noise of sensitivity_noise x each block's RMS.
+  uint32_t sensitivity_docs = 2;
+  uint32_t sensitivity_tokens = 32;
+  double sensitivity_noise = 0.1;
+  // true: the weights shape the PCA (DckvFitOptions::block_weight); false: only the
+  // per-component steps of an unweighted PCA (DckvRateOptions::block_weight).
+  bool weighted_pca = true;
   std::string artifact_dir;            // where artifacts are written ("" = none)
   bool run_dckv = true;                // rows of the dckv codec
   bool run_kvtc = false;               // rows of the KVTC-like baseline (codec/baselines/kvtc.h)

@@ -63,6 +63,9 @@ struct BitWriter {
 Result<KvtcCodec> KvtcCodec::Create(const dckv::DckvBasis& basis, double target_ratio, float rope_theta,
                                     uint32_t raw_head, uint32_t raw_tail) {
   if (basis.groups.empty()) return Status::InvalidArgument("kvtc: empty basis");
+  for (const auto& g : basis.groups) {
+    if (!g.dim_scale.empty()) return Status::InvalidArgument("kvtc: needs a plain (unweighted) PCA basis");
+  }
   if (!(target_ratio > 1.0) || !std::isfinite(target_ratio)) return Status::InvalidArgument("kvtc: ratio must be > 1");
   const uint64_t budget = static_cast<uint64_t>(
       16.0 * 2.0 * basis.n_layers * basis.n_kv_heads * basis.head_dim / target_ratio);

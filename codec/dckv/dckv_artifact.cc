@@ -58,6 +58,8 @@ std::vector<uint8_t> DckvArtifact::Serialize() const {
     w.U32(g.dims);
     w.U32(g.n_active());
     for (float v : g.mean) PutF32(w, v);
+    w.U32(g.encode_scale.empty() ? 0u : 1u);
+    for (float v : g.encode_scale) PutF32(w, v);
     for (float v : g.basis) PutF32(w, v);
     for (float v : g.step) PutF32(w, v);
     for (uint16_t t : g.table_index) w.U16(t);
@@ -123,13 +125,24 @@ Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
       return Status::Corruption("dckv artifact: inconsistent group");
     }
     next_layer += g.layers;
-    const uint64_t floats = g.dims + static_cast<uint64_t>(n_active) * g.dims + n_active;
-    if (r.remaining() < floats * 4 + 2ull * n_active) return Status::Corruption("dckv artifact: truncated group data");
+    if (r.remaining() < 4ull * g.dims) return Status::Corruption("dckv artifact: truncated group data");
     g.mean.resize(g.dims);
+    for (float& v : g.mean) GetF32(r, &v);
+    uint32_t has_scale = 0;
+    if (!r.U32(&has_scale) || has_scale > 1) return Status::Corruption("dckv artifact: bad encode-scale flag");
+    if (has_scale == 1) {
+      if (r.remaining() < 4ull * g.dims) return Status::Corruption("dckv artifact: truncated encode scale");
+      g.encode_scale.resize(g.dims);
+      for (float& v : g.encode_scale) {
+        GetF32(r, &v);
+        if (!(std::isfinite(v) && v > 0)) return Status::Corruption("dckv artifact: bad encode scale");
+      }
+    }
+    const uint64_t floats = static_cast<uint64_t>(n_active) * g.dims + n_active;
+    if (r.remaining() < floats * 4 + 2ull * n_active) return Status::Corruption("dckv artifact: truncated group data");
     g.basis.resize(static_cast<size_t>(n_active) * g.dims);
     g.step.resize(n_active);
     g.table_index.resize(n_active);
-    for (float& v : g.mean) GetF32(r, &v);
     for (float& v : g.basis) GetF32(r, &v);
     for (float& v : g.step) {
       GetF32(r, &v);

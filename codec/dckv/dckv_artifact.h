@@ -5,8 +5,11 @@
 //   x = [K_l (before RoPE) | V_l] for l in the group, each n_kv_heads * head_dim fp32,
 //   so dims = 2 * layers_in_group * n_kv_heads * head_dim (the last group may hold
 //   fewer layers). K and V share one basis.
-// Transform per group: y = W^T (x - mean); component i (a row of `basis`, dims
-//   floats, orthonormal) is quantised as s_i = round((y_i - mu_i) / step_i) around
+// Transform per group: y_i = <basis_i, e * (x - mean)> with e = encode_scale (all 1
+//   when empty: then the basis rows are orthonormal PCA directions). A weighted basis
+//   (dckv_calibration.h, DckvFitOptions::block_weight) has basis_i = u_i / sqrt(w) and
+//   e = w for orthonormal u_i, so encoder and decoder agree: x - mean = sum_i y_i basis_i
+//   over all components. Component i is quantised as s_i = round((y_i - mu_i) / step_i) around
 //   the centre mu_i predicted by the conditional models (dckv_conditional.h: token
 //   map for even coded rows, checkerboard context map for odd ones) and entropy coded
 //   with table `table_index[i]` (even rows) or `odd_table_index[i]` (odd rows) of
@@ -22,13 +25,14 @@
 // Raw positions: the first `raw_head` positions of a stored prefix and its last
 //   `raw_tail` positions are stored as bf16 rows (see dckv_codec.h for chunks).
 //
-// Byte layout (little-endian), version 2:
+// Byte layout (little-endian), version 3 (version 2 had no encode_scale):
 //   u32 magic "DCKA", u16 version, u16 reserved 0,
 //   u32 n_layers, u32 n_kv_heads, u32 head_dim, f32 rope_theta,
 //   u32 group_layers, u32 raw_head, u32 raw_tail, f32 target_ratio,
 //   u32 vocab, u32 rank, bf16 embed[vocab][rank],
 //   u32 n_groups, per group: u32 first_layer, u32 layers, u32 dims, u32 n_active,
-//     f32 mean[dims], f32 basis[n_active][dims], f32 step[n_active],
+//     f32 mean[dims], u32 has_encode_scale (0 or 1), f32 encode_scale[dims] when 1,
+//     f32 basis[n_active][dims], f32 step[n_active],
 //     u16 table_index[n_active], u16 odd_table_index[n_active],
 //     f32 token_map[rank + 1][n_active],
 //     u32 context_rows (0 or k + rank + 1, 1 <= k <= n_active), f32 context_map[context_rows][n_active],
@@ -54,7 +58,7 @@
 namespace kvstash::dckv {
 
 inline constexpr uint32_t kArtifactMagic = 0x414B4344;  // "DCKA"
-inline constexpr uint16_t kArtifactVersion = 2;
+inline constexpr uint16_t kArtifactVersion = 3;
 
 // Reduced token embeddings of the conditional models (see above).
 struct DckvConditioning {
@@ -67,7 +71,9 @@ struct DckvGroup {
   uint32_t layers = 0;
   uint32_t dims = 0;                  // 2 * layers * n_kv_heads * head_dim
   std::vector<float> mean;            // [dims]
-  std::vector<float> basis;           // [n_active, dims], rows orthonormal
+  // Encoder scale e [dims] (weighted PCA), each finite and > 0, or empty (all 1).
+  std::vector<float> encode_scale;
+  std::vector<float> basis;           // [n_active, dims] decoder rows
   std::vector<float> step;            // [n_active], > 0
   std::vector<uint16_t> table_index;  // [n_active], < tables.size(): even coded rows
   std::vector<uint16_t> odd_table_index;  // [n_active]: odd coded rows

@@ -29,24 +29,92 @@ double BucketScale(int j) { return kBucketMin * std::pow(kBucketRatio, j); }
 
 using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// Active components of a group at step delta: a prefix (variances decrease).
-uint32_t ActiveCount(const DckvGroupBasis& g, double delta, double threshold) {
+// A group's components as the rate point sees them: `order` lists them by decreasing
+// weighted variance s_i lambda_i, sqrt_s[i] = sqrt(s_i) of order[i]. Component order[i]
+// gets the step delta / sqrt_s[i]; the active ones are a prefix of `order`.
+struct WeightedGroup {
+  std::vector<uint32_t> order;
+  std::vector<double> sqrt_s;
+  std::vector<double> sd;  // sqrt(s_i lambda_i) of order[i], decreasing
+};
+
+// Block weights (DckvFitOptions::block_weight) divided by their mean; empty stays empty.
+Result<std::vector<double>> NormalisedBlockWeights(const std::vector<double>& block_weight, uint32_t n_layers,
+                                                   uint32_t n_kv_heads) {
+  if (block_weight.empty()) return std::vector<double>{};
+  const size_t blocks = 2ull * n_layers * n_kv_heads;
+  if (block_weight.size() != blocks) return Status::InvalidArgument("dckv calibration: need one weight per (layer, K/V, head)");
+  double mean = 0;
+  for (double x : block_weight) {
+    if (!(x > 0) || !std::isfinite(x)) return Status::InvalidArgument("dckv calibration: block weights must be finite and > 0");
+    mean += x / static_cast<double>(blocks);
+  }
+  std::vector<double> w(block_weight);
+  for (double& x : w) x /= mean;
+  return w;
+}
+
+// Output weights of the components (s_i = sum_d w_d u_i[d]^2, w_d the weight of the
+// (layer, K/V, head) block of dimension d relative to the mean block weight; all 1
+// without block weights).
+Result<std::vector<WeightedGroup>> WeightGroups(const DckvBasis& basis, const std::vector<double>& block_weight) {
+  for (const auto& g : basis.groups) {
+    if (!block_weight.empty() && !g.dim_scale.empty()) {
+      return Status::InvalidArgument("dckv calibration: block weights given to a weighted basis");
+    }
+  }
+  KVSTASH_ASSIGN_OR_RETURN(std::vector<double> w, NormalisedBlockWeights(block_weight, basis.n_layers, basis.n_kv_heads));
+  if (w.empty()) w.assign(2ull * basis.n_layers * basis.n_kv_heads, 1.0);
+  const uint32_t hr = basis.n_kv_heads * basis.head_dim;
+  std::vector<WeightedGroup> out(basis.groups.size());
+  for (size_t gi = 0; gi < basis.groups.size(); ++gi) {
+    const auto& g = basis.groups[gi];
+    std::vector<double> dim_w(g.dims);
+    for (uint32_t c = 0; c < g.dims; ++c) {
+      const uint32_t layer = g.first_layer + c / (2 * hr), kv = (c / hr) % 2, head = (c % hr) / basis.head_dim;
+      dim_w[c] = w[(layer * 2 + kv) * basis.n_kv_heads + head];
+    }
+    std::vector<double> s(g.dims, 1.0);
+    if (!block_weight.empty()) {
+      for (uint32_t i = 0; i < g.dims; ++i) {
+        const float* u = g.basis.data() + static_cast<size_t>(i) * g.dims;
+        double acc = 0;
+        for (uint32_t c = 0; c < g.dims; ++c) acc += dim_w[c] * static_cast<double>(u[c]) * u[c];
+        s[i] = std::max(acc, 1e-12);
+      }
+    }
+    WeightedGroup& wg = out[gi];
+    wg.order.resize(g.dims);
+    for (uint32_t i = 0; i < g.dims; ++i) wg.order[i] = i;
+    std::stable_sort(wg.order.begin(), wg.order.end(),
+                     [&](uint32_t a, uint32_t b) { return s[a] * g.variance[a] > s[b] * g.variance[b]; });
+    for (uint32_t i : wg.order) {
+      wg.sqrt_s.push_back(std::sqrt(s[i]));
+      wg.sd.push_back(std::sqrt(s[i] * g.variance[i]));
+    }
+  }
+  return out;
+}
+
+// Active components of a group at step delta: a prefix of its order.
+uint32_t ActiveCount(const WeightedGroup& g, double delta, double threshold) {
   uint32_t a = 0;
-  while (a < g.dims && std::sqrt(g.variance[a]) / delta >= threshold) ++a;
+  while (a < g.sd.size() && g.sd[a] / delta >= threshold) ++a;
   return a;
 }
 
-// Estimated bits per token when every active component uses step delta: half the
-// rows are coded with the token model's residual scale, half with the odd rows'
+// Estimated bits per token when component order[i] uses step delta / sqrt_s[i]: half
+// the rows are coded with the token model's residual scale, half with the odd rows'
 // (odd_ratio[g][i] = odd residual / token residual; 1 where unknown).
-double EstimatedBits(const DckvBasis& basis, double delta, double threshold,
-                     const std::vector<std::vector<double>>& odd_ratio) {
+double EstimatedBits(const DckvBasis& basis, const std::vector<WeightedGroup>& wgs, double delta,
+                     double threshold, const std::vector<std::vector<double>>& odd_ratio) {
   double bits = 0;
   for (size_t gi = 0; gi < basis.groups.size(); ++gi) {
     const auto& g = basis.groups[gi];
-    const uint32_t a = ActiveCount(g, delta, threshold);
+    const auto& wg = wgs[gi];
+    const uint32_t a = ActiveCount(wg, delta, threshold);
     for (uint32_t i = 0; i < a; ++i) {
-      const double b = g.token_mean_abs[i] / delta;
+      const double b = g.token_mean_abs[wg.order[i]] * wg.sqrt_s[i] / delta;
       const double rho = i < odd_ratio[gi].size() ? odd_ratio[gi][i] : 1.0;
       bits += 0.5 * (QuantizedLaplaceEntropy(b) + QuantizedLaplaceEntropy(b * rho));
     }
@@ -54,13 +122,13 @@ double EstimatedBits(const DckvBasis& basis, double delta, double threshold,
   return bits;
 }
 
-double FindStep(const DckvBasis& basis, double budget, double threshold, double max_sd,
-                const std::vector<std::vector<double>>& odd_ratio) {
+double FindStep(const DckvBasis& basis, const std::vector<WeightedGroup>& wgs, double budget, double threshold,
+                double max_sd, const std::vector<std::vector<double>>& odd_ratio) {
   // Bisection on log(delta): bits decrease as delta grows.
   double lo = std::log(max_sd * 1e-6), hi = std::log(max_sd * 1e3);
   for (int it = 0; it < 80; ++it) {
     const double mid = 0.5 * (lo + hi);
-    if (EstimatedBits(basis, std::exp(mid), threshold, odd_ratio) > budget) lo = mid; else hi = mid;
+    if (EstimatedBits(basis, wgs, std::exp(mid), threshold, odd_ratio) > budget) lo = mid; else hi = mid;
   }
   return std::exp(hi);
 }
@@ -114,29 +182,34 @@ Result<std::pair<Eigen::MatrixXd, std::vector<double>>> RidgeHeldOut(const Eigen
   return std::make_pair(std::move(all), std::move(abs_sum));
 }
 
-// The checkerboard model (b) of group g for its first `a` components at step delta,
-// reading the first k = min(a, max_inputs) neighbour components.
+// The checkerboard model (b) of group g for its first `a` components in wg's order
+// (component wg.order[i] at step delta / wg.sqrt_s[i]), reading the first
+// k = min(a, max_inputs) of them from the neighbours.
 struct ContextFit {
   uint32_t inputs = 0;
   std::vector<float> map;           // [inputs + rank + 1, a]
   std::vector<double> odd_mean_abs; // [a] held-out E|y_i - mu_i| on the odd rows
 };
 
-Result<ContextFit> FitContext(const DckvBasis& basis, const DckvGroupBasis& g, const Eigen::MatrixXf& z,
-                              uint32_t a, double delta, double ridge, uint32_t max_inputs) {
+Result<ContextFit> FitContext(const DckvBasis& basis, const DckvGroupBasis& g, const WeightedGroup& wg,
+                              const Eigen::MatrixXf& z, uint32_t a, double delta, double ridge,
+                              uint32_t max_inputs) {
   const uint32_t r = basis.conditioning.rank;
   const uint32_t k = std::min(a, max_inputs);
   const Eigen::Index n = static_cast<Eigen::Index>(basis.rows);
   Eigen::Map<const RowMatrixF> y_all(g.coeffs.data(), n, g.dims);
-  const Eigen::MatrixXf y = y_all.leftCols(a);
+  const std::vector<Eigen::Index> cols(wg.order.begin(), wg.order.begin() + a);
+  const Eigen::MatrixXf y = y_all(Eigen::all, cols);
   Eigen::Map<const RowMatrixF> p_all(g.token_map.data(), r + 1, g.dims);
-  const Eigen::MatrixXf p = p_all.leftCols(k);
-  // Decoded coefficients of every row under model (a): mu + delta * round((y - mu) / delta).
+  const Eigen::MatrixXf p = p_all(Eigen::all, std::vector<Eigen::Index>(cols.begin(), cols.begin() + k));
+  // Decoded coefficients of every row under model (a): mu + d_i round((y - mu) / d_i).
   Eigen::MatrixXf mu = z * p.topRows(r);
   mu.rowwise() += p.row(r);
-  const float d = static_cast<float>(delta);
+  Eigen::RowVectorXf d(k);
+  for (uint32_t i = 0; i < k; ++i) d(i) = static_cast<float>(delta / wg.sqrt_s[i]);
   const Eigen::MatrixXf yk = y.leftCols(k);
-  const Eigen::MatrixXf c = mu + d * ((yk - mu) / d).array().round().matrix();
+  const Eigen::MatrixXf c =
+      mu + (((yk - mu).array().rowwise() / d.array()).round().rowwise() * d.array()).matrix();
   // Odd rows of every document and their inputs.
   const std::vector<uint8_t> row_fold = Folds(basis);
   std::vector<Eigen::Index> odd, next;  // next -1: none
@@ -277,6 +350,8 @@ Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers, cons
     z = CalibrationZ(out);
   }
   const uint32_t rank = out.conditioning.rank;
+  KVSTASH_ASSIGN_OR_RETURN(const std::vector<double> dim_weight,
+                           NormalisedBlockWeights(options.block_weight, rows.n_layers, rows.n_kv_heads));
   for (uint32_t first = 0; first < rows.n_layers; first += group_layers) {
     DckvGroupBasis g;
     g.first_layer = first;
@@ -300,6 +375,15 @@ Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers, cons
     }
     const Eigen::VectorXd mean = x.cast<double>().colwise().mean().transpose();
     x.rowwise() -= mean.cast<float>().transpose();
+    if (!dim_weight.empty()) {
+      g.dim_scale.resize(d);
+      for (Eigen::Index c = 0; c < d; ++c) {
+        const uint32_t layer = first + static_cast<uint32_t>(c / (2 * hr)), kv = static_cast<uint32_t>((c / hr) % 2);
+        const uint32_t head = static_cast<uint32_t>((c % hr) / rows.head_dim);
+        g.dim_scale[c] = static_cast<float>(std::sqrt(dim_weight[(layer * 2 + kv) * rows.n_kv_heads + head]));
+        x.col(c) *= g.dim_scale[c];
+      }
+    }
     Eigen::MatrixXf cov = Eigen::MatrixXf::Zero(d, d);
     cov.selfadjointView<Eigen::Lower>().rankUpdate(x.transpose(), 1.0f / static_cast<float>(n));
     cov.triangularView<Eigen::StrictlyUpper>() = cov.transpose();
@@ -341,13 +425,14 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
   if (!(o.active_threshold > 0)) return Status::InvalidArgument("dckv calibration: threshold must be > 0");
   const double budget =
       16.0 * 2.0 * basis.n_layers * basis.n_kv_heads * basis.head_dim / o.target_ratio;
+  KVSTASH_ASSIGN_OR_RETURN(const std::vector<WeightedGroup> wgs, WeightGroups(basis, o.block_weight));
   double max_sd = 0;
-  for (const auto& g : basis.groups) max_sd = std::max(max_sd, std::sqrt(g.variance[0]));
+  for (const auto& wg : wgs) max_sd = std::max(max_sd, wg.sd.empty() ? 0.0 : wg.sd[0]);
   if (!(max_sd > 0)) return Status::InvalidArgument("dckv calibration: rows have no variance");
   const uint32_t rank = basis.conditioning.rank;
   const bool context = o.checkerboard && rank > 0;
   std::vector<std::vector<double>> odd_ratio(basis.groups.size());
-  double delta = FindStep(basis, budget, o.active_threshold, max_sd, odd_ratio);
+  double delta = FindStep(basis, wgs, budget, o.active_threshold, max_sd, odd_ratio);
   std::vector<ContextFit> fits(basis.groups.size());
   if (context) {
     const Eigen::MatrixXf z = CalibrationZ(basis);
@@ -356,15 +441,18 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
     for (int round = 0; round < 2; ++round) {
       for (size_t gi = 0; gi < basis.groups.size(); ++gi) {
         const auto& g = basis.groups[gi];
-        const uint32_t na = ActiveCount(g, delta, o.active_threshold);
+        const auto& wg = wgs[gi];
+        const uint32_t na = ActiveCount(wg, delta, o.active_threshold);
         fits[gi] = {};
         if (na == 0) continue;
-        KVSTASH_ASSIGN_OR_RETURN(fits[gi], FitContext(basis, g, z, na, delta, o.context_ridge, o.context_inputs));
+        KVSTASH_ASSIGN_OR_RETURN(fits[gi],
+                                 FitContext(basis, g, wg, z, na, delta, o.context_ridge, o.context_inputs));
         // Keep the context model only where its held-out residuals cost fewer bits.
         double with = 0, without = 0;
         for (uint32_t i = 0; i < na; ++i) {
-          with += QuantizedLaplaceEntropy(fits[gi].odd_mean_abs[i] / delta);
-          without += QuantizedLaplaceEntropy(g.token_mean_abs[i] / delta);
+          const double step = delta / wg.sqrt_s[i];
+          with += QuantizedLaplaceEntropy(fits[gi].odd_mean_abs[i] / step);
+          without += QuantizedLaplaceEntropy(g.token_mean_abs[wg.order[i]] / step);
         }
         if (!(with < without)) {
           fits[gi] = {};
@@ -374,11 +462,12 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
         if (round == 0) {
           odd_ratio[gi].resize(na);
           for (uint32_t i = 0; i < na; ++i) {
-            odd_ratio[gi][i] = g.token_mean_abs[i] > 0 ? fits[gi].odd_mean_abs[i] / g.token_mean_abs[i] : 1.0;
+            const double t = g.token_mean_abs[wg.order[i]];
+            odd_ratio[gi][i] = t > 0 ? fits[gi].odd_mean_abs[i] / t : 1.0;
           }
         }
       }
-      if (round == 0) delta = FindStep(basis, budget, o.active_threshold, max_sd, odd_ratio);
+      if (round == 0) delta = FindStep(basis, wgs, budget, o.active_threshold, max_sd, odd_ratio);
     }
   }
 
@@ -415,20 +504,28 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
     g.layers = gb.layers;
     g.dims = gb.dims;
     g.mean = gb.mean;
-    const uint32_t na = ActiveCount(gb, delta, o.active_threshold);
+    for (float s : gb.dim_scale) g.encode_scale.push_back(s * s);
+    const auto& wg = wgs[gi];
+    const uint32_t na = ActiveCount(wg, delta, o.active_threshold);
     const bool has_context = context && na > 0 && fits[gi].odd_mean_abs.size() == na;
     for (uint32_t i = 0; i < na; ++i) {
-      g.basis.insert(g.basis.end(), gb.basis.begin() + static_cast<size_t>(i) * gb.dims,
-                     gb.basis.begin() + static_cast<size_t>(i + 1) * gb.dims);
-      g.step.push_back(static_cast<float>(delta));
-      KVSTASH_ASSIGN_OR_RETURN(uint16_t even, table_for(gb.token_mean_abs[i] / delta));
-      KVSTASH_ASSIGN_OR_RETURN(uint16_t odd, table_for((has_context ? fits[gi].odd_mean_abs[i] : gb.token_mean_abs[i]) / delta));
+      const uint32_t ci = wg.order[i];
+      g.basis.insert(g.basis.end(), gb.basis.begin() + static_cast<size_t>(ci) * gb.dims,
+                     gb.basis.begin() + static_cast<size_t>(ci + 1) * gb.dims);
+      if (!gb.dim_scale.empty()) {  // decoder rows u_i / sqrt(w)
+        float* row = g.basis.data() + g.basis.size() - gb.dims;
+        for (uint32_t c = 0; c < gb.dims; ++c) row[c] /= gb.dim_scale[c];
+      }
+      const float step = static_cast<float>(delta / wg.sqrt_s[i]);
+      g.step.push_back(step);
+      KVSTASH_ASSIGN_OR_RETURN(uint16_t even, table_for(gb.token_mean_abs[ci] / step));
+      KVSTASH_ASSIGN_OR_RETURN(uint16_t odd, table_for((has_context ? fits[gi].odd_mean_abs[i] : gb.token_mean_abs[ci]) / step));
       g.table_index.push_back(even);
       g.odd_table_index.push_back(odd);
     }
     g.token_map.resize(static_cast<size_t>(rank + 1) * na);
     for (uint32_t k = 0; k <= rank; ++k) {
-      for (uint32_t i = 0; i < na; ++i) g.token_map[static_cast<size_t>(k) * na + i] = gb.token_map[static_cast<size_t>(k) * gb.dims + i];
+      for (uint32_t i = 0; i < na; ++i) g.token_map[static_cast<size_t>(k) * na + i] = gb.token_map[static_cast<size_t>(k) * gb.dims + wg.order[i]];
     }
     if (has_context) {
       g.context_inputs = fits[gi].inputs;

@@ -74,7 +74,8 @@ Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
   uint32_t next = 0;
   for (const auto& g : artifact.groups) {
     if (g.first_layer != next || g.dims != 2ull * g.layers * artifact.HeadRow() ||
-        g.mean.size() != g.dims || g.basis.size() != static_cast<size_t>(g.n_active()) * g.dims ||
+        g.mean.size() != g.dims || (!g.encode_scale.empty() && g.encode_scale.size() != g.dims) ||
+        g.basis.size() != static_cast<size_t>(g.n_active()) * g.dims ||
         g.table_index.size() != g.n_active() || g.odd_table_index.size() != g.n_active() ||
         g.token_map.size() != static_cast<size_t>(artifact.conditioning.rank + 1) * g.n_active() ||
         g.context_inputs > g.n_active() || (g.context_inputs == 0) != g.context_map.empty() ||
@@ -249,6 +250,7 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
       for (uint32_t c = 0; c < g.dims; ++c) {
         if (!std::isfinite(row[c])) finite = false;
         row[c] -= g.mean[c];
+        if (!g.encode_scale.empty()) row[c] *= g.encode_scale[c];
       }
     }
   });

@@ -99,7 +99,7 @@ TEST(DckvArtifact, CorruptionIsDetected) {
   }
   // Another version with a valid checksum: Mismatch.
   auto v2 = std::vector<uint8_t>(bytes.begin(), bytes.end() - 8);
-  v2[4] = 3;
+  v2[4] = 2;  // the previous version
   ByteWriter(&v2).U64(Xxh3_64(v2));
   EXPECT_STATUS(DckvArtifact::Parse(v2), kMismatch);
 }
