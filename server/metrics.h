@@ -5,7 +5,8 @@
 // Histograms have fixed bucket bounds: latency in microseconds (kLatencyBoundsUs),
 // request memory in bytes (kMemoryBoundsBytes); percentiles are estimated by linear
 // interpolation inside the bucket holding the rank, as Prometheus' histogram_quantile
-// does.
+// does, then clamped to the smallest and largest value recorded (an estimate never
+// exceeds what was seen).
 //
 // Request memory (docs/protocol.md §5.7): per PUT stored and per GET hit served, the
 // payload bytes, the bytes of positions kept uncompressed inside the payload
@@ -48,14 +49,26 @@ class Histogram {
     const auto it = std::lower_bound(kBounds.begin(), kBounds.end(), v);
     buckets_[it - kBounds.begin()].fetch_add(1, std::memory_order_relaxed);
     sum_.fetch_add(v, std::memory_order_relaxed);
+    for (uint64_t m = min_.load(std::memory_order_relaxed);
+         v < m && !min_.compare_exchange_weak(m, v, std::memory_order_relaxed);) {
+    }
+    for (uint64_t m = max_.load(std::memory_order_relaxed);
+         v > m && !max_.compare_exchange_weak(m, v, std::memory_order_relaxed);) {
+    }
   }
   struct View {
     std::array<uint64_t, kBounds.size() + 1> buckets{};  // last: +Inf
     uint64_t count = 0;
     uint64_t sum = 0;
-    // Estimated q-quantile (0 when empty). REQUIRES: 0 <= q <= 1.
+    uint64_t min = 0, max = 0;  // smallest and largest value recorded (0 when empty)
+    // Estimated q-quantile (0 when empty), within [min, max]. REQUIRES: 0 <= q <= 1.
     double Quantile(double q) const {
       if (count == 0) return 0;
+      return std::clamp(Interpolated(q), static_cast<double>(min), static_cast<double>(max));
+    }
+
+   private:
+    double Interpolated(double q) const {
       const double rank = q * static_cast<double>(count);
       uint64_t seen = 0;
       for (size_t i = 0; i < buckets.size(); ++i) {
@@ -79,12 +92,19 @@ class Histogram {
       v.count += v.buckets[i];
     }
     v.sum = sum_.load(std::memory_order_relaxed);
+    if (v.count > 0) {
+      v.min = min_.load(std::memory_order_relaxed);
+      v.max = max_.load(std::memory_order_relaxed);
+      if (v.min > v.max) v.min = v.max;  // a racing first Record: keep the range valid
+    }
     return v;
   }
 
  private:
   std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets_{};
   std::atomic<uint64_t> sum_{0};
+  std::atomic<uint64_t> min_{UINT64_MAX};
+  std::atomic<uint64_t> max_{0};
 };
 using LatencyHistogram = Histogram<kLatencyBoundsUs>;
 using MemoryHistogram = Histogram<kMemoryBoundsBytes>;

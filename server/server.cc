@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include <boost/asio/co_spawn.hpp>
@@ -49,6 +52,23 @@ class Server::Impl {
                                 [this] { return draining_.load(); }, config_.chart_js,
                                 [this] { return handler_->HealthDetail(); }}) {}
 
+  Status WriteReadyFile() const {
+    const std::string tmp = config_.ready_file + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << "{\"port\":" << port_ << ",\"http_port\":" << http_.port() << ",\"pid\":" << ::getpid()
+        << "}\n";
+      f.close();
+      if (!f) return Status::IOError("ready file " + tmp + ": cannot write");
+    }
+    if (std::rename(tmp.c_str(), config_.ready_file.c_str()) != 0) {
+      const int err = errno;
+      std::remove(tmp.c_str());
+      return Status::IOError("ready file " + config_.ready_file + ": " + std::strerror(err));
+    }
+    return Status::Ok();
+  }
+
   Status Init() {
     if (!config_.tls_cert_file.empty()) {
       tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
@@ -91,14 +111,14 @@ class Server::Impl {
         KVSTASH_LOG_ERROR("protocol acceptor ended with an exception: {}", ex.what());
       }
     });
-    for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    // The ready file is written before the I/O threads run: both ports already listen,
+    // so a client that reads it connects (into the backlog) at once. A file that cannot
+    // be written fails the start: a script waiting for it would otherwise wait forever.
     if (!config_.ready_file.empty()) {
-      const std::string tmp = config_.ready_file + ".tmp";
-      std::ofstream(tmp) << "{\"port\":" << port_ << ",\"http_port\":" << http_.port()
-                         << ",\"pid\":" << ::getpid() << "}\n";
-      std::rename(tmp.c_str(), config_.ready_file.c_str());
+      KVSTASH_RETURN_IF_ERROR(WriteReadyFile());
       started_ = true;
     }
+    for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
     if (std::error_code fs_ec; !std::filesystem::is_regular_file(config_.chart_js, fs_ec)) {
       KVSTASH_LOG_WARN("chart_js \"{}\" is not a readable file: /dashboard will show no charts "
                        "(install Debian's libjs-chart.js or set chart_js / --chart-js)",

@@ -359,7 +359,9 @@ int Run(const BenchOptions& o) {
   std::unique_ptr<Child> server_proc;
   std::string address = o.server;
   const fs::path tmp = fs::temp_directory_path() / ("kvstash-bench-" + std::to_string(getpid()));
-  fs::create_directories(tmp);
+  if (std::error_code ec; !fs::create_directories(tmp, ec) && ec) {
+    return fail("cannot create " + tmp.string() + ": " + ec.message());
+  }
   if (address.empty()) {
     std::string bin = o.server_bin;
     if (bin.empty()) bin = (fs::read_symlink("/proc/self/exe").parent_path() / "kvstash-server").string();

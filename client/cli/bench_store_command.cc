@@ -289,9 +289,12 @@ int Run(const BenchStoreOptions& o) {
           ("kvstash_bench_store_" + std::to_string(::getpid()));
     dir = tmp.string();
   }
-  std::filesystem::create_directories(dir);
   std::vector<Row> rows;
-  Status s = KeyHashing(&rows);
+  Status s;
+  if (std::error_code ec; !std::filesystem::create_directories(dir, ec) && ec) {
+    s = Status::IOError("cannot create " + dir + ": " + ec.message());
+  }
+  if (s.ok()) s = KeyHashing(&rows);
   if (s.ok()) s = Lookups(dir, &rows);
   if (s.ok()) s = Throughput(dir, 0, o.chunks, &rows);
   if (s.ok()) s = Throughput(dir, 1, o.chunks, &rows);

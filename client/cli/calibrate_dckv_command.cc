@@ -1,7 +1,9 @@
 // `kvstash calibrate dckv --rate R ...`: runs the target model over the calibration
 // corpus (model/text_corpus.h) and writes one dckv artifact per rate point
 // (codec/dckv/dckv_artifact.h) to --out as dckv-g<group>-r<rate>.kvda.
+#include <cmath>
 #include <iostream>
+#include <string>
 
 #include "client/cli/default_paths.h"
 #include "client/cli/command_registry.h"
@@ -10,6 +12,19 @@
 namespace kvstash::cli {
 namespace {
 
+// --rate values: finite ratios above 1 (a usage error, exit 2, before any work).
+const CLI::Validator kRatio(
+    [](std::string& v) -> std::string {
+      try {
+        size_t used = 0;
+        const double r = std::stod(v, &used);
+        if (used == v.size() && std::isfinite(r) && r > 1.0) return "";
+      } catch (const std::exception&) {
+      }
+      return "must be a finite ratio > 1, got " + v;
+    },
+    "RATIO>1");
+
 const bool kRegistered = RegisterCommand(
     "calibrate dckv", "Calibrate the dckv codec (PCA basis, steps, entropy tables) on real text",
     [](CLI::App* cmd) {
@@ -17,18 +32,18 @@ const bool kRegistered = RegisterCommand(
       o->model_path = DefaultModelPath();
       o->artifact_dir = DefaultArtifactDir();
       auto rates = std::make_shared<std::vector<double>>();
-      cmd->add_option("--rate", *rates, "Target ratio vs bf16 (repeatable; default 8 16 24 32 48)");
+      cmd->add_option("--rate", *rates, "Target ratio vs bf16 (repeatable; default 8 16 24 32 48)")->check(kRatio);
       cmd->add_option("--model", o->model_path, "Target model file")->capture_default_str();
       cmd->add_option("--out", o->artifact_dir, "Output folder")->capture_default_str();
-      cmd->add_option("--cal-tokens", o->cal_tokens, "Calibration tokens")->capture_default_str();
-      cmd->add_option("--doc-tokens", o->cal_doc_tokens, "Tokens per calibration document")->capture_default_str();
-      cmd->add_option("--group-layers", o->group_layers, "Layers per transform group")->capture_default_str();
+      cmd->add_option("--cal-tokens", o->cal_tokens, "Calibration tokens")->capture_default_str()->check(CLI::PositiveNumber);
+      cmd->add_option("--doc-tokens", o->cal_doc_tokens, "Tokens per calibration document")->capture_default_str()->check(CLI::PositiveNumber);
+      cmd->add_option("--group-layers", o->group_layers, "Layers per transform group")->capture_default_str()->check(CLI::PositiveNumber);
       cmd->add_flag("!--no-conditional", o->conditional, "dckv: no token-conditioned entropy models");
       cmd->add_flag("!--no-checkerboard", o->checkerboard, "dckv: no checkerboard context model");
       cmd->add_option("--embed-rank", o->embed_rank, "dckv: reduced token embedding size")->capture_default_str();
       cmd->add_option("--raw-head", o->raw_head, "bf16 positions at the prefix start")->capture_default_str();
       cmd->add_option("--raw-tail", o->raw_tail, "bf16 positions at the prefix end")->capture_default_str();
-      cmd->add_option("--threshold", o->active_threshold, "Component off below scale/step")->capture_default_str();
+      cmd->add_option("--threshold", o->active_threshold, "Component off below scale/step")->capture_default_str()->check(CLI::NonNegativeNumber);
       cmd->add_option("--sensitivity-docs", o->sensitivity_docs,
                       "Calibration documents for the output-sensitivity weights (0: MSE allocation)")
           ->capture_default_str();

@@ -325,10 +325,14 @@ Result<std::vector<Prompt>> LoadPrompts(const model::Model& m, const DckvBenchOp
 }  // namespace
 
 Status CalibrateDckv(const DckvBenchOptions& o) {
+  // The output folder is created before the (minutes-long) calibration, so a bad --out
+  // fails at once.
+  if (std::error_code ec; !std::filesystem::create_directories(o.artifact_dir, ec) && ec) {
+    return Status::IOError("calibrate dckv: cannot create " + o.artifact_dir + ": " + ec.message());
+  }
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
   if (!m->tokenizer) return Status::InvalidArgument("calibrate dckv: the model file has no tokenizer");
   KVSTASH_ASSIGN_OR_RETURN(auto cal, Calibrate(*m, o));
-  std::filesystem::create_directories(o.artifact_dir);
   for (double rate : o.rates) {
     KVSTASH_ASSIGN_OR_RETURN(auto a, ArtifactFor(cal, *m, o, rate));
     const std::string path = (std::filesystem::path(o.artifact_dir) / ArtifactName(o, rate)).string();
@@ -436,7 +440,9 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
       KVSTASH_ASSIGN_OR_RETURN(auto artifact, ArtifactFor(cal, *m, o, rate));
       const uint64_t active = artifact.ActiveComponents();
       if (!o.artifact_dir.empty()) {
-        std::filesystem::create_directories(o.artifact_dir);
+        if (std::error_code ec; !std::filesystem::create_directories(o.artifact_dir, ec) && ec) {
+          return Status::IOError("bench codec: cannot create " + o.artifact_dir + ": " + ec.message());
+        }
         KVSTASH_RETURN_IF_ERROR(WriteArtifact(artifact, (std::filesystem::path(o.artifact_dir) / ArtifactName(o, rate)).string()));
       }
       KVSTASH_ASSIGN_OR_RETURN(auto codec, dckv::DckvCodec::Create(std::move(artifact)));

@@ -1,4 +1,8 @@
-// `kvstash get`: fetches one chunk payload from a server into a file.
+// `kvstash get`: fetches one chunk payload (and optionally its state record) from a
+// server into files. Both files are written or neither: each goes to FILE.part first
+// and is renamed once every write succeeded.
+#include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "client/cli/client_flags.h"
@@ -20,6 +24,15 @@ int Run(const GetCmdOptions& o) {
     std::cerr << "kvstash get: " << (!key.ok() ? key.status() : route.status()).ToString() << "\n";
     return 2;
   }
+  if (!o.state_out.empty()) {
+    std::error_code ec1, ec2;
+    const auto out = std::filesystem::weakly_canonical(o.out, ec1);
+    const auto state_out = std::filesystem::weakly_canonical(o.state_out, ec2);
+    if (o.out == o.state_out || (!ec1 && !ec2 && out == state_out)) {
+      std::cerr << "kvstash get: --out and --state-out name the same file\n";
+      return 2;
+    }
+  }
   auto client = o.client.Connect();
   if (!client.ok()) {
     std::cerr << "kvstash get: " << client.status().ToString() << "\n";
@@ -36,15 +49,25 @@ int Run(const GetCmdOptions& o) {
               << " nor " << o.state_out << " written\n";
     return 3;
   }
-  if (Status s = WriteFileBytes(o.out, r->payload); !s.ok()) {
-    std::cerr << "kvstash get: " << s.ToString() << "\n";
-    return 1;
+  std::vector<std::pair<std::string, const std::vector<uint8_t>*>> files{{o.out, &r->payload}};
+  if (!o.state_out.empty()) files.emplace_back(o.state_out, &r->state_record);
+  Status s;
+  for (const auto& [path, bytes] : files) {
+    if (s.ok()) s = WriteFileBytes(path + ".part", *bytes);
   }
-  if (!o.state_out.empty()) {
-    if (Status s = WriteFileBytes(o.state_out, r->state_record); !s.ok()) {
-      std::cerr << "kvstash get: " << s.ToString() << "\n";
-      return 1;
+  size_t renamed = 0;
+  for (const auto& [path, bytes] : files) {
+    if (!s.ok()) break;
+    if (std::rename((path + ".part").c_str(), path.c_str()) != 0) {
+      s = Status::IOError("cannot rename " + path + ".part to " + path);
+    } else {
+      ++renamed;
     }
+  }
+  if (!s.ok()) {
+    for (const auto& [path, bytes] : files) std::remove((path + ".part").c_str());
+    std::cerr << "kvstash get: " << s.ToString() << (renamed == 0 ? " (no file written)" : "") << "\n";
+    return 1;
   }
   std::cout << "wrote " << r->payload.size() << " bytes to " << o.out << "\n";
   if (r->memory) std::cout << FormatRequestMemory(*r->memory) << "\n";

@@ -140,6 +140,49 @@ TEST_F(CliTest, InputsAreCheckedAndUsageErrorsExit2) {
   EXPECT_NE(out.find("Exit status: 0 success"), std::string::npos) << out;
 }
 
+TEST_F(CliTest, GetWritesBothFilesOrNeither) {
+  RecurrentState st;
+  st.boundary_tokens = 16;
+  st.tensors.push_back({"layers.0.state", DType::kF32, {2, 2}, std::vector<uint8_t>(16, 7)});
+  WriteFile(P("c1"), RawPayload(16, 1));
+  WriteFile(P("s1"), EncodeStateRecord(st, Digest256{}).value());
+  auto [rc, out] = Sh(kCli + " put" + flags_ + "--key " + kKey1 + " --payload " + P("c1") +
+                      " --state " + P("s1"));
+  ASSERT_EQ(rc, 0) << out;
+  // One file for both: a usage error, nothing fetched or written.
+  std::tie(rc, out) = Sh(kCli + " get" + flags_ + "--key " + kKey1 + " --out " + P("same") +
+                         " --state-out " + dir_.path() + "/./same");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("name the same file"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(P("same")));
+  // The state file cannot be written: the payload file is not left behind either.
+  std::tie(rc, out) = Sh(kCli + " get" + flags_ + "--key " + kKey1 + " --out " + P("o1") +
+                         " --state-out " + P("no-such-dir/s"));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("(no file written)"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(P("o1")));
+  EXPECT_FALSE(std::filesystem::exists(P("o1.part")));
+}
+
+TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
+  // A path under a regular file cannot be created (ENOTDIR): exit 1 with the reason.
+  WriteFile(P("file"), {1});
+  auto [rc, out] = Sh(kCli + " bench store --dir " + P("file/x") + " --chunks 1");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("cannot create " + P("file/x")), std::string::npos) << out;
+  // calibrate dckv: bad values are usage errors before the model is even loaded.
+  for (const std::string& bad : {"--rate 0", "--rate 1", "--rate nan", "--rate inf", "--rate 8x",
+                                 "--group-layers 0", "--cal-tokens 0", "--doc-tokens 0",
+                                 "--threshold -1"}) {
+    std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent " + bad);
+    EXPECT_EQ(rc, 2) << bad << ": " << out;
+  }
+  // A bad output folder fails first, before the model is loaded and calibrated.
+  std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent --out " + P("file/x"));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("cannot create " + P("file/x")), std::string::npos) << out;
+}
+
 TEST_F(CliTest, HttpHeadHasTheContentLengthAndMalformedRequestsGet400) {
   const std::string head =
       HttpRaw(server_.http_port(), "HEAD /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
@@ -164,6 +207,14 @@ TEST(ServerCliTest, HelpShowsDefaultsAndUsageErrorsExit2) {
   EXPECT_NE(out.find("--disk-budget"), std::string::npos) << out;
   std::tie(rc, out) = Sh(kServer + " --tenant a=b --http-listen not-an-ip");
   EXPECT_EQ(rc, 2) << out;
+}
+
+TEST(ServerCliTest, AnUnwritableReadyFileFailsTheStart) {
+  TempDir dir;
+  auto [rc, out] = Sh(kServer + " --tenant a=b --port 0 --http-port 0 --data-dir " + dir.path() +
+                      "/db --ready-file " + dir.path() + "/no-such-dir/ready.json");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("ready file"), std::string::npos) << out;
 }
 
 TEST(ServerCliTest, DiskBudgetFlagSetsTheT1Budget) {

@@ -170,6 +170,14 @@ TEST(MetricsTest, HistogramQuantilesInterpolateInsideBuckets) {
   EXPECT_DOUBLE_EQ(v.Quantile(0.75), 150.0); // halfway through (100,200]
   EXPECT_DOUBLE_EQ(v.Quantile(0.25), 37.5);  // halfway through (25,50]
   EXPECT_DOUBLE_EQ(LatencyHistogram().Read().Quantile(0.5), 0.0);
+  // Clamped to the recorded range: interpolation alone gives 198 for p99.
+  EXPECT_EQ(v.min, 30u);
+  EXPECT_EQ(v.max, 150u);
+  EXPECT_DOUBLE_EQ(v.Quantile(0.99), 150.0);
+  LatencyHistogram one;
+  one.Record(34);  // interpolation would say 37.5 (p50) and 49.75 (p99)
+  EXPECT_DOUBLE_EQ(one.Read().Quantile(0.5), 34.0);
+  EXPECT_DOUBLE_EQ(one.Read().Quantile(0.99), 34.0);
 }
 
 TEST(MetricsTest, PrometheusAndJsonAgree) {
