@@ -24,7 +24,12 @@ step "build (build/: kvstash, kvstash-server)"
 KVSTASH_BUILD_DIR=build scripts/build.sh kvstash kvstash-server
 
 step "kvstash demo"
+# The table goes to data/demo.json unless the caller names its own --json FILE.
+json=(--json data/demo.json)
+for arg in "$@"; do
+  case "$arg" in --json|--json=*) json=() ;; esac
+done
 status=0
-build/kvstash demo --start-server build/kvstash-server --data-dir data --json data/demo.json "$@" || status=$?
-step "done (exit status $status; table in data/demo.json)"
+build/kvstash demo --start-server build/kvstash-server --data-dir data "${json[@]}" "$@" || status=$?
+step "done (exit status $status)"
 exit "$status"
