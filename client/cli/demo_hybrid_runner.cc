@@ -15,18 +15,6 @@
 namespace kvstash::cli {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Ms(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 uint32_t Argmax(std::span<const float> v) {
   uint32_t best = 0;
   for (uint32_t i = 1; i < v.size(); ++i) {

@@ -12,9 +12,7 @@
 #include "model/prefill.h"
 
 namespace kvstash::cli {
-namespace {
 
-using Clock = std::chrono::steady_clock;
 double Ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -25,6 +23,9 @@ double Median(std::vector<double> v) {
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+namespace {
+
 
 void LogSoftmax(std::span<const float> logits, float* out) {
   const float mx = *std::max_element(logits.begin(), logits.end());

@@ -37,6 +37,7 @@
 // Thread-safety: not reentrant.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -47,6 +48,13 @@
 #include "model/model.h"
 
 namespace kvstash::cli {
+
+// Timing helpers shared by the demo passes (SmolLM2 and hybrid).
+using Clock = std::chrono::steady_clock;
+// Milliseconds from a to b.
+double Ms(Clock::time_point a, Clock::time_point b);
+// Median of v; 0 when empty, the mean of the two middle values for an even size.
+double Median(std::vector<double> v);
 
 struct DemoRunOptions {
   uint32_t gen_tokens = 8;  // tokens generated per request. Default: 8.
