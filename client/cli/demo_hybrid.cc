@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -23,17 +22,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double Secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
-
-std::string RandomHex(size_t bytes) {
-  std::random_device rd;
-  std::string s;
-  char b[3];
-  for (size_t i = 0; i < bytes; ++i) {
-    std::snprintf(b, sizeof b, "%02x", rd() & 0xff);
-    s += b;
-  }
-  return s;
-}
 
 int Fail(const std::string& what, const Status& s) {
   std::cerr << "kvstash demo --model-kind hybrid: " << what << ": " << s.ToString() << "\n";
@@ -108,26 +96,11 @@ int RunHybridDemo(const HybridDemoFlags& flags, DemoCommonArgs o) {
     }
   }
   DemoServer server;
-  if (!o.start_server.empty()) {
-    DemoServerOptions so;
-    so.binary = o.start_server;
-    so.data_dir = o.data_dir;
-    so.port = o.port;
-    so.http_port = o.http_port;
-    so.tenant = o.client.tenant;
-    if (o.client.credential.empty()) o.client.credential = RandomHex(16);
-    so.credential = o.client.credential;
-    so.log_file = o.data_dir + "/kvstash-server.log";
-    if (Status s = server.Start(so); !s.ok()) return Fail("starting kvstash-server", s);
-    o.client.servers = {"127.0.0.1:" + std::to_string(server.port())};
-    std::printf("kvstash-server pid %d: protocol 127.0.0.1:%u, RocksDB in %s/, log %s\n", server.pid(), server.port(),
-                o.data_dir.c_str(), so.log_file.c_str());
-    std::printf("dashboard: http://127.0.0.1:%u/dashboard\n", server.http_port());
-    std::fflush(stdout);
+  auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, &o.client, &server);
+  if (!client.ok()) {
+    std::cerr << "kvstash demo: " << client.status().ToString() << "\n";
+    return 1;
   }
-  auto client = o.client.Connect();
-  if (!client.ok()) return Fail("client", client.status());
-  if (Status s = (*client)->Ping(0); !s.ok()) return Fail("ping " + o.client.servers[0], s);
 
   const std::string dir = flags.hybrid_model.empty() ? DefaultHybridModel() : flags.hybrid_model;
   auto loaded = hybrid::HybridModel::Load(dir);

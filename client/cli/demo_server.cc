@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -81,6 +83,43 @@ int DemoServer::Stop() {
   waitpid(pid_, &st, 0);
   pid_ = -1;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+std::string RandomHex(size_t bytes) {
+  std::random_device rd;
+  std::string s;
+  char b[3];
+  for (size_t i = 0; i < bytes; ++i) {
+    std::snprintf(b, sizeof b, "%02x", rd() & 0xff);
+    s += b;
+  }
+  return s;
+}
+
+Result<std::unique_ptr<Client>> StartServerAndConnect(const std::string& start_server, const std::string& data_dir,
+                                                      uint16_t port, uint16_t http_port, ClientFlags* client,
+                                                      DemoServer* server) {
+  if (!start_server.empty()) {
+    DemoServerOptions so;
+    so.binary = start_server;
+    so.data_dir = data_dir;
+    so.port = port;
+    so.http_port = http_port;
+    so.tenant = client->tenant;
+    if (client->credential.empty()) client->credential = RandomHex(16);
+    so.credential = client->credential;
+    so.log_file = data_dir + "/kvstash-server.log";
+    if (Status s = server->Start(so); !s.ok()) return s.WithContext("starting kvstash-server");
+    client->servers = {"127.0.0.1:" + std::to_string(server->port())};
+    std::printf("kvstash-server pid %d: protocol 127.0.0.1:%u, RocksDB in %s/, log %s\n", server->pid(),
+                server->port(), data_dir.c_str(), so.log_file.c_str());
+    std::printf("dashboard: http://127.0.0.1:%u/dashboard\n", server->http_port());
+    std::fflush(stdout);
+  }
+  auto c = client->Connect();
+  if (!c.ok()) return c.status().WithContext("client");
+  if (Status s = (*c)->Ping(0); !s.ok()) return s.WithContext("ping " + client->servers[0]);
+  return c;
 }
 
 }  // namespace kvstash::cli

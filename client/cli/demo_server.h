@@ -1,7 +1,8 @@
 // A kvstash-server child process for `kvstash demo --start-server BIN`: spawned with
 // the given data folder, ports and one tenant, waited for through its --ready-file
 // (so port 0 works), stopped with SIGTERM (the server drains and exits) unless the
-// user keeps it running.
+// user keeps it running. StartServerAndConnect() is the start-up both demo model kinds
+// share (optional server, client, ping).
 //
 // Errors: Unavailable when the binary cannot be spawned, exits during start-up or is
 // not ready within `ready_timeout`.
@@ -12,8 +13,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "client/cli/client_flags.h"
 #include "common/result.h"
 
 namespace kvstash::cli {
@@ -49,5 +52,19 @@ class DemoServer {
   pid_t pid_ = -1;
   uint16_t port_ = 0, http_port_ = 0;
 };
+
+// 2 x `bytes` lowercase hex digits from std::random_device (demo credentials, run ids).
+std::string RandomHex(size_t bytes);
+
+// The server side of `kvstash demo` for every model kind. With `start_server` (a
+// kvstash-server path) non-empty: starts it in `server` with `data_dir` (log in
+// data_dir/kvstash-server.log), `port`, `http_port` and the tenant of `*client` (a random
+// credential when it has none), points `*client` at it and prints its pid, ports and
+// dashboard URL. Then connects `*client` and pings the first server.
+// Errors: the start, connect or ping Status, with "starting kvstash-server", "client" or
+// "ping HOST:PORT" as context.
+Result<std::unique_ptr<Client>> StartServerAndConnect(const std::string& start_server, const std::string& data_dir,
+                                                      uint16_t port, uint16_t http_port, ClientFlags* client,
+                                                      DemoServer* server);
 
 }  // namespace kvstash::cli
