@@ -209,6 +209,11 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--dckv-sensitivity-docs", o->dckv.sensitivity_docs,
                       "dckv: calibration documents for the output-sensitivity weights (0: MSE allocation)")
           ->capture_default_str();
+      cmd->add_option("--dckv-sensitivity-file", o->dckv.sensitivity_file,
+                      "dckv: per-dimension output weights from tools/dckv_output_fisher.py (replaces the measurement)");
+      cmd->add_option("--dckv-sensitivity-floor", o->dckv.sensitivity_floor,
+                      "dckv: output weights below this x their mean are raised to it")
+          ->capture_default_str()->check(CLI::PositiveNumber);
       cmd->add_flag("!--dckv-weighted-steps", o->dckv.weighted_pca,
                     "dckv: sensitivity weights on the steps of a plain PCA instead of a weighted PCA");
       cmd->add_option("--threshold", o->dckv.active_threshold, "dckv: component off below scale/step")

@@ -47,6 +47,10 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--sensitivity-docs", o->sensitivity_docs,
                       "Calibration documents for the output-sensitivity weights (0: MSE allocation)")
           ->capture_default_str();
+      cmd->add_option("--sensitivity-file", o->sensitivity_file,
+                      "Per-dimension output weights from tools/dckv_output_fisher.py (replaces the measurement)");
+      cmd->add_option("--sensitivity-floor", o->sensitivity_floor, "Output weights below this x their mean are raised to it")
+          ->capture_default_str()->check(CLI::PositiveNumber);
       return [o, rates] {
         if (!rates->empty()) o->rates = *rates;
         if (Status s = CalibrateDckv(*o); !s.ok()) {

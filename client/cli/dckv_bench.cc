@@ -28,7 +28,9 @@ double Seconds(Clock::time_point a) { return std::chrono::duration<double>(Clock
 struct Calibrated {
   dckv::DckvBasis basis;
   dckv::DckvBasis kvtc_basis;        // plain PCA for the KVTC-like baseline (when run)
-  std::vector<double> block_weight;  // empty without the sensitivity measurement
+  // Output weights (dckv_calibration.h, DckvFitOptions::output_weight): per block from
+  // the noise measurement, or per dimension from a sensitivity file; empty without.
+  std::vector<double> output_weight;
   double fit_s = 0, sensitivity_s = 0;
   uint64_t rows = 0;
   std::vector<std::string> sources;  // one per calibration document
@@ -67,7 +69,7 @@ double MeanKl(const std::vector<float>& a, const std::vector<float>& b, uint32_t
 }
 
 // Output sensitivity of every (layer, K/V, kv head) block (dckv_calibration.h,
-// DckvRateOptions::block_weight), on the prompt cache `exact` of a calibration
+// DckvFitOptions::output_weight), on the prompt cache `exact` of a calibration
 // document and its next tokens `next`: Gaussian noise of standard deviation
 // sigma_b = noise * (the block's RMS deviation from its mean) is added to block b at
 // every position the codec codes (not the raw head or tail), the continuation is
@@ -118,13 +120,53 @@ Status AddSensitivity(const model::Model& m, const model::KvCache& exact, const 
   return Status::Ok();
 }
 
+// Output weights summed per (layer, K/V, kv head) block (as measured by AddSensitivity).
+std::vector<double> BlockSums(const std::vector<double>& w, const model::ModelConfig& mc) {
+  const size_t blocks = 2ull * mc.n_layers * mc.n_kv_heads;
+  if (w.size() == blocks || w.empty()) return w;
+  std::vector<double> out(blocks, 0.0);
+  for (size_t i = 0; i < w.size(); ++i) out[i / mc.head_dim] += w[i];
+  return out;
+}
+
+// Per-dimension output weights from a file of tools/dckv_output_fisher.py (JSON with
+// n_layers, n_kv_heads, head_dim and `weight`, [n_layers, 2, n_kv_heads, head_dim]),
+// checked against the model's shape.
+Result<std::vector<double>> LoadOutputWeights(const std::string& path, const model::ModelConfig& mc) {
+  std::ifstream f(path);
+  if (!f) return Status::IOError("calibrate dckv: cannot read the sensitivity file " + path);
+  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("weight") || !j["weight"].is_array()) {
+    return Status::InvalidArgument("calibrate dckv: " + path + " is not a sensitivity file (JSON with `weight`)");
+  }
+  const uint64_t dims = 2ull * mc.n_layers * mc.n_kv_heads * mc.head_dim;
+  if (j.value("n_layers", 0u) != mc.n_layers || j.value("n_kv_heads", 0u) != mc.n_kv_heads ||
+      j.value("head_dim", 0u) != mc.head_dim || j["weight"].size() != dims) {
+    return Status::InvalidArgument("calibrate dckv: " + path + " was made for another model shape");
+  }
+  std::vector<double> w;
+  w.reserve(dims);
+  for (const auto& x : j["weight"]) {
+    if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>())) {
+      return Status::InvalidArgument("calibrate dckv: " + path + " has a weight that is not finite and > 0");
+    }
+    w.push_back(x.get<double>());
+  }
+  return w;
+}
+
 Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
   KVSTASH_ASSIGN_OR_RETURN(auto all, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kCalibration,
                                                        o.cal_doc_tokens, std::numeric_limits<uint64_t>::max()));
   model::Corpus corpus;
   corpus.documents = Spread(std::move(all.documents), (o.cal_tokens + o.cal_doc_tokens - 1) / o.cal_doc_tokens);
   Calibrated c;
-  if (o.sensitivity_docs > 0) c.block_weight.assign(2ull * m.config.n_layers * m.config.n_kv_heads, 0.0);
+  const bool measure = o.sensitivity_file.empty() && o.sensitivity_docs > 0;
+  if (!o.sensitivity_file.empty()) {
+    KVSTASH_ASSIGN_OR_RETURN(c.output_weight, LoadOutputWeights(o.sensitivity_file, m.config));
+  } else if (measure) {
+    c.output_weight.assign(2ull * m.config.n_layers * m.config.n_kv_heads, 0.0);
+  }
   uint32_t sensitivity_done = 0;
   double sensitivity_s = 0;
   const auto& mc = m.config;
@@ -151,12 +193,13 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
     // The sensitivity documents: full-length ones spread over the calibration documents.
     const size_t doc_index = static_cast<size_t>(&doc - corpus.documents.data());
     const size_t every = std::max<size_t>(1, corpus.documents.size() / std::max<uint32_t>(1, o.sensitivity_docs));
-    if (sensitivity_done < o.sensitivity_docs && doc.tokens.size() == o.cal_doc_tokens && doc_index % every == 0) {
+    if (measure && sensitivity_done < o.sensitivity_docs && doc.tokens.size() == o.cal_doc_tokens &&
+        doc_index % every == 0) {
       const auto t0 = Clock::now();
       const uint32_t P = static_cast<uint32_t>(doc.tokens.size()) - o.sensitivity_tokens;
       KVSTASH_ASSIGN_OR_RETURN(auto prompt_cache, cache.Prefix(P));
       const std::vector<uint32_t> next(doc.tokens.begin() + P, doc.tokens.end());
-      KVSTASH_RETURN_IF_ERROR(AddSensitivity(m, prompt_cache, next, o, &c.block_weight));
+      KVSTASH_RETURN_IF_ERROR(AddSensitivity(m, prompt_cache, next, o, &c.output_weight));
       ++sensitivity_done;
       sensitivity_s += Seconds(t0);
     }
@@ -172,24 +215,24 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
     }
   }
   KVSTASH_LOG_INFO("calibrate dckv: {} rows from {} documents", rows.rows, corpus.documents.size());
-  if (o.sensitivity_docs > 0 && sensitivity_done == 0) {
+  if (measure && sensitivity_done == 0) {
     return Status::InvalidArgument("calibrate dckv: no calibration document long enough for the sensitivity measurement");
   }
-  // Floor: 1% of the mean weight (a block whose noise barely moved the outputs keeps a
-  // finite, small weight rather than a noisy near-zero one).
+  // Floor: sensitivity_floor x the mean weight (a block or dimension whose noise barely
+  // moved the outputs keeps a finite, small weight rather than a noisy near-zero one).
   double mean_w = 0;
-  for (double w : c.block_weight) mean_w += w / static_cast<double>(c.block_weight.size());
-  for (double& w : c.block_weight) w = std::max(w, 0.01 * mean_w);
-  if (!c.block_weight.empty() && !(mean_w > 0)) return Status::Internal("calibrate dckv: zero output sensitivity");
+  for (double w : c.output_weight) mean_w += w / static_cast<double>(c.output_weight.size());
+  for (double& w : c.output_weight) w = std::max(w, o.sensitivity_floor * mean_w);
+  if (!c.output_weight.empty() && !(mean_w > 0)) return Status::Internal("calibrate dckv: zero output sensitivity");
   c.sensitivity_s = sensitivity_s;
   c.rows = rows.rows;
   const auto t0 = Clock::now();
   dckv::DckvFitOptions fo;
   fo.embed_rank = o.embed_rank;
-  if (o.weighted_pca) fo.block_weight = c.block_weight;
+  if (o.weighted_pca) fo.output_weight = c.output_weight;
   KVSTASH_ASSIGN_OR_RETURN(c.basis, dckv::FitDckvBasis(rows, o.group_layers, fo));
   if (o.run_kvtc) {  // the baseline's own plain PCA (KVTC allocates by reconstruction error)
-    if (o.weighted_pca && !c.block_weight.empty()) {
+    if (o.weighted_pca && !c.output_weight.empty()) {
       dckv::DckvRows plain = std::move(rows);
       plain.tokens.clear();
       plain.document_rows.clear();
@@ -212,7 +255,7 @@ Result<dckv::DckvArtifact> ArtifactFor(const Calibrated& c, const model::Model& 
   ro.raw_head = o.raw_head;
   ro.raw_tail = o.raw_tail;
   ro.checkerboard = o.checkerboard;
-  if (!o.weighted_pca) ro.block_weight = c.block_weight;
+  if (!o.weighted_pca) ro.output_weight = c.output_weight;
   return dckv::MakeDckvArtifact(c.basis, ro);
 }
 
@@ -366,7 +409,8 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
                   {"scored_positions", static_cast<uint64_t>(o.prompts) * o.continuation_tokens},
                   {"calibration_documents", cal.sources}, {"sensitivity_docs", o.sensitivity_docs},
                   {"sensitivity_tokens", o.sensitivity_tokens}, {"sensitivity_noise", o.sensitivity_noise},
-                  {"sensitivity_s", cal.sensitivity_s}, {"weighted_pca", o.weighted_pca}, {"block_weight", cal.block_weight}};
+                  {"sensitivity_s", cal.sensitivity_s}, {"weighted_pca", o.weighted_pca}, {"sensitivity_file", o.sensitivity_file},
+                  {"sensitivity_floor", o.sensitivity_floor}, {"block_weight", BlockSums(cal.output_weight, mc)}};
   out["setup"]["evaluation_documents"] = nlohmann::json::array();
   for (const auto& p : prompts) out["setup"]["evaluation_documents"].push_back(p.source);
   out["rows"] = nlohmann::json::array();

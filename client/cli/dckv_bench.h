@@ -56,15 +56,20 @@ struct DckvBenchOptions {
   bool conditional = true;             // token-conditioned models (codec/dckv/dckv_conditional.h)
   bool checkerboard = true;            // checkerboard context model (needs conditional)
   uint32_t embed_rank = 128;           // reduced token embedding size
-  // Output-sensitivity weighting of the step allocation (dckv_calibration.h,
-  // DckvRateOptions::block_weight), measured on `sensitivity_docs` full-length
+  // Output-sensitivity weighting (dckv_calibration.h, DckvFitOptions::output_weight).
+  // sensitivity_file non-empty: per-dimension weights from tools/dckv_output_fisher.py
+  // (diagonal Fisher information; JSON, checked against the model's shape). Otherwise
+  // per (layer, K/V, kv head) block, measured on `sensitivity_docs` full-length
   // calibration documents (0: plain MSE allocation): their last sensitivity_tokens
   // tokens are the scored continuation, noise of sensitivity_noise x each block's RMS.
+  // Weights below sensitivity_floor x their mean are raised to it.
+  std::string sensitivity_file;
   uint32_t sensitivity_docs = 2;
   uint32_t sensitivity_tokens = 32;
   double sensitivity_noise = 0.1;
-  // true: the weights shape the PCA (DckvFitOptions::block_weight); false: only the
-  // per-component steps of an unweighted PCA (DckvRateOptions::block_weight).
+  double sensitivity_floor = 0.01;
+  // true: the weights shape the PCA (DckvFitOptions::output_weight); false: only the
+  // per-component steps of an unweighted PCA (DckvRateOptions::output_weight).
   bool weighted_pca = true;
   std::string artifact_dir;            // where artifacts are written ("" = none)
   bool run_dckv = true;                // rows of the dckv codec

@@ -7,7 +7,7 @@
 //   fewer layers). K and V share one basis.
 // Transform per group: y_i = <basis_i, e * (x - mean)> with e = encode_scale (all 1
 //   when empty: then the basis rows are orthonormal PCA directions). A weighted basis
-//   (dckv_calibration.h, DckvFitOptions::block_weight) has basis_i = u_i / sqrt(w) and
+//   (dckv_calibration.h, DckvFitOptions::output_weight) has basis_i = u_i / sqrt(w) and
 //   e = w for orthonormal u_i, so encoder and decoder agree: x - mean = sum_i y_i basis_i
 //   over all components. Component i is quantised as s_i = round((y_i - mu_i) / step_i) around
 //   the centre mu_i predicted by the conditional models (dckv_conditional.h: token

@@ -38,44 +38,54 @@ struct WeightedGroup {
   std::vector<double> sd;  // sqrt(s_i lambda_i) of order[i], decreasing
 };
 
-// Block weights (DckvFitOptions::block_weight) divided by their mean; empty stays empty.
-Result<std::vector<double>> NormalisedBlockWeights(const std::vector<double>& block_weight, uint32_t n_layers,
-                                                   uint32_t n_kv_heads) {
-  if (block_weight.empty()) return std::vector<double>{};
-  const size_t blocks = 2ull * n_layers * n_kv_heads;
-  if (block_weight.size() != blocks) return Status::InvalidArgument("dckv calibration: need one weight per (layer, K/V, head)");
-  double mean = 0;
-  for (double x : block_weight) {
-    if (!(x > 0) || !std::isfinite(x)) return Status::InvalidArgument("dckv calibration: block weights must be finite and > 0");
-    mean += x / static_cast<double>(blocks);
+// Output weights (DckvFitOptions::output_weight) per dimension, index
+// ((layer * 2 + kv) * n_kv_heads + head) * head_dim + d, divided by their mean; a
+// block's weight applies to each of its head_dim dimensions. Empty stays empty.
+Result<std::vector<double>> NormalisedDimWeights(const std::vector<double>& output_weight, uint32_t n_layers,
+                                                 uint32_t n_kv_heads, uint32_t head_dim) {
+  if (output_weight.empty()) return std::vector<double>{};
+  const size_t blocks = 2ull * n_layers * n_kv_heads, dims = blocks * head_dim;
+  if (output_weight.size() != blocks && output_weight.size() != dims) {
+    return Status::InvalidArgument("dckv calibration: need one output weight per (layer, K/V, head) or per dimension");
   }
-  std::vector<double> w(block_weight);
+  for (double x : output_weight) {
+    if (!(x > 0) || !std::isfinite(x)) return Status::InvalidArgument("dckv calibration: output weights must be finite and > 0");
+  }
+  std::vector<double> w(dims);
+  const size_t per = dims / output_weight.size();  // head_dim for block weights, else 1
+  double mean = 0;
+  for (size_t i = 0; i < dims; ++i) {
+    w[i] = output_weight[i / per];
+    mean += w[i] / static_cast<double>(dims);
+  }
   for (double& x : w) x /= mean;
   return w;
 }
 
-// Output weights of the components (s_i = sum_d w_d u_i[d]^2, w_d the weight of the
-// (layer, K/V, head) block of dimension d relative to the mean block weight; all 1
-// without block weights).
-Result<std::vector<WeightedGroup>> WeightGroups(const DckvBasis& basis, const std::vector<double>& block_weight) {
+// Global dimension index (NormalisedDimWeights) of column c of the group starting at
+// `first_layer` (columns: K then V of each layer, heads x head_dim each).
+size_t GlobalDim(uint32_t first_layer, uint32_t c, uint32_t head_row) {
+  return static_cast<size_t>(first_layer) * 2 * head_row + c;
+}
+
+// Output weights of the components (s_i = sum_d w_d u_i[d]^2, w_d the output weight
+// of dimension d relative to the mean; all 1 without output weights).
+Result<std::vector<WeightedGroup>> WeightGroups(const DckvBasis& basis, const std::vector<double>& output_weight) {
   for (const auto& g : basis.groups) {
-    if (!block_weight.empty() && !g.dim_scale.empty()) {
-      return Status::InvalidArgument("dckv calibration: block weights given to a weighted basis");
+    if (!output_weight.empty() && !g.dim_scale.empty()) {
+      return Status::InvalidArgument("dckv calibration: output weights given to a weighted basis");
     }
   }
-  KVSTASH_ASSIGN_OR_RETURN(std::vector<double> w, NormalisedBlockWeights(block_weight, basis.n_layers, basis.n_kv_heads));
-  if (w.empty()) w.assign(2ull * basis.n_layers * basis.n_kv_heads, 1.0);
+  KVSTASH_ASSIGN_OR_RETURN(const std::vector<double> w,
+                           NormalisedDimWeights(output_weight, basis.n_layers, basis.n_kv_heads, basis.head_dim));
   const uint32_t hr = basis.n_kv_heads * basis.head_dim;
   std::vector<WeightedGroup> out(basis.groups.size());
   for (size_t gi = 0; gi < basis.groups.size(); ++gi) {
     const auto& g = basis.groups[gi];
-    std::vector<double> dim_w(g.dims);
-    for (uint32_t c = 0; c < g.dims; ++c) {
-      const uint32_t layer = g.first_layer + c / (2 * hr), kv = (c / hr) % 2, head = (c % hr) / basis.head_dim;
-      dim_w[c] = w[(layer * 2 + kv) * basis.n_kv_heads + head];
-    }
     std::vector<double> s(g.dims, 1.0);
-    if (!block_weight.empty()) {
+    if (!w.empty()) {
+      std::vector<double> dim_w(g.dims);
+      for (uint32_t c = 0; c < g.dims; ++c) dim_w[c] = w[GlobalDim(g.first_layer, c, hr)];
       for (uint32_t i = 0; i < g.dims; ++i) {
         const float* u = g.basis.data() + static_cast<size_t>(i) * g.dims;
         double acc = 0;
@@ -351,7 +361,7 @@ Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers, cons
   }
   const uint32_t rank = out.conditioning.rank;
   KVSTASH_ASSIGN_OR_RETURN(const std::vector<double> dim_weight,
-                           NormalisedBlockWeights(options.block_weight, rows.n_layers, rows.n_kv_heads));
+                           NormalisedDimWeights(options.output_weight, rows.n_layers, rows.n_kv_heads, rows.head_dim));
   for (uint32_t first = 0; first < rows.n_layers; first += group_layers) {
     DckvGroupBasis g;
     g.first_layer = first;
@@ -378,9 +388,7 @@ Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers, cons
     if (!dim_weight.empty()) {
       g.dim_scale.resize(d);
       for (Eigen::Index c = 0; c < d; ++c) {
-        const uint32_t layer = first + static_cast<uint32_t>(c / (2 * hr)), kv = static_cast<uint32_t>((c / hr) % 2);
-        const uint32_t head = static_cast<uint32_t>((c % hr) / rows.head_dim);
-        g.dim_scale[c] = static_cast<float>(std::sqrt(dim_weight[(layer * 2 + kv) * rows.n_kv_heads + head]));
+        g.dim_scale[c] = static_cast<float>(std::sqrt(dim_weight[GlobalDim(first, static_cast<uint32_t>(c), hr)]));
         x.col(c) *= g.dim_scale[c];
       }
     }
@@ -425,7 +433,7 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
   if (!(o.active_threshold > 0)) return Status::InvalidArgument("dckv calibration: threshold must be > 0");
   const double budget =
       16.0 * 2.0 * basis.n_layers * basis.n_kv_heads * basis.head_dim / o.target_ratio;
-  KVSTASH_ASSIGN_OR_RETURN(const std::vector<WeightedGroup> wgs, WeightGroups(basis, o.block_weight));
+  KVSTASH_ASSIGN_OR_RETURN(const std::vector<WeightedGroup> wgs, WeightGroups(basis, o.output_weight));
   double max_sd = 0;
   for (const auto& wg : wgs) max_sd = std::max(max_sd, wg.sd.empty() ? 0.0 : wg.sd[0]);
   if (!(max_sd > 0)) return Status::InvalidArgument("dckv calibration: rows have no variance");

@@ -15,19 +15,21 @@
 //   The coefficients of every calibration row are kept for step 2.
 // Step 2, MakeDckvArtifact (cheap, once per rate point): reverse water-filling over
 //   all components of all groups for the weighted distortion sum_d w_d (x_d - x^_d)^2.
-//   Output weights: w_d is the block weight (DckvRateOptions::block_weight, e.g. the
-//   measured next-token KL per unit noise variance of that layer's K or V head,
-//   normalised to mean 1; all 1 without), so component i (unit vector u_i) weighs
+//   Output weights: w_d is the output weight of dimension d (DckvRateOptions::output_weight:
+//   per (layer, K/V, kv head) block, e.g. the measured next-token KL per unit noise
+//   variance of that layer's K or V head, or per dimension, e.g. the diagonal Fisher
+//   information of tools/dckv_output_fisher.py; normalised to mean 1 over the
+//   dimensions; all 1 without), so component i (unit vector u_i) weighs
 //   s_i = sum_d w_d u_i[d]^2 and its quantisation error Delta_i^2/12 costs
 //   s_i Delta_i^2/12. Equal weighted distortion per component gives
 //   Delta_i = Delta / sqrt(s_i); component i is active when
 //   sqrt(s_i lambda_i) / Delta >= active_threshold, and the artifact stores the active
 //   components by decreasing s_i lambda_i (the checkerboard model reads the first k).
 //   Without weights this is the plain MSE allocation: one step Delta for all.
-//   With a weighted basis (DckvFitOptions::block_weight) the components are already
+//   With a weighted basis (DckvFitOptions::output_weight) the components are already
 //   those of the weighted rows, so one step Delta is the weighted allocation; the
 //   artifact's decoder basis rows are u_i / sqrt(w) and its encoder scale w (dckv_artifact.h).
-//   Passing block_weight at both steps is InvalidArgument. Delta is found by bisection so that
+//   Passing output_weight at both steps is InvalidArgument. Delta is found by bisection so that
 //   the estimated rate sum_i H_i equals the target bits per token
 //   16 * 2 * n_layers * n_kv_heads * head_dim / target_ratio, where H_i is the exact
 //   entropy of a Laplace density with E|y| = E|y_i| integrated over the cells of the
@@ -86,7 +88,7 @@ struct DckvRows {
 struct DckvGroupBasis {
   uint32_t first_layer = 0, layers = 0, dims = 0;
   std::vector<float> mean;      // [dims]
-  // Weighted PCA (DckvFitOptions::block_weight): sqrt(w_d) of every dimension; the
+  // Weighted PCA (DckvFitOptions::output_weight): sqrt(w_d) of every dimension; the
   // basis, variances and coefficients are those of the scaled rows sqrt(w) (x - m).
   // Empty: plain PCA (all 1).
   std::vector<float> dim_scale;
@@ -111,12 +113,14 @@ struct DckvBasis {
 struct DckvFitOptions {
   uint32_t embed_rank = 128;   // reduced embedding size (capped by embed_dim)
   double token_ridge = 1e-3;   // relative ridge penalty of model (a)
-  // Output sensitivity of each (layer, K/V, kv head) block, index
-  // (layer * 2 + kv) * n_kv_heads + head, finite and > 0, any scale (normalised to
-  // mean 1). Non-empty: weighted PCA, i.e. the PCA of the rows scaled by sqrt(w_d) of
-  // their block, so that the water-filling of step 2 (equal steps) minimises the
-  // weighted distortion sum_d w_d (x_d - x^_d)^2 (see "Output weights" below).
-  std::vector<double> block_weight;
+  // Output weights, finite and > 0, any scale (normalised to mean 1 over the
+  // dimensions), either one per (layer, K/V, kv head) block, index
+  // (layer * 2 + kv) * n_kv_heads + head (kv 0 = K, 1 = V), or one per dimension,
+  // index ((layer * 2 + kv) * n_kv_heads + head) * head_dim + d (K before RoPE).
+  // Non-empty: weighted PCA, i.e. the PCA of the rows scaled by sqrt(w_d), so that the
+  // water-filling of step 2 (equal steps) minimises the weighted distortion
+  // sum_d w_d (x_d - x^_d)^2 (see "Output weights" above).
+  std::vector<double> output_weight;
 };
 
 // group_layers: layers per group (the last group takes the remainder).
@@ -133,10 +137,9 @@ struct DckvRateOptions {
   bool checkerboard = true;        // fit model (b) (needs conditioning)
   double context_ridge = 0.05;     // relative ridge penalty of model (b)
   uint32_t context_inputs = 128;   // neighbour components model (b) reads (k)
-  // Output sensitivity of each (layer, K/V, kv head) block, index
-  // (layer * 2 + kv) * n_kv_heads + head (kv 0 = K, 1 = V), > 0, any scale; empty =
-  // all equal (plain MSE). See "Output weights" above.
-  std::vector<double> block_weight;
+  // Output weights of an unweighted basis, per block or per dimension as
+  // DckvFitOptions::output_weight; empty = all equal (plain MSE). See "Output weights" above.
+  std::vector<double> output_weight;
 };
 
 Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOptions& options);

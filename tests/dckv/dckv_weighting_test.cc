@@ -1,6 +1,6 @@
 // Output-sensitivity weighting of the dckv allocation (dckv_calibration.h, "Output
-// weights"): weighted PCA (DckvFitOptions::block_weight, encoder scale in the
-// artifact) and weighted per-component steps (DckvRateOptions::block_weight).
+// weights"): weighted PCA (DckvFitOptions::output_weight, encoder scale in the
+// artifact) and weighted per-component steps (DckvRateOptions::output_weight).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,7 +69,7 @@ TEST(DckvWeighting, WeightedPcaReconstructsAndFavoursHeavyBlocks) {
   const auto rows = testing::MakeRows(800, 0);
   ASSERT_OK_AND_ASSIGN(auto plain, FitDckvBasis(rows, 2));
   DckvFitOptions fo;
-  fo.block_weight = HeavyFirstBlock();
+  fo.output_weight = HeavyFirstBlock();
   ASSERT_OK_AND_ASSIGN(auto weighted, FitDckvBasis(rows, 2, fo));
   ASSERT_EQ(weighted.groups[0].dim_scale.size(), weighted.groups[0].dims);
   // Weights normalised to mean 1: block 0 has 100 / (111 / 12).
@@ -108,8 +108,8 @@ TEST(DckvWeighting, WeightedStepsFollowComponentWeights) {
   const auto rows = testing::MakeRows(800, 0);
   ASSERT_OK_AND_ASSIGN(auto basis, FitDckvBasis(rows, 2));
   DckvRateOptions o = Rate(6.0);
-  o.block_weight = HeavyFirstBlock();
-  for (double& x : o.block_weight) x *= 7.0;  // any scale
+  o.output_weight = HeavyFirstBlock();
+  for (double& x : o.output_weight) x *= 7.0;  // any scale
   ASSERT_OK_AND_ASSIGN(auto a, MakeDckvArtifact(basis, o));
   const double mean_w = (100.0 + kBlocks - 1) / kBlocks;
   const auto& g = a.groups[0];
@@ -137,26 +137,63 @@ TEST(DckvWeighting, WeightedStepsFollowComponentWeights) {
 TEST(DckvWeighting, BadWeightsAreInvalidArgument) {
   const auto rows = testing::MakeRows(200, 0);
   DckvFitOptions fo;
-  fo.block_weight = std::vector<double>(kBlocks - 1, 1.0);
+  fo.output_weight = std::vector<double>(kBlocks - 1, 1.0);
   EXPECT_STATUS(FitDckvBasis(rows, 2, fo), kInvalidArgument);
-  fo.block_weight = std::vector<double>(kBlocks, 1.0);
-  fo.block_weight[3] = 0.0;
+  fo.output_weight = std::vector<double>(kBlocks, 1.0);
+  fo.output_weight[3] = 0.0;
   EXPECT_STATUS(FitDckvBasis(rows, 2, fo), kInvalidArgument);
-  fo.block_weight[3] = std::nan("");
+  fo.output_weight[3] = std::nan("");
   EXPECT_STATUS(FitDckvBasis(rows, 2, fo), kInvalidArgument);
-  fo.block_weight = HeavyFirstBlock();
+  fo.output_weight = HeavyFirstBlock();
   ASSERT_OK_AND_ASSIGN(auto weighted, FitDckvBasis(rows, 2, fo));
   DckvRateOptions o = Rate(6.0);
-  o.block_weight = HeavyFirstBlock();
+  o.output_weight = HeavyFirstBlock();
   EXPECT_STATUS(MakeDckvArtifact(weighted, o), kInvalidArgument);  // weighted twice
   EXPECT_STATUS(baselines::KvtcCodec::Create(weighted, 6.0, 10000.0f, 0, 0), kInvalidArgument);
+}
+
+// Per-dimension weights (index ((layer * 2 + kv) * heads + head) * head_dim + d): the
+// block weights expanded to their dimensions give the same weighted basis; one heavy
+// dimension gets sqrt(its weight / the mean) as its encoder scale, everywhere in its group.
+TEST(DckvWeighting, PerDimensionWeights) {
+  const auto rows = testing::MakeRows(400, 0);
+  constexpr uint32_t kDims = kBlocks * testing::kHeadDim;
+  DckvFitOptions by_block, by_dim;
+  by_block.output_weight = HeavyFirstBlock();
+  for (double w : by_block.output_weight) by_dim.output_weight.insert(by_dim.output_weight.end(), testing::kHeadDim, w);
+  ASSERT_OK_AND_ASSIGN(auto a, FitDckvBasis(rows, 2, by_block));
+  ASSERT_OK_AND_ASSIGN(auto b, FitDckvBasis(rows, 2, by_dim));
+  ASSERT_EQ(a.groups.size(), b.groups.size());
+  for (size_t g = 0; g < a.groups.size(); ++g) {
+    EXPECT_EQ(a.groups[g].dim_scale, b.groups[g].dim_scale) << g;
+    EXPECT_EQ(a.groups[g].basis, b.groups[g].basis) << g;
+  }
+  // Dimension 5 of layer 1's V head 1 weighs 1,000, the others 1.
+  const uint32_t layer = 1, kv = 1, head = 1, d = 5;
+  DckvFitOptions one;
+  one.output_weight.assign(kDims, 1.0);
+  one.output_weight[((layer * 2 + kv) * testing::kHeads + head) * testing::kHeadDim + d] = 1000.0;
+  ASSERT_OK_AND_ASSIGN(auto c, FitDckvBasis(rows, 2, one));
+  const double mean = (kDims - 1 + 1000.0) / kDims;
+  const auto& g0 = c.groups[0];  // layers 0 and 1: layer 1's V starts at column 3 * heads * head_dim
+  const uint32_t col = (2 * 1 + 1) * testing::kHeads * testing::kHeadDim + head * testing::kHeadDim + d;
+  for (uint32_t i = 0; i < g0.dims; ++i) {
+    EXPECT_NEAR(g0.dim_scale[i], std::sqrt((i == col ? 1000.0 : 1.0) / mean), 1e-5) << i;
+  }
+  // The same weights at step 2 of an unweighted basis shrink that dimension's error.
+  ASSERT_OK_AND_ASSIGN(auto plain, FitDckvBasis(rows, 2));
+  DckvRateOptions o = Rate(6.0);
+  o.output_weight = one.output_weight;
+  ASSERT_OK(MakeDckvArtifact(plain, o).status());
+  o.output_weight.pop_back();  // neither one per block nor one per dimension
+  EXPECT_STATUS(MakeDckvArtifact(plain, o), kInvalidArgument);
 }
 
 // A parsed encoder scale must be finite and > 0.
 TEST(DckvWeighting, BadEncodeScaleIsCorruption) {
   const auto rows = testing::MakeRows(300, 0);
   DckvFitOptions fo;
-  fo.block_weight = HeavyFirstBlock();
+  fo.output_weight = HeavyFirstBlock();
   ASSERT_OK_AND_ASSIGN(auto weighted, FitDckvBasis(rows, 2, fo));
   ASSERT_OK_AND_ASSIGN(auto a, MakeDckvArtifact(weighted, Rate(6.0)));
   a.groups[0].encode_scale[5] = -1.0f;
