@@ -214,9 +214,6 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--dckv-sensitivity-floor", o->dckv.sensitivity_floor,
                       "dckv: output weights below this x their mean are raised to it")
           ->capture_default_str()->check(CLI::PositiveNumber);
-      cmd->add_option("--dckv-rdoq-lambda", o->dckv.rdoq_lambdas,
-                      "dckv: encoder RDOQ lambda in step^2 per bit (repeatable: one row per rate and lambda; 0 = nearest)")
-          ->check(CLI::NonNegativeNumber);
       cmd->add_flag("!--dckv-weighted-steps", o->dckv.weighted_pca,
                     "dckv: sensitivity weights on the steps of a plain PCA instead of a weighted PCA");
       cmd->add_option("--threshold", o->dckv.active_threshold, "dckv: component off below scale/step")

@@ -490,20 +490,14 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
         KVSTASH_RETURN_IF_ERROR(WriteArtifact(artifact, (std::filesystem::path(o.artifact_dir) / ArtifactName(o, rate)).string()));
       }
       KVSTASH_ASSIGN_OR_RETURN(auto codec, dckv::DckvCodec::Create(std::move(artifact)));
-      const std::vector<double> lambdas =
-          o.rdoq_lambdas.empty() ? std::vector<double>{dckv::DckvCodec::kDefaultRdoqLambda} : o.rdoq_lambdas;
-      for (double lambda : lambdas) {
-        codec.set_rdoq_lambda(lambda);
-        KVSTASH_ASSIGN_OR_RETURN(
-            auto r, measure("dckv", rate,
-                            [&](const KvChunk& c, std::span<const uint32_t> ids, uint32_t b, uint32_t P) {
-                              return codec.Encode(c.view(), ids, b, P, fingerprint);
-                            },
-                            [&](std::span<const uint8_t> pl) { return codec.Decode(pl, fingerprint); }));
-        r["active_components"] = active;
-        r["rdoq_lambda"] = codec.rdoq_lambda();
-        out["rows"].push_back(r);
-      }
+      KVSTASH_ASSIGN_OR_RETURN(
+          auto r, measure("dckv", rate,
+                          [&](const KvChunk& c, std::span<const uint32_t> ids, uint32_t b, uint32_t P) {
+                            return codec.Encode(c.view(), ids, b, P, fingerprint);
+                          },
+                          [&](std::span<const uint8_t> pl) { return codec.Decode(pl, fingerprint); }));
+      r["active_components"] = active;
+      out["rows"].push_back(r);
     }
     if (o.run_kvtc) {
       KVSTASH_ASSIGN_OR_RETURN(auto codec, baselines::KvtcCodec::Create(cal.kvtc_basis, rate, mc.rope_theta,

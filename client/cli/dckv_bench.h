@@ -71,9 +71,6 @@ struct DckvBenchOptions {
   // true: the weights shape the PCA (DckvFitOptions::output_weight); false: only the
   // per-component steps of an unweighted PCA (DckvRateOptions::output_weight).
   bool weighted_pca = true;
-  // Encoder RDOQ lambdas (codec/dckv/dckv_codec.h, set_rdoq_lambda): one dckv row per
-  // rate and lambda; empty = the codec's default.
-  std::vector<double> rdoq_lambdas;
   std::string artifact_dir;            // where artifacts are written ("" = none)
   bool run_dckv = true;                // rows of the dckv codec
   bool run_kvtc = false;               // rows of the KVTC-like baseline (codec/baselines/kvtc.h)

@@ -105,27 +105,8 @@ Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
     c.odd_tables_.insert(c.odd_tables_.end(), g.odd_table_index.begin(), g.odd_table_index.end());
     c.packed_.push_back(PackBasis(g.basis, g.n_active(), g.dims));
   }
-  const auto& ts = *artifact.tables;
-  c.symbol_bits_.resize(ts.size() * (2 * kCostRange + 1));
-  for (size_t t = 0; t < ts.size(); ++t) {
-    for (int v = -kCostRange; v <= kCostRange; ++v) {
-      const uint32_t sym = static_cast<uint16_t>(static_cast<int16_t>(v)) & ((1u << ts.symbol_bits()) - 1u);
-      c.symbol_bits_[t * (2 * kCostRange + 1) + v + kCostRange] =
-          static_cast<float>(-std::log2(ts.table(t).Probability(sym)));
-    }
-  }
   c.artifact_ = std::move(artifact);
   return c;
-}
-
-int DckvCodec::QuantizeResidual(double t, uint16_t table) const {
-  const double s0 = std::clamp(std::nearbyint(t), -32767.0, 32767.0);
-  if (rdoq_lambda_ == 0 || s0 == 0 || std::abs(s0) > kCostRange) return static_cast<int>(s0);
-  const double s1 = s0 - (s0 > 0 ? 1.0 : -1.0);
-  const float* bits = symbol_bits_.data() + static_cast<size_t>(table) * (2 * kCostRange + 1) + kCostRange;
-  const double j0 = (t - s0) * (t - s0) + rdoq_lambda_ * bits[static_cast<int>(s0)];
-  const double j1 = (t - s1) * (t - s1) + rdoq_lambda_ * bits[static_cast<int>(s1)];
-  return static_cast<int>(j1 < j0 ? s1 : s0);
 }
 
 KvLayout DckvCodec::OutputLayout() const {
@@ -180,9 +161,8 @@ void DckvCodec::CodeGroup(size_t group, uint64_t symbol_offset, const std::vecto
         for (uint32_t i = 0; i < na; ++i) {
           if (y != nullptr) {
             const float residual = y[static_cast<size_t>(r) * na + i] - mb[i];
-            const uint16_t table = (parity == 0 ? even_tables_ : odd_tables_)[symbol_offset + i];
-            sym[i] = static_cast<uint16_t>(static_cast<int16_t>(
-                QuantizeResidual(static_cast<double>(residual) / g.step[i], table)));
+            const double v = std::clamp(std::nearbyint(static_cast<double>(residual) / g.step[i]), -32767.0, 32767.0);
+            sym[i] = static_cast<uint16_t>(static_cast<int16_t>(v));
           }
           cr[i] = mb[i] + static_cast<float>(static_cast<int16_t>(sym[i])) * g.step[i];
         }

@@ -19,17 +19,6 @@
 //     rows whose mu uses the decoded even neighbours) and rANS coded with the
 //     component's even- or odd-row table (segmented streams,
 //     codec/entropy/rans_segments.h).
-// Rate-distortion optimised quantisation (encoder only; set_rdoq_lambda): instead of
-//   the nearest integer s0 = round(t), t = (y - mu) / step, the encoder may pick
-//   s0 - sign(s0) (one step towards the predicted centre) when that lowers
-//   (t - s)^2 + lambda * bits(s), bits(s) = -log2 of the symbol's probability in the
-//   component's table (the code length the rANS coder spends, in bits). The squared
-//   error is in units of step^2, which is the weighted distortion per component (all
-//   components share one weighted step, dckv_calibration.h), so one lambda serves all.
-//   The classic high-rate slope of an entropy-coded uniform quantiser is
-//   lambda = ln(2) / 6 ~= 0.1155 (D = step^2 / 12 falls by 2 ln 2 D per bit). Source:
-//   RDOQ of video coders (Karczewicz, Ye, Chong, "Rate distortion optimized
-//   quantization", ITU-T VCEG-AH21, 2008). The decoder is unchanged: any symbol decodes.
 // Token ids: the token-conditioned models need each coded position's token id. Encode
 //   with `tokens` (the chunk's ids) stores the coded rows' ids in the body (2 bytes
 //   each when the artifact's vocabulary has <= 65,536 entries, else 4; counted in the
@@ -92,12 +81,6 @@ class DckvCodec {
   // Results do not depend on it. Not thread-safe against concurrent Encode/Decode.
   uint32_t threads() const { return threads_; }
   void set_threads(uint32_t n) { threads_ = n == 0 ? 1 : n; }
-  // Rate-distortion optimised quantisation (see above): lambda >= 0 in units of step^2
-  // per bit, 0 = nearest-integer rounding. Default kDefaultRdoqLambda. Changes the
-  // payload, never the decoder. Not thread-safe against concurrent Encode.
-  static constexpr double kDefaultRdoqLambda = 0.0;
-  double rdoq_lambda() const { return rdoq_lambda_; }
-  void set_rdoq_lambda(double lambda) { rdoq_lambda_ = lambda > 0 ? lambda : 0.0; }
   const Digest256& digest() const { return digest_; }
   // The decoded chunk layout: the artifact's shape, bf16.
   KvLayout OutputLayout() const;
@@ -136,13 +119,6 @@ class DckvCodec {
   DckvArtifact artifact_;
   Digest256 digest_{};
   uint32_t threads_ = 1;
-  double rdoq_lambda_ = kDefaultRdoqLambda;
-  // Code length in bits of the symbols -kCostRange..kCostRange of every table, index
-  // table * (2 * kCostRange + 1) + s + kCostRange (RDOQ).
-  static constexpr int kCostRange = 64;
-  std::vector<float> symbol_bits_;
-  // The symbol to code for t = (y - mu) / step under `table` (RDOQ, see above).
-  int QuantizeResidual(double t, uint16_t table) const;
   // Table index of each symbol of one even / odd coded row.
   std::vector<uint16_t> even_tables_, odd_tables_;
   // Each group's basis in the synthesis kernel's panels.
