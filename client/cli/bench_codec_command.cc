@@ -28,6 +28,9 @@ struct Options {
   DckvBenchOptions dckv;
   bool state = false;
   SpecStateBenchOptions spec_state;
+  // Whether the user chose the dckv weights (ApplyDefaultSensitivity).
+  CLI::Option* dckv_docs_option = nullptr;
+  CLI::Option* dckv_file_option = nullptr;
 };
 
 void PrintStateTable(const nlohmann::json& out) {
@@ -98,6 +101,7 @@ void PrintDckvTable(const nlohmann::json& out) {
 int RunDckv(Options& o) {
   o.dckv.model_path = o.spec.model_path;
   if (!o.rates.empty()) o.dckv.rates = o.rates;
+  ApplyDefaultSensitivity(&o.dckv, o.dckv_file_option->count() > 0, o.dckv_docs_option->count() > 0);
   auto out = RunDckvBench(o.dckv);
   if (!out.ok()) {
     std::cerr << "kvstash bench codec: " << out.status().ToString() << "\n";
@@ -206,11 +210,14 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--raw-head", o->dckv.raw_head, "dckv: bf16 positions at the prefix start")->capture_default_str();
       cmd->add_option("--raw-tail", o->dckv.raw_tail, "dckv: bf16 positions at the prefix end")->capture_default_str();
       cmd->add_option("--dckv-cal-tokens", o->dckv.cal_tokens, "dckv: calibration tokens")->capture_default_str();
-      cmd->add_option("--dckv-sensitivity-docs", o->dckv.sensitivity_docs,
-                      "dckv: calibration documents for the output-sensitivity weights (0: MSE allocation)")
-          ->capture_default_str();
-      cmd->add_option("--dckv-sensitivity-file", o->dckv.sensitivity_file,
-                      "dckv: per-dimension output weights from tools/dckv_output_fisher.py (replaces the measurement)");
+      o->dckv_docs_option = cmd->add_option("--dckv-sensitivity-docs", o->dckv.sensitivity_docs,
+                                            "dckv: measure per-block output weights on this many calibration "
+                                            "documents (0: MSE allocation) instead of reading a weights file")
+                                ->capture_default_str();
+      o->dckv_file_option = cmd->add_option("--dckv-sensitivity-file", o->dckv.sensitivity_file,
+                                            "dckv: per-dimension output weights from tools/dckv_output_fisher.py "
+                                            "(default with the default model: "
+                                            "benchmarks/inputs/smollm2-135m-dckv-fisher.json)");
       cmd->add_option("--dckv-sensitivity-floor", o->dckv.sensitivity_floor,
                       "dckv: output weights below this x their mean are raised to it")
           ->capture_default_str()->check(CLI::PositiveNumber);

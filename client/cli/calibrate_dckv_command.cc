@@ -44,15 +44,18 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--raw-head", o->raw_head, "bf16 positions at the prefix start")->capture_default_str();
       cmd->add_option("--raw-tail", o->raw_tail, "bf16 positions at the prefix end")->capture_default_str();
       cmd->add_option("--threshold", o->active_threshold, "Component off below scale/step")->capture_default_str()->check(CLI::NonNegativeNumber);
-      cmd->add_option("--sensitivity-docs", o->sensitivity_docs,
-                      "Calibration documents for the output-sensitivity weights (0: MSE allocation)")
-          ->capture_default_str();
-      cmd->add_option("--sensitivity-file", o->sensitivity_file,
-                      "Per-dimension output weights from tools/dckv_output_fisher.py (replaces the measurement)");
+      auto* docs = cmd->add_option("--sensitivity-docs", o->sensitivity_docs,
+                                   "Measure per-block output weights on this many calibration documents "
+                                   "(0: MSE allocation) instead of reading a weights file")
+                       ->capture_default_str();
+      auto* file = cmd->add_option("--sensitivity-file", o->sensitivity_file,
+                                   "Per-dimension output weights from tools/dckv_output_fisher.py (default with "
+                                   "the default model: benchmarks/inputs/smollm2-135m-dckv-fisher.json)");
       cmd->add_option("--sensitivity-floor", o->sensitivity_floor, "Output weights below this x their mean are raised to it")
           ->capture_default_str()->check(CLI::PositiveNumber);
-      return [o, rates] {
+      return [o, rates, docs, file] {
         if (!rates->empty()) o->rates = *rates;
+        ApplyDefaultSensitivity(o.get(), file->count() > 0, docs->count() > 0);
         if (Status s = CalibrateDckv(*o); !s.ok()) {
           std::cerr << "kvstash calibrate dckv: " << s.ToString() << "\n";
           return 1;

@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "client/cli/default_paths.h"
 #include "codec/baselines/kvtc.h"
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
@@ -129,28 +130,34 @@ std::vector<double> BlockSums(const std::vector<double>& w, const model::ModelCo
   return out;
 }
 
-// Per-dimension output weights from a file of tools/dckv_output_fisher.py (JSON with
-// n_layers, n_kv_heads, head_dim and `weight`, [n_layers, 2, n_kv_heads, head_dim]),
-// checked against the model's shape.
-Result<std::vector<double>> LoadOutputWeights(const std::string& path, const model::ModelConfig& mc) {
+// Per-dimension output weights of a file of tools/dckv_output_fisher.py (JSON with
+// n_layers, n_kv_heads, head_dim and `weight`, [n_layers, 2, n_kv_heads, head_dim],
+// finite and > 0).
+struct OutputWeightsFile {
+  uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0;
+  std::vector<double> weight;
+};
+
+Result<OutputWeightsFile> ParseOutputWeights(const std::string& path) {
   std::ifstream f(path);
   if (!f) return Status::IOError("calibrate dckv: cannot read the sensitivity file " + path);
   nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
+  auto shape = [&](const char* key) { return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint32_t>() : 0u; };
   if (j.is_discarded() || !j.is_object() || !j.contains("weight") || !j["weight"].is_array()) {
     return Status::InvalidArgument("calibrate dckv: " + path + " is not a sensitivity file (JSON with `weight`)");
   }
-  const uint64_t dims = 2ull * mc.n_layers * mc.n_kv_heads * mc.head_dim;
-  if (j.value("n_layers", 0u) != mc.n_layers || j.value("n_kv_heads", 0u) != mc.n_kv_heads ||
-      j.value("head_dim", 0u) != mc.head_dim || j["weight"].size() != dims) {
-    return Status::InvalidArgument("calibrate dckv: " + path + " was made for another model shape");
+  OutputWeightsFile w{shape("n_layers"), shape("n_kv_heads"), shape("head_dim"), {}};
+  if (w.n_layers == 0 || w.n_kv_heads == 0 || w.head_dim == 0 ||
+      j["weight"].size() != 2ull * w.n_layers * w.n_kv_heads * w.head_dim) {
+    return Status::InvalidArgument("calibrate dckv: " + path + " needs n_layers, n_kv_heads, head_dim and " +
+                                   "2 * n_layers * n_kv_heads * head_dim weights");
   }
-  std::vector<double> w;
-  w.reserve(dims);
+  w.weight.reserve(j["weight"].size());
   for (const auto& x : j["weight"]) {
     if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>())) {
       return Status::InvalidArgument("calibrate dckv: " + path + " has a weight that is not finite and > 0");
     }
-    w.push_back(x.get<double>());
+    w.weight.push_back(x.get<double>());
   }
   return w;
 }
@@ -163,7 +170,12 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
   Calibrated c;
   const bool measure = o.sensitivity_file.empty() && o.sensitivity_docs > 0;
   if (!o.sensitivity_file.empty()) {
-    KVSTASH_ASSIGN_OR_RETURN(c.output_weight, LoadOutputWeights(o.sensitivity_file, m.config));
+    KVSTASH_ASSIGN_OR_RETURN(auto file, ParseOutputWeights(o.sensitivity_file));
+    if (file.n_layers != m.config.n_layers || file.n_kv_heads != m.config.n_kv_heads ||
+        file.head_dim != m.config.head_dim) {
+      return Status::InvalidArgument("calibrate dckv: " + o.sensitivity_file + " was made for another model shape");
+    }
+    c.output_weight = std::move(file.weight);
   } else if (measure) {
     c.output_weight.assign(2ull * m.config.n_layers * m.config.n_kv_heads, 0.0);
   }
@@ -367,12 +379,18 @@ Result<std::vector<Prompt>> LoadPrompts(const model::Model& m, const DckvBenchOp
 
 }  // namespace
 
+void ApplyDefaultSensitivity(DckvBenchOptions* o, bool file_given, bool docs_given) {
+  if (file_given || docs_given || o->model_path != DefaultModelPath()) return;
+  o->sensitivity_file = DefaultDckvSensitivityFile();
+}
+
 Status CalibrateDckv(const DckvBenchOptions& o) {
   // The output folder is created before the (minutes-long) calibration, so a bad --out
   // fails at once.
   if (std::error_code ec; !std::filesystem::create_directories(o.artifact_dir, ec) && ec) {
     return Status::IOError("calibrate dckv: cannot create " + o.artifact_dir + ": " + ec.message());
   }
+  if (!o.sensitivity_file.empty()) KVSTASH_RETURN_IF_ERROR(ParseOutputWeights(o.sensitivity_file).status());
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
   if (!m->tokenizer) return Status::InvalidArgument("calibrate dckv: the model file has no tokenizer");
   KVSTASH_ASSIGN_OR_RETURN(auto cal, Calibrate(*m, o));
@@ -388,6 +406,7 @@ Status CalibrateDckv(const DckvBenchOptions& o) {
 Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
   if (o.rates.empty()) return Status::InvalidArgument("bench codec dckv: no rate given");
   if (o.chunk_tokens == 0) return Status::InvalidArgument("bench codec dckv: chunk_tokens is 0");
+  if (!o.sensitivity_file.empty()) KVSTASH_RETURN_IF_ERROR(ParseOutputWeights(o.sensitivity_file).status());
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
   if (!m->tokenizer) return Status::InvalidArgument("bench codec dckv: the model file has no tokenizer");
   const auto& mc = m->config;

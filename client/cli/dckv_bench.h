@@ -76,6 +76,12 @@ struct DckvBenchOptions {
   bool run_kvtc = false;               // rows of the KVTC-like baseline (codec/baselines/kvtc.h)
 };
 
+// The weights a command uses when the user chose none: the committed per-dimension
+// file of the default model (DefaultDckvSensitivityFile) when `model_path` is
+// DefaultModelPath() and neither a file nor a document count was given; otherwise the
+// options as they are (noise measurement on sensitivity_docs documents).
+void ApplyDefaultSensitivity(DckvBenchOptions* options, bool file_given, bool docs_given);
+
 // Returns {"rows": [...], "setup": {...}}.
 Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& options);
 

@@ -14,4 +14,8 @@ std::string DefaultModelPath() { return ModelsDir() + "/SmolLM2-135M-Instruct.Q4
 
 std::string DefaultArtifactDir() { return ModelsDir() + "/artifacts"; }
 
+std::string DefaultDckvSensitivityFile() {
+  return std::string(KVSTASH_SOURCE_DIR) + "/benchmarks/inputs/smollm2-135m-dckv-fisher.json";
+}
+
 }  // namespace kvstash::cli

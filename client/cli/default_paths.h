@@ -18,5 +18,8 @@ std::string DefaultModelPath();
 // ModelsDir() + "/artifacts": where calibrate writes and the benches look for codec
 // artifacts.
 std::string DefaultArtifactDir();
+// <source tree>/benchmarks/inputs/smollm2-135m-dckv-fisher.json: the per-dimension
+// dckv output weights of the default model (tools/dckv_output_fisher.py).
+std::string DefaultDckvSensitivityFile();
 
 }  // namespace kvstash::cli

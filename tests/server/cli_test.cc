@@ -177,6 +177,17 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
     std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent " + bad);
     EXPECT_EQ(rc, 2) << bad << ": " << out;
   }
+  // A missing or malformed output-weights file fails before the model is loaded.
+  std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent --sensitivity-file " + P("none.json"));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("cannot read the sensitivity file " + P("none.json")), std::string::npos) << out;
+  for (const std::string& bad : {std::string("{\"weight\": [1, 2]}"), std::string("not json"),
+                                 std::string("{\"n_layers\": 1, \"n_kv_heads\": 1, \"head_dim\": 1, \"weight\": [1, 0]}")}) {
+    WriteFile(P("w.json"), std::vector<uint8_t>(bad.begin(), bad.end()));
+    std::tie(rc, out) = Sh(kCli + " bench codec --codec dckv --model /nonexistent --dckv-sensitivity-file " + P("w.json"));
+    EXPECT_EQ(rc, 1) << bad << ": " << out;
+    EXPECT_NE(out.find(P("w.json")), std::string::npos) << bad << ": " << out;
+  }
   // A bad output folder fails first, before the model is loaded and calibrated.
   std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent --out " + P("file/x"));
   EXPECT_EQ(rc, 1) << out;
