@@ -47,7 +47,9 @@
 // Decoding: pass 1 (even coded rows) and pass 2 (odd rows) give the coefficients
 // c_i = mu_i + s_i step_i; x^ = mean + sum_i c_i basis_i per group (fp32, fixed
 // summation order, dckv_synthesis.h: bit-identical on every machine built with
-// -ffp-contract=off), RoPE re-applied to K, rounded to bf16. The header's content
+// -ffp-contract=off), plus the group's decoder correction net g_d(c) when the artifact
+// has one (dckv_correction.h, same guarantee), RoPE re-applied to K, rounded to bf16.
+// The encoder adds the encoder net g_e to its projection when the group has one. The header's content
 // checksum is that of the decoded chunk, and the decoder verifies it.
 // Speed: the synthesis runs as a register-tiled kernel (AVX2 when the CPU has it), the
 // encoder's projection as an OpenBLAS GEMM, and both spread groups and blocks of rows
@@ -66,6 +68,7 @@
 #include <vector>
 
 #include "codec/dckv/dckv_artifact.h"
+#include "codec/dckv/dckv_correction.h"
 #include "codec/dckv/dckv_synthesis.h"
 #include "common/kv_chunk.h"
 #include "common/result.h"
@@ -84,7 +87,8 @@ struct DckvQuantized {
 
 class DckvCodec {
  public:
-  // InvalidArgument if the artifact has no tables or its groups do not cover its layers.
+  // InvalidArgument if the artifact has no tables, its groups do not cover its layers,
+  // or a correction net is malformed (CheckCorrectionNets).
   static Result<DckvCodec> Create(DckvArtifact artifact);
 
   const DckvArtifact& artifact() const { return artifact_; }
@@ -145,8 +149,10 @@ class DckvCodec {
   int QuantizeResidual(double t, uint16_t table) const;
   // Table index of each symbol of one even / odd coded row.
   std::vector<uint16_t> even_tables_, odd_tables_;
-  // Each group's basis in the synthesis kernel's panels.
+  // Each group's basis in the synthesis kernel's panels, and its decoder net's layers
+  // (empty when it has none).
   std::vector<PackedBasis> packed_;
+  std::vector<PackedDecoderNet> packed_nets_;
   // Coefficients c [rows, n_active] of group g in two passes (dckv_conditional.h).
   // symbols: [rows, ActiveComponents()], the group's from symbol_offset. Encoder: y
   // [rows, n_active] given, writes the symbols; decoder: y null, only reads them.
