@@ -11,6 +11,7 @@
 
 #include "codec/dckv/dckv_conditional.h"
 #include "codec/dckv/dckv_correction.h"
+#include "codec/dckv/dckv_fp8_output.h"
 #include "codec/dckv/dckv_rope.h"
 #include "codec/entropy/rans_segments.h"
 #include "common/byte_io.h"
@@ -478,6 +479,15 @@ Result<KvChunk> DckvCodec::Decode(std::span<const uint8_t> payload,
     return Status::Corruption("dckv: decoded content checksum mismatch");
   }
   return chunk;
+}
+
+Result<KvChunk> DckvCodec::DecodeFp8(std::span<const uint8_t> payload, const Digest256& model_fingerprint,
+                                     std::span<const float> scales) const {
+  if (!scales.empty() && scales.size() != 2ull * artifact_.n_layers) {
+    return Status::InvalidArgument("dckv: want 0 or 2 * n_layers fp8 scales");
+  }
+  KVSTASH_ASSIGN_OR_RETURN(auto chunk, Decode(payload, model_fingerprint));
+  return Bf16ChunkToFp8(chunk.view(), scales);
 }
 
 }  // namespace kvstash::dckv

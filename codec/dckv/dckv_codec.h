@@ -1,6 +1,6 @@
 // The dckv chunk codec (lossy): encodes a canonical KV chunk (common/kv_chunk.h) into
 // a payload (common/payload_format.h, codec kDckv, flag lossy) and decodes it back to
-// bf16 in the canonical layout. Transform, quantiser and entropy tables come from a
+// bf16 in the canonical layout (or, DecodeFp8, to the fp8 cache layout). Transform, quantiser and entropy tables come from a
 // DckvArtifact (dckv_artifact.h).
 //
 // Encoding a chunk of T tokens at prefix positions [token_offset, token_offset + T) of
@@ -134,6 +134,11 @@ class DckvCodec {
                                      uint32_t* token_offset) const;
   Result<KvChunk> Decode(std::span<const uint8_t> payload,
                          const Digest256& model_fingerprint) const;
+  // Decode, then the fp8 cache layout (dckv_fp8_output.h): the content checksum is
+  // verified on the bf16 chunk first. scales: 2 * n_layers fixed per-(layer, K/V)
+  // scales, or empty for amax / 448 per tensor. InvalidArgument for bad scales.
+  Result<KvChunk> DecodeFp8(std::span<const uint8_t> payload, const Digest256& model_fingerprint,
+                            std::span<const float> scales = {}) const;
 
  private:
   DckvCodec() = default;

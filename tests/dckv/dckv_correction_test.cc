@@ -333,7 +333,7 @@ TEST(DckvCorrection, SerializeParseRoundTrip) {
   EXPECT_EQ(b.groups[1].encoder_net.b2, a.groups[1].encoder_net.b2);
   // Only an encoder net: version 4, decoder output unchanged.
   DckvArtifact enc = testing::HandArtifact();
-  enc.groups[0].encoder_net = a.groups[1].encoder_net.hidden ? RandomNet(3, enc.groups[0].dims, 5, 0.1f, 4) : DckvNet{};
+  enc.groups[0].encoder_net = RandomNet(3, enc.groups[0].dims, 5, 0.1f, 4);
   EXPECT_TRUE(enc.HasCorrection());
   EXPECT_FALSE(enc.HasDecoderCorrection());
   ASSERT_OK_AND_ASSIGN(auto enc_back, DckvArtifact::Parse(enc.Serialize()));
@@ -395,31 +395,23 @@ TEST(DckvCorrection, MalformedNetsAreRefused) {
     EXPECT_STATUS(DckvCodec::Create(a), kInvalidArgument);
   }
   // Version 4 without any net: Corruption (Serialize writes such an artifact as v3).
+  // Built from a v4 artifact whose only net (hidden 1, group 0's decoder, the last
+  // thing of group 0) is replaced by "hidden 0".
   {
-    auto v4 = testing::HandArtifact().Serialize();
-    v4[4] = 4;
-    v4.resize(v4.size() - 8);
-    // Insert "no decoder net, no encoder net" after each group's context map: rebuild by hand.
     DckvArtifact a = testing::HandArtifact();
-    a.groups[0].decoder_net = RandomNet(1, a.groups[0].n_active(), a.groups[0].dims, 0.1f, 1);
-    auto with = a.Serialize();
-    // The net is the last thing of group 0: replace [hidden=1 + its floats] by hidden=0.
-    const size_t net_bytes = 4 * (1 * 5 + 1 + a.groups[0].dims * 1 + a.groups[0].dims);
-    const size_t group0_end = [&] {
-      // Offset of group 1 in the v3 bytes + the two u32 net headers of group 0.
-      const auto v3 = testing::HandArtifact().Serialize();
-      size_t off = 4 + 4 + 4 * 4 + 4 * 4 + 4 + 4 + 4;  // header up to n_groups
-      const auto& g = a.groups[0];
-      off += 16 + 4 * g.dims + 4 + 4 * 5 * g.dims + 4 * 5 + 2 * 5 + 2 * 5 + 4 * 5 + 4;
-      EXPECT_LT(off, v3.size());
-      return off;
-    }();
-    std::vector<uint8_t> zeroed(with.begin(), with.begin() + group0_end);
-    ByteWriter(&zeroed).U32(0);  // decoder hidden 0
-    zeroed.insert(zeroed.end(), with.begin() + group0_end + 4 + net_bytes, with.end());
+    const DckvGroup& g = a.groups[0];
+    a.groups[0].decoder_net = RandomNet(1, g.n_active(), g.dims, 0.1f, 1);
+    const auto with = a.Serialize();
     ASSERT_OK(DckvArtifact::Parse(with).status());
+    // Offset of group 0's decoder net: header (52 bytes up to and with n_groups, rank 0
+    // so no embeddings), then group 0's fields.
+    const size_t net_at = 52 + 16 + 4 * g.dims + 4 + 4 * 5 * g.dims + 4 * 5 + 2 * 5 + 2 * 5 + 4 * 5 + 4;
+    const size_t net_bytes = 4 + 4 * (5 + 1 + g.dims + g.dims);
+    ASSERT_EQ(LoadLe<uint32_t>(with.data() + net_at), 1u);
+    std::vector<uint8_t> zeroed(with.begin(), with.begin() + net_at);
+    ByteWriter(&zeroed).U32(0);
+    zeroed.insert(zeroed.end(), with.begin() + net_at + net_bytes, with.end());
     EXPECT_STATUS(DckvArtifact::Parse(Reseal(zeroed)), kCorruption);
-    (void)v4;
   }
   // An unknown later version: Mismatch.
   auto v5 = bytes;
