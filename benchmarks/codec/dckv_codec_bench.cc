@@ -5,6 +5,10 @@
 // ids given), and the steps of Decode (ParsePayload = rANS, Reconstruct = conditional
 // passes + transform + RoPE + bf16) and Quantize (Encode without Reconstruct and
 // rANS). The argument is DckvCodec::set_threads (OpenBLAS keeps its own threads).
+// BM_DckvReconstruct/<net>/<threads>: Reconstruct of the quantised prefix with the
+// artifact as is (net 0) and with a decoder correction net of 256 hidden units added
+// to every group (net 1; random small weights, timing only: the cost of the net's
+// arithmetic, codec/dckv/dckv_correction.h).
 // Throughput is bytes of bf16 KV (SetBytesProcessed).
 //
 // The artifact: KVSTASH_DCKV_ARTIFACT=<file.kvda> (e.g. the demo's cached one in
@@ -19,6 +23,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,10 +41,13 @@ constexpr uint32_t kPrefixTokens = 1536;
 constexpr uint32_t kChunkTokens = 256;
 constexpr uint32_t kCalTokens = 2048;
 constexpr Digest256 kFingerprint = {7};
+constexpr uint32_t kNetHidden = 256;
 
 struct Setup {
   std::string error;  // non-empty: benchmarks skip with it
   std::unique_ptr<DckvCodec> codec;
+  std::unique_ptr<DckvCodec> codec_net;  // the same artifact plus decoder nets (256 hidden)
+  std::vector<DckvQuantized> quantized;
   std::vector<KvChunk> chunks;
   std::vector<std::vector<uint32_t>> ids;
   std::vector<std::vector<uint8_t>> payloads;
@@ -89,6 +97,23 @@ Status Build(Setup* s) {
   if (!std::filesystem::exists(model_path)) return Status::NotFound(model_path + " absent: run scripts/setup.sh");
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(model_path));
   KVSTASH_ASSIGN_OR_RETURN(auto artifact, LoadArtifact(*m));
+  DckvArtifact with_net = artifact;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  for (auto& g : with_net.groups) {
+    DckvNet& net = g.decoder_net;
+    net.hidden = kNetHidden;
+    net.w1.resize(static_cast<size_t>(kNetHidden) * g.n_active());
+    net.b1.resize(kNetHidden);
+    net.w2.resize(static_cast<size_t>(g.dims) * kNetHidden);
+    net.b2.assign(g.dims, 0.0f);
+    for (float& v : net.w1) v = n01(rng) * 0.01f;
+    for (float& v : net.b1) v = n01(rng);
+    for (float& v : net.w2) v = n01(rng) * 1e-3f;
+    for (float& m : g.mean) m = m == 0.0f ? 0.0f : m;  // no -0.0 in the mean of a group with a net
+  }
+  KVSTASH_ASSIGN_OR_RETURN(auto codec_net, DckvCodec::Create(std::move(with_net)));
+  s->codec_net = std::make_unique<DckvCodec>(std::move(codec_net));
   KVSTASH_ASSIGN_OR_RETURN(auto codec, DckvCodec::Create(std::move(artifact)));
   s->codec = std::make_unique<DckvCodec>(std::move(codec));
   KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m->tokenizer, model::CorpusSplit::kEvaluation,
@@ -106,6 +131,8 @@ Status Build(Setup* s) {
     KVSTASH_ASSIGN_OR_RETURN(auto payload, s->codec->Encode(chunk.view(), s->ids.back(), b, kPrefixTokens,
                                                             kFingerprint));
     s->payloads.push_back(std::move(payload));
+    KVSTASH_ASSIGN_OR_RETURN(auto q, s->codec->Quantize(chunk.view(), s->ids.back(), b, kPrefixTokens));
+    s->quantized.push_back(std::move(q));
     s->chunks.push_back(std::move(chunk));
   }
   return Status::Ok();
@@ -181,6 +208,23 @@ void BM_DckvQuantize(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.raw_bytes));
 }
 
+// Reconstruct without (net 0) and with (net 1) decoder correction nets.
+void BM_DckvReconstruct(benchmark::State& state) {
+  const Setup& s = Get();
+  if (!s.error.empty()) return state.SkipWithError(s.error.c_str());
+  DckvCodec& codec = state.range(0) ? *s.codec_net : *s.codec;
+  codec.set_threads(static_cast<uint32_t>(state.range(1)));
+  for (auto _ : state) {
+    for (size_t c = 0; c < s.quantized.size(); ++c) {
+      auto chunk = codec.Reconstruct(s.quantized[c], static_cast<uint32_t>(c * kChunkTokens));
+      if (!chunk.ok()) return state.SkipWithError(chunk.status().ToString().c_str());
+      benchmark::DoNotOptimize(chunk->data.data());
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.raw_bytes));
+}
+
+BENCHMARK(BM_DckvReconstruct)->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DckvEncode)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DckvDecode)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DckvParsePayload)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -5,6 +5,7 @@
 #include <bit>
 #include <cmath>
 
+#include "codec/dckv/dckv_correction.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
 
@@ -17,6 +18,31 @@ bool GetF32(ByteReader& r, float* v) {
   uint32_t u = 0;
   if (!r.U32(&u)) return false;
   *v = std::bit_cast<float>(u);
+  return true;
+}
+
+void PutNet(ByteWriter& w, const DckvNet& net) {
+  w.U32(net.hidden);
+  for (const auto* v : {&net.w1, &net.b1, &net.w2, &net.b2}) {
+    for (float x : *v) PutF32(w, x);
+  }
+}
+
+// Reads one correction net of `inputs` -> `outputs` (shape and bounds are checked by
+// CheckCorrectionNets afterwards). False when truncated or too large.
+bool GetNet(ByteReader& r, uint32_t inputs, uint32_t outputs, DckvNet* net) {
+  if (!r.U32(&net->hidden) || net->hidden > kMaxCorrectionHidden) return false;
+  if (net->hidden == 0) return true;
+  const uint64_t h = net->hidden;
+  const uint64_t floats = h * inputs + h + static_cast<uint64_t>(outputs) * h + outputs;
+  if (r.remaining() < 4 * floats) return false;
+  net->w1.resize(h * inputs);
+  net->b1.resize(h);
+  net->w2.resize(outputs * h);
+  net->b2.resize(outputs);
+  for (auto* v : {&net->w1, &net->b1, &net->w2, &net->b2}) {
+    for (float& x : *v) GetF32(r, &x);
+  }
   return true;
 }
 
@@ -34,11 +60,26 @@ uint64_t DckvArtifact::ActiveComponents() const {
   return n;
 }
 
+bool DckvArtifact::HasCorrection() const {
+  for (const auto& g : groups) {
+    if (!g.decoder_net.empty() || !g.encoder_net.empty()) return true;
+  }
+  return false;
+}
+
+bool DckvArtifact::HasDecoderCorrection() const {
+  for (const auto& g : groups) {
+    if (!g.decoder_net.empty()) return true;
+  }
+  return false;
+}
+
 std::vector<uint8_t> DckvArtifact::Serialize() const {
   std::vector<uint8_t> out;
   ByteWriter w(&out);
   w.U32(kArtifactMagic);
-  w.U16(kArtifactVersion);
+  const bool correction = HasCorrection();
+  w.U16(correction ? kArtifactVersionCorrection : kArtifactVersion);
   w.U16(0);
   w.U32(n_layers);
   w.U32(n_kv_heads);
@@ -67,6 +108,10 @@ std::vector<uint8_t> DckvArtifact::Serialize() const {
     for (float v : g.token_map) PutF32(w, v);
     w.U32(g.context_map.empty() ? 0u : g.context_inputs + conditioning.rank + 1);
     for (float v : g.context_map) PutF32(w, v);
+    if (correction) {
+      PutNet(w, g.decoder_net);
+      PutNet(w, g.encoder_net);
+    }
   }
   const std::vector<uint8_t> t = tables ? tables->Serialize() : std::vector<uint8_t>{};
   w.U32(static_cast<uint32_t>(t.size()));
@@ -86,7 +131,7 @@ Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
   DckvArtifact a;
   if (!r.U32(&magic) || magic != kArtifactMagic) return Status::Corruption("dckv artifact: bad magic");
   if (!r.U16(&version) || !r.U16(&reserved)) return Status::Corruption("dckv artifact: truncated");
-  if (version != kArtifactVersion) return Status::Mismatch("dckv artifact: unknown version");
+  if (version != kArtifactVersion && version != kArtifactVersionCorrection) return Status::Mismatch("dckv artifact: unknown version");
   if (reserved != 0) return Status::Corruption("dckv artifact: nonzero reserved field");
   if (!r.U32(&a.n_layers) || !r.U32(&a.n_kv_heads) || !r.U32(&a.head_dim) ||
       !GetF32(r, &a.rope_theta) || !r.U32(&a.group_layers) || !r.U32(&a.raw_head) ||
@@ -170,11 +215,20 @@ Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
     for (float v : g.context_map) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite context map");
     for (float v : g.mean) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite mean");
     for (float v : g.basis) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite basis");
+    if (version == kArtifactVersionCorrection) {
+      if (!GetNet(r, n_active, g.dims, &g.decoder_net) || !GetNet(r, g.dims, n_active, &g.encoder_net)) {
+        return Status::Corruption("dckv artifact: truncated or oversized correction net");
+      }
+      if (Status st = CheckCorrectionNets(g); !st.ok()) return Status::Corruption("dckv artifact: " + st.message());
+    }
     all_tables.insert(all_tables.end(), g.table_index.begin(), g.table_index.end());
     all_tables.insert(all_tables.end(), g.odd_table_index.begin(), g.odd_table_index.end());
     a.groups.push_back(std::move(g));
   }
   if (next_layer != a.n_layers) return Status::Corruption("dckv artifact: groups do not cover the layers");
+  if (version == kArtifactVersionCorrection && !a.HasCorrection()) {
+    return Status::Corruption("dckv artifact: version 4 without a correction net (written as version 3)");
+  }
   uint32_t table_bytes = 0;
   std::span<const uint8_t> tb;
   if (!r.U32(&table_bytes) || !r.Take(table_bytes, &tb) || r.remaining() != 0) {

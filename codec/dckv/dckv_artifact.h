@@ -24,8 +24,14 @@
 //   then only its bias row).
 // Raw positions: the first `raw_head` positions of a stored prefix and its last
 //   `raw_tail` positions are stored as bf16 rows (see dckv_codec.h for chunks).
+// Correction nets (optional, per group; methods.md §2): one-hidden-layer GELU nets
+//   (dckv_gelu.h) added to the linear transform: encoder y = <basis_i, e (x - mean)>
+//   + g_e(e (x - mean))_i, decoder x^ = mean + sum_i c_i basis_i + g_d(c), with
+//   g(in) = W2 GELU(W1 in + b1) + b2 (dckv_correction.h has the exact fp32 evaluation
+//   order of g_d). Written by a trainer; calibration writes none.
 //
-// Byte layout (little-endian), version 3 (version 2 had no encode_scale):
+// Byte layout (little-endian), version 4 when any group has a correction net, else
+// version 3, byte for byte as before (version 2 had no encode_scale):
 //   u32 magic "DCKA", u16 version, u16 reserved 0,
 //   u32 n_layers, u32 n_kv_heads, u32 head_dim, f32 rope_theta,
 //   u32 group_layers, u32 raw_head, u32 raw_tail, f32 target_ratio,
@@ -36,13 +42,19 @@
 //     u16 table_index[n_active], u16 odd_table_index[n_active],
 //     f32 token_map[rank + 1][n_active],
 //     u32 context_rows (0 or k + rank + 1, 1 <= k <= n_active), f32 context_map[context_rows][n_active],
+//     version 4 only: the decoder net, then the encoder net, each
+//       u32 hidden H (0: no net; at most kMaxCorrectionHidden), when H > 0:
+//       f32 w1[H][in], f32 b1[H], f32 w2[out][H], f32 b2[out]
+//     (decoder: in = n_active, out = dims; encoder: in = dims, out = n_active;
+//     weights in PyTorch nn.Linear order [out][in]),
 //   u32 table-set bytes, TableSet::Serialize() bytes,
 //   u64 XXH3-64 of everything before it.
 // The digest placed in payload headers is SHA-256 of the whole serialised artifact.
 //
 // Errors: Parse returns Corruption for any malformed, truncated or inconsistent input
-// (checksum, shape, table index out of range, non-finite or non-positive steps) and
-// Mismatch for an unknown version.
+// (checksum, shape, table index out of range, non-finite or non-positive steps, a
+// correction net that CheckCorrectionNets refuses, a version 4 artifact without any
+// net) and Mismatch for an unknown version (1, 2, 5, ...). Versions 3 and 4 parse.
 // Thread-safety: a value type; const methods may be called concurrently.
 #pragma once
 
@@ -58,7 +70,27 @@
 namespace kvstash::dckv {
 
 inline constexpr uint32_t kArtifactMagic = 0x414B4344;  // "DCKA"
+// The version Serialize writes: kArtifactVersionCorrection when any group has a
+// correction net, else kArtifactVersion (so artifacts without one keep their bytes and
+// digests).
 inline constexpr uint16_t kArtifactVersion = 3;
+inline constexpr uint16_t kArtifactVersionCorrection = 4;
+// Limits of a correction net (dckv_correction.h CheckCorrectionNets): hidden units, and
+// |weight| (with activations clamped to +-16384 this keeps every sum far from fp32
+// overflow, so a net never produces inf or NaN).
+inline constexpr uint32_t kMaxCorrectionHidden = 4096;
+inline constexpr float kMaxCorrectionWeight = 4294967296.0f;  // 2^32
+
+// One-hidden-layer GELU net g(in) = w2 GELU(w1 in + b1) + b2 (see above). hidden 0 =
+// no net (all vectors empty).
+struct DckvNet {
+  uint32_t hidden = 0;
+  std::vector<float> w1;  // [hidden, inputs]
+  std::vector<float> b1;  // [hidden]
+  std::vector<float> w2;  // [outputs, hidden]
+  std::vector<float> b2;  // [outputs]
+  bool empty() const { return hidden == 0; }
+};
 
 // Reduced token embeddings of the conditional models (see above).
 struct DckvConditioning {
@@ -80,6 +112,8 @@ struct DckvGroup {
   std::vector<float> token_map;       // [rank + 1, n_active], last row the bias
   uint32_t context_inputs = 0;        // k: neighbour components the context map reads
   std::vector<float> context_map;     // [k + rank + 1, n_active] or empty (k = 0)
+  DckvNet decoder_net;                // g_d: inputs n_active, outputs dims, or empty
+  DckvNet encoder_net;                // g_e: inputs dims, outputs n_active, or empty
   uint32_t n_active() const { return static_cast<uint32_t>(step.size()); }
 };
 
@@ -99,6 +133,10 @@ struct DckvArtifact {
   uint32_t HeadRow() const { return n_kv_heads * head_dim; }
   // Active components over all groups (= symbols per coded token).
   uint64_t ActiveComponents() const;
+  // Whether any group has a decoder or encoder net (then Serialize writes version 4).
+  bool HasCorrection() const;
+  // Whether any group has a decoder net (changes the decoded values).
+  bool HasDecoderCorrection() const;
 
   std::vector<uint8_t> Serialize() const;
   static Result<DckvArtifact> Parse(std::span<const uint8_t> bytes);

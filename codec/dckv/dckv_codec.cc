@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "codec/dckv/dckv_conditional.h"
+#include "codec/dckv/dckv_correction.h"
+#include "codec/dckv/dckv_fp8_output.h"
 #include "codec/dckv/dckv_rope.h"
 #include "codec/entropy/rans_segments.h"
 #include "common/byte_io.h"
@@ -82,6 +84,7 @@ Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
         g.context_map.size() != static_cast<size_t>(g.context_inputs == 0 ? 0 : g.context_inputs + artifact.conditioning.rank + 1) * g.n_active()) {
       return Status::InvalidArgument("dckv: inconsistent artifact group");
     }
+    KVSTASH_RETURN_IF_ERROR(CheckCorrectionNets(g));
     for (uint16_t t : g.table_index) {
       if (t >= artifact.tables->size()) return Status::InvalidArgument("dckv: table index out of range");
     }
@@ -104,6 +107,8 @@ Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
     c.even_tables_.insert(c.even_tables_.end(), g.table_index.begin(), g.table_index.end());
     c.odd_tables_.insert(c.odd_tables_.end(), g.odd_table_index.begin(), g.odd_table_index.end());
     c.packed_.push_back(PackBasis(g.basis, g.n_active(), g.dims));
+    c.packed_nets_.push_back(g.decoder_net.empty() ? PackedDecoderNet{}
+                                                   : PackDecoderNet(g.decoder_net, g.n_active(), g.dims));
   }
   c.artifact_ = std::move(artifact);
   return c;
@@ -256,7 +261,7 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
   });
   if (!finite) return Status::InvalidArgument("dckv: non-finite KV value");
   // Projection y = (x - mean) W^T per group [R, n_active] as one GEMM (OpenBLAS, its
-  // own threads). The encoder need not be bit-reproducible: the decoder only sees the
+  // own threads), plus the encoder correction net when the group has one. The encoder need not be bit-reproducible: the decoder only sees the
   // symbols.
   std::vector<std::vector<float>> y(G);
   for (size_t gi = 0; gi < G; ++gi) {
@@ -265,6 +270,7 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(R), static_cast<int>(g.n_active()),
                 static_cast<int>(g.dims), 1.0f, x[gi].data(), static_cast<int>(g.dims), g.basis.data(),
                 static_cast<int>(g.dims), 0.0f, y[gi].data(), static_cast<int>(g.n_active()));
+    if (!g.encoder_net.empty()) AddEncoderCorrection(g.encoder_net, g.dims, g.n_active(), x[gi], R, y[gi]);
   }
   std::vector<uint64_t> group_offset(G, 0);
   for (size_t gi = 1; gi < G; ++gi) group_offset[gi] = group_offset[gi - 1] + a.groups[gi - 1].n_active();
@@ -329,8 +335,9 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
     const uint32_t nb = std::min(kRowsPerTask, R - r0);
     std::vector<float> x(static_cast<size_t>(nb) * g.dims);
     std::vector<uint16_t> bf16(hr);
-    SynthesizeRows(packed_[gi], g.mean, std::span<const float>(coef[gi]).subspan(static_cast<size_t>(r0) * g.n_active()),
-                   nb, x);
+    const auto block_coef = std::span<const float>(coef[gi]).subspan(static_cast<size_t>(r0) * g.n_active());
+    SynthesizeRows(packed_[gi], g.mean, block_coef, nb, x);
+    if (!g.decoder_net.empty()) ApplyDecoderCorrection(packed_nets_[gi], g.decoder_net, block_coef, nb, x);
     for (uint32_t b = 0; b < nb; ++b) {
       const uint32_t t = q.raw_head_rows + r0 + b;
       float* xr = x.data() + static_cast<size_t>(b) * g.dims;
@@ -452,6 +459,15 @@ Result<KvChunk> DckvCodec::Decode(std::span<const uint8_t> payload,
     return Status::Corruption("dckv: decoded content checksum mismatch");
   }
   return chunk;
+}
+
+Result<KvChunk> DckvCodec::DecodeFp8(std::span<const uint8_t> payload, const Digest256& model_fingerprint,
+                                     std::span<const float> scales) const {
+  if (!scales.empty() && scales.size() != 2ull * artifact_.n_layers) {
+    return Status::InvalidArgument("dckv: want 0 or 2 * n_layers fp8 scales");
+  }
+  KVSTASH_ASSIGN_OR_RETURN(auto chunk, Decode(payload, model_fingerprint));
+  return Bf16ChunkToFp8(chunk.view(), scales);
 }
 
 }  // namespace kvstash::dckv

@@ -1,6 +1,6 @@
 // The dckv chunk codec (lossy): encodes a canonical KV chunk (common/kv_chunk.h) into
 // a payload (common/payload_format.h, codec kDckv, flag lossy) and decodes it back to
-// bf16 in the canonical layout. Transform, quantiser and entropy tables come from a
+// bf16 in the canonical layout (or, DecodeFp8, to the fp8 cache layout). Transform, quantiser and entropy tables come from a
 // DckvArtifact (dckv_artifact.h).
 //
 // Encoding a chunk of T tokens at prefix positions [token_offset, token_offset + T) of
@@ -36,7 +36,9 @@
 // Decoding: pass 1 (even coded rows) and pass 2 (odd rows) give the coefficients
 // c_i = mu_i + s_i step_i; x^ = mean + sum_i c_i basis_i per group (fp32, fixed
 // summation order, dckv_synthesis.h: bit-identical on every machine built with
-// -ffp-contract=off), RoPE re-applied to K, rounded to bf16. The header's content
+// -ffp-contract=off), plus the group's decoder correction net g_d(c) when the artifact
+// has one (dckv_correction.h, same guarantee), RoPE re-applied to K, rounded to bf16.
+// The encoder adds the encoder net g_e to its projection when the group has one. The header's content
 // checksum is that of the decoded chunk, and the decoder verifies it.
 // Speed: the synthesis runs as a register-tiled kernel (AVX2 when the CPU has it), the
 // encoder's projection as an OpenBLAS GEMM, and both spread groups and blocks of rows
@@ -55,6 +57,7 @@
 #include <vector>
 
 #include "codec/dckv/dckv_artifact.h"
+#include "codec/dckv/dckv_correction.h"
 #include "codec/dckv/dckv_synthesis.h"
 #include "common/kv_chunk.h"
 #include "common/result.h"
@@ -73,7 +76,8 @@ struct DckvQuantized {
 
 class DckvCodec {
  public:
-  // InvalidArgument if the artifact has no tables or its groups do not cover its layers.
+  // InvalidArgument if the artifact has no tables, its groups do not cover its layers,
+  // or a correction net is malformed (CheckCorrectionNets).
   static Result<DckvCodec> Create(DckvArtifact artifact);
 
   const DckvArtifact& artifact() const { return artifact_; }
@@ -113,6 +117,11 @@ class DckvCodec {
                                      uint32_t* token_offset) const;
   Result<KvChunk> Decode(std::span<const uint8_t> payload,
                          const Digest256& model_fingerprint) const;
+  // Decode, then the fp8 cache layout (dckv_fp8_output.h): the content checksum is
+  // verified on the bf16 chunk first. scales: 2 * n_layers fixed per-(layer, K/V)
+  // scales, or empty for amax / 448 per tensor. InvalidArgument for bad scales.
+  Result<KvChunk> DecodeFp8(std::span<const uint8_t> payload, const Digest256& model_fingerprint,
+                            std::span<const float> scales = {}) const;
 
  private:
   DckvCodec() = default;
@@ -121,8 +130,10 @@ class DckvCodec {
   uint32_t threads_ = 1;
   // Table index of each symbol of one even / odd coded row.
   std::vector<uint16_t> even_tables_, odd_tables_;
-  // Each group's basis in the synthesis kernel's panels.
+  // Each group's basis in the synthesis kernel's panels, and its decoder net's layers
+  // (empty when it has none).
   std::vector<PackedBasis> packed_;
+  std::vector<PackedDecoderNet> packed_nets_;
   // Coefficients c [rows, n_active] of group g in two passes (dckv_conditional.h).
   // symbols: [rows, ActiveComponents()], the group's from symbol_offset. Encoder: y
   // [rows, n_active] given, writes the symbols; decoder: y null, only reads them.
