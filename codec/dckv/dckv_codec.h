@@ -82,6 +82,16 @@ struct DckvQuantized {
   uint32_t coded_rows() const { return tokens - raw_head_rows - raw_tail_rows; }
 };
 
+// A payload checked and split into its parts, the entropy-coded stream not yet
+// decoded: the first step of ParsePayload, shared with the GPU decoder
+// (gpu_kernels/dckv_decode.h), which decodes the stream on the device.
+struct DckvParsedPayload {
+  DckvQuantized q;                   // symbols empty (coded_rows() * ActiveComponents() to come)
+  uint32_t token_offset = 0;         // the header's first prefix position
+  uint64_t content_checksum = 0;     // the header's checksum of the decoded chunk
+  std::span<const uint8_t> stream;   // segmented rANS stream inside the payload; empty when c = 0
+};
+
 class DckvCodec {
  public:
   // InvalidArgument if the artifact has no tables or its groups do not cover its layers.
@@ -124,6 +134,10 @@ class DckvCodec {
                                       const Digest256& model_fingerprint) const {
     return Encode(chunk, {}, token_offset, prefix_tokens, model_fingerprint);
   }
+  // Checks a payload's header (Mismatch / Corruption as Decode) and splits its body
+  // (Corruption when malformed); the returned stream points into `payload`.
+  Result<DckvParsedPayload> SplitPayload(std::span<const uint8_t> payload,
+                                         const Digest256& model_fingerprint) const;
   // Parses a payload down to its quantised form (symbols decoded, not reconstructed).
   Result<DckvQuantized> ParsePayload(std::span<const uint8_t> payload,
                                      const Digest256& model_fingerprint,
