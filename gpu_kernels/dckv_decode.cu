@@ -192,7 +192,7 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
       for (size_t gi = 0; gi < a.groups.size(); ++gi) {
         const dckv::DckvGroup& g = a.groups[gi];
         const bool context = parity == 1 && !g.context_map.empty();
-        kernels::DckvPassParams p;
+        dckv::DckvPassParams p;
         p.map = m.arena.at<const float>(context ? m.groups[gi].context_map : m.groups[gi].token_map);
         p.k = context ? g.context_inputs : 0;
         p.rank = a.conditioning.rank;
@@ -206,7 +206,7 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
         p.token_ids = q.token_ids.empty() ? nullptr : w.at<const uint32_t>(w_ids);
         p.symbols = w.at<const uint16_t>(w_symbols);
         p.coef = w.at<float>(w_coef);
-        const uint64_t n = static_cast<uint64_t>((R - parity + 1) / 2) * g.n_active();
+        const uint64_t n = dckv::DckvPassCount(p);
         if (n == 0) continue;
         kernels::DckvPassKernel<<<Blocks(n), kThreads, 0, stream>>>(p);
         KVSTASH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -214,7 +214,7 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
     }
     for (size_t gi = 0; gi < a.groups.size(); ++gi) {
       const dckv::DckvGroup& g = a.groups[gi];
-      kernels::DckvSynthesisParams p;
+      dckv::DckvSynthesisParams p;
       p.mean = m.arena.at<const float>(m.groups[gi].mean);
       p.basis = m.arena.at<const float>(m.groups[gi].basis);
       p.n_active = g.n_active();
@@ -231,7 +231,7 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
       p.rope_cos = w.at<const float>(w_cos);
       p.rope_sin = w.at<const float>(w_sin);
       p.out = w.at<uint16_t>(w_out);
-      const uint64_t n = static_cast<uint64_t>(R) * (g.dims / 2);
+      const uint64_t n = dckv::DckvSynthesisCount(p);
       if (n == 0) continue;
       kernels::DckvSynthesisKernel<<<Blocks(n), kThreads, 0, stream>>>(p);
       KVSTASH_CUDA_RETURN_IF_ERROR(cudaGetLastError());

@@ -13,11 +13,13 @@
 // checksum is verified against the payload header like the CPU decoder does.
 //
 // Bit-identical to DckvCodec::Decode. Every output value is computed by one thread in
-// the CPU contract's order (dckv_conditional.h PredictRows: bias first, inputs
-// ascending, zero inputs skipped; dckv_synthesis.h: mean first, components ascending,
-// zero coefficients skipped; dckv_rope.h RotatePair), each multiply and add an
-// explicit correctly rounded __fmul_rn / __fadd_rn / __fsub_rn (never fused; the
-// library is also built with --fmad=false). The matrix products are therefore NOT done
+// the CPU contract's order, by the per-value functions of
+// codec/dckv/dckv_decode_element.h, which the host runs too (tested against the CPU
+// decoder in CI without a GPU): dckv_conditional.h PredictRows (bias first, inputs
+// ascending, zero inputs skipped), dckv_synthesis.h (mean first, components ascending,
+// zero coefficients skipped), dckv_rope.h RotatePair, each multiply and add an explicit
+// correctly rounded __fmul_rn / __fadd_rn / __fsub_rn (never fused; the library is
+// also built with --fmad=false). The matrix products are therefore NOT done
 // with cuBLAS: its summation order (split-K, tensor-core accumulation, FMA) is
 // unspecified and differs between versions and GPUs, so its results would not match
 // the payload's content checksum, and a decoder that cannot verify the checksum could

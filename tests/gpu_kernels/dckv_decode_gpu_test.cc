@@ -15,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
 #include "codec/entropy/rans_segments.h"
 #include "common/payload_format.h"
@@ -32,56 +31,14 @@ using dckv::DckvCodec;
 constexpr Digest256 kModel = {4, 5, 6};
 constexpr size_t kHeaderBytes = 136;  // payload.md
 
-DckvArtifact PlainArtifact(double ratio, uint32_t group_layers) {
-  auto basis = dckv::FitDckvBasis(dckv::testing::MakeRows(800, 0), group_layers);
-  EXPECT_OK(basis.status());
-  dckv::DckvRateOptions o;
-  o.target_ratio = ratio;
-  o.raw_head = 2;
-  o.raw_tail = 3;
-  auto a = dckv::MakeDckvArtifact(*basis, o);
-  EXPECT_OK(a.status());
-  return std::move(a).value();
-}
-
-DckvArtifact ConditionedArtifact(double ratio, bool checkerboard) {
-  dckv::DckvFitOptions fo;
-  fo.embed_rank = dckv::testing::kEmbedDim;
-  auto basis = dckv::FitDckvBasis(dckv::testing::MakeConditionedRows(1200, 0), 2, fo);
-  EXPECT_OK(basis.status());
-  dckv::DckvRateOptions o;
-  o.target_ratio = ratio;
-  o.raw_head = 2;
-  o.raw_tail = 3;
-  o.checkerboard = checkerboard;
-  auto a = dckv::MakeDckvArtifact(*basis, o);
-  EXPECT_OK(a.status());
-  return std::move(a).value();
-}
-
-// Weighted PCA (block 0 weighs 100): the artifact carries an encoder scale.
-DckvArtifact WeightedArtifact(double ratio) {
-  dckv::DckvFitOptions fo;
-  fo.output_weight.assign(2 * dckv::testing::kLayers * dckv::testing::kHeads, 1.0);
-  fo.output_weight[0] = 100.0;
-  auto basis = dckv::FitDckvBasis(dckv::testing::MakeRows(800, 0), 2, fo);
-  EXPECT_OK(basis.status());
-  dckv::DckvRateOptions o;
-  o.target_ratio = ratio;
-  o.raw_head = 0;
-  o.raw_tail = 0;
-  auto a = dckv::MakeDckvArtifact(*basis, o);
-  EXPECT_OK(a.status());
-  return std::move(a).value();
-}
-
 // CPU and GPU decoders of one artifact.
 struct Decoders {
   DckvCodec cpu;
   DeviceDckvDecoder gpu;
 };
 
-Result<Decoders> MakeDecoders(const DckvArtifact& artifact) {
+Result<Decoders> MakeDecoders(Result<DckvArtifact> made) {
+  KVSTASH_ASSIGN_OR_RETURN(DckvArtifact artifact, std::move(made));
   KVSTASH_ASSIGN_OR_RETURN(DckvCodec cpu, DckvCodec::Create(artifact));
   KVSTASH_ASSIGN_OR_RETURN(DeviceDckvDecoder gpu, DeviceDckvDecoder::Create(artifact, nullptr));
   return Decoders{std::move(cpu), std::move(gpu)};
@@ -109,7 +66,7 @@ TEST(DckvDecodeGpu, PlainArtifactDecodesLikeTheCpu) {
   KVSTASH_SKIP_WITHOUT_GPU();
   const auto eval = dckv::testing::MakeRows(200, 1);
   for (uint32_t group_layers : {2u, 3u}) {  // groups of 2 + 1 layers, one group of 3
-    ASSERT_OK_AND_ASSIGN(Decoders d, MakeDecoders(PlainArtifact(6.0, group_layers)));
+    ASSERT_OK_AND_ASSIGN(Decoders d, MakeDecoders(dckv::testing::PlainArtifact(6.0, group_layers)));
     for (uint32_t len : {1u, 2u, 7u, 31u, 32u, 33u, 100u}) {
       for (uint32_t offset : {0u, 9u}) {
         // Prefix 200: no tail in these chunks; prefix offset + len: raw tail rows.
@@ -126,7 +83,7 @@ TEST(DckvDecodeGpu, ConditionedArtifactsDecodeLikeTheCpu) {
   KVSTASH_SKIP_WITHOUT_GPU();
   const auto eval = dckv::testing::MakeConditionedRows(160, 1);
   for (bool checkerboard : {true, false}) {
-    const DckvArtifact a = ConditionedArtifact(6.0, checkerboard);
+    ASSERT_OK_AND_ASSIGN(const DckvArtifact a, dckv::testing::ConditionedArtifact(6.0, checkerboard));
     ASSERT_EQ(a.groups[0].context_map.empty(), !checkerboard);
     ASSERT_OK_AND_ASSIGN(Decoders d, MakeDecoders(a));
     for (uint32_t len : {1u, 2u, 7u, 8u, 31u, 32u, 33u, 100u}) {
@@ -140,7 +97,7 @@ TEST(DckvDecodeGpu, ConditionedArtifactsDecodeLikeTheCpu) {
 
 TEST(DckvDecodeGpu, WeightedArtifactDecodesLikeTheCpu) {
   KVSTASH_SKIP_WITHOUT_GPU();
-  const DckvArtifact a = WeightedArtifact(4.0);
+  ASSERT_OK_AND_ASSIGN(const DckvArtifact a, dckv::testing::WeightedArtifact(4.0));
   ASSERT_FALSE(a.groups[0].encode_scale.empty());
   ASSERT_OK_AND_ASSIGN(Decoders d, MakeDecoders(a));
   const auto eval = dckv::testing::MakeRows(200, 3);
@@ -160,8 +117,7 @@ std::vector<uint8_t> Rebuild(const std::vector<uint8_t>& payload, const std::vec
 
 TEST(DckvDecodeGpu, DamageIsCorruptionAndAnotherModelIsMismatch) {
   KVSTASH_SKIP_WITHOUT_GPU();
-  const DckvArtifact a = ConditionedArtifact(6.0, true);
-  ASSERT_OK_AND_ASSIGN(Decoders d, MakeDecoders(a));
+  ASSERT_OK_AND_ASSIGN(Decoders d, MakeDecoders(dckv::testing::ConditionedArtifact(6.0, true)));
   const auto eval = dckv::testing::MakeConditionedRows(160, 2);
   const KvChunk chunk = dckv::testing::MakeChunk(eval, 0, 100, DType::kBF16);
   ASSERT_OK_AND_ASSIGN(auto payload,
@@ -202,12 +158,12 @@ TEST(DckvDecodeGpu, DamageIsCorruptionAndAnotherModelIsMismatch) {
   other[0] ^= 1;
   EXPECT_STATUS(d.gpu.Decode(payload, other, nullptr), kMismatch);
   // Another artifact's payload.
-  ASSERT_OK_AND_ASSIGN(Decoders plain, MakeDecoders(PlainArtifact(6.0, 2)));
+  ASSERT_OK_AND_ASSIGN(Decoders plain, MakeDecoders(dckv::testing::PlainArtifact(6.0, 2)));
   EXPECT_STATUS(plain.gpu.Decode(payload, kModel, nullptr), kMismatch);
 }
 
 TEST(DckvDecodeGpuArgs, InconsistentArtifactIsInvalidArgumentWithoutTouchingTheDevice) {
-  DckvArtifact a = PlainArtifact(6.0, 2);
+  ASSERT_OK_AND_ASSIGN(DckvArtifact a, dckv::testing::PlainArtifact(6.0, 2));
   a.groups[0].mean.pop_back();
   EXPECT_STATUS(DeviceDckvDecoder::Create(a, nullptr), kInvalidArgument);
   a.tables = nullptr;
