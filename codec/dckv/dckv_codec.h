@@ -49,6 +49,7 @@
 // summation order, dckv_synthesis.h: bit-identical on every machine built with
 // -ffp-contract=off), RoPE re-applied to K, rounded to bf16. The header's content
 // checksum is that of the decoded chunk, and the decoder verifies it.
+// gpu_kernels/dckv_decode.h decodes the same payloads on a GPU to the same bytes.
 // Speed: the synthesis runs as a register-tiled kernel (AVX2 when the CPU has it), the
 // encoder's projection as an OpenBLAS GEMM, and both spread groups and blocks of rows
 // over threads() threads; the work split never changes a value (each output value is
