@@ -388,9 +388,8 @@ Result<std::vector<uint8_t>> DckvCodec::Encode(const KvChunkView& chunk, std::sp
   return BuildPayload(h, body);
 }
 
-Result<DckvQuantized> DckvCodec::ParsePayload(std::span<const uint8_t> payload,
-                                              const Digest256& model_fingerprint,
-                                              uint32_t* token_offset) const {
+Result<DckvParsedPayload> DckvCodec::SplitPayload(std::span<const uint8_t> payload,
+                                                  const Digest256& model_fingerprint) const {
   KVSTASH_ASSIGN_OR_RETURN(auto pv, kvstash::ParsePayload(payload));
   const PayloadHeader& h = pv.header;
   if (h.codec != CodecId::kDckv) return Status::Mismatch("dckv: payload is another codec's");
@@ -399,7 +398,10 @@ Result<DckvQuantized> DckvCodec::ParsePayload(std::span<const uint8_t> payload,
   if (!(h.layout == OutputLayout())) return Status::Corruption("dckv: payload layout differs from the artifact's");
   ByteReader r(pv.body);
   uint32_t magic = 0;
-  DckvQuantized q;
+  DckvParsedPayload parsed;
+  parsed.token_offset = h.token_offset;
+  parsed.content_checksum = h.content_checksum;
+  DckvQuantized& q = parsed.q;
   q.tokens = h.tokens;
   uint32_t coded = 0, flags = 0;
   if (!r.U32(&magic) || magic != kBodyMagic || !r.U32(&q.raw_head_rows) ||
@@ -435,18 +437,26 @@ Result<DckvQuantized> DckvCodec::ParsePayload(std::span<const uint8_t> payload,
   if (r.remaining() < raw_values * 2) return Status::Corruption("dckv: truncated raw rows");
   q.raw_bf16.resize(raw_values);
   for (uint16_t& v : q.raw_bf16) r.U16(&v);
-  std::span<const uint8_t> stream;
-  r.Take(r.remaining(), &stream);
-  q.symbols.resize(static_cast<size_t>(coded) * even_tables_.size());
-  if (q.symbols.empty()) {
-    if (!stream.empty()) return Status::Corruption("dckv: trailing bytes after the raw rows");
-  } else {
-    const std::vector<uint16_t> index = SymbolTables(coded);
-    Status st = entropy::RansDecodeSegmented(stream, index, *artifact_.tables, q.symbols);
+  r.Take(r.remaining(), &parsed.stream);
+  if (coded == 0 || even_tables_.empty()) {
+    if (!parsed.stream.empty()) return Status::Corruption("dckv: trailing bytes after the raw rows");
+  }
+  return parsed;
+}
+
+Result<DckvQuantized> DckvCodec::ParsePayload(std::span<const uint8_t> payload,
+                                              const Digest256& model_fingerprint,
+                                              uint32_t* token_offset) const {
+  KVSTASH_ASSIGN_OR_RETURN(DckvParsedPayload parsed, SplitPayload(payload, model_fingerprint));
+  DckvQuantized& q = parsed.q;
+  q.symbols.resize(static_cast<size_t>(q.coded_rows()) * even_tables_.size());
+  if (!q.symbols.empty()) {
+    const std::vector<uint16_t> index = SymbolTables(q.coded_rows());
+    Status st = entropy::RansDecodeSegmented(parsed.stream, index, *artifact_.tables, q.symbols);
     if (!st.ok()) return Status::Corruption("dckv: " + st.ToString());
   }
-  if (token_offset) *token_offset = h.token_offset;
-  return q;
+  if (token_offset) *token_offset = parsed.token_offset;
+  return std::move(q);
 }
 
 Result<KvChunk> DckvCodec::Decode(std::span<const uint8_t> payload,

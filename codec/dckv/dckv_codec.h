@@ -40,6 +40,7 @@
 // has one (dckv_correction.h, same guarantee), RoPE re-applied to K, rounded to bf16.
 // The encoder adds the encoder net g_e to its projection when the group has one. The header's content
 // checksum is that of the decoded chunk, and the decoder verifies it.
+// gpu_kernels/dckv_decode.h decodes the same payloads on a GPU to the same bytes.
 // Speed: the synthesis runs as a register-tiled kernel (AVX2 when the CPU has it), the
 // encoder's projection as an OpenBLAS GEMM, and both spread groups and blocks of rows
 // over threads() threads; the work split never changes a value (each output value is
@@ -72,6 +73,16 @@ struct DckvQuantized {
   std::vector<uint16_t> symbols;    // coded_rows * ActiveComponents(), two's complement
   std::vector<uint32_t> token_ids;  // coded_rows ids, or empty (z = 0)
   uint32_t coded_rows() const { return tokens - raw_head_rows - raw_tail_rows; }
+};
+
+// A payload checked and split into its parts, the entropy-coded stream not yet
+// decoded: the first step of ParsePayload, shared with the GPU decoder
+// (gpu_kernels/dckv_decode.h), which decodes the stream on the device.
+struct DckvParsedPayload {
+  DckvQuantized q;                   // symbols empty (coded_rows() * ActiveComponents() to come)
+  uint32_t token_offset = 0;         // the header's first prefix position
+  uint64_t content_checksum = 0;     // the header's checksum of the decoded chunk
+  std::span<const uint8_t> stream;   // segmented rANS stream inside the payload; empty when c = 0
 };
 
 class DckvCodec {
@@ -111,6 +122,10 @@ class DckvCodec {
                                       const Digest256& model_fingerprint) const {
     return Encode(chunk, {}, token_offset, prefix_tokens, model_fingerprint);
   }
+  // Checks a payload's header (Mismatch / Corruption as Decode) and splits its body
+  // (Corruption when malformed); the returned stream points into `payload`.
+  Result<DckvParsedPayload> SplitPayload(std::span<const uint8_t> payload,
+                                         const Digest256& model_fingerprint) const;
   // Parses a payload down to its quantised form (symbols decoded, not reconstructed).
   Result<DckvQuantized> ParsePayload(std::span<const uint8_t> payload,
                                      const Digest256& model_fingerprint,

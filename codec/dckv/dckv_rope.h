@@ -33,6 +33,10 @@ class RopeTable {
   // RotateHead(x, head_dim, position, theta, inverse) for a position of the table.
   // REQUIRES first_position <= position < first_position + count.
   void Rotate(float* x, uint32_t position, bool inverse) const;
+  // The table, [count][head_dim / 2], entry (position - first_position) * head_dim / 2 + i
+  // (the GPU decoder uploads it: gpu_kernels/dckv_decode.h).
+  const std::vector<float>& cos_values() const { return cos_; }
+  const std::vector<float>& sin_values() const { return sin_; }
 
  private:
   uint32_t half_ = 0, first_ = 0;

@@ -15,6 +15,7 @@
 #include "codec/dckv/dckv_rope.h"
 #include "common/dtype.h"
 #include "common/kv_chunk.h"
+#include "common/result.h"
 
 namespace kvstash::dckv::testing {
 
@@ -140,6 +141,43 @@ inline KvChunk MakeChunk(const DckvRows& r, uint32_t begin, uint32_t end, DType 
     }
   }
   return c;
+}
+
+// Artifacts of the decoder comparisons (CPU, host-run GPU elements, GPU): plain PCA
+// (raw head 2, tail 3), token-conditioned with or without the checkerboard model (raw
+// head 2, tail 3), weighted PCA with block 0 weighing 100 (an encoder scale; no raw
+// rows). Calibrated on stream 0; evaluate on other streams.
+inline Result<DckvArtifact> PlainArtifact(double ratio, uint32_t group_layers) {
+  KVSTASH_ASSIGN_OR_RETURN(auto basis, FitDckvBasis(MakeRows(800, 0), group_layers));
+  DckvRateOptions o;
+  o.target_ratio = ratio;
+  o.raw_head = 2;
+  o.raw_tail = 3;
+  return MakeDckvArtifact(basis, o);
+}
+
+inline Result<DckvArtifact> ConditionedArtifact(double ratio, bool checkerboard) {
+  DckvFitOptions fo;
+  fo.embed_rank = kEmbedDim;
+  KVSTASH_ASSIGN_OR_RETURN(auto basis, FitDckvBasis(MakeConditionedRows(1200, 0), 2, fo));
+  DckvRateOptions o;
+  o.target_ratio = ratio;
+  o.raw_head = 2;
+  o.raw_tail = 3;
+  o.checkerboard = checkerboard;
+  return MakeDckvArtifact(basis, o);
+}
+
+inline Result<DckvArtifact> WeightedArtifact(double ratio) {
+  DckvFitOptions fo;
+  fo.output_weight.assign(2 * kLayers * kHeads, 1.0);
+  fo.output_weight[0] = 100.0;
+  KVSTASH_ASSIGN_OR_RETURN(auto basis, FitDckvBasis(MakeRows(800, 0), 2, fo));
+  DckvRateOptions o;
+  o.target_ratio = ratio;
+  o.raw_head = 0;
+  o.raw_tail = 0;
+  return MakeDckvArtifact(basis, o);
 }
 
 // Decoded bf16 / f32 chunk values as fp32, canonical order.
