@@ -1,6 +1,7 @@
 #include "server/config.h"
 
 #include <boost/asio/ip/address.hpp>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -187,6 +188,8 @@ Result<uint64_t> ParseByteSize(const std::string& text) {
 }
 
 Result<ServerConfig> LoadServerConfig(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return Status::IOError("config file " + path + " is not a regular file");
   std::ifstream in(path);
   if (!in) return Status::IOError("cannot open config file " + path);
   std::stringstream ss;

@@ -1,6 +1,7 @@
 #include "server/tenant_codecs.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -53,6 +54,8 @@ Result<TenantCodecs> TenantCodecs::Load(const std::vector<TenantConfig>& tenants
     const std::string where = "tenant \"" + t.name + "\" dckv_artifact " + t.dckv_artifact;
     auto want = ParseHexDigest(t.dckv_artifact_sha256);
     if (!want.ok()) return Status::InvalidArgument(where + ": dckv_artifact_sha256 is not 64 hex digits");
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(t.dckv_artifact, ec)) return Status::InvalidArgument(where + ": not a regular file");
     std::ifstream in(t.dckv_artifact, std::ios::binary);
     if (!in) return Status::InvalidArgument(where + ": cannot open");
     const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});

@@ -16,7 +16,7 @@ quantisation errors of variance sigma_d^2 per dimension the expected KL is
 coded positions: the KL cost, in nats per continuation token, of a unit squared error
 on that dimension at every coded position, divided by the number of coded positions.
 The C++ calibration's noise measurement (client/cli/dckv_bench.cc, AddSensitivity)
-estimates the same quantity summed per (layer, K/V, head) block from 1 document; this
+estimates the same quantity summed per (layer, K/V, head) block from a few documents; this
 script resolves the 64 dimensions of each head (keys BEFORE RoPE, as dckv stores them)
 and averages over every calibration document.
 
@@ -113,9 +113,13 @@ def add_fisher(model, ids, P, raw_head, raw_tail, samples, gen, acc):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+        pass
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=Formatter)
     ap.add_argument("--models", default=os.path.join(ROOT, "models"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "inputs", "smollm2-135m-dckv-fisher.json"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "inputs", "smollm2-135m-dckv-fisher.json"),
+                    help="output JSON (the default is the committed file: a trial run should pass its own)")
     ap.add_argument("--prompt-tokens", type=int, default=1024)
     ap.add_argument("--continuation-tokens", type=int, default=64)
     ap.add_argument("--raw-head", type=int, default=4)
@@ -125,6 +129,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0)
     a = ap.parse_args()
+    if a.samples < 1:
+        ap.error("--samples must be >= 1")
+    if a.raw_head < 0 or a.raw_tail < 0 or a.prompt_tokens <= a.raw_head + a.raw_tail:
+        ap.error("--prompt-tokens must exceed --raw-head + --raw-tail (the coded positions)")
+    if a.continuation_tokens < 1:
+        ap.error("--continuation-tokens must be >= 1")
     if a.threads:
         torch.set_num_threads(a.threads)
     from transformers import AutoModelForCausalLM
@@ -150,6 +160,8 @@ def main():
             terms += add_fisher(model, x, a.prompt_tokens, a.raw_head, a.raw_tail, a.samples, gen, acc)
             docs.append({"source": path, "first_token": start})
             print("%s @%d: %d pieces, %.0f s" % (path, start, len(docs), time.time() - t0), flush=True)
+    if not docs:
+        sys.exit("no calibration piece of %d tokens: lower --prompt-tokens/--continuation-tokens" % n)
     # Per continuation token and coded position: w_d = 1/2 F_dd (module docstring).
     weight = 0.5 * acc / terms
     out = {
@@ -163,7 +175,8 @@ def main():
         "n_layers": cfg.num_hidden_layers, "n_kv_heads": H, "head_dim": D,
         "weight": [float("%.6g" % w) for w in weight.flatten().tolist()],
     }
-    os.makedirs(os.path.dirname(a.out), exist_ok=True)
+    if os.path.dirname(a.out):
+        os.makedirs(os.path.dirname(a.out), exist_ok=True)
     with open(a.out, "w") as f:
         json.dump(out, f, indent=0)
         f.write("\n")

@@ -5,6 +5,7 @@
 // `kvstash bench codec --codec spec --state --json FILE`: recurrent-state rows (part =
 // state) of spec state coding on the real RWKV-7, then the tiny hybrid's rows (part kv
 // and state; random weights) (client/cli/spec_state_bench.h).
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "client/cli/default_paths.h"
 #include "client/cli/command_registry.h"
 #include "client/cli/dckv_bench.h"
+#include "client/cli/dckv_flags.h"
 #include "client/cli/spec_bench.h"
 #include "client/cli/spec_state_bench.h"
 
@@ -145,6 +147,16 @@ void PrintTable(const nlohmann::json& out) {
 }
 
 int Run(Options o) {
+  // The results file's folder must exist before minutes of measurement, not after.
+  if (!o.json.empty()) {
+    const std::filesystem::path dir = std::filesystem::path(o.json).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+      std::cerr << "kvstash bench codec: IOError: cannot write " << o.json << ": " << dir.string()
+                << " is not a folder\n";
+      return 1;
+    }
+  }
   if (o.state) {
     if (o.codec != "spec") {
       std::cerr << "kvstash bench codec: --state needs --codec spec\n";
@@ -197,7 +209,8 @@ const bool kRegistered = RegisterCommand(
       o->spec.model_path = DefaultModelPath();
       o->spec.artifact_dir = DefaultArtifactDir();
       cmd->add_option("--codec", o->codec, "Codec to measure: spec, dckv, kvtc or dckv+kvtc")->capture_default_str();
-      cmd->add_option("--rate", o->rates, "dckv: target ratio vs bf16 (repeatable; default 8 16 24 32 48)");
+      cmd->add_option("--rate", o->rates, "dckv: target ratio vs bf16 (repeatable; default 8 16 24 32 48)")
+          ->check(DckvRatioValidator());
       cmd->add_option("--prompts", o->dckv.prompts, "dckv: evaluation prompts")->capture_default_str();
       cmd->add_option("--prompt-tokens", o->dckv.prompt_tokens, "dckv: tokens per prompt")->capture_default_str();
       cmd->add_option("--continuation-tokens", o->dckv.continuation_tokens,
@@ -212,19 +225,21 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--dckv-cal-tokens", o->dckv.cal_tokens, "dckv: calibration tokens")->capture_default_str();
       o->dckv_docs_option = cmd->add_option("--dckv-sensitivity-docs", o->dckv.sensitivity_docs,
                                             "dckv: measure per-block output weights on this many calibration "
-                                            "documents (0: MSE allocation) instead of reading a weights file")
-                                ->capture_default_str();
+                                            "documents (0: MSE allocation) instead of reading a weights file "
+                                            "(default 2 when no file is used; the default model uses its committed file)");
       o->dckv_file_option = cmd->add_option("--dckv-sensitivity-file", o->dckv.sensitivity_file,
                                             "dckv: per-dimension output weights from tools/dckv_output_fisher.py "
                                             "(default with the default model: "
-                                            "benchmarks/inputs/smollm2-135m-dckv-fisher.json)");
+                                            "benchmarks/inputs/smollm2-135m-dckv-fisher.json)")
+                                ->check(CLI::ExistingFile)
+                                ->excludes(o->dckv_docs_option);
       cmd->add_option("--dckv-sensitivity-floor", o->dckv.sensitivity_floor,
                       "dckv: output weights below this x their mean are raised to it")
-          ->capture_default_str()->check(CLI::PositiveNumber);
+          ->capture_default_str()->check(PositiveFiniteValidator());
       cmd->add_flag("!--dckv-weighted-steps", o->dckv.weighted_pca,
                     "dckv: sensitivity weights on the steps of a plain PCA instead of a weighted PCA");
       cmd->add_option("--threshold", o->dckv.active_threshold, "dckv: component off below scale/step")
-          ->capture_default_str();
+          ->capture_default_str()->check(CLI::NonNegativeNumber);
       cmd->add_option("--dckv-artifact-dir", o->dckv.artifact_dir,
                       "dckv: write the artifacts here (empty: do not write)")->capture_default_str();
       cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();

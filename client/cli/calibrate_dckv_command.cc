@@ -8,22 +8,10 @@
 #include "client/cli/default_paths.h"
 #include "client/cli/command_registry.h"
 #include "client/cli/dckv_bench.h"
+#include "client/cli/dckv_flags.h"
 
 namespace kvstash::cli {
 namespace {
-
-// --rate values: finite ratios above 1 (a usage error, exit 2, before any work).
-const CLI::Validator kRatio(
-    [](std::string& v) -> std::string {
-      try {
-        size_t used = 0;
-        const double r = std::stod(v, &used);
-        if (used == v.size() && std::isfinite(r) && r > 1.0) return "";
-      } catch (const std::exception&) {
-      }
-      return "must be a finite ratio > 1, got " + v;
-    },
-    "RATIO>1");
 
 const bool kRegistered = RegisterCommand(
     "calibrate dckv", "Calibrate the dckv codec (PCA basis, steps, entropy tables) on real text",
@@ -32,7 +20,7 @@ const bool kRegistered = RegisterCommand(
       o->model_path = DefaultModelPath();
       o->artifact_dir = DefaultArtifactDir();
       auto rates = std::make_shared<std::vector<double>>();
-      cmd->add_option("--rate", *rates, "Target ratio vs bf16 (repeatable; default 8 16 24 32 48)")->check(kRatio);
+      cmd->add_option("--rate", *rates, "Target ratio vs bf16 (repeatable; default 8 16 24 32 48)")->check(DckvRatioValidator());
       cmd->add_option("--model", o->model_path, "Target model file")->capture_default_str();
       cmd->add_option("--out", o->artifact_dir, "Output folder")->capture_default_str();
       cmd->add_option("--cal-tokens", o->cal_tokens, "Calibration tokens")->capture_default_str()->check(CLI::PositiveNumber);
@@ -46,13 +34,15 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--threshold", o->active_threshold, "Component off below scale/step")->capture_default_str()->check(CLI::NonNegativeNumber);
       auto* docs = cmd->add_option("--sensitivity-docs", o->sensitivity_docs,
                                    "Measure per-block output weights on this many calibration documents "
-                                   "(0: MSE allocation) instead of reading a weights file")
-                       ->capture_default_str();
+                                   "(0: MSE allocation) instead of reading a weights file (default 2 when no "
+                                   "file is used; the default model uses its committed file)");
       auto* file = cmd->add_option("--sensitivity-file", o->sensitivity_file,
                                    "Per-dimension output weights from tools/dckv_output_fisher.py (default with "
-                                   "the default model: benchmarks/inputs/smollm2-135m-dckv-fisher.json)");
+                                   "the default model: benchmarks/inputs/smollm2-135m-dckv-fisher.json)")
+                       ->check(CLI::ExistingFile)
+                       ->excludes(docs);
       cmd->add_option("--sensitivity-floor", o->sensitivity_floor, "Output weights below this x their mean are raised to it")
-          ->capture_default_str()->check(CLI::PositiveNumber);
+          ->capture_default_str()->check(PositiveFiniteValidator());
       return [o, rates, docs, file] {
         if (!rates->empty()) o->rates = *rates;
         ApplyDefaultSensitivity(o.get(), file->count() > 0, docs->count() > 0);

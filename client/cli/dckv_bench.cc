@@ -139,12 +139,22 @@ struct OutputWeightsFile {
 };
 
 Result<OutputWeightsFile> ParseOutputWeights(const std::string& path) {
+  std::error_code ec;
   std::ifstream f(path);
-  if (!f) return Status::IOError("calibrate dckv: cannot read the sensitivity file " + path);
-  nlohmann::json j = nlohmann::json::parse(f, nullptr, /*allow_exceptions=*/false);
-  auto shape = [&](const char* key) { return j.contains(key) && j[key].is_number_unsigned() ? j[key].get<uint32_t>() : 0u; };
-  if (j.is_discarded() || !j.is_object() || !j.contains("weight") || !j["weight"].is_array()) {
-    return Status::InvalidArgument("calibrate dckv: " + path + " is not a sensitivity file (JSON with `weight`)");
+  if (!std::filesystem::is_regular_file(path, ec) || !f) {
+    return Status::IOError("calibrate dckv: cannot read the sensitivity file " + path + " (not a readable regular file)");
+  }
+  std::stringstream text;
+  text << f.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  auto shape = [&](const char* key) -> uint32_t {
+    if (!j.contains(key) || !j[key].is_number_unsigned()) return 0;
+    const uint64_t v = j[key].get<uint64_t>();
+    return v <= std::numeric_limits<uint32_t>::max() ? static_cast<uint32_t>(v) : 0;
+  };
+  if (j.is_discarded()) return Status::InvalidArgument("calibrate dckv: " + path + " is not valid JSON");
+  if (!j.is_object() || !j.contains("weight") || !j["weight"].is_array()) {
+    return Status::InvalidArgument("calibrate dckv: " + path + " is not a sensitivity file (a JSON object with a `weight` array)");
   }
   OutputWeightsFile w{shape("n_layers"), shape("n_kv_heads"), shape("head_dim"), {}};
   if (w.n_layers == 0 || w.n_kv_heads == 0 || w.head_dim == 0 ||
@@ -154,8 +164,8 @@ Result<OutputWeightsFile> ParseOutputWeights(const std::string& path) {
   }
   w.weight.reserve(j["weight"].size());
   for (const auto& x : j["weight"]) {
-    if (!x.is_number() || !(x.get<double>() > 0) || !std::isfinite(x.get<double>())) {
-      return Status::InvalidArgument("calibrate dckv: " + path + " has a weight that is not finite and > 0");
+    if (!x.is_number() || !(x.get<double>() > 0) || !std::isnormal(x.get<double>())) {
+      return Status::InvalidArgument("calibrate dckv: " + path + " has a weight that is not a finite, normal number > 0");
     }
     w.weight.push_back(x.get<double>());
   }
@@ -227,6 +237,13 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
     }
   }
   KVSTASH_LOG_INFO("calibrate dckv: {} rows from {} documents", rows.rows, corpus.documents.size());
+  if (!o.sensitivity_file.empty()) {
+    KVSTASH_LOG_INFO("calibrate dckv: output weights per dimension from {}", o.sensitivity_file);
+  } else if (measure) {
+    KVSTASH_LOG_INFO("calibrate dckv: output weights per block, measured on {} documents", sensitivity_done);
+  } else {
+    KVSTASH_LOG_INFO("calibrate dckv: no output weights (MSE allocation)");
+  }
   if (measure && sensitivity_done == 0) {
     return Status::InvalidArgument("calibrate dckv: no calibration document long enough for the sensitivity measurement");
   }
@@ -380,8 +397,15 @@ Result<std::vector<Prompt>> LoadPrompts(const model::Model& m, const DckvBenchOp
 }  // namespace
 
 void ApplyDefaultSensitivity(DckvBenchOptions* o, bool file_given, bool docs_given) {
-  if (file_given || docs_given || o->model_path != DefaultModelPath()) return;
-  o->sensitivity_file = DefaultDckvSensitivityFile();
+  if (file_given || docs_given) return;
+  std::error_code ec;
+  if (!std::filesystem::equivalent(o->model_path, DefaultModelPath(), ec)) return;  // false on any error too
+  const std::string file = DefaultDckvSensitivityFile();
+  if (!std::filesystem::is_regular_file(file, ec)) {
+    KVSTASH_LOG_WARN("calibrate dckv: {} is absent; measuring per-block output weights instead", file);
+    return;
+  }
+  o->sensitivity_file = file;
 }
 
 Status CalibrateDckv(const DckvBenchOptions& o) {
@@ -426,7 +450,8 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
                   {"chunk_tokens", o.chunk_tokens}, {"raw_head", o.raw_head}, {"raw_tail", o.raw_tail},
                   {"conditional", o.conditional}, {"checkerboard", o.checkerboard}, {"embed_rank", o.embed_rank},
                   {"scored_positions", static_cast<uint64_t>(o.prompts) * o.continuation_tokens},
-                  {"calibration_documents", cal.sources}, {"sensitivity_docs", o.sensitivity_docs},
+                  {"calibration_documents", cal.sources},
+                  {"sensitivity_docs", o.sensitivity_file.empty() ? o.sensitivity_docs : 0u},
                   {"sensitivity_tokens", o.sensitivity_tokens}, {"sensitivity_noise", o.sensitivity_noise},
                   {"sensitivity_s", cal.sensitivity_s}, {"weighted_pca", o.weighted_pca}, {"sensitivity_file", o.sensitivity_file},
                   {"sensitivity_floor", o.sensitivity_floor}, {"block_weight", BlockSums(cal.output_weight, mc)}};

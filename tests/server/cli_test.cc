@@ -177,12 +177,28 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
     std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent " + bad);
     EXPECT_EQ(rc, 2) << bad << ": " << out;
   }
-  // A missing or malformed output-weights file fails before the model is loaded.
-  std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent --sensitivity-file " + P("none.json"));
+  // Output-weights files: a missing file, a folder or "" is a usage error; both a file
+  // and --sensitivity-docs is a usage error; a malformed file fails before the model
+  // is loaded, naming the file.
+  std::filesystem::create_directories(P("adir"));
+  for (const std::string& bad : {" --sensitivity-file " + P("none.json"), " --sensitivity-file " + P("adir"),
+                                 std::string(" --sensitivity-file ''"), std::string(" --sensitivity-floor nan"),
+                                 std::string(" --sensitivity-floor 0")}) {
+    std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent" + bad);
+    EXPECT_EQ(rc, 2) << bad << ": " << out;
+  }
+  WriteFile(P("ok.json"), {'{', '}'});
+  std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent --sensitivity-docs 1 --sensitivity-file " + P("ok.json"));
+  EXPECT_EQ(rc, 2) << out;
+  std::tie(rc, out) = Sh(kCli + " bench codec --codec dckv --model /nonexistent --rate 0");
+  EXPECT_EQ(rc, 2) << out;
+  std::tie(rc, out) = Sh(kCli + " bench codec --codec dckv --model /nonexistent --json " + P("nodir/b.json"));
   EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("cannot read the sensitivity file " + P("none.json")), std::string::npos) << out;
+  EXPECT_NE(out.find("cannot write " + P("nodir/b.json")), std::string::npos) << out;
   for (const std::string& bad : {std::string("{\"weight\": [1, 2]}"), std::string("not json"),
-                                 std::string("{\"n_layers\": 1, \"n_kv_heads\": 1, \"head_dim\": 1, \"weight\": [1, 0]}")}) {
+                                 std::string("{\"n_layers\": 1, \"n_kv_heads\": 1, \"head_dim\": 1, \"weight\": [1, 0]}"),
+                                 std::string("{\"n_layers\": 1, \"n_kv_heads\": 1, \"head_dim\": 1, \"weight\": [1, 5e-324]}"),
+                                 std::string("{\"n_layers\": 4294967297, \"n_kv_heads\": 1, \"head_dim\": 1, \"weight\": [1, 1]}")}) {
     WriteFile(P("w.json"), std::vector<uint8_t>(bad.begin(), bad.end()));
     std::tie(rc, out) = Sh(kCli + " bench codec --codec dckv --model /nonexistent --dckv-sensitivity-file " + P("w.json"));
     EXPECT_EQ(rc, 1) << bad << ": " << out;

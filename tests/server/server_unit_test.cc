@@ -710,6 +710,12 @@ TEST_F(DckvPlacementTest, ArtifactIsLoadedOnlyWithItsDigest) {
   wrong[0] = wrong[0] == '0' ? '1' : '0';
   EXPECT_STATUS(TenantCodecs::Load({{"a", "pa", "", path_, wrong}}), kInvalidArgument);
   EXPECT_STATUS(TenantCodecs::Load({{"a", "pa", "", path_ + ".missing", sha_}}), kInvalidArgument);
+  // A folder is refused with a status (reading it used to throw and abort the server).
+  const std::string dir = path_ + ".d";
+  std::filesystem::create_directories(dir);
+  EXPECT_STATUS(TenantCodecs::Load({{"a", "pa", "", dir, sha_}}), kInvalidArgument);
+  EXPECT_STATUS(LoadServerConfig(dir), kIOError);
+  std::filesystem::remove(dir);
   ServerConfig c;
   c.tenants = {{"a", "pa", "", path_, ""}};
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // the digest is required
