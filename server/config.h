@@ -11,7 +11,7 @@
 //                 "min_transfer_bytes_per_s": ... },
 //     "drain_grace_ms": 0, "drain_timeout_ms": 5000,
 //     "tenants": [ { "name": "team-a", "credential": "s3cret",
-//                    "dckv_artifact": "smollm2-r8.dckv", "dckv_artifact_sha256": "<hex>" },
+//                    "dckv_artifact": "dckv-g6-r8.kvda", "dckv_artifact_sha256": "<hex>" },
 //                  { "name": "team-b", "credential_sha256": "<64 hex digits>" } ],
 //     "tls": { "cert_file": "server.pem", "key_file": "server.key" },
 //     "store": { "path": "/var/lib/kvstash", "memory_budget_bytes": 1073741824, ... },
