@@ -9,6 +9,8 @@
 // means the benchmarks skip with it. Needs KVSTASH_SOURCE_DIR defined by the build.
 #pragma once
 
+#include <benchmark/benchmark.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -113,6 +115,22 @@ inline const Setup& Get() {
     return s;
   }();
   return *setup;
+}
+
+// The CPU baseline both benches time: DckvCodec::Decode of the whole prefix with
+// state.range(0) threads; throughput in bf16 KV bytes.
+inline void DecodePrefixOnCpu(benchmark::State& state) {
+  const Setup& s = Get();
+  if (!s.error.empty()) return state.SkipWithError(s.error.c_str());
+  s.codec->set_threads(static_cast<uint32_t>(state.range(0)));
+  for (auto _ : state) {
+    for (const auto& p : s.payloads) {
+      auto chunk = s.codec->Decode(p, kFingerprint);
+      if (!chunk.ok()) return state.SkipWithError(chunk.status().ToString().c_str());
+      benchmark::DoNotOptimize(chunk->data.data());
+    }
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.raw_bytes));
 }
 
 }  // namespace kvstash::dckv::bench

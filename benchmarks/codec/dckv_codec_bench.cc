@@ -45,19 +45,7 @@ void BM_DckvEncode(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.raw_bytes));
 }
 
-void BM_DckvDecode(benchmark::State& state) {
-  const Setup& s = Get();
-  if (!s.error.empty()) return state.SkipWithError(s.error.c_str());
-  s.codec->set_threads(static_cast<uint32_t>(state.range(0)));
-  for (auto _ : state) {
-    for (const auto& p : s.payloads) {
-      auto chunk = s.codec->Decode(p, kFingerprint);
-      if (!chunk.ok()) return state.SkipWithError(chunk.status().ToString().c_str());
-      benchmark::DoNotOptimize(chunk->data.data());
-    }
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.raw_bytes));
-}
+void BM_DckvDecode(benchmark::State& state) { bench::DecodePrefixOnCpu(state); }
 
 // The rANS part of Decode alone.
 void BM_DckvParsePayload(benchmark::State& state) {

@@ -71,19 +71,7 @@ void BM_DckvDecodeGpu(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.raw_bytes));
 }
 
-void BM_DckvDecodeCpu(benchmark::State& state) {
-  const Setup& s = Get();
-  if (!s.error.empty()) return state.SkipWithError(s.error.c_str());
-  s.codec->set_threads(static_cast<uint32_t>(state.range(0)));
-  for (auto _ : state) {
-    for (const auto& p : s.payloads) {
-      auto chunk = s.codec->Decode(p, kFingerprint);
-      if (!chunk.ok()) return state.SkipWithError(chunk.status().ToString().c_str());
-      benchmark::DoNotOptimize(chunk->data.data());
-    }
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.raw_bytes));
-}
+void BM_DckvDecodeCpu(benchmark::State& state) { bench::DecodePrefixOnCpu(state); }
 
 BENCHMARK(BM_DckvDecodeGpu)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_DckvDecodeCpu)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime();

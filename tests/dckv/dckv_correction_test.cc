@@ -203,25 +203,12 @@ TEST(DckvCorrection, ZeroLastLayerDecodesAsNoNet) {
   }
 }
 
-DckvArtifact Calibrated(double ratio) {
-  auto rows = testing::MakeRows(800, 0);
-  auto basis = FitDckvBasis(rows, 2);
-  EXPECT_TRUE(basis.ok());
-  DckvRateOptions o;
-  o.target_ratio = ratio;
-  o.raw_head = 2;
-  o.raw_tail = 3;
-  auto a = MakeDckvArtifact(*basis, o);
-  EXPECT_TRUE(a.ok()) << a.status().ToString();
-  return std::move(*a);
-}
-
 // Encode/Decode with both nets: the payload decodes (content checksum verified), the
 // symbols round trip, Decode equals the encoder's reconstruction, the decoder net
 // changes the output, and the encoder net enters the symbols as defined (checked in
 // double). The nets are random (untrained): no quality claim. Zero last layers give the linear codec's bytes.
 TEST(DckvCorrection, EncodeDecodeRoundTripWithNets) {
-  const DckvArtifact plain = Calibrated(6.0);
+  ASSERT_OK_AND_ASSIGN(const DckvArtifact plain, testing::PlainArtifact(6.0, 2));
   DckvArtifact a = plain, zero = plain;
   for (size_t gi = 0; gi < a.groups.size(); ++gi) {
     auto& g = a.groups[gi];
