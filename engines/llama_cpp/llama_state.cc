@@ -1,0 +1,304 @@
+#include "engines/llama_cpp/llama_state.h"
+
+#include <cstring>
+#include <string>
+
+#include "common/byte_io.h"
+
+namespace kvstash::llama_cpp {
+namespace {
+
+constexpr uint64_t kElemBytes = 2;  // f16 and bf16
+
+std::string Str(uint64_t v) { return std::to_string(v); }
+
+Status Truncated(const char* field) {
+  return Status::Corruption(std::string("llama.cpp sequence state truncated at ") + field);
+}
+
+const char* GgmlTypeName(int32_t t) {
+  switch (t) {
+    case 0: return "f32";
+    case kGgmlTypeF16: return "f16";
+    case kGgmlTypeBf16: return "bf16";
+    default: return "a non-f16/bf16 ggml type";
+  }
+}
+
+// Checks one layer's K or V type field.
+Status CheckType(int32_t got, int32_t want, const char* which, uint32_t layer) {
+  if (got == want) return Status::Ok();
+  return Status::Mismatch(std::string(which) + " type of layer " + Str(layer) + " is " +
+                          GgmlTypeName(got) + " (" + std::to_string(got) + "), expected " +
+                          GgmlTypeName(want) + " (type_k/type_v of another context)");
+}
+
+// Copies the contiguous rows `src` to `dst` (the canonical layout is llama.cpp's row order).
+void CopyRows(std::span<const uint8_t> src, uint8_t* dst) {
+  std::memcpy(dst, src.data(), src.size());
+}
+
+}  // namespace
+
+Result<int32_t> GgmlTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::kF16: return kGgmlTypeF16;
+    case DType::kBF16: return kGgmlTypeBf16;
+    default:
+      return Status::InvalidArgument("llama.cpp KV dtype must be f16 or bf16, got " +
+                                     std::string(DTypeName(dtype)));
+  }
+}
+
+Status StateLayout::Validate() const {
+  KVSTASH_RETURN_IF_ERROR(kv.Validate());
+  return GgmlTypeOf(kv.dtype).status();
+}
+
+uint64_t StateLayout::RowBytes() const {
+  return static_cast<uint64_t>(kv.n_kv_heads) * kv.head_dim * kElemBytes;
+}
+
+uint64_t StateLayout::StateBytes(uint64_t tokens) const {
+  const uint64_t header = 4 + 4 + 4 + 4;  // magic, seq_id, n_stream, cell_count
+  const uint64_t cells = tokens * 12;     // pos, n_seq_id, one seq_id
+  const uint64_t data_header = 4 + 4;     // v_trans, n_layer
+  const uint64_t k_layer = 4 + 8 + tokens * RowBytes();
+  const uint64_t v_layer = (v_trans ? 4 + 4 + 4 : 4 + 8) + tokens * RowBytes();
+  return header + cells + data_header + kv.n_layers * (k_layer + v_layer);
+}
+
+Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout& expected) {
+  KVSTASH_RETURN_IF_ERROR(expected.Validate());
+  const int32_t want_type = *GgmlTypeOf(expected.kv.dtype);
+  const uint64_t row = expected.RowBytes();
+  const uint32_t n_embd = expected.kv.n_kv_heads * expected.kv.head_dim;
+  ByteReader r(bytes);
+
+  uint32_t magic = 0, seq_u = 0, n_stream = 0, cells = 0;
+  if (!r.U32(&magic)) return Truncated("the magic");
+  if (magic != kSeqStateMagic) {
+    return Status::Corruption("not a llama.cpp sequence state (magic " + Str(magic) + ")");
+  }
+  if (!r.U32(&seq_u)) return Truncated("the sequence id");
+  const int32_t seq_id = static_cast<int32_t>(seq_u);
+  if (seq_id < 0) {
+    return Status::NotSupported("state of all sequences (seq_id " + std::to_string(seq_id) +
+                                "): only one sequence's state is accepted");
+  }
+  if (!r.U32(&n_stream)) return Truncated("the stream count");
+  if (n_stream != 1) {
+    return Status::NotSupported("state with " + Str(n_stream) +
+                                " KV streams (non-unified cache): only 1 is accepted");
+  }
+  if (!r.U32(&cells)) return Truncated("the cell count");
+  if (cells == 0) return Status::NotSupported("sequence state holds no cells");
+  if (cells > kMaxChunkTokens) {
+    return Status::NotSupported("sequence state of " + Str(cells) + " cells, above " +
+                                Str(kMaxChunkTokens));
+  }
+  // Each cell record is at least 12 bytes: refuse a count the bytes cannot hold before
+  // allocating anything for it.
+  if (r.remaining() / 12 < cells) return Truncated("the cell records");
+
+  for (uint32_t i = 0; i < cells; ++i) {
+    uint32_t pos = 0, n_seq = 0, cell_seq = 0;
+    if (!r.U32(&pos) || !r.U32(&n_seq)) return Truncated("a cell record");
+    if (n_seq == 0) {
+      return Status::Corruption("cell " + Str(i) + " belongs to no sequence");
+    }
+    if (n_seq != 1) {
+      return Status::NotSupported("cell " + Str(i) + " is shared by " + Str(n_seq) +
+                                  " sequences: only single-sequence cells are accepted");
+    }
+    if (!r.U32(&cell_seq)) return Truncated("a cell's sequence id");
+    if (static_cast<int32_t>(cell_seq) != seq_id) {
+      return Status::Corruption("cell " + Str(i) + " names sequence " +
+                                std::to_string(static_cast<int32_t>(cell_seq)) +
+                                " in the state of sequence " + std::to_string(seq_id));
+    }
+    if (pos != i) {
+      return Status::NotSupported("cell " + Str(i) + " holds position " +
+                                  std::to_string(static_cast<int32_t>(pos)) +
+                                  ": only positions 0..T-1 in cell order are accepted");
+    }
+  }
+
+  uint32_t v_trans = 0, n_layer = 0;
+  if (!r.U32(&v_trans)) return Truncated("v_trans");
+  if (v_trans > 1) return Status::Corruption("v_trans is " + Str(v_trans) + ", not 0 or 1");
+  if ((v_trans == 1) != expected.v_trans) {
+    return Status::Mismatch(std::string("incompatible V transposition: the state was saved ") +
+                            (v_trans ? "without" : "with") + " flash attention, this context runs " +
+                            (expected.v_trans ? "without" : "with") + " it");
+  }
+  if (!r.U32(&n_layer)) return Truncated("the layer count");
+  if (n_layer != expected.kv.n_layers) {
+    return Status::Mismatch("state of a model with " + Str(n_layer) + " KV layers, expected " +
+                            Str(expected.kv.n_layers));
+  }
+
+  SeqState out;
+  out.seq_id = seq_id;
+  out.kv.layout = expected.kv;
+  out.kv.tokens = cells;
+
+  for (uint32_t l = 0; l < n_layer; ++l) {
+    uint32_t type = 0;
+    uint64_t row_bytes = 0;
+    std::span<const uint8_t> data;
+    if (!r.U32(&type)) return Truncated("a K type");
+    KVSTASH_RETURN_IF_ERROR(CheckType(static_cast<int32_t>(type), want_type, "K", l));
+    if (!r.U64(&row_bytes)) return Truncated("a K row size");
+    if (row_bytes != row) {
+      return Status::Mismatch("K row of layer " + Str(l) + " is " + Str(row_bytes) +
+                              " bytes, expected " + Str(row) + " (another KV head shape)");
+    }
+    if (l == 0) {
+      // The row size matches: the whole state's size is now fixed by the layout. Refuse
+      // a state too short for its own cell count before allocating the chunk.
+      if (r.remaining() < expected.StateBytes(cells) - r.pos()) return Truncated("the K/V data");
+      out.kv.data.resize(expected.kv.DataBytes(cells));
+    }
+    if (!r.Take(cells * row, &data)) return Truncated("K data");
+    CopyRows(data, out.kv.MutableK(l).data());
+  }
+  for (uint32_t l = 0; l < n_layer; ++l) {
+    uint32_t type = 0;
+    std::span<const uint8_t> data;
+    if (!r.U32(&type)) return Truncated("a V type");
+    KVSTASH_RETURN_IF_ERROR(CheckType(static_cast<int32_t>(type), want_type, "V", l));
+    if (!v_trans) {
+      uint64_t row_bytes = 0;
+      if (!r.U64(&row_bytes)) return Truncated("a V row size");
+      if (row_bytes != row) {
+        return Status::Mismatch("V row of layer " + Str(l) + " is " + Str(row_bytes) +
+                                " bytes, expected " + Str(row) + " (another KV head shape)");
+      }
+      if (!r.Take(cells * row, &data)) return Truncated("V data");
+      CopyRows(data, out.kv.MutableV(l).data());
+      continue;
+    }
+    uint32_t elem_bytes = 0, embd = 0;
+    if (!r.U32(&elem_bytes)) return Truncated("a V element size");
+    if (elem_bytes != kElemBytes) {
+      return Status::Mismatch("V element of layer " + Str(l) + " is " + Str(elem_bytes) +
+                              " bytes, expected " + Str(kElemBytes));
+    }
+    if (!r.U32(&embd)) return Truncated("a V width");
+    if (embd != n_embd) {
+      return Status::Mismatch("V of layer " + Str(l) + " has " + Str(embd) +
+                              " channels per token, expected " + Str(n_embd) +
+                              " (another KV head shape)");
+    }
+    if (!r.Take(cells * row, &data)) return Truncated("V data");
+    // data[j][t] (channel-major) -> V[t][j].
+    uint8_t* dst = out.kv.MutableV(l).data();
+    for (uint32_t j = 0; j < n_embd; ++j) {
+      const uint8_t* src = data.data() + static_cast<uint64_t>(j) * cells * kElemBytes;
+      for (uint32_t t = 0; t < cells; ++t) {
+        std::memcpy(dst + (static_cast<uint64_t>(t) * n_embd + j) * kElemBytes,
+                    src + static_cast<uint64_t>(t) * kElemBytes, kElemBytes);
+      }
+    }
+  }
+  if (r.remaining() != 0) {
+    return Status::Corruption(Str(r.remaining()) + " bytes after the end of the sequence state");
+  }
+  return out;
+}
+
+Result<std::vector<uint8_t>> WriteSeqState(const StateLayout& layout, int32_t seq_id,
+                                           std::span<const KvChunk> chunks) {
+  KVSTASH_RETURN_IF_ERROR(layout.Validate());
+  if (seq_id < 0) return Status::InvalidArgument("sequence id must be >= 0");
+  if (chunks.empty()) return Status::InvalidArgument("no chunks to write");
+  uint64_t total = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    KVSTASH_RETURN_IF_ERROR(chunks[c].Validate().WithContext("chunk " + Str(c)));
+    if (!(chunks[c].layout == layout.kv)) {
+      return Status::InvalidArgument("chunk " + Str(c) + " has another KV layout or dtype");
+    }
+    total += chunks[c].tokens;
+  }
+  if (total > kMaxChunkTokens) {
+    return Status::InvalidArgument("state of " + Str(total) + " tokens, above " +
+                                   Str(kMaxChunkTokens));
+  }
+  const uint32_t cells = static_cast<uint32_t>(total);
+  const int32_t type = *GgmlTypeOf(layout.kv.dtype);
+  const uint64_t row = layout.RowBytes();
+  const uint32_t n_embd = layout.kv.n_kv_heads * layout.kv.head_dim;
+
+  std::vector<uint8_t> out;
+  out.reserve(layout.StateBytes(cells));
+  ByteWriter w(&out);
+  w.U32(kSeqStateMagic);
+  w.U32(static_cast<uint32_t>(seq_id));
+  w.U32(1);  // n_stream
+  w.U32(cells);
+  for (uint32_t i = 0; i < cells; ++i) {
+    w.U32(i);  // pos
+    w.U32(1);  // n_seq_id
+    w.U32(static_cast<uint32_t>(seq_id));
+  }
+  w.U32(layout.v_trans ? 1 : 0);
+  w.U32(layout.kv.n_layers);
+  for (uint32_t l = 0; l < layout.kv.n_layers; ++l) {
+    w.U32(static_cast<uint32_t>(type));
+    w.U64(row);
+    for (const KvChunk& c : chunks) w.Bytes(c.view().K(l));
+  }
+  for (uint32_t l = 0; l < layout.kv.n_layers; ++l) {
+    w.U32(static_cast<uint32_t>(type));
+    if (!layout.v_trans) {
+      w.U64(row);
+      for (const KvChunk& c : chunks) w.Bytes(c.view().V(l));
+      continue;
+    }
+    w.U32(kElemBytes);
+    w.U32(n_embd);
+    // V[t][j] of the concatenated chunks -> data[j][t].
+    const size_t base = out.size();
+    out.resize(base + static_cast<uint64_t>(cells) * row);
+    uint8_t* dst = out.data() + base;
+    uint64_t t0 = 0;
+    for (const KvChunk& c : chunks) {
+      const uint8_t* src = c.view().V(l).data();
+      for (uint32_t t = 0; t < c.tokens; ++t) {
+        for (uint32_t j = 0; j < n_embd; ++j) {
+          std::memcpy(dst + (static_cast<uint64_t>(j) * cells + t0 + t) * kElemBytes,
+                      src + (static_cast<uint64_t>(t) * n_embd + j) * kElemBytes, kElemBytes);
+        }
+      }
+      t0 += c.tokens;
+    }
+  }
+  if (out.size() != layout.StateBytes(cells)) {
+    return Status::Internal("sequence state size " + Str(out.size()) + " != " +
+                            Str(layout.StateBytes(cells)));
+  }
+  return out;
+}
+
+Result<KvChunk> SliceTokens(const KvChunk& chunk, uint32_t begin, uint32_t count) {
+  KVSTASH_RETURN_IF_ERROR(chunk.Validate());
+  if (count == 0 || begin > chunk.tokens || count > chunk.tokens - begin) {
+    return Status::InvalidArgument("token range [" + Str(begin) + ", " + Str(uint64_t{begin} + count) +
+                                   ") outside a " + Str(chunk.tokens) + "-token chunk");
+  }
+  KvChunk out;
+  out.layout = chunk.layout;
+  out.tokens = count;
+  out.data.resize(chunk.layout.DataBytes(count));
+  out.scales = chunk.scales;
+  const uint64_t tok_bytes = chunk.layout.ScalarsPerTensor(1) * DTypeSize(chunk.layout.dtype);
+  const KvChunkView in = chunk.view();
+  for (uint32_t l = 0; l < chunk.layout.n_layers; ++l) {
+    std::memcpy(out.MutableK(l).data(), in.K(l).data() + begin * tok_bytes, count * tok_bytes);
+    std::memcpy(out.MutableV(l).data(), in.V(l).data() + begin * tok_bytes, count * tok_bytes);
+  }
+  return out;
+}
+
+}  // namespace kvstash::llama_cpp
