@@ -21,8 +21,10 @@ Result<spec::SpecContextParams> Params(const spec::ContextConfig& cfg, float fp8
   if (fp8 && (!std::isfinite(fp8_scale) || !(fp8_scale > 0.0f))) {
     return Status::InvalidArgument("spec contexts: fp8 scale must be finite and > 0");
   }
-  return spec::MakeSpecContextParams(fp8, fp8_scale, cfg.s_min, cfg.step, cfg.buckets,
-                                     cfg.frac_bins);
+  spec::SpecContextParams p = spec::MakeSpecContextParams(fp8, fp8_scale, cfg.s_min, cfg.step,
+                                                         cfg.buckets, cfg.frac_bins);
+  p.f16 = cfg.dtype == DType::kF16;
+  return p;
 }
 
 Status CheckShape(uint64_t n, uint32_t row) {

@@ -1,7 +1,7 @@
 // The ordinal domain of a storage dtype, where spec codes residuals.
 //
 // READ ME FIRST
-// - Ordinal(b) maps the bit pattern b of a bf16 (16 bits) or fp8 e4m3 (8 bits) value to
+// - Ordinal(b) maps the bit pattern b of a bf16 or f16 (16 bits) or fp8 e4m3 (8 bits) value to
 //   an integer that increases with the value: -max ... -0, +0 ... +max, with the NaN
 //   patterns at the two ends. Neighbouring representable values differ by 1, so
 //   "the true value is k steps above the prediction" is ordinal(true) -
@@ -32,6 +32,17 @@ KVSTASH_HD inline uint16_t Bf16FromOrdinal(uint16_t o) {
 KVSTASH_HD inline int Bf16UlpLog2(uint16_t b) {
   const int e = (b >> 7) & 0xFF;
   return (e == 0 ? 1 : e) - 134;
+}
+
+// f16 (IEEE binary16): the same sign-magnitude -> offset binary map as bf16 (both have
+// the sign in bit 15 and order their other 15 bits by magnitude). +0 -> 0x8000,
+// -0 -> 0x7FFF, the NaN patterns beyond +-Inf at the two ends.
+KVSTASH_HD inline uint16_t F16Ordinal(uint16_t b) { return Bf16Ordinal(b); }
+KVSTASH_HD inline uint16_t F16FromOrdinal(uint16_t o) { return Bf16FromOrdinal(o); }
+// log2 of the f16 value spacing at b: exponent - 15 - 10 (subnormals: -24).
+KVSTASH_HD inline int F16UlpLog2(uint16_t b) {
+  const int e = (b >> 10) & 0x1F;
+  return (e == 0 ? 1 : e) - 25;
 }
 
 // fp8 e4m3fn: same construction on 8 bits. +0 -> 0x80, -0 -> 0x7F.

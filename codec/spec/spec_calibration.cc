@@ -14,8 +14,10 @@
 namespace kvstash::spec {
 namespace {
 
-float TrueValue(std::span<const uint8_t> t, size_t i, bool fp8, float scale) {
-  return fp8 ? Fp8E4M3ToF32(t[i]) * scale : Bf16ToF32(LoadLe<uint16_t>(t.data() + 2 * i));
+float TrueValue(std::span<const uint8_t> t, size_t i, DType dtype, float scale) {
+  if (dtype == DType::kFP8E4M3) return Fp8E4M3ToF32(t[i]) * scale;
+  const uint16_t b = LoadLe<uint16_t>(t.data() + 2 * i);
+  return dtype == DType::kF16 ? F16ToF32(b) : Bf16ToF32(b);
 }
 
 }  // namespace
@@ -61,7 +63,7 @@ Status SpecCalibrator::AddVariance(const KvChunkView& chunk, const PredictedChun
       const float scale = fp8 ? chunk.scales[2 * l + kv] : 1.0f;
       const size_t base = (2 * static_cast<size_t>(l) + kv) * row;
       for (size_t i = 0; i < n; ++i) {
-        const double r = static_cast<double>(TrueValue(t, i, fp8, scale)) - mu[i];
+        const double r = static_cast<double>(TrueValue(t, i, layout_.dtype, scale)) - mu[i];
         if (!std::isfinite(r)) continue;
         sum_sq_[base + i % row] += r * r;
         ++count_[base + i % row];

@@ -27,7 +27,7 @@ Status CheckShapes(const SpecArtifact& a, const KvLayout& layout, uint32_t token
   return Status::Ok();
 }
 
-// Reads stored bits of scalar i of a K/V tensor as u16 (bf16 pattern or fp8 byte).
+// Reads stored bits of scalar i of a K/V tensor as u16 (bf16/f16 pattern or fp8 byte).
 uint16_t LoadBits(std::span<const uint8_t> t, size_t i, bool fp8) {
   return fp8 ? t[i] : LoadLe<uint16_t>(t.data() + 2 * i);
 }

@@ -7,8 +7,8 @@
 namespace kvstash::spec {
 
 Status ContextConfig::Validate() const {
-  if (dtype != DType::kBF16 && dtype != DType::kFP8E4M3) {
-    return Status::InvalidArgument("spec codes bf16 or fp8_e4m3 caches only");
+  if (dtype != DType::kBF16 && dtype != DType::kF16 && dtype != DType::kFP8E4M3) {
+    return Status::InvalidArgument("spec codes bf16, f16 or fp8_e4m3 caches only");
   }
   if (buckets == 0 || frac_bins == 0 || !(step > 0.0f) || num_tables() > 65536) {
     return Status::InvalidArgument("spec context config: bad bucket layout");
@@ -27,8 +27,9 @@ Status ComputeContexts(const ContextConfig& cfg, std::span<const float> mu,
   if (fp8 && (!std::isfinite(fp8_scale) || !(fp8_scale > 0.0f))) {
     return Status::InvalidArgument("spec contexts: fp8 scale must be finite and > 0");
   }
-  const SpecContextParams p =
+  SpecContextParams p =
       MakeSpecContextParams(fp8, fp8_scale, cfg.s_min, cfg.step, cfg.buckets, cfg.frac_bins);
+  p.f16 = cfg.dtype == DType::kF16;
   const size_t row = log2_sigma.size();
   for (size_t i = 0; i < mu.size(); ++i) {
     ScalarContext(p, mu[i], log2_sigma[i % row], &pred_ordinal[i], &table[i]);

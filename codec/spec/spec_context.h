@@ -9,6 +9,7 @@
 //          In units of p's ulp, the calibrated spread is s = log2(sigma_c) - ulp_log2(p)
 //          (sigma_c: residual std of channel c of this (layer, K/V, head)), and mu lies
 //          f = (mu - p) / ulp(p) in [-1/2, 1/2] ulps above p.
+//   f16:   the same with p = f16(mu) and f16's ordinals and ulps (codec/spec/ordinal.h).
 //   fp8:   the same in the scaled domain x = mu / scale (one fp32 scale per
 //          (layer, K/V)), 8-bit ordinals, sigma_c / scale.
 //   table = bucket(s) * frac_bins + bin(f), bucket(s) = clamp(floor((s - s_min) /
@@ -29,14 +30,14 @@ namespace kvstash::spec {
 
 // Bucketing of the spread and the sub-ulp offset. Stored in the artifact.
 struct ContextConfig {
-  DType dtype = DType::kBF16;  // bf16 or fp8_e4m3
+  DType dtype = DType::kBF16;  // bf16, f16 or fp8_e4m3
   float s_min = -3.0f;         // log2(sigma / ulp) of bucket 0's lower edge
   float step = 0.25f;          // bucket width in octaves
   uint32_t buckets = 64;
   uint32_t frac_bins = 4;
 
   uint32_t num_tables() const { return buckets * frac_bins; }
-  // Symbol width: 16 (bf16) or 8 (fp8).
+  // Symbol width: 16 (bf16, f16) or 8 (fp8).
   int symbol_bits() const { return dtype == DType::kFP8E4M3 ? 8 : 16; }
   // InvalidArgument for another dtype, 0 buckets/bins, a non-positive step, more than
   // 65536 tables.

@@ -37,7 +37,8 @@ KVSTASH_HD inline float ApproxLog2(float x) {
 
 // Per-tensor constants of the context computation (a trivially copyable POD).
 struct SpecContextParams {
-  bool fp8 = false;         // fp8 e4m3 target (else bf16)
+  bool fp8 = false;         // fp8 e4m3 target (else bf16, or f16 when f16 is set)
+  bool f16 = false;         // IEEE f16 target (llama.cpp's default KV type); not with fp8
   float fp8_scale = 1.0f;   // per-(layer, K/V) scale; fp8 only
   float log2_scale = 0.0f;  // ApproxLog2(fp8_scale); 0 for bf16
   float s_min = 0.0f;       // ContextConfig::s_min
@@ -87,6 +88,11 @@ KVSTASH_HD inline void ScalarContext(const SpecContextParams& p, float mu, float
     *pred_ordinal = Fp8Ordinal(q);
     u = Fp8UlpLog2(q);
     pv = Fp8E4M3ToF32(q);
+  } else if (p.f16) {
+    const uint16_t q = F32ToF16(m);
+    *pred_ordinal = F16Ordinal(q);
+    u = F16UlpLog2(q);
+    pv = F16ToF32(q);
   } else {
     const uint16_t q = F32ToBf16(m);
     *pred_ordinal = Bf16Ordinal(q);
@@ -103,8 +109,9 @@ KVSTASH_HD inline void ScalarContext(const SpecContextParams& p, float mu, float
                                  ClampIndex(bin, p.frac_bins));
 }
 
-// Residual symbol of a true value (bits as u16: bf16 pattern, or fp8 byte) against a
-// prediction ordinal, and its inverse (residuals mod 2^16 or 2^8).
+// Residual symbol of a true value (bits as u16: bf16 or f16 pattern, or fp8 byte) against a
+// prediction ordinal, and its inverse (residuals mod 2^16 or 2^8). f16 and bf16 share
+// the 16-bit ordinal map, so these take no f16 flag.
 KVSTASH_HD inline uint16_t ResidualSymbolBits(bool fp8, uint16_t true_bits, uint16_t pred_ordinal) {
   if (fp8) {
     return static_cast<uint8_t>(Fp8Ordinal(static_cast<uint8_t>(true_bits)) - pred_ordinal);

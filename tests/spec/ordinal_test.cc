@@ -39,6 +39,37 @@ TEST(OrdinalTest, Bf16IsMonotoneBijection) {
   EXPECT_EQ(Bf16Ordinal(0x3F80) + 1, Bf16Ordinal(0x3F81));
 }
 
+TEST(OrdinalTest, F16IsMonotoneBijection) {
+  std::set<uint16_t> seen;
+  for (uint32_t b = 0; b < 65536; ++b) {
+    const auto x = static_cast<uint16_t>(b);
+    EXPECT_EQ(F16FromOrdinal(F16Ordinal(x)), x);
+    seen.insert(F16Ordinal(x));
+  }
+  EXPECT_EQ(seen.size(), 65536u);
+  uint16_t prev = 0;
+  float prev_v = -INFINITY;
+  bool first = true;
+  int non_nan = 0;
+  for (uint32_t o = 0; o < 65536; ++o) {
+    const uint16_t b = F16FromOrdinal(static_cast<uint16_t>(o));
+    const float v = F16ToF32(b);
+    if (std::isnan(v)) continue;
+    ++non_nan;
+    if (!first) {
+      EXPECT_GE(v, prev_v) << o;
+      EXPECT_EQ(o, prev + 1u) << "non-NaN ordinals are contiguous";
+    }
+    prev = static_cast<uint16_t>(o);
+    prev_v = v;
+    first = false;
+  }
+  EXPECT_EQ(non_nan, 65536 - 2 * 1023);  // 1023 NaN mantissas per sign
+  EXPECT_EQ(F16Ordinal(0x0000), 0x8000);  // +0
+  EXPECT_EQ(F16Ordinal(0x8000), 0x7FFF);  // -0 just below
+  EXPECT_EQ(F16Ordinal(0x7C00), 0xFC00);  // +Inf above every finite value
+}
+
 TEST(OrdinalTest, Fp8IsMonotoneBijection) {
   std::set<uint8_t> seen;
   float prev_v = -INFINITY;
@@ -60,6 +91,14 @@ TEST(OrdinalTest, UlpMatchesValueSpacing) {
     const float next = Bf16ToF32(Bf16FromOrdinal(static_cast<uint16_t>(Bf16Ordinal(b) + 1)));
     EXPECT_EQ(std::fabs(next - v), std::ldexp(1.0f, Bf16UlpLog2(b))) << std::hex << b;
   }
+  // f16: 1.0, 2.0, the smallest subnormal and normal, 65504's neighbour, a negative.
+  for (uint16_t b : {0x3C00, 0x4000, 0x0001, 0x0400, 0x7BFE, 0xC2F0}) {
+    const float v = F16ToF32(b);
+    const float next = F16ToF32(F16FromOrdinal(static_cast<uint16_t>(F16Ordinal(b) + 1)));
+    EXPECT_EQ(std::fabs(next - v), std::ldexp(1.0f, F16UlpLog2(b))) << std::hex << b;
+  }
+  EXPECT_EQ(F16UlpLog2(0x3C00), -10);
+  EXPECT_EQ(F16UlpLog2(0x0001), -24);
   for (uint8_t b : {0x38, 0x01, 0x08, 0x70}) {
     const float v = Fp8E4M3ToF32(b);
     const float next = Fp8E4M3ToF32(static_cast<uint8_t>(b + 1));
