@@ -131,6 +131,9 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
   const dckv::DckvArtifact& a = m.codec->artifact();
   KVSTASH_ASSIGN_OR_RETURN(dckv::DckvParsedPayload parsed, m.codec->SplitPayload(payload, model_fingerprint));
   const dckv::DckvQuantized& q = parsed.q;
+  if (q.out_dtype != DType::kBF16) {
+    return Status::NotSupported("dckv GPU decoder: f16 payloads decode on the CPU only");
+  }
   const uint32_t hr = a.HeadRow();
   const uint64_t per_token = 2ull * a.n_layers * hr;
   const uint32_t R = q.coded_rows();

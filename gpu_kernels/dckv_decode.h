@@ -68,7 +68,8 @@ class DeviceDckvDecoder {
   const dckv::DckvCodec& codec() const;
 
   // Decodes a dckv payload to the canonical bf16 chunk (codec().OutputLayout()),
-  // byte for byte what DckvCodec::Decode returns. Errors: see above.
+  // byte for byte what DckvCodec::Decode returns. Errors: see above; NotSupported for
+  // an f16 payload (f16 output decodes on the CPU only, DckvCodec::Decode).
   Result<KvChunk> Decode(std::span<const uint8_t> payload, const Digest256& model_fingerprint,
                          cudaStream_t stream) const;
 

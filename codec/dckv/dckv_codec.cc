@@ -24,9 +24,10 @@ namespace {
 constexpr uint32_t kBodyMagic = 0x424B4344;  // "DCKB"
 constexpr uint32_t kFlagTokenIds = 1;
 
-// Reads value i of a bf16 or f32 tensor.
+// Reads value i of a bf16, f16 or f32 tensor.
 float LoadValue(std::span<const uint8_t> bytes, DType dtype, uint64_t i) {
   if (dtype == DType::kF32) return std::bit_cast<float>(LoadLe<uint32_t>(bytes.data() + 4 * i));
+  if (dtype == DType::kF16) return F16ToF32(LoadLe<uint16_t>(bytes.data() + 2 * i));
   return std::bit_cast<float>(static_cast<uint32_t>(LoadLe<uint16_t>(bytes.data() + 2 * i)) << 16);
 }
 
@@ -39,10 +40,14 @@ std::vector<float> TokenRows(const DckvConditioning& cond, const std::vector<uin
   return z;
 }
 
-uint16_t ToBf16(float x) {
-  uint16_t out = 0;
-  (void)ConvertF32ToBf16(std::span<const float>(&x, 1), std::span<uint16_t>(&out, 1));
-  return out;
+// x rounded to nearest even in the 16-bit output dtype (bf16 or f16).
+uint16_t To16(float x, DType out) { return out == DType::kF16 ? F32ToF16(x) : F32ToBf16(x); }
+void Convert16(std::span<const float> in, DType out, std::span<uint16_t> bits) {
+  if (out == DType::kF16) {
+    (void)ConvertF32ToF16(in, bits);
+  } else {
+    (void)ConvertF32ToBf16(in, bits);
+  }
 }
 
 // Runs fn(i) for i in [0, n) on up to `threads` threads (the caller's included). Each
@@ -114,8 +119,8 @@ Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
   return c;
 }
 
-KvLayout DckvCodec::OutputLayout() const {
-  return {artifact_.n_layers, artifact_.n_kv_heads, artifact_.head_dim, DType::kBF16};
+KvLayout DckvCodec::OutputLayout(DType dtype) const {
+  return {artifact_.n_layers, artifact_.n_kv_heads, artifact_.head_dim, dtype};
 }
 
 std::vector<uint16_t> DckvCodec::SymbolTables(uint32_t coded_rows) const {
@@ -185,7 +190,9 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
     return Status::InvalidArgument("dckv: chunk shape differs from the artifact's");
   }
   const DType dt = chunk.layout.dtype;
-  if (dt != DType::kBF16 && dt != DType::kF32) return Status::InvalidArgument("dckv: input must be bf16 or f32");
+  if (dt != DType::kBF16 && dt != DType::kF16 && dt != DType::kF32) {
+    return Status::InvalidArgument("dckv: input must be bf16, f16 or f32");
+  }
   const uint32_t T = chunk.tokens;
   if (static_cast<uint64_t>(token_offset) + T > prefix_tokens) {
     return Status::InvalidArgument("dckv: chunk extends past the prefix");
@@ -195,19 +202,20 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
   }
   DckvQuantized q;
   q.tokens = T;
+  q.out_dtype = dt == DType::kF16 ? DType::kF16 : DType::kBF16;
   q.raw_head_rows = a.raw_head > token_offset ? std::min(T, a.raw_head - token_offset) : 0;
   const uint32_t tail_start = prefix_tokens > a.raw_tail ? prefix_tokens - a.raw_tail : 0;
   const uint32_t first_tail = std::max(tail_start, token_offset + q.raw_head_rows);
   q.raw_tail_rows = token_offset + T > first_tail ? token_offset + T - first_tail : 0;
   const uint32_t hr = a.HeadRow();
   const uint64_t per_token = 2ull * a.n_layers * hr;
-  // Raw rows, canonical values rounded to bf16.
+  // Raw rows, canonical values in the output dtype (exact for bf16 and f16 input).
   auto raw_row = [&](uint32_t t) {
     for (uint32_t l = 0; l < a.n_layers; ++l) {
       for (int kv = 0; kv < 2; ++kv) {
         auto src = kv == 0 ? chunk.K(l) : chunk.V(l);
         for (uint32_t c = 0; c < hr; ++c) {
-          q.raw_bf16.push_back(ToBf16(LoadValue(src, dt, static_cast<uint64_t>(t) * hr + c)));
+          q.raw_bf16.push_back(To16(LoadValue(src, dt, static_cast<uint64_t>(t) * hr + c), q.out_dtype));
         }
       }
     }
@@ -289,14 +297,15 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
   if (q.tokens == 0 || q.raw_head_rows + q.raw_tail_rows > q.tokens ||
       q.raw_bf16.size() != (q.raw_head_rows + q.raw_tail_rows) * per_token ||
       q.symbols.size() != static_cast<size_t>(q.coded_rows()) * A ||
-      (!q.token_ids.empty() && q.token_ids.size() != q.coded_rows())) {
+      (!q.token_ids.empty() && q.token_ids.size() != q.coded_rows()) ||
+      (q.out_dtype != DType::kBF16 && q.out_dtype != DType::kF16)) {
     return Status::InvalidArgument("dckv: inconsistent quantised chunk");
   }
   for (uint32_t id : q.token_ids) {
     if (id >= a.conditioning.vocab) return Status::InvalidArgument("dckv: token id outside the artifact's vocabulary");
   }
-  KvChunk out = KvChunk::Zeros(OutputLayout(), q.tokens);
-  // Writes bf16 values row[0, hr) as position t of layer l's K (kv 0) or V (kv 1).
+  KvChunk out = KvChunk::Zeros(OutputLayout(q.out_dtype), q.tokens);
+  // Writes 16-bit values row[0, hr) as position t of layer l's K (kv 0) or V (kv 1).
   auto put_row = [&](uint32_t l, int kv, uint32_t t, const uint16_t* row) {
     const std::span<uint8_t> dst = kv == 0 ? out.MutableK(l) : out.MutableV(l);
     uint8_t* p = dst.data() + 2 * static_cast<uint64_t>(t) * hr;
@@ -325,7 +334,8 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
   // CodeGroup only reads the symbols when y is null.
   uint16_t* symbols = const_cast<uint16_t*>(q.symbols.data());
   ParallelFor(G, threads_, [&](size_t gi) { CodeGroup(gi, group_offset[gi], z, R, nullptr, symbols, &coef[gi]); });
-  // Synthesis, RoPE and bf16 rounding, one task per kRowsPerTask rows of one group.
+  // Synthesis, RoPE and rounding to the output dtype, one task per kRowsPerTask rows of
+  // one group.
   const RopeTable rope(a.head_dim, a.rope_theta, token_offset + q.raw_head_rows, R);
   const uint32_t blocks = (R + kRowsPerTask - 1) / kRowsPerTask;
   ParallelFor(G * blocks, threads_, [&](size_t task) {
@@ -346,7 +356,7 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
         float* xk = xr + 2ull * j * hr;
         for (uint32_t h = 0; h < a.n_kv_heads; ++h) rope.Rotate(xk + h * a.head_dim, token_offset + t, false);
         for (int kv = 0; kv < 2; ++kv) {
-          (void)ConvertF32ToBf16(std::span<const float>(xk + kv * hr, hr), std::span<uint16_t>(bf16));
+          Convert16(std::span<const float>(xk + kv * hr, hr), q.out_dtype, std::span<uint16_t>(bf16));
           put_row(l, kv, t, bf16.data());
         }
       }
@@ -379,7 +389,7 @@ Result<std::vector<uint8_t>> DckvCodec::Encode(const KvChunkView& chunk, std::sp
   PayloadHeader h;
   h.codec = CodecId::kDckv;
   h.flags = kPayloadFlagLossy;
-  h.layout = OutputLayout();
+  h.layout = OutputLayout(q.out_dtype);
   h.tokens = chunk.tokens;
   h.token_offset = token_offset;
   h.artifact_digest = digest_;
@@ -395,7 +405,9 @@ Result<DckvParsedPayload> DckvCodec::SplitPayload(std::span<const uint8_t> paylo
   if (h.codec != CodecId::kDckv) return Status::Mismatch("dckv: payload is another codec's");
   if (h.artifact_digest != digest_) return Status::Mismatch("dckv: payload was coded with another artifact");
   if (h.model_fingerprint != model_fingerprint) return Status::Mismatch("dckv: payload is another model's");
-  if (!(h.layout == OutputLayout())) return Status::Corruption("dckv: payload layout differs from the artifact's");
+  if (!(h.layout == OutputLayout(DType::kBF16)) && !(h.layout == OutputLayout(DType::kF16))) {
+    return Status::Corruption("dckv: payload layout differs from the artifact's");
+  }
   ByteReader r(pv.body);
   uint32_t magic = 0;
   DckvParsedPayload parsed;
@@ -403,6 +415,7 @@ Result<DckvParsedPayload> DckvCodec::SplitPayload(std::span<const uint8_t> paylo
   parsed.content_checksum = h.content_checksum;
   DckvQuantized& q = parsed.q;
   q.tokens = h.tokens;
+  q.out_dtype = h.layout.dtype;
   uint32_t coded = 0, flags = 0;
   if (!r.U32(&magic) || magic != kBodyMagic || !r.U32(&q.raw_head_rows) ||
       !r.U32(&q.raw_tail_rows) || !r.U32(&coded) || !r.U32(&flags)) {
@@ -477,6 +490,9 @@ Result<KvChunk> DckvCodec::DecodeFp8(std::span<const uint8_t> payload, const Dig
     return Status::InvalidArgument("dckv: want 0 or 2 * n_layers fp8 scales");
   }
   KVSTASH_ASSIGN_OR_RETURN(auto chunk, Decode(payload, model_fingerprint));
+  if (chunk.layout.dtype != DType::kBF16) {
+    return Status::InvalidArgument("dckv: DecodeFp8 takes bf16 payloads (this one is f16)");
+  }
   return Bf16ChunkToFp8(chunk.view(), scales);
 }
 

@@ -1,12 +1,12 @@
 // The dckv chunk codec (lossy): encodes a canonical KV chunk (common/kv_chunk.h) into
 // a payload (common/payload_format.h, codec kDckv, flag lossy) and decodes it back to
-// bf16 in the canonical layout (or, DecodeFp8, to the fp8 cache layout). Transform, quantiser and entropy tables come from a
+// bf16 (f16 when the input was f16: the header's layout dtype) in the canonical layout (or, DecodeFp8, to the fp8 cache layout). Transform, quantiser and entropy tables come from a
 // DckvArtifact (dckv_artifact.h).
 //
 // Encoding a chunk of T tokens at prefix positions [token_offset, token_offset + T) of
 // a stored prefix of prefix_tokens tokens:
 //   - raw head: positions p < artifact.raw_head (attention sinks) are stored as bf16
-//     rows. They live in the prefix's first chunk(s); a chunk further in has none.
+//     rows (f16 rows for f16 input: raw rows and the decoded chunk share one dtype). They live in the prefix's first chunk(s); a chunk further in has none.
 //   - raw tail: positions p >= prefix_tokens - artifact.raw_tail are stored as bf16
 //     rows. Only the chunk(s) covering the end of the prefix at the time it is stored
 //     have them; when a longer prefix is stored later, its new chunks are coded with
@@ -37,7 +37,8 @@
 // c_i = mu_i + s_i step_i; x^ = mean + sum_i c_i basis_i per group (fp32, fixed
 // summation order, dckv_synthesis.h: bit-identical on every machine built with
 // -ffp-contract=off), plus the group's decoder correction net g_d(c) when the artifact
-// has one (dckv_correction.h, same guarantee), RoPE re-applied to K, rounded to bf16.
+// has one (dckv_correction.h, same guarantee), RoPE re-applied to K, rounded to bf16
+// (or f16: the header's layout dtype; round to nearest even either way).
 // The encoder adds the encoder net g_e to its projection when the group has one. The header's content
 // checksum is that of the decoded chunk, and the decoder verifies it.
 // gpu_kernels/dckv_decode.h decodes the same payloads on a GPU to the same bytes.
@@ -47,7 +48,7 @@
 // computed by one thread in the contract's order).
 //
 // Errors: Encode: InvalidArgument for a chunk whose shape differs from the artifact's,
-//   a dtype other than bf16/f32, a token range outside the prefix. Decode: Mismatch for
+//   a dtype other than bf16/f16/f32, a token range outside the prefix. Decode: Mismatch for
 //   another codec, artifact or model fingerprint; Corruption for any malformed body or
 //   content checksum mismatch.
 // Thread-safety: a DckvCodec is immutable; Encode/Decode may run concurrently.
@@ -69,7 +70,11 @@ namespace kvstash::dckv {
 struct DckvQuantized {
   uint32_t tokens = 0;
   uint32_t raw_head_rows = 0, raw_tail_rows = 0;
-  std::vector<uint16_t> raw_bf16;   // (h + t) * ScalarsPerToken, layout as in the body
+  // Output dtype: bf16 (bf16 or f32 input) or f16 (f16 input, llama.cpp's cache type).
+  DType out_dtype = DType::kBF16;
+  // (h + t) * ScalarsPerToken bit patterns of out_dtype (bf16 or f16; the name predates
+  // f16), layout as in the body.
+  std::vector<uint16_t> raw_bf16;
   std::vector<uint16_t> symbols;    // coded_rows * ActiveComponents(), two's complement
   std::vector<uint32_t> token_ids;  // coded_rows ids, or empty (z = 0)
   uint32_t coded_rows() const { return tokens - raw_head_rows - raw_tail_rows; }
@@ -97,8 +102,9 @@ class DckvCodec {
   uint32_t threads() const { return threads_; }
   void set_threads(uint32_t n) { threads_ = n == 0 ? 1 : n; }
   const Digest256& digest() const { return digest_; }
-  // The decoded chunk layout: the artifact's shape, bf16.
-  KvLayout OutputLayout() const;
+  // The decoded chunk layout: the artifact's shape in `dtype` (bf16 for bf16/f32 input,
+  // f16 for f16 input; a payload's header says which).
+  KvLayout OutputLayout(DType dtype = DType::kBF16) const;
 
   // Steps of Encode, exposed for tests and measurements.
   // tokens: the chunk's token ids (chunk.tokens of them) or empty.

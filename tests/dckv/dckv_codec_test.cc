@@ -39,7 +39,7 @@ TEST(DckvCodec, SymbolsRoundTripExactly) {
   const auto codec = MakeCodec(6.0);
   const auto eval = testing::MakeRows(200, 1);  // disjoint stream
   for (uint32_t tokens : {1u, 7u, 31u, 32u, 33u, 100u}) {
-    for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
       const uint32_t offset = 9;
       const auto chunk = testing::MakeChunk(eval, offset, offset + tokens, dt);
       ASSERT_OK_AND_ASSIGN(auto q, codec.Quantize(chunk.view(), offset, 200));
@@ -54,7 +54,9 @@ TEST(DckvCodec, SymbolsRoundTripExactly) {
       ASSERT_OK_AND_ASSIGN(auto decoded, codec.Decode(payload, kModel));
       ASSERT_OK_AND_ASSIGN(auto rec, codec.Reconstruct(q, offset));
       EXPECT_EQ(decoded.data, rec.data);
-      EXPECT_EQ(decoded.layout.dtype, DType::kBF16);
+      // bf16 out for bf16/f32 in, f16 out for f16 in (llama.cpp's cache type).
+      EXPECT_EQ(decoded.layout.dtype, dt == DType::kF16 ? DType::kF16 : DType::kBF16);
+      EXPECT_EQ(back.out_dtype, decoded.layout.dtype);
       ASSERT_OK_AND_ASSIGN(auto header, ParsePayloadHeader(payload));
       EXPECT_EQ(header.codec, CodecId::kDckv);
       EXPECT_TRUE(header.flags & kPayloadFlagLossy);
@@ -65,17 +67,17 @@ TEST(DckvCodec, SymbolsRoundTripExactly) {
 
 // Raw positions per chunk of a 10-token prefix stored in chunks of 4 with raw_head 2
 // and raw_tail 3: [0,4) head 2; [4,8) tail 1 (position 7); [8,10) tail 2. Raw rows
-// decode to the input's bf16 values exactly.
+// decode to the input's bf16 (or f16) values exactly.
 TEST(DckvCodec, RawHeadAndTailPerChunk) {
   const auto codec = MakeCodec(6.0, 2, 3);
   const auto eval = testing::MakeRows(10, 2);
   const uint32_t expect_head[] = {2, 0, 0}, expect_tail[] = {0, 1, 2};
-  for (uint32_t c = 0; c < 3; ++c) {
-    const uint32_t b = 4 * c, e = std::min(10u, b + 4);
-    const auto chunk = testing::MakeChunk(eval, b, e, DType::kBF16);
+  for (uint32_t c = 0; c < 6; ++c) {
+    const uint32_t b = 4 * (c % 3), e = std::min(10u, b + 4);
+    const auto chunk = testing::MakeChunk(eval, b, e, c < 3 ? DType::kBF16 : DType::kF16);
     ASSERT_OK_AND_ASSIGN(auto q, codec.Quantize(chunk.view(), b, 10));
-    EXPECT_EQ(q.raw_head_rows, expect_head[c]);
-    EXPECT_EQ(q.raw_tail_rows, expect_tail[c]);
+    EXPECT_EQ(q.raw_head_rows, expect_head[c % 3]);
+    EXPECT_EQ(q.raw_tail_rows, expect_tail[c % 3]);
     ASSERT_OK_AND_ASSIGN(auto payload, codec.Encode(chunk.view(), b, 10, kModel));
     ASSERT_OK_AND_ASSIGN(auto decoded, codec.Decode(payload, kModel));
     const auto in = testing::ChunkValues(chunk), out = testing::ChunkValues(decoded);
@@ -148,8 +150,28 @@ TEST(DckvCodec, BadInputIsInvalidArgument) {
   EXPECT_STATUS(codec.Encode(chunk.view(), 4, 8, kModel), kInvalidArgument);  // past the prefix
   KvChunk wrong = KvChunk::Zeros({2, testing::kHeads, testing::kHeadDim, DType::kBF16}, 8);
   EXPECT_STATUS(codec.Encode(wrong.view(), 0, 8, kModel), kInvalidArgument);
-  KvChunk f16 = KvChunk::Zeros({testing::kLayers, testing::kHeads, testing::kHeadDim, DType::kF16}, 8);
-  EXPECT_STATUS(codec.Encode(f16.view(), 0, 8, kModel), kInvalidArgument);
+  KvChunk fp8 = KvChunk::Zeros({testing::kLayers, testing::kHeads, testing::kHeadDim, DType::kFP8E4M3}, 8);
+  EXPECT_STATUS(codec.Encode(fp8.view(), 0, 8, kModel), kInvalidArgument);
+}
+
+// f16 in, f16 out: the decoded values are the same fp32 reconstruction rounded to f16
+// instead of bf16, so they are at least as close to the input (f16 has 3 more mantissa
+// bits at these magnitudes); DecodeFp8 takes bf16 payloads only.
+TEST(DckvCodec, F16InputDecodesToF16) {
+  const auto codec = MakeCodec(6.0, 0, 0);
+  const auto eval = testing::MakeRows(64, 6);
+  const auto c16 = testing::MakeChunk(eval, 0, 64, DType::kF16);
+  const auto c32 = testing::MakeChunk(eval, 0, 64, DType::kF32);
+  ASSERT_OK_AND_ASSIGN(auto p16, codec.Encode(c16.view(), 0, 64, kModel));
+  ASSERT_OK_AND_ASSIGN(auto pbf, codec.Encode(c32.view(), 0, 64, kModel));
+  ASSERT_OK_AND_ASSIGN(auto d16, codec.Decode(p16, kModel));
+  ASSERT_OK_AND_ASSIGN(auto dbf, codec.Decode(pbf, kModel));
+  EXPECT_EQ(d16.layout.dtype, DType::kF16);
+  ASSERT_OK_AND_ASSIGN(auto header, ParsePayloadHeader(p16));
+  EXPECT_EQ(header.layout.dtype, DType::kF16);
+  const auto in = testing::ChunkValues(c32);
+  EXPECT_LE(Mse(in, testing::ChunkValues(d16)), Mse(in, testing::ChunkValues(dbf)) * 1.01);
+  EXPECT_STATUS(codec.DecodeFp8(p16, kModel), kInvalidArgument);
 }
 
 }  // namespace

@@ -132,8 +132,7 @@ inline KvChunk MakeChunk(const DckvRows& r, uint32_t begin, uint32_t end, DType 
           if (dtype == DType::kF32) {
             std::memcpy(dst.data() + 4 * at, &row[i], 4);
           } else {
-            uint16_t b = 0;
-            (void)ConvertF32ToBf16(std::span<const float>(&row[i], 1), std::span<uint16_t>(&b, 1));
+            const uint16_t b = dtype == DType::kF16 ? F32ToF16(row[i]) : F32ToBf16(row[i]);
             std::memcpy(dst.data() + 2 * at, &b, 2);
           }
         }
@@ -187,6 +186,8 @@ inline std::vector<float> ChunkValues(const KvChunk& c) {
   for (uint64_t i = 0; i < n; ++i) {
     if (c.layout.dtype == DType::kF32) {
       std::memcpy(&out[i], c.data.data() + 4 * i, 4);
+    } else if (c.layout.dtype == DType::kF16) {
+      out[i] = F16ToF32(static_cast<uint16_t>(c.data[2 * i] | (c.data[2 * i + 1] << 8)));
     } else {
       uint32_t u = static_cast<uint32_t>(c.data[2 * i] | (c.data[2 * i + 1] << 8)) << 16;
       std::memcpy(&out[i], &u, 4);
