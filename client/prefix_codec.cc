@@ -151,7 +151,7 @@ Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateDckv(const model::Model&
   if (options.kind != PrefixCodecKind::kDckv) return Status::InvalidArgument("CreateDckv: options.kind is not dckv");
   std::unique_ptr<PrefixCodec> c(new PrefixCodec(&model, ModelLayout(model), options));
   KVSTASH_ASSIGN_OR_RETURN(dckv::DckvCodec codec, dckv::DckvCodec::Create(std::move(artifact)));
-  if (!(codec.OutputLayout() == c->layout_)) {
+  if (!(codec.OutputLayout(options.kv_dtype) == c->layout_)) {
     return Status::InvalidArgument("CreateDckv: the artifact's shape is not the model's, or its "
                                    "output dtype is not " + std::string(DTypeName(options.kv_dtype)));
   }

@@ -26,8 +26,9 @@
 // - Stored KV has dtype options.kv_dtype: bf16 (default) or f16 (llama.cpp's default),
 //   rounded to nearest even from the runtime's fp32 cache (model/kv_export.h), or given
 //   by the engine as is. "Exact" below means bit-identical to those chunks: raw and spec
-//   restore exactly that; dckv is lossy. raw takes bf16 and f16; spec and dckv take the
-//   dtype their artifact was calibrated for (bf16).
+//   restore exactly that; dckv is lossy. raw and dckv take bf16 and f16 (a dckv artifact
+//   is dtype-free: f16 chunks decode to f16); spec takes the dtype its artifact was
+//   calibrated for (a bf16 or an f16 artifact, codec/spec/spec_calibration.h).
 // - spec: both sides run the deterministic SpecPredictor (model/spec_predictor.h) over
 //   the prefix tokens; EncodeChunks runs it over tokens [0, end of the last chunk put),
 //   Restore over the matched tokens. Its cost is reported separately (predictor_ms).

@@ -1,0 +1,343 @@
+#include "engines/llama_cpp/llama_session.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+namespace kvstash::llama_cpp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+std::vector<uint32_t> AsU32(std::span<const llama_token> tokens) {
+  return std::vector<uint32_t>(tokens.begin(), tokens.end());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<LlamaSession>> LlamaSession::Create(llama_model* model,
+                                                           const llama_context_params& params,
+                                                           std::shared_ptr<Client> client,
+                                                           std::shared_ptr<const PrefixCodec> codec,
+                                                           LlamaSessionOptions options) {
+  if (model == nullptr || !client || !codec) {
+    return Status::InvalidArgument("LlamaSession needs a model, a client and a codec");
+  }
+  if (options.max_queued_puts == 0) return Status::InvalidArgument("max_queued_puts must be > 0");
+  if (options.seq_id < 0 || static_cast<uint32_t>(options.seq_id) >= params.n_seq_max) {
+    return Status::InvalidArgument("seq_id outside the context's sequences");
+  }
+  KVSTASH_ASSIGN_OR_RETURN(StateLayout layout, StateLayoutOf(model, params));
+  if (!(codec->layout() == layout.kv)) {
+    return Status::InvalidArgument(
+        "the codec's KV layout (" + std::to_string(codec->layout().n_layers) + " layers, " +
+        std::to_string(codec->layout().n_kv_heads) + "x" + std::to_string(codec->layout().head_dim) +
+        ", " + std::string(DTypeName(codec->layout().dtype)) + ") is not the context's (" +
+        std::to_string(layout.kv.n_layers) + " layers, " + std::to_string(layout.kv.n_kv_heads) +
+        "x" + std::to_string(layout.kv.head_dim) + ", " + std::string(DTypeName(layout.kv.dtype)) +
+        ")");
+  }
+  KVSTASH_ASSIGN_OR_RETURN(ContextPtr ctx, NewContext(model, params));
+  return std::unique_ptr<LlamaSession>(new LlamaSession(model, std::move(ctx), layout,
+                                                        std::move(client), std::move(codec),
+                                                        std::move(options)));
+}
+
+LlamaSession::LlamaSession(llama_model* model, ContextPtr ctx, StateLayout layout,
+                           std::shared_ptr<Client> client,
+                           std::shared_ptr<const PrefixCodec> codec, LlamaSessionOptions options)
+    : model_(model),
+      ctx_(std::move(ctx)),
+      layout_(layout),
+      client_(std::move(client)),
+      codec_(std::move(codec)),
+      options_(std::move(options)) {
+  put_thread_ = std::thread([this] { PutLoop(); });
+}
+
+LlamaSession::~LlamaSession() {
+  (void)Flush();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  put_thread_.join();
+}
+
+LlamaSessionStats LlamaSession::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+Status LlamaSession::CheckPrompt(std::span<const llama_token> tokens) const {
+  if (tokens.empty()) return Status::InvalidArgument("empty prompt");
+  if (tokens.size() > llama_n_ctx(ctx_.get())) {
+    return Status::InvalidArgument("prompt of " + std::to_string(tokens.size()) +
+                                   " tokens is longer than the context (" +
+                                   std::to_string(llama_n_ctx(ctx_.get())) + ")");
+  }
+  return Status::Ok();
+}
+
+void LlamaSession::ClearSequence() {
+  // Clearing the whole memory (not only our sequence) resets the cell head, so the next
+  // prompt's cells are 0..n-1 in position order.
+  llama_memory_clear(llama_get_memory(ctx_.get()), true);
+}
+
+Result<LlamaLookup> LlamaSession::Lookup(std::span<const llama_token> tokens) {
+  if (tokens.empty()) return Status::InvalidArgument("empty prompt");
+  const auto t0 = Clock::now();
+  const std::vector<uint32_t> ids = AsU32(tokens);
+  LlamaLookup out;
+  KVSTASH_ASSIGN_OR_RETURN(out.keys, codec_->ChainKeys(ids, ChainInputs::TokensOnly()));
+  const std::vector<ChunkRef> chain = PrefixCodec::LookupChain(out.keys);
+  KVSTASH_ASSIGN_OR_RETURN(LookupResult r, client_->Lookup(chain, false, options_.call));
+  out.matched_chunks = std::min<uint32_t>(r.matched_chunks, static_cast<uint32_t>(out.keys.size()));
+  out.matched_tokens = codec_->TokensOfChunks(tokens.size(), out.matched_chunks);
+  out.lookup_ms = Ms(t0, Clock::now());
+  return out;
+}
+
+Result<EvalResult> LlamaSession::EvaluatePrompt(std::span<const llama_token> tokens) {
+  KVSTASH_RETURN_IF_ERROR(CheckPrompt(tokens));
+  auto lookup = Lookup(tokens);
+  if (!lookup.ok()) {
+    // No LOOKUP answer: a miss. The chain is still computed (keys are local) so the
+    // prompt can be stored once the servers answer again.
+    LlamaLookup miss;
+    KVSTASH_ASSIGN_OR_RETURN(miss.keys, codec_->ChainKeys(AsU32(tokens), ChainInputs::TokensOnly()));
+    KVSTASH_ASSIGN_OR_RETURN(EvalResult r, PrefillMiss(tokens, miss));
+    r.fallback = lookup.status().WithContext("lookup");
+    return r;
+  }
+  if (lookup->matched_chunks > 0) return RestoreHit(tokens, *lookup);
+  return PrefillMiss(tokens, *lookup);
+}
+
+Result<EvalResult> LlamaSession::PrefillMiss(std::span<const llama_token> tokens,
+                                             const LlamaLookup& lookup) {
+  KVSTASH_RETURN_IF_ERROR(CheckPrompt(tokens));
+  const std::vector<uint32_t> ids = AsU32(tokens);
+  EvalResult out;
+  out.prompt_tokens = static_cast<uint32_t>(tokens.size());
+  out.lookup_ms = lookup.lookup_ms;
+  ClearSequence();
+  const auto t0 = Clock::now();
+  KVSTASH_ASSIGN_OR_RETURN(out.logits, Evaluate(ctx_.get(), tokens, 0, options_.seq_id));
+  out.prefill_ms = Ms(t0, Clock::now());
+  out.evaluated_tokens = out.prompt_tokens;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.prompts;
+  }
+  // Chunks already stored need no PUT (a LOOKUP hit the caller chose not to use).
+  const Status put = QueuePut(ids, lookup.keys, lookup.matched_chunks, &out);
+  if (!put.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.puts_failed;
+    if (first_put_error_.ok()) first_put_error_ = put;
+  }
+  return out;
+}
+
+Result<EvalResult> LlamaSession::RestoreHit(std::span<const llama_token> tokens,
+                                            const LlamaLookup& lookup) {
+  KVSTASH_RETURN_IF_ERROR(CheckPrompt(tokens));
+  const std::vector<uint32_t> ids = AsU32(tokens);
+  const uint32_t n = static_cast<uint32_t>(tokens.size());
+  if (lookup.matched_chunks == 0 || lookup.keys.empty()) return PrefillMiss(tokens, lookup);
+  // Restore at most n-1 tokens: the last one is evaluated for its logits.
+  const uint32_t restore_tokens =
+      static_cast<uint32_t>(std::min<uint64_t>(lookup.matched_tokens, n - 1));
+  if (restore_tokens == 0) return PrefillMiss(tokens, lookup);
+
+  EvalResult out;
+  out.prompt_tokens = n;
+  out.lookup_ms = lookup.lookup_ms;
+  const auto t0 = Clock::now();
+  const Status st = Restore(ids, lookup, lookup.matched_chunks, restore_tokens, &out);
+  out.restore_ms = Ms(t0, Clock::now());
+  if (!st.ok()) {
+    // Recompute: the whole prompt, as a miss; chunks the LOOKUP saw are not re-put.
+    KVSTASH_ASSIGN_OR_RETURN(EvalResult miss, PrefillMiss(tokens, lookup));
+    miss.fallback = st;
+    miss.restore_ms = out.restore_ms;
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.fallbacks;
+    return miss;
+  }
+  out.restored_tokens = restore_tokens;
+  out.restored_chunks = lookup.matched_chunks;
+  const auto t1 = Clock::now();
+  KVSTASH_ASSIGN_OR_RETURN(out.logits, Evaluate(ctx_.get(), std::span(tokens).subspan(restore_tokens),
+                                                static_cast<llama_pos>(restore_tokens),
+                                                options_.seq_id));
+  out.prefill_ms = Ms(t1, Clock::now());
+  out.evaluated_tokens = n - restore_tokens;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.prompts;
+    ++stats_.hits;
+  }
+  if (lookup.matched_chunks < lookup.keys.size()) {
+    const Status put = QueuePut(ids, lookup.keys, lookup.matched_chunks, &out);
+    if (!put.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.puts_failed;
+      if (first_put_error_.ok()) first_put_error_ = put;
+    }
+  }
+  return out;
+}
+
+Status LlamaSession::Restore(std::span<const uint32_t> tokens, const LlamaLookup& lookup,
+                             uint32_t restore_chunks, uint32_t restore_tokens, EvalResult* out) {
+  ClearSequence();
+  // GET every matched chunk (pipelined), then decode and verify them together.
+  const auto t0 = Clock::now();
+  const StoredKey route = lookup.keys[0].stored();
+  std::vector<std::future<Result<GetResult>>> gets;
+  gets.reserve(restore_chunks);
+  for (uint32_t i = 0; i < restore_chunks; ++i) {
+    gets.push_back(client_->GetAsync(route, lookup.keys[i].stored(), GetOptions{}, options_.call));
+  }
+  std::vector<std::vector<uint8_t>> payloads;
+  payloads.reserve(restore_chunks);
+  Status st;
+  for (uint32_t i = 0; i < restore_chunks; ++i) {
+    Result<GetResult> g = gets[i].get();
+    if (!g.ok()) {
+      if (st.ok()) st = g.status().WithContext("get chunk " + std::to_string(i));
+      continue;
+    }
+    out->get_payload_bytes += g->payload.size();
+    payloads.push_back(std::move(g->payload));
+  }
+  out->get_ms = Ms(t0, Clock::now());
+  KVSTASH_RETURN_IF_ERROR(st);
+
+  const auto t1 = Clock::now();
+  PrefixRestoreStats rs;
+  KVSTASH_ASSIGN_OR_RETURN(std::vector<KvChunk> chunks,
+                           codec_->RestoreKvChunks(tokens, lookup.keys, payloads, &rs));
+  out->decode_ms = Ms(t1, Clock::now());
+
+  const auto t2 = Clock::now();
+  // Keep exactly restore_tokens tokens (a fully stored prompt keeps its last token out).
+  uint64_t covered = 0;
+  std::vector<KvChunk> keep;
+  for (KvChunk& c : chunks) {
+    if (covered >= restore_tokens) break;
+    if (covered + c.tokens > restore_tokens) {
+      KVSTASH_ASSIGN_OR_RETURN(KvChunk head,
+                               SliceTokens(c, 0, static_cast<uint32_t>(restore_tokens - covered)));
+      covered = restore_tokens;
+      keep.push_back(std::move(head));
+      break;
+    }
+    covered += c.tokens;
+    keep.push_back(std::move(c));
+  }
+  if (covered != restore_tokens) {
+    return Status::Internal("restored chunks cover " + std::to_string(covered) + " tokens, not " +
+                            std::to_string(restore_tokens));
+  }
+  KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> state,
+                           WriteSeqState(layout_, options_.seq_id, keep));
+  // The bytes handed to llama.cpp pass the same field-by-field check as an export.
+  KVSTASH_RETURN_IF_ERROR(ParseSeqState(state, layout_).status().WithContext("rebuilt state"));
+  const Status imp = ImportSeqState(ctx_.get(), state, restore_tokens, options_.seq_id);
+  out->import_ms = Ms(t2, Clock::now());
+  if (!imp.ok()) {
+    ClearSequence();
+    return imp.WithContext("import");
+  }
+  return Status::Ok();
+}
+
+Status LlamaSession::QueuePut(std::span<const uint32_t> tokens, const std::vector<ChunkKey>& keys,
+                              uint32_t first_chunk, EvalResult* out) {
+  if (first_chunk >= keys.size()) return Status::Ok();
+  const auto t0 = Clock::now();
+  KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ExportSeqState(ctx_.get(), options_.seq_id));
+  KVSTASH_ASSIGN_OR_RETURN(SeqState state, ParseSeqState(bytes, layout_));
+  if (state.kv.tokens != tokens.size()) {
+    return Status::Internal("exported state holds " + std::to_string(state.kv.tokens) +
+                            " tokens, the prompt " + std::to_string(tokens.size()));
+  }
+  PutJob job;
+  job.tokens.assign(tokens.begin(), tokens.end());
+  job.keys = keys;
+  job.first_chunk = first_chunk;
+  uint32_t begin = 0;
+  for (uint32_t i = 0; i < keys.size(); ++i) {
+    if (i >= first_chunk) {
+      KVSTASH_ASSIGN_OR_RETURN(KvChunk c, SliceTokens(state.kv, begin, keys[i].tokens));
+      job.chunks.push_back(std::move(c));
+    }
+    begin += keys[i].tokens;
+  }
+  out->export_ms = Ms(t0, Clock::now());
+  out->queued_chunks = static_cast<uint32_t>(job.chunks.size());
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queue_.size() < options_.max_queued_puts || stop_; });
+  queue_.push_back(std::move(job));
+  cv_.notify_all();
+  return Status::Ok();
+}
+
+void LlamaSession::PutLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stop_ and nothing left
+    PutJob job = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    cv_.notify_all();  // room in the queue
+    lock.unlock();
+
+    PrefixEncodeStats es;
+    Status st;
+    uint64_t ok = 0;
+    auto puts = codec_->EncodeKvChunks(job.tokens, job.keys, job.chunks, job.first_chunk, &es);
+    if (!puts.ok()) {
+      st = puts.status().WithContext("encode");
+    } else {
+      // In chain order: each chunk's parent is stored before it.
+      for (const PutChunk& p : *puts) {
+        st = client_->Put(p, options_.call);
+        if (!st.ok()) break;
+        ++ok;
+      }
+    }
+
+    lock.lock();
+    busy_ = false;
+    stats_.puts_ok += ok;
+    if (!st.ok()) {
+      ++stats_.puts_failed;
+      if (first_put_error_.ok()) first_put_error_ = st;
+    }
+    if (puts.ok()) {
+      stats_.put_raw_bytes += es.raw_bytes;
+      stats_.put_payload_bytes += es.stored_bytes;
+    }
+    cv_.notify_all();
+  }
+}
+
+Status LlamaSession::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  Status st = first_put_error_;
+  first_put_error_ = Status::Ok();
+  return st;
+}
+
+}  // namespace kvstash::llama_cpp

@@ -1,0 +1,184 @@
+// kvstash::llama_cpp::LlamaSession: prefix KV caching for one llama.cpp context
+// (DESIGN.md §9). Before a prompt is evaluated, the session LOOKs UP its chain on the
+// kvstash servers; on a hit it GETs the matched chunks, verifies and decodes them
+// (PrefixCodec::RestoreKvChunks), rebuilds llama.cpp's sequence-state bytes for the
+// matched tokens (llama_state.h) and imports them with llama_state_seq_set_data, then
+// evaluates only the rest of the prompt. Whatever the session evaluated and the store
+// does not hold yet (the whole prompt on a miss, the unmatched chunks on a partial hit)
+// is exported with llama_state_seq_get_data, cut into the chain's chunks and PUT by a
+// background thread.
+//
+// READ ME FIRST
+// - The load path never imports anything partial or unverified: every GET payload is
+//   checked by the codec (payload header, codec checks, content checksum of the decoded
+//   chunk), the rebuilt bytes are parsed back against the context's layout, and after
+//   the import the sequence must hold exactly the matched positions. ANY failure on that
+//   path (NotFound from a chunk evicted between LOOKUP and GET, a network error,
+//   Corruption, Mismatch, llama.cpp refusing the bytes) clears the sequence and
+//   recomputes the whole prompt: the call still succeeds, EvalResult::fallback says
+//   why. Only failures of llama.cpp's own prefill are errors of the call.
+// - At least the last prompt token is always evaluated (its logits are the result), so
+//   a prompt that is entirely stored restores all but its last token.
+// - The session uses one sequence (options.seq_id) of a context it creates and owns, and
+//   clears it (llama_memory_clear) before each prompt: cells then hold positions 0..n-1
+//   in order, the only form llama_state.h accepts. It is a prompt-prefill engine, not a
+//   multi-sequence server.
+// - Keys: ChainInputs::TokensOnly() (text prompts); a prompt whose KV depends on
+//   something else (images, embeddings) must not use this session.
+// - PUTs run on a background thread in submission order; the queue holds at most
+//   options.max_queued_puts prompts and a full queue makes the next miss WAIT (back-
+//   pressure: a chain is never dropped silently). Put errors are counted and returned
+//   by Flush(); they never fail an evaluation.
+//
+// Ownership: the session owns its llama_context and the PUT thread; `model` must
+// outlive it; the Client and PrefixCodec are shared (thread-safe, immutable).
+// Thread-safety: NOT thread-safe. One thread drives a session (llama.cpp contexts are
+// single-threaded); distinct sessions may run concurrently. The destructor waits for
+// queued PUTs (Flush) and joins the thread.
+#pragma once
+
+#include <llama.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "common/result.h"
+#include "engines/llama_cpp/llama_engine.h"
+#include "engines/llama_cpp/llama_state.h"
+#include "kvstash/client.h"
+#include "kvstash/prefix_codec.h"
+
+namespace kvstash::llama_cpp {
+
+struct LlamaSessionOptions {
+  // The llama.cpp sequence the session evaluates prompts in. Default: 0.
+  llama_seq_id seq_id = 0;
+  // Prompts whose chunks may wait for the PUT thread. Default: 4.
+  uint32_t max_queued_puts = 4;
+  // Deadline etc. of the session's LOOKUP/GET/PUT calls. Default: the client's.
+  CallOptions call;
+};
+
+// What the session found on the servers for a prompt (Lookup).
+struct LlamaLookup {
+  std::vector<ChunkKey> keys;      // the prompt's chain (TokensOnly)
+  uint32_t matched_chunks = 0;     // chain[0..matched_chunks) are stored
+  uint64_t matched_tokens = 0;     // tokens they cover
+  double lookup_ms = 0;            // ChainKeys + LOOKUP round trip
+};
+
+// The outcome of one prompt.
+struct EvalResult {
+  uint32_t prompt_tokens = 0;
+  uint32_t restored_tokens = 0;   // imported from the store (0 on a miss or fallback)
+  uint32_t evaluated_tokens = 0;  // evaluated by llama.cpp
+  uint32_t restored_chunks = 0;
+  uint32_t queued_chunks = 0;     // chunks handed to the PUT thread
+  double lookup_ms = 0;           // chain keys + LOOKUP
+  double restore_ms = 0;          // GET + verify/decode + rebuild + import (hit path)
+  double get_ms = 0;              //   of which: GET round trips
+  double decode_ms = 0;           //   of which: codec decode and verification
+  double import_ms = 0;           //   of which: state rebuild + llama_state_seq_set_data
+  double prefill_ms = 0;          // llama_decode of the evaluated tokens
+  double export_ms = 0;           // llama_state_seq_get_data + parse + chunk cut
+  uint64_t get_payload_bytes = 0; // payload bytes received
+  // Ok, or why a hit was not used and the prompt was recomputed from scratch.
+  Status fallback;
+  // Logits of the last prompt token (llama_vocab_n_tokens floats).
+  std::vector<float> logits;
+};
+
+// Counters over the session's life.
+struct LlamaSessionStats {
+  uint64_t prompts = 0, hits = 0, fallbacks = 0;
+  uint64_t puts_ok = 0, puts_failed = 0;
+  uint64_t put_payload_bytes = 0;  // payload bytes sent
+  uint64_t put_raw_bytes = 0;      // canonical bytes of the chunks encoded
+};
+
+class LlamaSession {
+ public:
+  // Creates the context from `params` (see StateLayoutOf for what is refused; the
+  // codec's layout() must be the context's KV layout and dtype, else InvalidArgument).
+  // Errors: those of StateLayoutOf and NewContext; InvalidArgument for a null model,
+  // client or codec, or max_queued_puts 0.
+  static Result<std::unique_ptr<LlamaSession>> Create(llama_model* model,
+                                                      const llama_context_params& params,
+                                                      std::shared_ptr<Client> client,
+                                                      std::shared_ptr<const PrefixCodec> codec,
+                                                      LlamaSessionOptions options = {});
+  ~LlamaSession();
+  LlamaSession(const LlamaSession&) = delete;
+  LlamaSession& operator=(const LlamaSession&) = delete;
+
+  // The whole step: Lookup, then RestoreHit when something matched, else PrefillMiss.
+  // Errors: InvalidArgument for an empty prompt or one longer than the context;
+  // llama.cpp prefill failures (Unavailable); a failed LOOKUP is a miss (fallback set).
+  Result<EvalResult> EvaluatePrompt(std::span<const llama_token> tokens);
+
+  // The steps, for callers that time or report them separately (the demo).
+  // LOOKUP of the prompt's chain. Errors: InvalidArgument for an empty prompt; the
+  // client's errors.
+  Result<LlamaLookup> Lookup(std::span<const llama_token> tokens);
+  // Clears the sequence, evaluates the whole prompt and queues the PUT of its chain.
+  Result<EvalResult> PrefillMiss(std::span<const llama_token> tokens, const LlamaLookup& lookup);
+  // Restores lookup.matched_chunks chunks (all but the last prompt token at most),
+  // evaluates the rest and queues the PUT of the chunks not stored. Falls back to
+  // PrefillMiss on any load-path failure (see READ ME FIRST).
+  Result<EvalResult> RestoreHit(std::span<const llama_token> tokens, const LlamaLookup& lookup);
+
+  // Waits until every queued PUT has finished. Returns the first PUT error since the
+  // previous Flush (Ok when none).
+  Status Flush();
+
+  llama_context* context() const { return ctx_.get(); }
+  const StateLayout& layout() const { return layout_; }
+  const PrefixCodec& codec() const { return *codec_; }
+  LlamaSessionStats stats() const;
+
+ private:
+  struct PutJob {
+    std::vector<uint32_t> tokens;
+    std::vector<ChunkKey> keys;
+    std::vector<KvChunk> chunks;  // chain chunks [first_chunk, keys.size())
+    uint32_t first_chunk = 0;
+  };
+
+  LlamaSession(llama_model* model, ContextPtr ctx, StateLayout layout,
+               std::shared_ptr<Client> client, std::shared_ptr<const PrefixCodec> codec,
+               LlamaSessionOptions options);
+  Status CheckPrompt(std::span<const llama_token> tokens) const;
+  void ClearSequence();
+  // The load path: GET, decode, rebuild, import `restore_tokens` tokens. No side effect
+  // on failure beyond a cleared sequence.
+  Status Restore(std::span<const uint32_t> tokens, const LlamaLookup& lookup,
+                 uint32_t restore_chunks, uint32_t restore_tokens, EvalResult* out);
+  // Exports the sequence (holding the whole prompt) and queues chunks [first, end).
+  Status QueuePut(std::span<const uint32_t> tokens, const std::vector<ChunkKey>& keys,
+                  uint32_t first_chunk, EvalResult* out);
+  void PutLoop();
+
+  llama_model* model_;
+  ContextPtr ctx_;
+  StateLayout layout_;
+  std::shared_ptr<Client> client_;
+  std::shared_ptr<const PrefixCodec> codec_;
+  LlamaSessionOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<PutJob> queue_;    // guarded by mu_
+  bool busy_ = false;           // guarded by mu_: the PUT thread holds a job
+  bool stop_ = false;           // guarded by mu_
+  Status first_put_error_;      // guarded by mu_
+  LlamaSessionStats stats_;     // guarded by mu_
+  std::thread put_thread_;
+};
+
+}  // namespace kvstash::llama_cpp
