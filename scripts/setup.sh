@@ -8,7 +8,8 @@
 # Nothing is fetched from a model hub. Safe to run again: it only does what is missing.
 #
 # Environment: KVSTASH_SKIP_APT=1 skips step 1 (for machines without root).
-#   KVSTASH_SKIP_LLAMA=1 skips step 4 (engines/llama_cpp/ is then not built).
+#   KVSTASH_SKIP_LLAMA=1 skips step 4 (engines/llama_cpp/ is then not built);
+#   KVSTASH_LLAMA_JOBS (default 2) and KVSTASH_LLAMA_CMAKE_ARGS tune its build.
 #   KVSTASH_SETUP_PROFILE=full (default): everything the tests and the demo need.
 #   KVSTASH_SETUP_PROFILE=server: only the packages that build kvstash-server and the
 #     kvstash tool (no sanitizer/fuzzer toolchain, browser, redis, Python venv or
@@ -107,12 +108,25 @@ fi
 # CMakeLists.txt finds with find_package(llama CONFIG) (docs/engines/llama_cpp.md).
 # Built from the sdist (about 5.5 min on 2 cores); skipped when the stamp says this
 # exact sdist is installed and the package reports the pinned version.
+# ggml's default -march=native build also enables AMX on CPUs that report it, which
+# faults (SIGILL on tileloadd) where the OS or hypervisor has not enabled AMX state (as
+# on the CI machines): on x86-64 build a fixed AVX2/FMA/F16C level instead (any x86-64-v3
+# CPU runs it). KVSTASH_LLAMA_CMAKE_ARGS replaces these flags. The llava/mtmd library is
+# not built (kvstash does not use it).
 LLAMA_VERSION="0.3.36"
 LLAMA_SDIST="llama_cpp_python-$LLAMA_VERSION.tar.gz"
 LLAMA_SDIST_SHA256="$(cat "scripts/fixtures/$LLAMA_SDIST.sha256")"
+if [[ -n "${KVSTASH_LLAMA_CMAKE_ARGS:-}" ]]; then
+  LLAMA_CMAKE_ARGS="$KVSTASH_LLAMA_CMAKE_ARGS"
+elif [[ "$(uname -m)" == x86_64 ]]; then
+  LLAMA_CMAKE_ARGS="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON"
+else
+  LLAMA_CMAKE_ARGS="-DLLAVA_BUILD=OFF"
+fi
 llama_stamp=".venv/.llama-cpp-python.sha256"
+llama_want="$LLAMA_SDIST_SHA256 $LLAMA_CMAKE_ARGS"
 llama_installed() {
-  [[ -f "$llama_stamp" && "$(cat "$llama_stamp")" == "$LLAMA_SDIST_SHA256" ]] || return 1
+  [[ -f "$llama_stamp" && "$(cat "$llama_stamp")" == "$llama_want" ]] || return 1
   [[ "$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("llama_cpp_python"))' 2>/dev/null)" == "$LLAMA_VERSION" ]] || return 1
   compgen -G ".venv/lib/python3*/site-packages/lib/cmake/llama/llama-config.cmake" >/dev/null
 }
@@ -126,10 +140,10 @@ else
   .venv/bin/pip download -q --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_VERSION" -d "$ltmp"
   have_sha "$ltmp/$LLAMA_SDIST" "$LLAMA_SDIST_SHA256" \
     || { echo "llama-cpp-python sdist sha256 mismatch" >&2; rm -rf "$ltmp"; exit 1; }
-  CMAKE_BUILD_PARALLEL_LEVEL="${KVSTASH_LLAMA_JOBS:-2}" \
-    .venv/bin/pip install -q --no-deps "$ltmp/$LLAMA_SDIST"
+  CMAKE_BUILD_PARALLEL_LEVEL="${KVSTASH_LLAMA_JOBS:-2}" CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
+    .venv/bin/pip install -q --no-deps --force-reinstall "$ltmp/$LLAMA_SDIST"
   rm -rf "$ltmp"
-  echo "$LLAMA_SDIST_SHA256" > "$llama_stamp"
+  echo "$llama_want" > "$llama_stamp"
   llama_installed || { echo "llama-cpp-python installed but its CMake package is missing" >&2; exit 1; }
   log "llama-cpp-python $LLAMA_VERSION ready"
 fi

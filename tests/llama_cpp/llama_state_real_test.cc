@@ -142,7 +142,7 @@ TEST_F(LlamaStateRealTest, EveryTruncationAndByteFlipOfARealState) {
     longer.push_back(0);
     EXPECT_STATUS(ParseSeqState(longer, a.layout), kCorruption);
 
-    const std::vector<bool> is_data = testing::DataByteMask(a.layout, 8);
+    const std::vector<bool> is_data = state_regions::DataByteMask(a.layout, 8);
     ASSERT_EQ(is_data.size(), state.size());
     std::vector<uint8_t> flipped = state;
     size_t structure = 0;

@@ -138,7 +138,7 @@ TEST(LlamaStateTest, EveryByteFlipIsRefusedOrChangesOnlyData) {
     const StateLayout lay = Layout(2, 2, 3, DType::kF16, vt);
     const KvChunk c = RandomChunk(lay.kv, 4, 11);
     ASSERT_OK_AND_ASSIGN(auto bytes, WriteSeqState(lay, 2, std::span(&c, 1)));
-    const std::vector<bool> data = testing::DataByteMask(lay, 4);
+    const std::vector<bool> data = state_regions::DataByteMask(lay, 4);
     ASSERT_EQ(data.size(), bytes.size());
     for (size_t i = 0; i < bytes.size(); ++i) {
       for (uint8_t mask : {uint8_t{0xff}, uint8_t{0x01}, uint8_t{0x80}}) {

@@ -7,7 +7,7 @@
 
 #include "engines/llama_cpp/llama_state.h"
 
-namespace kvstash::llama_cpp::testing {
+namespace kvstash::llama_cpp::state_regions {
 
 // mask[i] is true when byte i of a `tokens`-token state of `layout` is K or V data.
 inline std::vector<bool> DataByteMask(const StateLayout& layout, uint32_t tokens) {
@@ -27,4 +27,4 @@ inline std::vector<bool> DataByteMask(const StateLayout& layout, uint32_t tokens
   return mask;
 }
 
-}  // namespace kvstash::llama_cpp::testing
+}  // namespace kvstash::llama_cpp::state_regions
