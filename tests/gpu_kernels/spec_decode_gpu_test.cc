@@ -66,6 +66,8 @@ struct Fixture {
           const float x = mu[i] + 0.01f * static_cast<float>(1 + i % kDim) * g(rng);
           if (layout.dtype == DType::kBF16) {
             StoreLe<uint16_t>(t.data() + 2 * i, pattern ? static_cast<uint16_t>(next++) : F32ToBf16(x));
+          } else if (layout.dtype == DType::kF16) {
+            StoreLe<uint16_t>(t.data() + 2 * i, pattern ? static_cast<uint16_t>(next++) : F32ToF16(x));
           } else {
             t[i] = pattern ? static_cast<uint8_t>(next++) : F32ToFp8E4M3(x / scale);
           }
@@ -182,7 +184,7 @@ TEST_P(SpecDecodeGpuTest, DecodesCpuPayloadsToTheSameBytes) {
   // 16 symbols; 4096 tokens = exactly one full segment; the last chunk walks every bit
   // pattern.
   for (uint32_t tokens : {1u, 3u, 255u, 4096u, 4097u}) f.Add(tokens, false, rng);
-  f.Add(GetParam() == DType::kBF16 ? 4096 : 64, true, rng);
+  f.Add(GetParam() == DType::kFP8E4M3 ? 64 : 4096, true, rng);
   const spec::SpecArtifact art = Calibrate(f, 2);
   Digest256 model{};
   model[3] = 7;
@@ -266,7 +268,7 @@ std::vector<float> SweepOfPredictions(float fp8_scale) {
 
 TEST(SpecContextsGpu, EqualCpuBitForBitOverASweep) {
   KVSTASH_SKIP_WITHOUT_GPU();
-  for (DType dtype : {DType::kBF16, DType::kFP8E4M3}) {
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kFP8E4M3}) {
     for (float scale : {1.0f, 0.05f, 3.0e-5f, 1.0e30f}) {
       for (const auto& [s_min, step, buckets, bins] :
            {std::tuple{-3.0f, 0.25f, 64u, 4u}, std::tuple{-8.0f, 0.1f, 200u, 1u},
@@ -343,8 +345,9 @@ TEST(SpecDecodeGpuArgs, BadArgumentsAreInvalidArgumentWithoutTouchingTheDevice) 
   EXPECT_STATUS(DecodeSpecTensorDevice(cfg, tables, a, nullptr), kInvalidArgument);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, SpecDecodeGpuTest, ::testing::Values(DType::kBF16, DType::kFP8E4M3),
-                         [](const auto& info) { return info.param == DType::kBF16 ? "bf16" : "fp8"; });
+INSTANTIATE_TEST_SUITE_P(Dtypes, SpecDecodeGpuTest,
+                         ::testing::Values(DType::kBF16, DType::kF16, DType::kFP8E4M3),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 }  // namespace
 }  // namespace kvstash::gpu
