@@ -2,9 +2,11 @@
 // a miss prefills and PUTs; the same prompt then restores all but its last token, and a
 // prompt sharing the first chunks restores those; each hit's logits are bit-identical
 // to a fresh context that prefills the same tokens with the same batch split. Raw
-// coding, f16 and bf16 KV (type_k/type_v), both flash-attention settings. A chunk
-// removed between LOOKUP and GET makes the hit fall back to a full prefill (never a
-// partial import).
+// coding, f16 and bf16 KV (type_k/type_v), both flash-attention settings; spec coding
+// (our deterministic predictor on both sides, an artifact calibrated on llama.cpp's own
+// KV of another text) for f16 and bf16, lossless, with the same logits. A chunk removed
+// between LOOKUP and GET makes the hit fall back to a full prefill (never a partial
+// import).
 #include "engines/llama_cpp/llama_session.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "codec/spec/spec_calibration.h"
+#include "model/model_loader.h"
+#include "model/spec_predictor.h"
 #include "tests/server/server_process.h"
 #include "tests/support/test_util.h"
 
@@ -141,6 +146,79 @@ TEST_F(LlamaSessionTest, MissThenHitGivesLogitsOfAFullPrefill) {
       ASSERT_OK_AND_ASSIGN(LlamaLookup again, session->Lookup(other));
       EXPECT_EQ(again.matched_chunks, again.keys.size());
     }
+  }
+}
+
+// spec: the payloads are coded against our runtime's deterministic predictor of the
+// same weights; the artifact is calibrated on llama.cpp's KV of another text (the
+// Apache-2.0 sentence and the GPL-3 text backwards, so no chunk is shared).
+TEST_F(LlamaSessionTest, SpecMissThenHitIsLosslessAndLogitIdentical) {
+  auto ours = model::LoadModel(testing::SourceDir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf");
+  ASSERT_TRUE(ours.ok()) << ours.status().ToString();
+  std::shared_ptr<const model::Model> m(std::move(ours).value());
+  ASSERT_OK_AND_ASSIGN(auto pred_u, model::SpecPredictor::Create(*m, {}));
+  std::shared_ptr<const model::SpecPredictor> predictor(std::move(pred_u));
+  const std::vector<llama_token> doc = Tokenize(model_, kDoc).value();
+  std::vector<llama_token> cal = Tokenize(model_, kOther).value();
+  cal.insert(cal.end(), doc.rbegin(), doc.rend());
+  const std::vector<uint32_t> cal_ids(cal.begin(), cal.end());
+  model::PredictorCache cal_pred;
+  ASSERT_OK(predictor->Run(cal_ids, &cal_pred));
+
+  for (DType dt : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(std::string(DTypeName(dt)));
+    const auto params = ContextParams(256, 1, false, dt).value();
+    const StateLayout layout = StateLayoutOf(model_, params).value();
+    // Calibration pairs: llama.cpp's KV of the calibration text, the predictor's K/V.
+    auto cctx = NewContext(model_, params).value();
+    ASSERT_OK(Evaluate(cctx.get(), cal, 0));
+    ASSERT_OK_AND_ASSIGN(auto cal_state, ExportSeqState(cctx.get()));
+    ASSERT_OK_AND_ASSIGN(SeqState cal_kv, ParseSeqState(cal_state, layout));
+    spec::PredictedChunk pc;
+    pc.tokens = cal_kv.kv.tokens;
+    for (uint32_t l = 0; l < layout.kv.n_layers; ++l) {
+      pc.k.push_back(cal_pred.k[l].data());
+      pc.v.push_back(cal_pred.v[l].data());
+    }
+    spec::CalibrationOptions co;
+    co.contexts.dtype = dt;
+    co.contexts.buckets = 32;
+    co.predictor_digest = predictor->Digest();
+    co.predictor_variant = predictor->options().VariantName();
+    co.threads = 1;
+    ASSERT_OK_AND_ASSIGN(auto cb, spec::SpecCalibrator::Create(layout.kv, co));
+    ASSERT_OK(cb.AddVariance(cal_kv.kv.view(), pc));
+    ASSERT_OK(cb.FreezeSigma());
+    ASSERT_OK(cb.AddHistogram(cal_kv.kv.view(), pc));
+    ASSERT_OK_AND_ASSIGN(spec::SpecArtifact art, cb.Build());
+
+    PrefixCodecOptions po;
+    po.kind = PrefixCodecKind::kSpec;
+    po.chunk_tokens = kChunk;
+    po.tenant = "t";
+    po.kv_dtype = dt;
+    po.model_fingerprint[0] = 0x5b;
+    ASSERT_OK_AND_ASSIGN(auto codec, PrefixCodec::CreateSpec(*m, predictor, std::move(art), po));
+    ASSERT_OK_AND_ASSIGN(auto session, LlamaSession::Create(model_, params, client_,
+                                                            std::shared_ptr<const PrefixCodec>(std::move(codec))));
+    ASSERT_OK_AND_ASSIGN(EvalResult miss, session->EvaluatePrompt(doc));
+    EXPECT_EQ(miss.restored_tokens, 0u);
+    ASSERT_OK(session->Flush());
+    const LlamaSessionStats st = session->stats();
+    EXPECT_LT(st.put_payload_bytes, st.put_raw_bytes) << "spec stores fewer bytes than raw";
+    ASSERT_OK_AND_ASSIGN(EvalResult hit, session->EvaluatePrompt(doc));
+    EXPECT_OK(hit.fallback);
+    EXPECT_EQ(hit.restored_tokens, doc.size() - 1);
+    EXPECT_TRUE(Same(hit.logits, Reference(false, dt, doc, doc.size() - 1)));
+    // Losslessness itself: the restored n-1 tokens' KV equals a full prefill's.
+    ASSERT_OK_AND_ASSIGN(auto restored, ExportSeqState(session->context()));
+    auto fresh = NewContext(model_, params).value();
+    ASSERT_OK(Evaluate(fresh.get(), doc, 0));
+    ASSERT_OK_AND_ASSIGN(auto full, ExportSeqState(fresh.get()));
+    ASSERT_OK_AND_ASSIGN(SeqState a, ParseSeqState(restored, layout));
+    ASSERT_OK_AND_ASSIGN(SeqState b, ParseSeqState(full, layout));
+    const uint32_t r = static_cast<uint32_t>(doc.size() - 1);
+    EXPECT_EQ(SliceTokens(a.kv, 0, r).value().data, SliceTokens(b.kv, 0, r).value().data);
   }
 }
 
