@@ -1,5 +1,6 @@
 #include "engines/llama_cpp/llama_state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -36,6 +37,24 @@ Status CheckType(int32_t got, int32_t want, const char* which, uint32_t layer) {
 // Copies the contiguous rows `src` to `dst` (the canonical layout is llama.cpp's row order).
 void CopyRows(std::span<const uint8_t> src, uint8_t* dst) {
   std::memcpy(dst, src.data(), src.size());
+}
+
+// out[c][r] = in[r][c] for a rows x cols matrix of 16-bit elements (byte copies, so no
+// alignment is assumed), in 32 x 32 blocks so that both sides stay in cache for long
+// sequences.
+void Transpose16(const uint8_t* in, uint64_t rows, uint64_t cols, uint8_t* out) {
+  constexpr uint64_t kB = 32;
+  for (uint64_t r0 = 0; r0 < rows; r0 += kB) {
+    const uint64_t r1 = std::min(rows, r0 + kB);
+    for (uint64_t c0 = 0; c0 < cols; c0 += kB) {
+      const uint64_t c1 = std::min(cols, c0 + kB);
+      for (uint64_t r = r0; r < r1; ++r) {
+        for (uint64_t c = c0; c < c1; ++c) {
+          std::memcpy(out + (c * rows + r) * kElemBytes, in + (r * cols + c) * kElemBytes, kElemBytes);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -193,14 +212,7 @@ Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout
     }
     if (!r.Take(cells * row, &data)) return Truncated("V data");
     // data[j][t] (channel-major) -> V[t][j].
-    uint8_t* dst = out.kv.MutableV(l).data();
-    for (uint32_t j = 0; j < n_embd; ++j) {
-      const uint8_t* src = data.data() + static_cast<uint64_t>(j) * cells * kElemBytes;
-      for (uint32_t t = 0; t < cells; ++t) {
-        std::memcpy(dst + (static_cast<uint64_t>(t) * n_embd + j) * kElemBytes,
-                    src + static_cast<uint64_t>(t) * kElemBytes, kElemBytes);
-      }
-    }
+    Transpose16(data.data(), n_embd, cells, out.kv.MutableV(l).data());
   }
   if (r.remaining() != 0) {
     return Status::Corruption(Str(r.remaining()) + " bytes after the end of the sequence state");
@@ -262,17 +274,19 @@ Result<std::vector<uint8_t>> WriteSeqState(const StateLayout& layout, int32_t se
     const size_t base = out.size();
     out.resize(base + static_cast<uint64_t>(cells) * row);
     uint8_t* dst = out.data() + base;
-    uint64_t t0 = 0;
-    for (const KvChunk& c : chunks) {
-      const uint8_t* src = c.view().V(l).data();
-      for (uint32_t t = 0; t < c.tokens; ++t) {
-        for (uint32_t j = 0; j < n_embd; ++j) {
-          std::memcpy(dst + (static_cast<uint64_t>(j) * cells + t0 + t) * kElemBytes,
-                      src + (static_cast<uint64_t>(t) * n_embd + j) * kElemBytes, kElemBytes);
-        }
-      }
-      t0 += c.tokens;
+    if (chunks.size() == 1) {
+      Transpose16(chunks[0].view().V(l).data(), cells, n_embd, dst);
+      continue;
     }
+    // Several chunks: gather V[t][j] of their concatenation, then transpose once.
+    std::vector<uint8_t> v(static_cast<uint64_t>(cells) * row);
+    uint64_t at = 0;
+    for (const KvChunk& c : chunks) {
+      const auto src = c.view().V(l);
+      std::memcpy(v.data() + at, src.data(), src.size());
+      at += src.size();
+    }
+    Transpose16(v.data(), cells, n_embd, dst);
   }
   if (out.size() != layout.StateBytes(cells)) {
     return Status::Internal("sequence state size " + Str(out.size()) + " != " +

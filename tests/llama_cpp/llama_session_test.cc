@@ -2,7 +2,7 @@
 // a miss prefills and PUTs; the same prompt then restores all but its last token, and a
 // prompt sharing the first chunks restores those; each hit's logits are bit-identical
 // to a fresh context that prefills the same tokens with the same batch split. Raw
-// coding, f16 and bf16 KV (type_k/type_v), both flash-attention settings; spec coding
+// coding, f16 and bf16 KV (type_k/type_v), both flash-attention settings (f16); spec coding
 // (our deterministic predictor on both sides, an artifact calibrated on llama.cpp's own
 // KV of another text) for f16 and bf16, lossless, with the same logits. A chunk removed
 // between LOOKUP and GET makes the hit fall back to a full prefill (never a partial
@@ -109,8 +109,10 @@ TEST_F(LlamaSessionTest, MissThenHitGivesLogitsOfAFullPrefill) {
   const uint32_t n = static_cast<uint32_t>(doc.size());
   const uint32_t chain = (n + kChunk - 1) / kChunk;
 
-  for (bool fa : {false, true}) {
-    for (DType dt : {DType::kF16, DType::kBF16}) {
+  // f16 and bf16 without flash attention (transposed V), f16 with it (row-major V).
+  for (auto [fa, dt] : {std::pair{false, DType::kF16}, std::pair{false, DType::kBF16},
+                        std::pair{true, DType::kF16}}) {
+    {
       SCOPED_TRACE(std::string(fa ? "flash_attn on " : "flash_attn off ") +
                    std::string(DTypeName(dt)));
       auto session = MakeSession(fa, dt);
@@ -136,11 +138,27 @@ TEST_F(LlamaSessionTest, MissThenHitGivesLogitsOfAFullPrefill) {
       EXPECT_TRUE(Same(hit.logits, Reference(fa, dt, doc, n - 1)));
 
       // A prompt sharing the first 3 chunks: those restored, the rest evaluated and put.
+      // The restored KV is the first prompt's (computed in a batch of n tokens): the
+      // logits equal a context that prefilled that prompt, dropped positions >= 48 and
+      // evaluated the rest. With flash attention on and f16 KV, llama.cpp's CPU kernel
+      // for a batch of >= Q_TILE queries (tiled) rounds differently from the one for
+      // smaller batches, so a fresh prefill of the 48 shared tokens alone gives other
+      // bits: a property of the engine (the KV of a prefix depends on the batch it was
+      // computed in), not of the restore. Elsewhere both references agree.
       ASSERT_OK_AND_ASSIGN(EvalResult part, session->EvaluatePrompt(other));
       EXPECT_OK(part.fallback);
       EXPECT_EQ(part.restored_tokens, 3 * kChunk);
       EXPECT_EQ(part.evaluated_tokens, other.size() - 3 * kChunk);
-      EXPECT_TRUE(Same(part.logits, Reference(fa, dt, other, 3 * kChunk)));
+      {
+        auto ctx = NewContext(model_, ContextParams(256, 1, fa, dt).value()).value();
+        ASSERT_OK(Evaluate(ctx.get(), doc, 0));
+        ASSERT_TRUE(llama_memory_seq_rm(llama_get_memory(ctx.get()), 0, 3 * kChunk, -1));
+        ASSERT_OK_AND_ASSIGN(auto want, Evaluate(ctx.get(), std::span(other).subspan(3 * kChunk), 3 * kChunk));
+        EXPECT_TRUE(Same(part.logits, want));
+      }
+      if (!(fa && dt == DType::kF16)) {
+        EXPECT_TRUE(Same(part.logits, Reference(fa, dt, other, 3 * kChunk)));
+      }
       ASSERT_OK(session->Flush());
       EXPECT_GT(part.queued_chunks, 0u);
       ASSERT_OK_AND_ASSIGN(LlamaLookup again, session->Lookup(other));

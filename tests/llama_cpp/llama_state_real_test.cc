@@ -123,26 +123,31 @@ TEST_F(LlamaStateRealTest, ExportParseRebuildImportGivesIdenticalLogits) {
   }
 }
 
-// Every truncation of a real 8-token state is Corruption; a flip of any structure byte
-// is refused; a flip of a K/V data byte parses (the parser checks structure) and gives a
-// chunk whose content checksum differs from the original's (what the stored payload's
-// checksum catches). Both V layouts.
+// Every truncation of a real 8-token state is Corruption. Every byte of a real 4-token
+// state (92,952 bytes; 4 rather than 8 tokens keeps the test at a few seconds, as each
+// of the n flips is a full parse of n bytes) flipped: a structure byte is refused; a
+// K/V data byte parses (the parser checks structure) and gives a chunk whose content
+// checksum differs from the original's (what the stored payload's checksum catches).
+// Both V layouts.
 TEST_F(LlamaStateRealTest, EveryTruncationAndByteFlipOfARealState) {
   for (bool fa : {false, true}) {
     SCOPED_TRACE(fa ? "flash_attn on" : "flash_attn off");
     Ctx a = MakeContext(fa, DType::kF16, 32);
-    const std::vector<uint8_t> state = PrefillState(a, 8);
-    ASSERT_OK_AND_ASSIGN(SeqState orig, ParseSeqState(state, a.layout));
-    const uint64_t sum = orig.kv.ContentChecksum();
-    for (size_t len = 0; len < state.size(); ++len) {
-      auto r = ParseSeqState(std::span(state).first(len), a.layout);
+    const std::vector<uint8_t> state8 = PrefillState(a, 8);
+    for (size_t len = 0; len < state8.size(); ++len) {
+      auto r = ParseSeqState(std::span(state8).first(len), a.layout);
       ASSERT_TRUE(testing::HasCode(r, Status::Code::kCorruption)) << "length " << len;
     }
-    std::vector<uint8_t> longer = state;
+    std::vector<uint8_t> longer = state8;
     longer.push_back(0);
     EXPECT_STATUS(ParseSeqState(longer, a.layout), kCorruption);
 
-    const std::vector<bool> is_data = state_regions::DataByteMask(a.layout, 8);
+    Ctx b = MakeContext(fa, DType::kF16, 32);
+    const std::vector<uint8_t> state = PrefillState(b, 4);
+    ASSERT_EQ(state.size(), 92952u);
+    ASSERT_OK_AND_ASSIGN(SeqState orig, ParseSeqState(state, a.layout));
+    const uint64_t sum = orig.kv.ContentChecksum();
+    const std::vector<bool> is_data = state_regions::DataByteMask(a.layout, 4);
     ASSERT_EQ(is_data.size(), state.size());
     std::vector<uint8_t> flipped = state;
     size_t structure = 0;
@@ -158,7 +163,7 @@ TEST_F(LlamaStateRealTest, EveryTruncationAndByteFlipOfARealState) {
       }
       flipped[i] = state[i];
     }
-    EXPECT_EQ(structure, 16 + 12 * 8 + 8 + 60 * 12u);
+    EXPECT_EQ(structure, 16 + 12 * 4 + 8 + 60 * 12u);
   }
 }
 
