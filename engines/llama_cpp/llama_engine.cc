@@ -128,6 +128,8 @@ Result<StateLayout> StateLayoutOf(const llama_model* model, const llama_context_
   layout.kv = {static_cast<uint32_t>(n_layer), static_cast<uint32_t>(n_head_kv),
                static_cast<uint32_t>(k_dim), dtype};
   layout.v_trans = params.flash_attn_type == LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  // Llama-family GGUFs carry q/k permuted for adjacent-pair RoPE (llama_state.h).
+  layout.k_rope_interleaved = rope == LLAMA_ROPE_TYPE_NORM;
   KVSTASH_RETURN_IF_ERROR(layout.Validate());
   return layout;
 }

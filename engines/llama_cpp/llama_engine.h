@@ -53,7 +53,8 @@ Result<llama_context_params> ContextParams(uint32_t n_ctx, int n_threads, bool f
 // Errors: InvalidArgument when llama.cpp refuses the parameters.
 Result<ContextPtr> NewContext(llama_model* model, const llama_context_params& params);
 
-// The layout of the sequence states a context of `model` made with `params` writes.
+// The layout of the sequence states a context of `model` made with `params` writes
+// (k_rope_interleaved for LLAMA_ROPE_TYPE_NORM models).
 // Errors: NotSupported for recurrent/hybrid models, sliding-window attention, M-RoPE or
 // vision RoPE (cell extension records), K/V head sizes that differ, flash_attn_type AUTO,
 // type_k != type_v or a type other than f16/bf16.

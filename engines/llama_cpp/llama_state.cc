@@ -57,6 +57,24 @@ void Transpose16(const uint8_t* in, uint64_t rows, uint64_t cols, uint8_t* out) 
   }
 }
 
+// Per head of every row: channel 2i+j (interleaved RoPE pairs, llama.cpp) <-> channel
+// j*half + i (rotate_half halves, canonical). to_canonical picks the direction.
+void PermuteK(uint8_t* rows, uint64_t n_rows, uint32_t heads, uint32_t dim, bool to_canonical) {
+  const uint32_t half = dim / 2;
+  std::vector<uint8_t> tmp(static_cast<size_t>(dim) * kElemBytes);
+  for (uint64_t r = 0; r < n_rows * heads; ++r) {
+    uint8_t* h = rows + r * dim * kElemBytes;
+    std::memcpy(tmp.data(), h, tmp.size());
+    for (uint32_t j = 0; j < 2; ++j) {
+      for (uint32_t i = 0; i < half; ++i) {
+        const uint32_t inter = 2 * i + j, split = j * half + i;
+        const uint32_t dst = to_canonical ? split : inter, src = to_canonical ? inter : split;
+        std::memcpy(h + dst * kElemBytes, tmp.data() + src * kElemBytes, kElemBytes);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 Result<int32_t> GgmlTypeOf(DType dtype) {
@@ -71,6 +89,9 @@ Result<int32_t> GgmlTypeOf(DType dtype) {
 
 Status StateLayout::Validate() const {
   KVSTASH_RETURN_IF_ERROR(kv.Validate());
+  if (k_rope_interleaved && kv.head_dim % 2 != 0) {
+    return Status::InvalidArgument("interleaved-RoPE K needs an even head_dim");
+  }
   return GgmlTypeOf(kv.dtype).status();
 }
 
@@ -181,6 +202,9 @@ Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout
     }
     if (!r.Take(cells * row, &data)) return Truncated("K data");
     CopyRows(data, out.kv.MutableK(l).data());
+    if (expected.k_rope_interleaved) {
+      PermuteK(out.kv.MutableK(l).data(), cells, expected.kv.n_kv_heads, expected.kv.head_dim, true);
+    }
   }
   for (uint32_t l = 0; l < n_layer; ++l) {
     uint32_t type = 0;
@@ -259,7 +283,11 @@ Result<std::vector<uint8_t>> WriteSeqState(const StateLayout& layout, int32_t se
   for (uint32_t l = 0; l < layout.kv.n_layers; ++l) {
     w.U32(static_cast<uint32_t>(type));
     w.U64(row);
+    const size_t k_at = out.size();
     for (const KvChunk& c : chunks) w.Bytes(c.view().K(l));
+    if (layout.k_rope_interleaved) {
+      PermuteK(out.data() + k_at, cells, layout.kv.n_kv_heads, layout.kv.head_dim, false);
+    }
   }
   for (uint32_t l = 0; l < layout.kv.n_layers; ++l) {
     w.U32(static_cast<uint32_t>(type));

@@ -19,8 +19,9 @@
 //   v_trans == 1: n_layer x { i32 v_type, u32 v_elem_bytes, u32 n_embd_v_gqa,
 //                             n_embd_v_gqa x (T x v_elem_bytes) }          V transposed
 // A K or V row of one cell is n_kv_heads x head_dim elements, head-major, which is one
-// token's [n_kv_heads, head_dim] slice of the canonical layout. v_trans is 1 when the
-// context runs without flash attention, 0 with it.
+// token's [n_kv_heads, head_dim] slice of the canonical layout (for Llama-family models
+// after a per-head channel permutation of K, StateLayout::k_rope_interleaved). v_trans
+// is 1 when the context runs without flash attention, 0 with it.
 //
 // READ ME FIRST
 // - What is accepted: exactly the state of ONE sequence of a standard (non-SWA,
@@ -78,9 +79,18 @@ struct StateLayout {
   // true when the context runs without flash attention (llama.cpp then stores V
   // transposed). Default: true.
   bool v_trans = true;
+  // true when llama.cpp's K channels are in the interleaved-RoPE order: models with
+  // LLAMA_ROPE_TYPE_NORM (the Llama family), whose GGUF q/k weights the converter
+  // permuted so that rotating adjacent pairs (2i, 2i+1) equals Hugging Face's
+  // rotate_half on (i, i + head_dim/2). The canonical chunk holds K in the Hugging Face
+  // order (that of our runtime and of vLLM), so the parser maps channel 2i+j of each
+  // head to j*head_dim/2 + i and the writer maps it back (a permutation: the round trip
+  // stays bit-exact). V is never permuted. Default: false.
+  bool k_rope_interleaved = false;
 
   // InvalidArgument unless kv is valid with dtype f16 or bf16.
   Status Validate() const;
+  // InvalidArgument also for k_rope_interleaved with an odd head_dim.
   // Bytes of one K (or V) row of one cell: n_kv_heads * head_dim * 2.
   uint64_t RowBytes() const;
   // Exact size of the state of a `tokens`-token sequence with this layout.

@@ -69,6 +69,7 @@ TEST_F(LlamaStateRealTest, LayoutOfSmolLM2) {
   const Ctx c = MakeContext(false, DType::kF16);
   EXPECT_EQ(c.layout.kv, (KvLayout{30, 3, 64, DType::kF16}));
   EXPECT_TRUE(c.layout.v_trans);
+  EXPECT_TRUE(c.layout.k_rope_interleaved);  // LLAMA_ROPE_TYPE_NORM
   EXPECT_EQ(c.layout.RowBytes(), 384u);
   auto p = ContextParams(64, 1, false, DType::kF16).value();
   p.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_AUTO;
@@ -200,10 +201,15 @@ TEST_F(LlamaStateRealTest, StateOfAnotherModelLayoutIsRefused) {
   KvChunk cut = KvChunk::Zeros(fewer.kv, 5);
   std::memcpy(cut.data.data(), parsed.kv.data.data(), cut.data.size());
   ASSERT_OK_AND_ASSIGN(auto s_fewer, WriteSeqState(fewer, 0, std::span(&cut, 1)));
+  // (K taken as llama.cpp stores it, without the Llama-family channel permutation.)
   StateLayout wide = a.layout;
+  wide.k_rope_interleaved = false;
+  StateLayout plain = a.layout;
+  plain.k_rope_interleaved = false;
+  ASSERT_OK_AND_ASSIGN(SeqState as_stored, ParseSeqState(state, plain));
   wide.kv.n_kv_heads = 1;
   wide.kv.head_dim = 192;
-  KvChunk w = parsed.kv;
+  KvChunk w = as_stored.kv;
   w.layout = wide.kv;
   ASSERT_OK_AND_ASSIGN(auto s_wide, WriteSeqState(wide, 0, std::span(&w, 1)));
   EXPECT_STATUS(ParseSeqState(s_fewer, a.layout), kMismatch);

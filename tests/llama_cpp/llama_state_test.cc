@@ -120,6 +120,36 @@ TEST(LlamaStateTest, RoundTripOverShapesAndChunkSplits) {
   }
 }
 
+// Llama-family K: canonical (rotate_half) channels [a0 a1 | a2 a3] of a head_dim-4 head
+// are llama.cpp's interleaved pairs (a0 a2) (a1 a3), i.e. state bytes a0 a2 a1 a3.
+TEST(LlamaStateTest, InterleavedRopeKIsPermutedPerHead) {
+  StateLayout lay = Layout(1, 2, 4, DType::kF16, false);
+  lay.k_rope_interleaved = true;
+  KvChunk c = KvChunk::Zeros(lay.kv, 1);
+  const uint16_t k[8] = {10, 11, 12, 13, 20, 21, 22, 23};  // head 0, head 1
+  std::memcpy(c.MutableK(0).data(), k, 16);
+  std::memcpy(c.MutableV(0).data(), k, 16);
+  ASSERT_OK_AND_ASSIGN(auto bytes, WriteSeqState(lay, 0, std::span(&c, 1)));
+  const size_t k_at = 16 + 12 + 8 + 12;
+  const uint16_t want[8] = {10, 12, 11, 13, 20, 22, 21, 23};
+  EXPECT_EQ(0, std::memcmp(bytes.data() + k_at, want, 16));
+  EXPECT_EQ(0, std::memcmp(bytes.data() + k_at + 16 + 12, k, 16)) << "V is not permuted";
+  ASSERT_OK_AND_ASSIGN(SeqState back, ParseSeqState(bytes, lay));
+  EXPECT_EQ(back.kv.data, c.data);
+  // Round trips over shapes with the permutation.
+  for (bool vt : {true, false}) {
+    StateLayout l2 = Layout(3, 2, 6, DType::kBF16, vt);
+    l2.k_rope_interleaved = true;
+    const KvChunk r = RandomChunk(l2.kv, 5, 77);
+    ASSERT_OK_AND_ASSIGN(auto b2, WriteSeqState(l2, 1, std::span(&r, 1)));
+    ASSERT_OK_AND_ASSIGN(SeqState p2, ParseSeqState(b2, l2));
+    EXPECT_EQ(p2.kv.data, r.data);
+  }
+  StateLayout odd = Layout(1, 1, 3, DType::kF16, true);
+  odd.k_rope_interleaved = true;
+  EXPECT_STATUS(odd.Validate(), kInvalidArgument);
+}
+
 TEST(LlamaStateTest, EveryTruncationAndTrailingByteIsCorruption) {
   for (bool vt : {true, false}) {
     const StateLayout lay = Layout(2, 1, 3, DType::kBF16, vt);
