@@ -1,6 +1,6 @@
 // The real-KV set-up shared by the dckv benchmarks (dckv_codec_bench.cc, the CPU codec;
 // dckv_decode_gpu_bench.cc, the CUDA decoder against it): SmolLM2-135M prefills one
-// evaluation document of 1,536 tokens (real text, model/text_corpus.h), cut into
+// evaluation document of 1,536 tokens (real text, model/corpus/text_corpus.h), cut into
 // 256-token chunks as `kvstash demo` stores them (raw head in the first chunk, raw tail
 // in the last), each encoded with its token ids. The artifact:
 // KVSTASH_DCKV_ARTIFACT=<file.kvda> (e.g. the demo's cached one in .cache/kvstash-demo/),
@@ -21,10 +21,10 @@
 
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
-#include "model/kv_export.h"
-#include "model/model_loader.h"
-#include "model/prefill.h"
-#include "model/text_corpus.h"
+#include "model/forward/kv_export.h"
+#include "model/formats/model_loader.h"
+#include "model/forward/prefill.h"
+#include "model/corpus/text_corpus.h"
 
 namespace kvstash::dckv::bench {
 

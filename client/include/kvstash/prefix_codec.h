@@ -14,9 +14,9 @@
 //   prefix ends (system prompt + RAG document) stores the whole of it, as LMCache's
 //   save_unfull_chunk does; a longer prefix sharing the full chunks still hits them.
 // - Stored KV is bf16 (KvLayout dtype kBF16), rounded to nearest even from the
-//   runtime's fp32 cache (model/kv_export.h). "Exact" below means bit-identical to
+//   runtime's fp32 cache (model/forward/kv_export.h). "Exact" below means bit-identical to
 //   ToKvChunk(exact fp32 cache, bf16): raw and spec restore exactly that; dckv is lossy.
-// - spec: both sides run the deterministic SpecPredictor (model/spec_predictor.h) over
+// - spec: both sides run the deterministic SpecPredictor (model/predictor/spec_predictor.h) over
 //   the prefix tokens; EncodeChunks runs it over tokens [0, end of the last chunk put),
 //   Restore over the matched tokens. Its cost is reported separately (predictor_ms).
 //   The spec payloads' streams are coded on the predictor's thread count.
@@ -40,9 +40,9 @@
 #include "common/prefix_key.h"
 #include "common/result.h"
 #include "kvstash/client.h"
-#include "model/kv_cache.h"
-#include "model/model.h"
-#include "model/spec_predictor.h"
+#include "model/forward/kv_cache.h"
+#include "model/forward/model.h"
+#include "model/predictor/spec_predictor.h"
 
 namespace kvstash {
 
