@@ -13,6 +13,7 @@
 
 #include "common/default_paths.h"
 #include "cli/command_registry.h"
+#include "cli/json_output.h"
 #include "benchmarks/drivers/dckv_bench.h"
 #include "cli/dckv_flags.h"
 #include "benchmarks/drivers/spec_bench.h"
@@ -69,14 +70,7 @@ int RunState(const Options& o) {
     return 1;
   }
   PrintStateTable(*out);
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << out->dump(1) << "\n";
-    if (!f) {
-      std::cerr << "kvstash bench codec: cannot write " << o.json << "\n";
-      return 1;
-    }
-  }
+  if (!o.json.empty() && !WriteJsonFile("bench codec", o.json, *out)) return 1;
   return 0;
 }
 
@@ -111,14 +105,7 @@ int RunDckv(Options& o) {
     return 1;
   }
   PrintDckvTable(*out);
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << out->dump(1) << "\n";
-    if (!f) {
-      std::cerr << "kvstash bench codec: cannot write " << o.json << "\n";
-      return 1;
-    }
-  }
+  if (!o.json.empty() && !WriteJsonFile("bench codec", o.json, *out)) return 1;
   return 0;
 }
 
@@ -189,14 +176,7 @@ int Run(Options o) {
     return 1;
   }
   PrintTable(*out);
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << out->dump(1) << "\n";
-    if (!f) {
-      std::cerr << "kvstash bench codec: cannot write " << o.json << "\n";
-      return 1;
-    }
-  }
+  if (!o.json.empty() && !WriteJsonFile("bench codec", o.json, *out)) return 1;
   for (const auto& r : (*out)["rows"]) {
     if (r["lossless"].is_boolean() && !r["lossless"].get<bool>()) return 3;  // never silent
   }

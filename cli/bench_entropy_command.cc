@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command_registry.h"
+#include "cli/json_output.h"
 #include "benchmarks/drivers/entropy_bench.h"
 
 namespace kvstash::cli {
@@ -54,14 +55,7 @@ int Run(const BenchEntropyOptions& o) {
                    {"encode_mb_s", Optional(r.encode_mb_s)},
                    {"decode_mb_s", Optional(r.decode_mb_s)}});
   }
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << out.dump(1) << "\n";
-    if (!f.good()) {
-      std::cerr << "kvstash bench entropy: cannot write " << o.json << "\n";
-      return 1;
-    }
-  }
+  if (!o.json.empty() && !WriteJsonFile("bench entropy", o.json, out)) return 1;
   return 0;
 }
 

@@ -1,10 +1,10 @@
 // `kvstash bench server`: flags of the server benchmark (benchmarks/drivers/server_bench.h);
 // prints one JSON row per (system, op) and whether every GET round-tripped.
-#include <fstream>
 #include <iostream>
 
 #include "benchmarks/drivers/server_bench.h"
 #include "cli/command_registry.h"
+#include "cli/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -23,14 +23,7 @@ int Run(const Options& o) {
   for (const auto& j : result->rows) std::cout << j.dump() << "\n";
   std::cout << (result->mismatches == 0 ? "round trip ok: every GET returned the stored bytes\n"
                                         : "ROUND TRIP MISMATCH: " + std::to_string(result->mismatches) + " GETs\n");
-  if (!o.json_file.empty()) {
-    std::ofstream f(o.json_file);
-    f << result->rows.dump(1) << "\n";
-    if (!f) {
-      std::cerr << "kvstash bench server: cannot write " << o.json_file << "\n";
-      return 1;
-    }
-  }
+  if (!o.json_file.empty() && !WriteJsonFile("bench server", o.json_file, result->rows)) return 1;
   return result->mismatches == 0 ? 0 : 1;
 }
 

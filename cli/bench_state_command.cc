@@ -2,11 +2,11 @@
 // (benchmarks/drivers/state_size_bench.h). Exit codes: 0 ok, 1 a round trip failed,
 // 2 bad arguments or input.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "benchmarks/drivers/state_size_bench.h"
 #include "cli/command_registry.h"
+#include "cli/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -38,14 +38,7 @@ int Run(const BenchStateOptions& o) {
               "(1 thread); state round trips ok\n",
               o.bench.model.c_str(), j["bits_per_byte"].get<double>(), result->predicted_bytes,
               j["tokens_per_second"].get<double>());
-  if (!o.json.empty()) {
-    std::ofstream f(o.json);
-    f << j.dump(1) << "\n";
-    if (!f) {
-      std::cerr << "kvstash bench state: cannot write " << o.json << "\n";
-      return 2;
-    }
-  }
+  if (!o.json.empty() && !WriteJsonFile("bench state", o.json, j)) return 2;
   return 0;
 }
 

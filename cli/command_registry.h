@@ -1,6 +1,6 @@
 // Registry of `kvstash` subcommands.
 //
-// Each subcommand lives in its own file under client/cli/ and registers itself at
+// Each subcommand lives in its own file under cli/ and registers itself at
 // static-initialisation time:
 //
 //   static const bool kRegistered = kvstash::cli::RegisterCommand(
@@ -13,7 +13,7 @@
 //
 // The path's words create nested subcommands ("bench entropy" -> kvstash bench
 // entropy). The configure function adds options and returns the action; the action's
-// int is the process exit code. Files under client/cli/ are compiled into the
+// int is the process exit code. Files under cli/ are compiled into the
 // executable itself (not a static library), so their registrations are never dropped.
 //
 // Thread-safety: registration happens before main(); not for use afterwards.

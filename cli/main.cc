@@ -1,5 +1,5 @@
 // `kvstash`: the one command-line tool. Subcommands register themselves from their own
-// files in client/cli/ (see command_registry.h); `kvstash --help` lists them.
+// files in cli/ (see command_registry.h); `kvstash --help` lists them.
 #include <CLI/CLI.hpp>
 
 #include <iostream>

@@ -161,15 +161,7 @@ int RunDemo(DemoOptions o) {
     f << j.dump(2) << "\n";
     if (!f) return Fail("writing " + o.json, Status::IOError(o.json));
   }
-  if (!o.start_server.empty()) {
-    if (o.keep_server) {
-      std::printf("kvstash-server keeps running (pid %d, dashboard http://127.0.0.1:%u/dashboard); stop it with: kill %d\n",
-                  server.pid(), server.http_port(), server.pid());
-      server.Detach();
-    } else {
-      server.Stop();
-    }
-  }
+  FinishServer(o.start_server, o.keep_server, /*show_dashboard=*/true, &server);
   return acceptance["passed"].get<bool>() ? 0 : 1;
 }
 

@@ -88,12 +88,7 @@ Result<dckv::DckvArtifact> CalibrateDckv(const model::Model& m, const std::vecto
                                          const DemoArtifactOptions& o) {
   const auto& mc = m.config;
   const uint64_t hr = static_cast<uint64_t>(mc.n_kv_heads) * mc.head_dim;
-  dckv::DckvRows rows;
-  rows.n_layers = mc.n_layers;
-  rows.n_kv_heads = mc.n_kv_heads;
-  rows.head_dim = mc.head_dim;
-  rows.k.resize(mc.n_layers);
-  rows.v.resize(mc.n_layers);
+  auto rows = dckv::DckvRows::ForShape(mc.n_layers, mc.n_kv_heads, mc.head_dim);
   for (const CalDoc& d : docs) {
     if (d.tokens.size() <= o.dckv_raw_head) continue;
     const uint64_t skip = o.dckv_raw_head * hr;  // attention sinks are stored raw

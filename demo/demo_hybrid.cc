@@ -233,14 +233,7 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
     f << j.dump(2) << "\n";
     if (!f) return Fail("writing " + o.json, Status::IOError(o.json));
   }
-  if (!o.start_server.empty()) {
-    if (o.keep_server) {
-      std::printf("kvstash-server keeps running (pid %d); stop it with: kill %d\n", server.pid(), server.pid());
-      server.Detach();
-    } else {
-      server.Stop();
-    }
-  }
+  FinishServer(o.start_server, o.keep_server, /*show_dashboard=*/false, &server);
   return acceptance["passed"].get<bool>() ? 0 : 1;
 }
 

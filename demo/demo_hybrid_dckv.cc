@@ -80,12 +80,7 @@ Result<dckv::DckvArtifact> CalibrateHybridDckv(const hybrid::HybridModel& model,
   const hybrid::HybridConfig& c = model.config();
   const KvLayout L = hybrid::HybridKvLayout(c);
   constexpr uint32_t kRawHead = 4;
-  dckv::DckvRows rows;
-  rows.n_layers = L.n_layers;
-  rows.n_kv_heads = L.n_kv_heads;
-  rows.head_dim = L.head_dim;
-  rows.k.resize(L.n_layers);
-  rows.v.resize(L.n_layers);
+  auto rows = dckv::DckvRows::ForShape(L.n_layers, L.n_kv_heads, L.head_dim);
   const uint64_t hr = uint64_t{L.n_kv_heads} * L.head_dim;
   for (const auto& seq : sequences) {
     if (seq.size() <= kRawHead) continue;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/prefix_key.h"
+#include "demo/demo_server.h"
 #include "model/hybrid/hybrid_state.h"
 
 namespace kvstash::demo {
@@ -39,16 +40,6 @@ Result<std::vector<uint32_t>> Greedy(const hybrid::HybridModel& m, hybrid::Hybri
     out.push_back(Argmax(logits));
   }
   return out;
-}
-
-// Server-side GET handling time so far (microseconds), from /v1/stats; -1 if unknown.
-double ServerGetUs(Client* client) {
-  auto s = client->Stats(0);
-  if (!s.ok()) return -1;
-  auto j = nlohmann::json::parse(*s, nullptr, false);
-  if (j.is_discarded() || !j.contains("requests") || !j["requests"].contains("GET")) return -1;
-  const auto& g = j["requests"]["GET"];
-  return g.value("mean_us", 0.0) * g.value("count", 0.0);
 }
 
 void LogSoftmax(std::span<const float> x, std::span<double> out) {

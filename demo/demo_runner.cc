@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "demo/demo_server.h"
 #include "model/forward/generate.h"
 #include "model/forward/kv_export.h"
 #include "model/forward/prefill.h"
@@ -70,16 +71,6 @@ std::vector<uint32_t> Concat(std::span<const uint32_t> a, std::span<const uint32
   std::vector<uint32_t> v(a.begin(), a.end());
   v.insert(v.end(), b.begin(), b.end());
   return v;
-}
-
-// Server-side GET handling time so far (microseconds), from /v1/stats.
-double ServerGetUs(Client* client) {
-  auto s = client->Stats(0);
-  if (!s.ok()) return -1;
-  auto j = nlohmann::json::parse(*s, nullptr, false);
-  if (j.is_discarded() || !j.contains("requests") || !j["requests"].contains("GET")) return -1;
-  const auto& g = j["requests"]["GET"];
-  return g.value("mean_us", 0.0) * g.value("count", 0.0);
 }
 
 // Seconds since t0, added to *acc.

@@ -122,4 +122,28 @@ Result<std::unique_ptr<Client>> StartServerAndConnect(const std::string& start_s
   return c;
 }
 
+double ServerGetUs(Client* client) {
+  auto s = client->Stats(0);
+  if (!s.ok()) return -1;
+  auto j = nlohmann::json::parse(*s, nullptr, false);
+  if (j.is_discarded() || !j.contains("requests") || !j["requests"].contains("GET")) return -1;
+  const auto& g = j["requests"]["GET"];
+  return g.value("mean_us", 0.0) * g.value("count", 0.0);
+}
+
+void FinishServer(const std::string& start_server, bool keep, bool show_dashboard, DemoServer* server) {
+  if (start_server.empty()) return;
+  if (!keep) {
+    server->Stop();
+    return;
+  }
+  if (show_dashboard) {
+    std::printf("kvstash-server keeps running (pid %d, dashboard http://127.0.0.1:%u/dashboard); stop it with: kill %d\n",
+                server->pid(), server->http_port(), server->pid());
+  } else {
+    std::printf("kvstash-server keeps running (pid %d); stop it with: kill %d\n", server->pid(), server->pid());
+  }
+  server->Detach();
+}
+
 }  // namespace kvstash::demo

@@ -53,6 +53,14 @@ class DemoServer {
   uint16_t port_ = 0, http_port_ = 0;
 };
 
+// Server-side GET handling time so far (microseconds: mean x count of GET in the first
+// server's /v1/stats); -1 if the stats cannot be had.
+double ServerGetUs(Client* client);
+
+// The end of a demo with `start_server` non-empty: stops `server`, or with `keep`
+// leaves it running and prints its pid (and its dashboard URL when `show_dashboard`).
+void FinishServer(const std::string& start_server, bool keep, bool show_dashboard, DemoServer* server);
+
 // 2 x `bytes` lowercase hex digits from std::random_device (demo credentials, run ids).
 std::string RandomHex(size_t bytes);
 

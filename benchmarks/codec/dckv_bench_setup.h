@@ -46,12 +46,7 @@ inline Result<DckvArtifact> Calibrate(const model::Model& m) {
   KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kCalibration,
                                                           kCalTokens, kCalTokens));
   const auto& mc = m.config;
-  DckvRows rows;
-  rows.n_layers = mc.n_layers;
-  rows.n_kv_heads = mc.n_kv_heads;
-  rows.head_dim = mc.head_dim;
-  rows.k.resize(mc.n_layers);
-  rows.v.resize(mc.n_layers);
+  auto rows = DckvRows::ForShape(mc.n_layers, mc.n_kv_heads, mc.head_dim);
   for (const auto& d : corpus.documents) {
     model::KvCache cache = model::KvCache::ForModel(mc);
     model::PrefillOptions po;

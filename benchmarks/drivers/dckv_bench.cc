@@ -193,12 +193,7 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
   double sensitivity_s = 0;
   const auto& mc = m.config;
   const uint64_t hr = static_cast<uint64_t>(mc.n_kv_heads) * mc.head_dim;
-  dckv::DckvRows rows;
-  rows.n_layers = mc.n_layers;
-  rows.n_kv_heads = mc.n_kv_heads;
-  rows.head_dim = mc.head_dim;
-  rows.k.resize(mc.n_layers);
-  rows.v.resize(mc.n_layers);
+  auto rows = dckv::DckvRows::ForShape(mc.n_layers, mc.n_kv_heads, mc.head_dim);
   if (o.conditional) {
     rows.embed = m.embed;
     rows.vocab = mc.vocab_size;

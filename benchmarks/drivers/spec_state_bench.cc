@@ -1,4 +1,5 @@
 #include "benchmarks/drivers/spec_state_bench.h"
+#include "benchmarks/drivers/spec_state_rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,17 +19,8 @@ namespace {
 
 using rwkv7::Rwkv7State;
 
-// Timings are this thread's CPU time, so that a loaded machine (other processes
-// taking the cores) does not distort the ratios between the steps.
-struct Clock {
-  using time_point = double;
-  static double now() {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-  }
-};
-double Secs(double a, double b) { return b - a; }
+// Timings are this thread's CPU time (ThreadCpuSeconds), so that a loaded machine
+// (other processes taking the cores) does not distort the ratios between the steps.
 
 struct Doc {
   std::string path;
@@ -43,9 +35,9 @@ Result<std::vector<RecurrentState>> Snapshots(const rwkv7::Rwkv7Config& cfg, con
   std::vector<RecurrentState> out;
   Rwkv7State state = Rwkv7State::Zeros(cfg);
   for (size_t b = every; b <= doc.tokens.size(); b += every) {
-    const auto t0 = Clock::now();
+    const double t0 = ThreadCpuSeconds();
     KVSTASH_RETURN_IF_ERROR(step(std::span<const uint32_t>(doc.tokens).subspan(b - every, every), &state));
-    *seconds += Secs(t0, Clock::now());
+    *seconds += ThreadCpuSeconds() - t0;
     KVSTASH_ASSIGN_OR_RETURN(RecurrentState s, rwkv7::ExportState(cfg, state));
     out.push_back(std::move(s));
   }
@@ -75,22 +67,6 @@ Result<rwkv7::Rwkv7PredictorOptions> ParseVariant(const std::string& name) {
   return o;
 }
 
-nlohmann::json BaseRow(const std::string& codec, uint64_t tokens, uint64_t boundaries,
-                       uint64_t scalars, uint64_t stored) {
-  const double raw = 4.0 * static_cast<double>(scalars);
-  return {{"model", "rwkv7"},
-          {"part", "state"},
-          {"codec", codec},
-          {"dtype", "f32"},
-          {"tokens", tokens},
-          {"boundaries", boundaries},
-          {"scalars", scalars},
-          {"raw_bytes", static_cast<uint64_t>(raw)},
-          {"stored_bytes", stored},
-          {"ratio", raw / static_cast<double>(stored)},
-          {"ratio_vs_raw", static_cast<double>(stored) / raw},
-          {"bits_per_scalar", 8.0 * static_cast<double>(stored) / static_cast<double>(scalars)}};
-}
 
 }  // namespace
 
@@ -154,9 +130,8 @@ Result<nlohmann::json> RunSpecStateBench(const SpecStateBenchOptions& o) {
   const uint64_t baseline = std::min({zstd, zstd_shuf, bplane_bytes});
   nlohmann::json rows = nlohmann::json::array();
   auto add_baseline = [&](const std::string& name, uint64_t bytes) {
-    nlohmann::json r = BaseRow(name, eval_tokens, eval_exact.size(), scalars, bytes);
+    nlohmann::json r = StateRow("rwkv7", "state", name, eval_tokens, eval_exact.size(), scalars, bytes);
     r["ratio_vs_baseline"] = static_cast<double>(bytes) / static_cast<double>(baseline);
-    r["lossless"] = true;
     rows.push_back(r);
   };
   add_baseline("zstd-" + std::to_string(o.zstd_level), zstd);
@@ -181,43 +156,13 @@ Result<nlohmann::json> RunSpecStateBench(const SpecStateBenchOptions& o) {
     for (size_t i = 0; i < cal_exact.size(); ++i) pairs.push_back({&cal_exact[i], &cal_pred[i]});
     KVSTASH_ASSIGN_OR_RETURN(spec::SpecStateArtifact art, spec::CalibrateSpecState(pairs));
 
-    uint64_t stored = 0;
-    double enc_s = 0.0, dec_s = 0.0, ideal_bits = 0.0;
-    std::map<std::string, std::pair<double, uint64_t>> kinds;
-    bool lossless = true;
-    for (size_t i = 0; i < eval_exact.size(); ++i) {
-      spec::StateCodingStats st;
-      const auto t0 = Clock::now();
-      KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> body,
-                               spec::EncodeSpecState(art, eval_exact[i], eval_pred[i], &st));
-      const auto t1 = Clock::now();
-      auto back = spec::DecodeSpecState(art, body, eval_pred[i]);
-      const auto t2 = Clock::now();
-      enc_s += Secs(t0, t1);
-      dec_s += Secs(t1, t2);
-      if (!back.ok() || !(*back == eval_exact[i])) lossless = false;
-      stored += body.size();
-      for (const auto& [k, v] : st.ideal_bits_by_kind) {
-        kinds[k].first += v.first;
-        kinds[k].second += v.second;
-        ideal_bits += v.first;
-      }
-    }
-    if (!lossless) return Status::Internal("spec state (" + name + "): a state failed to round-trip");
-    nlohmann::json r = BaseRow("spec/" + po.Name(), eval_tokens, eval_exact.size(), scalars, stored);
-    const double raw_mb = 4.0 * static_cast<double>(scalars) / 1e6;
-    r["ratio_vs_baseline"] = static_cast<double>(stored) / static_cast<double>(baseline);
-    r["ideal_bits_per_scalar"] = ideal_bits / static_cast<double>(scalars);
-    r["lossless"] = true;
-    r["encode_mb_s"] = raw_mb / enc_s;
-    r["decode_mb_s"] = raw_mb / dec_s;
-    r["predictor"] = po.Name();
+    KVSTASH_ASSIGN_OR_RETURN(SpecStateTotals t,
+                             CodeSpecStates(art, eval_exact, eval_pred, "spec state (" + name + ")"));
+    nlohmann::json r = StateRow("rwkv7", "state", "spec/" + po.Name(), eval_tokens, eval_exact.size(), scalars,
+                                t.stored_bytes);
+    AddSpecStateFields(t, scalars, baseline, po.Name(), eval_pred_seconds / eval_exact_seconds,
+                       art.Serialize().size(), &r);
     r["predictor_weight_bytes"] = pred.weight_bytes();
-    r["predictor_cost_vs_forward"] = eval_pred_seconds / eval_exact_seconds;
-    r["artifact_bytes"] = art.Serialize().size();
-    nlohmann::json by_kind = nlohmann::json::object();
-    for (const auto& [k, v] : kinds) by_kind[k] = v.first / static_cast<double>(v.second);
-    r["ideal_bits_per_scalar_by_kind"] = by_kind;
     rows.push_back(r);
   }
 

@@ -10,6 +10,7 @@
 #include <map>
 
 #include "benchmarks/drivers/spec_state_bench.h"
+#include "benchmarks/drivers/spec_state_rows.h"
 #include "codec/spec/spec_state_codec.h"
 #include "model/hybrid/hybrid_spec.h"
 #include "model/rwkv7/rwkv_file.h"
@@ -18,11 +19,6 @@
 namespace kvstash::bench {
 namespace {
 
-double CpuNow() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 // The texts as byte tokens modulo the vocabulary (ASCII text is below 128, the tiny
 // vocabulary), cut into documents of at most max_doc tokens (each run from the empty
@@ -55,32 +51,15 @@ Status Snapshot(const hybrid::HybridConfig& c, const std::vector<uint32_t>& doc,
                 Snaps* out, double* seconds) {
   hybrid::HybridState s = hybrid::HybridState::Empty(c);
   for (uint32_t b = every; b <= doc.size(); b += every) {
-    const double t0 = CpuNow();
+    const double t0 = ThreadCpuSeconds();
     KVSTASH_RETURN_IF_ERROR(step(std::span(doc).subspan(b - every, every), &s));
-    *seconds += CpuNow() - t0;
+    *seconds += ThreadCpuSeconds() - t0;
     KVSTASH_ASSIGN_OR_RETURN(out->state.emplace_back(), hybrid::ExportRecurrentState(c, s));
     KVSTASH_ASSIGN_OR_RETURN(out->kv.emplace_back(), hybrid::KvTensors(c, s, b - every, b));
   }
   return Status::Ok();
 }
 
-nlohmann::json Row(const std::string& part, const std::string& codec, uint64_t tokens, uint64_t boundaries,
-                   uint64_t scalars, uint64_t stored) {
-  const double raw = 4.0 * static_cast<double>(scalars);
-  return {{"model", "tiny-qwen35-random"},
-          {"part", part},
-          {"codec", codec},
-          {"dtype", "f32"},
-          {"tokens", tokens},
-          {"boundaries", boundaries},
-          {"scalars", scalars},
-          {"raw_bytes", static_cast<uint64_t>(raw)},
-          {"stored_bytes", stored},
-          {"ratio", raw / static_cast<double>(stored)},
-          {"ratio_vs_raw", static_cast<double>(stored) / raw},
-          {"bits_per_scalar", 8.0 * static_cast<double>(stored) / static_cast<double>(scalars)},
-          {"lossless", true}};
-}
 
 }  // namespace
 
@@ -124,7 +103,7 @@ Result<nlohmann::json> RunHybridSpecStateBench(const HybridStateBenchOptions& o)
              {"zstd-" + std::to_string(o.zstd_level), zstd},
              {"zstd-" + std::to_string(o.zstd_level) + "-shuffled", shuf},
              {"byte-plane-ideal", bp}}) {
-      nlohmann::json r = Row(part, name, eval_tokens, eval.size(), scalars, bytes);
+      nlohmann::json r = StateRow("tiny-qwen35-random", part, name, eval_tokens, eval.size(), scalars, bytes);
       r["ratio_vs_baseline"] = static_cast<double>(bytes) / static_cast<double>(baseline[part]);
       rows.push_back(r);
     }
@@ -148,40 +127,10 @@ Result<nlohmann::json> RunHybridSpecStateBench(const HybridStateBenchOptions& o)
     for (const std::string part : {"state", "kv"}) {
       const auto& ex = part == "state" ? eval_exact.state : eval_exact.kv;
       const auto& pr = part == "state" ? eval_pred.state : eval_pred.kv;
-      uint64_t stored = 0, scalars = 0;
-      double enc = 0, dec = 0, ideal = 0;
-      std::map<std::string, std::pair<double, uint64_t>> kinds;
-      for (size_t i = 0; i < ex.size(); ++i) {
-        spec::StateCodingStats st;
-        const double t0 = CpuNow();
-        KVSTASH_ASSIGN_OR_RETURN(auto body, spec::EncodeSpecState(art, ex[i], pr[i], &st));
-        const double t1 = CpuNow();
-        auto back = spec::DecodeSpecState(art, body, pr[i]);
-        dec += CpuNow() - t1;
-        enc += t1 - t0;
-        if (!back.ok() || !(*back == ex[i])) {
-          return Status::Internal("hybrid spec " + part + ": boundary " + std::to_string(i) + " failed to round-trip");
-        }
-        stored += body.size();
-        scalars += st.scalars;
-        for (const auto& [k, v] : st.ideal_bits_by_kind) {
-          kinds[k].first += v.first;
-          kinds[k].second += v.second;
-          ideal += v.first;
-        }
-      }
-      nlohmann::json r = Row(part, "spec/" + po.Name(), eval_tokens, ex.size(), scalars, stored);
-      const double raw_mb = 4.0 * static_cast<double>(scalars) / 1e6;
-      r["ratio_vs_baseline"] = static_cast<double>(stored) / static_cast<double>(baseline[part]);
-      r["ideal_bits_per_scalar"] = ideal / static_cast<double>(scalars);
-      r["encode_mb_s"] = raw_mb / enc;
-      r["decode_mb_s"] = raw_mb / dec;
-      r["predictor"] = po.Name();
-      r["predictor_cost_vs_forward"] = peval_s / eval_s;
-      r["artifact_bytes"] = art.Serialize().size();
-      nlohmann::json by_kind = nlohmann::json::object();
-      for (const auto& [k, v] : kinds) by_kind[k] = v.first / static_cast<double>(v.second);
-      r["ideal_bits_per_scalar_by_kind"] = by_kind;
+      KVSTASH_ASSIGN_OR_RETURN(SpecStateTotals t, CodeSpecStates(art, ex, pr, "hybrid spec " + part));
+      nlohmann::json r = StateRow("tiny-qwen35-random", part, "spec/" + po.Name(), eval_tokens, ex.size(),
+                                  t.scalars, t.stored_bytes);
+      AddSpecStateFields(t, t.scalars, baseline[part], po.Name(), peval_s / eval_s, art.Serialize().size(), &r);
       rows.push_back(r);
     }
   }

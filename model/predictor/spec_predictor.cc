@@ -1,3 +1,4 @@
+// The CPU spec predictor; spec_predictor_cuda.cc mirrors Run step for step on purpose (same bits on a GPU).
 #include "model/predictor/spec_predictor.h"
 
 #include <algorithm>

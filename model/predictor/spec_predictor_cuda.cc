@@ -1,3 +1,4 @@
+// Mirror kept on purpose: SpecPredictor::Run (spec_predictor.cc) step for step on a CUDA device, bit-identical.
 #include "model/predictor/spec_predictor_cuda.h"
 
 #ifdef KVSTASH_HAVE_CUDA
