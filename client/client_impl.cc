@@ -211,6 +211,9 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
 
 }  // namespace
 
+Client::Impl::Impl(ClientOptions o) : opts_(std::move(o)), work_(asio::make_work_guard(ioc_)) {}
+Client::Impl::~Impl() = default;
+
 Status Client::Impl::Init() {
   if (opts_.servers.empty()) return Status::InvalidArgument("client needs at least one server");
   if (opts_.tenant.empty() || opts_.tenant.size() > protocol::kMaxTenantBytes) {

@@ -69,7 +69,9 @@ using CallPtr = std::shared_ptr<Call>;
 
 class Client::Impl {
  public:
-  explicit Impl(ClientOptions o) : opts_(std::move(o)), work_(asio::make_work_guard(ioc_)) {}
+  // Both in client_impl.cc, where Conn is complete.
+  explicit Impl(ClientOptions o);
+  ~Impl();
 
   Status Init();
   void Stop();

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/default_paths.h"
 #include "demo/demo_hybrid_runner.h"
 #include "demo/demo_report.h"
 #include "demo/demo_server.h"
@@ -28,7 +29,6 @@ int Fail(const std::string& what, const Status& s) {
   return 1;
 }
 
-std::string DefaultHybridModel() { return std::string(KVSTASH_SOURCE_DIR) + "/tests/hybrid/data/tiny_qwen35"; }
 
 // Token ids modulo the model's vocabulary (see the header).
 void MapToVocab(DemoWorkload* w, uint32_t vocab) {
@@ -72,7 +72,7 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
     return 1;
   }
 
-  const std::string dir = flags.hybrid_model.empty() ? DefaultHybridModel() : flags.hybrid_model;
+  const std::string dir = flags.hybrid_model.empty() ? DefaultHybridModelDir() : flags.hybrid_model;
   auto loaded = hybrid::HybridModel::Load(dir);
   if (!loaded.ok()) return Fail("loading " + dir, loaded.status());
   const hybrid::HybridModel& model = *loaded;

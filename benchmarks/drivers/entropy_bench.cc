@@ -15,6 +15,9 @@
 #include "codec/entropy/table_builder.h"
 
 namespace kvstash::bench {
+
+// The bench exercises the rANS coder of codec/entropy/ throughout.
+using namespace entropy;  // NOLINT(build/namespaces)
 namespace {
 
 // One benchmark stream: symbols, per-symbol model index, and the model pmfs.

@@ -50,6 +50,7 @@
 
 #include "benchmarks/drivers/server_bench.h"
 #include "common/file_bytes.h"
+#include "kvstash/client.h"
 #include "common/checksum.h"
 #include "common/payload_format.h"
 
@@ -60,14 +61,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-  // How the closed-loop LOOKUP clients are driven: "async" (RunAgents) or "threads"
-  // (one thread per client making sync calls, as the GET/PUT phases and redis).
-  std::string lookup_driver = "threads";
-  bool Runs(const std::string& op) const {
-    return std::find(ops.begin(), ops.end(), op) != ops.end();
-  }
-};
 
 // A child process started with posix_spawn, stopped with SIGTERM.
 class Child {

@@ -30,6 +30,7 @@
 //      also say `driver` (async or threads).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -58,6 +59,13 @@ struct ServerBenchOptions {
   bool skip_redis = false;
   // Phases to run (profiling one of them): lookup, get, put. Default: all three.
   std::vector<std::string> ops = {"lookup", "get", "put"};
+  // How the closed-loop LOOKUP clients are driven: "async" (RunAgents) or "threads"
+  // (one thread per client making sync calls, as the GET/PUT phases and redis).
+  std::string lookup_driver = "threads";
+  bool Runs(const std::string& op) const {
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+  }
+};
 
 struct ServerBenchResult {
   nlohmann::json rows;      // one object per (system, op), fields as above
