@@ -96,6 +96,19 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
       if (existing[i] != kNoEntry) {
         protect.push_back(existing[i]);
         const IndexEntry& e = index_.at(existing[i]);
+        // A chunk key has one parent: re-linking would make the index and T1's meta
+        // disagree (and could close a cycle), so only an overwrite in place is allowed.
+        const bool had_parent = e.parent != kNoEntry;
+        if (had_parent != c.has_parent ||
+            (had_parent && index_.at(e.parent).key != c.parent)) {
+          return Status::Mismatch(
+              "Put chunk " + std::to_string(i) + ": key " + ToHex(c.key) +
+              (had_parent ? " is stored with parent " + ToHex(index_.at(e.parent).key)
+                          : std::string(" is stored as the first chunk of a prefix")) +
+              ", this Put names " +
+              (c.has_parent ? "parent " + ToHex(c.parent) : std::string("no parent")) +
+              "; a chunk key has one parent (delete the key to re-link it)");
+        }
         for (int t = 0; t < kNumTiers; ++t) {
           if (e.flags & TierBit(t)) old_bytes[t] += e.bytes();
         }

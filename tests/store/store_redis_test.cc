@@ -217,6 +217,85 @@ TEST(StoreRedis, CorruptRemoteCopyIsAMiss) {
   EXPECT_EQ(r.keys.size(), 0u);  // the bad remote copy was deleted
 }
 
+// Bytes of every chunk hash under `prefix` on the single node `endpoint` (payload +
+// state fields, as the store counts them), and the number of such hashes.
+std::pair<uint64_t, uint64_t> RedisChunkBytes(const std::string& endpoint,
+                                              const std::string& prefix = "kvstash:") {
+  auto router = RedisRouter::Connect({{endpoint}, 500, 2000, 5}).value();
+  const RedisReply keys = Call(*router, "", {"KEYS", prefix + "*"});
+  EXPECT_EQ(keys.type, RedisReply::Type::kArray);
+  uint64_t bytes = 0;
+  for (const RedisReply& k : keys.elements) {
+    for (const char* field : {"p", "s"}) {
+      bytes += static_cast<uint64_t>(Call(*router, k.str, {"HSTRLEN", k.str, field}).integer);
+    }
+  }
+  return {bytes, keys.elements.size()};
+}
+
+// docs/format/store.md: T2 is bounded by remote_budget_bytes. Budgets of 2 / 4 / 6
+// chunks for T0 / T1 / T2 and 40 one-chunk Puts: T1 demotes 36 chunks, T2 must evict
+// 30 of them (T2 entries that only Redis holds are removed) and Redis holds at most
+// 6 chunks' bytes.
+TEST(StoreRedis, RemoteBudgetIsEnforced) {
+  SKIP_WITHOUT_REDIS();
+  TempDir dir;
+  std::string error;
+  auto redis = RedisServer::Start(dir.path(), false, &error);
+  ASSERT_TRUE(redis) << error;
+  constexpr uint64_t kChunk = 2184;  // a 16-token raw chunk of 128 bytes per position
+  StoreOptions o;
+  o.path = dir.path() + "/db";
+  o.memory_budget_bytes = 2 * kChunk;
+  o.disk_budget_bytes = 4 * kChunk;
+  o.remote_budget_bytes = 6 * kChunk;
+  o.redis.endpoints = {redis->endpoint()};
+  const Digest256 ns = TestNamespace();
+  std::vector<Chain> chains;
+  {
+    auto store = Store::Open(o).value();
+    for (int i = 0; i < 40; ++i) {
+      chains.push_back(MakeChain(ns, 900 + i, 1, kChunk, 16));
+      chains.back().payloads[0].resize(kChunk);  // exactly one chunk's bytes
+      ASSERT_OK(store->Put(chains.back().Puts()));
+    }
+    const StoreStats s = store->Stats();
+    EXPECT_LE(s.tiers[0].bytes, 2 * kChunk);
+    EXPECT_LE(s.tiers[1].bytes, 4 * kChunk);
+    EXPECT_LE(s.tiers[2].bytes, 6 * kChunk);
+    EXPECT_EQ(s.tiers[2].entries, 6u);
+    EXPECT_EQ(s.tiers[1].evictions, 36u);
+    EXPECT_EQ(s.tiers[2].evictions, 30u);
+    EXPECT_EQ(s.index_entries, 10u);  // 4 in T1 + 6 in T2; the other 30 are gone
+    EXPECT_EQ(s.tiers[2].errors, 0u);
+    const auto [bytes, hashes] = RedisChunkBytes(redis->endpoint());
+    EXPECT_LE(bytes, 6 * kChunk);
+    EXPECT_EQ(hashes, 6u);
+    // 10 chunks are still found (Lookup is no access); every Get hit is byte-exact
+    // (hits on T2 promote, which demotes and evicts others: the bound holds on).
+    uint64_t matched = 0, found = 0;
+    for (const Chain& c : chains) {
+      ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(ns, c.tokens, 16, false));
+      matched += r.keys.size();
+    }
+    EXPECT_EQ(matched, 10u);
+    for (const Chain& c : chains) {
+      ASSERT_OK_AND_ASSIGN(auto got, store->Get(c.stored()));
+      if (!got[0].found) continue;
+      ++found;
+      EXPECT_TRUE(Same(got[0].payload_bytes(), c.payloads[0]));
+    }
+    EXPECT_GE(found, 1u);
+    EXPECT_LE(store->Stats().tiers[2].bytes, 6 * kChunk);
+    EXPECT_LE(RedisChunkBytes(redis->endpoint()).first, 6 * kChunk);
+    EXPECT_EQ(store->Stats().checksum_failures, 0u);
+  }
+  // After a restart the bound still holds (the index is rebuilt from T1's meta).
+  auto store = Store::Open(o).value();
+  EXPECT_LE(store->Stats().tiers[2].bytes, 6 * kChunk);
+  EXPECT_LE(RedisChunkBytes(redis->endpoint()).first, 6 * kChunk);
+}
+
 class StoreRedisCluster : public ::testing::Test {
  protected:
   void SetUp() override {
