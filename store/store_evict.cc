@@ -93,9 +93,15 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
   // Copies the entry to T2 after making room there (remote_budget_bytes: T2 evicts
   // its own victims first, never the entries the caller protects); false when the
   // entry does not fit or the copy failed.
+  // The copy is written even when the entry is flagged in T2 already: that flag on an
+  // entry with a local copy means "Redis may hold a copy" (possibly an older version,
+  // see Put), so only a fresh write makes the Redis copy the current one.
   auto demote = [&]() -> bool {
     const uint64_t bytes = meta.payload_bytes + meta.state_bytes;
-    if (bytes > budget_[2] || !EvictUntil(2, budget_[2] - bytes, protect)) return false;
+    const uint64_t counted = (flags & kInT2) ? bytes : 0;  // already in bytes_[2]
+    std::vector<uint32_t> keep = protect;
+    keep.insert(std::upper_bound(keep.begin(), keep.end(), id), id);
+    if (bytes > budget_[2] || !EvictUntil(2, budget_[2] - bytes + counted, keep)) return false;
     auto item = ReadForDemotion(id);
     if (item.ok()) {
       const RedisTier::Item items[1] = {std::move(item).value()};
@@ -106,7 +112,7 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
   };
 
   if (slot == 0) {
-    if (flags & (kInT1 | kInT2)) {  // another copy remains: drop the memory copy
+    if (flags & kInT1) {  // T0 is a cache in front of T1: drop the memory copy
       std::unique_lock lock(index_mu_);
       SetFlagsLocked(id, flags & ~kInT0);
       c_.evictions[0]++;
@@ -123,9 +129,22 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
   if (slot == 1) {
     if (!t2_) return remove();
     if (!(flags & kInT2)) {
-      if (!demote()) return remove();
+      // Crash safety: T1's meta says "Redis may hold a copy" before the copy is
+      // written, so that after a kill -9 between the two the node still knows of the
+      // copy (a Delete then removes it; it is never an orphan that resurrects).
+      meta.tiers = kMetaInT1 | kMetaInT2;
+      RocksTier::Batch pre = t1_->NewBatch();
+      pre.PutMeta(key, EncodeMetaRecord(meta));
+      if (Status s = t1_->Write(pre); !s.ok()) {
+        c_.errors[1]++;
+        t1_write_failed_ = true;
+        return s;
+      }
+    }
+    if (!demote()) return remove();
+    {
       std::unique_lock lock(index_mu_);
-      flags |= kInT2;
+      flags = index_.at(id).flags | kInT2;
       SetFlagsLocked(id, flags);
     }
     meta.tiers = kMetaInT2;
@@ -181,6 +200,14 @@ Result<uint64_t> Store::Impl::RemoveSubtrees(const std::vector<uint32_t>& roots)
       }
     }
   }
+  // Redis first: a kill -9 between the two leaves T1 rows whose Redis copy is gone
+  // (a miss after the restart, as a Delete cut off may be), never Redis copies that
+  // no T1 row tracks (orphans a later Get or Lookup would resurrect).
+  if (!t2_keys.empty()) {
+    for (const Status& s : t2_->Delete(t2_keys)) {
+      if (!s.ok()) c_.errors[2]++;
+    }
+  }
   if (!t1_keys.empty()) {
     RocksTier::Batch b = t1_->NewBatch();
     for (const StoredKey& k : t1_keys) b.DeleteChunk(k);
@@ -188,11 +215,6 @@ Result<uint64_t> Store::Impl::RemoveSubtrees(const std::vector<uint32_t>& roots)
       c_.errors[1]++;
       t1_write_failed_ = true;
       return s;
-    }
-  }
-  if (!t2_keys.empty()) {
-    for (const Status& s : t2_->Delete(t2_keys)) {
-      if (!s.ok()) c_.errors[2]++;
     }
   }
   std::unique_lock lock(index_mu_);

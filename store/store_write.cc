@@ -180,6 +180,11 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
         if (existing[i] != kNoEntry && (index_.at(existing[i]).flags & kPinned)) {
           metas[i].flags |= kMetaPinned;  // an overwrite keeps the pin
         }
+        if (existing[i] != kNoEntry && (index_.at(existing[i]).flags & kInT2)) {
+          // Redis holds an older version until the Delete below: T1 keeps knowing of
+          // it across a crash (so a later Delete removes it too).
+          metas[i].tiers |= kMetaInT2;
+        }
       }
     }
     for (size_t i = 0; i < n; ++i) {
@@ -203,6 +208,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   }
 
   std::vector<StoredKey> stale_remote;
+  std::vector<uint32_t> stale_ids;
   {
     std::unique_lock lock(index_mu_);
     std::vector<uint32_t> ids(n);
@@ -213,7 +219,10 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
         const uint32_t parent = parent_pos[i] >= 0 ? ids[parent_pos[i]] : parent_id[i];
         id = index_.Insert(c.key, parent, 0);
       } else {
-        if (index_.at(id).flags & kInT2) stale_remote.push_back(c.key);
+        if (index_.at(id).flags & kInT2) {
+          stale_remote.push_back(c.key);
+          stale_ids.push_back(id);
+        }
         // Leave every tier before the sizes change (keeps the accounting exact).
         SetFlagsLocked(id, index_.at(id).flags & kPinned);
       }
@@ -238,13 +247,26 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
         e.t0 = std::move(rec);
         flags |= kInT0;
       }
+      // An overwritten entry that was in T2 stays flagged there ("Redis may hold a
+      // copy", an older one) until that copy is deleted below; a demotion rewrites
+      // the copy and a Get checks a T2 copy against the index's checksums.
+      if (std::find(stale_ids.begin(), stale_ids.end(), id) != stale_ids.end()) flags |= kInT2;
       SetFlagsLocked(id, flags);
     }
   }
   if (!stale_remote.empty()) {
     // The Redis copies of overwritten entries are older versions: remove them.
-    for (const Status& s : t2_->Delete(stale_remote)) {
-      if (!s.ok()) c_.errors[2]++;
+    std::vector<Status> deleted = t2_->Delete(stale_remote);
+    std::unique_lock lock(index_mu_);
+    for (size_t j = 0; j < stale_remote.size(); ++j) {
+      if (!deleted[j].ok()) {
+        c_.errors[2]++;
+        continue;
+      }
+      IndexEntry& e = index_.at(stale_ids[j]);
+      if (e.live() && e.key == stale_remote[j] && (e.flags & (kInT0 | kInT1))) {
+        SetFlagsLocked(stale_ids[j], e.flags & ~kInT2);
+      }
     }
   }
   c_.puts += n;

@@ -158,6 +158,7 @@ class Campaign {
   void Violation(uint64_t* counter, const std::string& what) {
     std::lock_guard l(mu_);
     ++*counter;
+    std::cerr << "VIOLATION (round " << c_.rounds << "): " << what << "\n";
     if (c_.examples.size() < 20) c_.examples.push_back(what);
   }
 

@@ -291,9 +291,66 @@ TEST(StoreRedis, RemoteBudgetIsEnforced) {
     EXPECT_EQ(store->Stats().checksum_failures, 0u);
   }
   // After a restart the bound still holds (the index is rebuilt from T1's meta).
+  {
+    auto store = Store::Open(o).value();
+    EXPECT_LE(store->Stats().tiers[2].bytes, 6 * kChunk);
+    EXPECT_LE(RedisChunkBytes(redis->endpoint()).first, 6 * kChunk);
+  }
+  // Reopened with a smaller budget: Open evicts down to it.
+  o.remote_budget_bytes = 2 * kChunk;
   auto store = Store::Open(o).value();
-  EXPECT_LE(store->Stats().tiers[2].bytes, 6 * kChunk);
-  EXPECT_LE(RedisChunkBytes(redis->endpoint()).first, 6 * kChunk);
+  const StoreStats s = store->Stats();
+  EXPECT_LE(s.tiers[2].bytes, 2 * kChunk);
+  EXPECT_GE(s.tiers[2].evictions, 1u);
+  EXPECT_LE(RedisChunkBytes(redis->endpoint()).first, 2 * kChunk);
+}
+
+// Found by the crash campaign (scripts/crash_campaign.sh): a Redis copy the index no
+// longer tracks is served by Get and Lookup (T2 is a shared pool) and so resurrects a
+// deleted or overwritten chunk. Here Redis is paused while a promoted chunk (in T1,
+// its copy still in Redis) is overwritten, so the old copy's delete fails: the store
+// must keep knowing of that copy, never serve it, and delete it with the chunk.
+TEST(StoreRedis, AnOverwrittenChunksOldRedisCopyIsNeverServedOrResurrected) {
+  SKIP_WITHOUT_REDIS();
+  TempDir dir;
+  std::string error;
+  auto redis = RedisServer::Start(dir.path(), false, &error);
+  ASSERT_TRUE(redis) << error;
+  StoreOptions o;
+  o.path = dir.path() + "/db";
+  o.memory_budget_bytes = 1 << 20;
+  o.disk_budget_bytes = 2 * 3000;
+  o.redis.endpoints = {redis->endpoint()};
+  o.redis.command_timeout_ms = 300;
+  const Digest256 ns = TestNamespace();
+  const Chain a = MakeChain(ns, 61, 1, 3000), f1 = MakeChain(ns, 62, 1, 3000),
+              f2 = MakeChain(ns, 63, 1, 3000);
+  const std::vector<uint8_t> v2 = Bytes(64, 3000);
+  auto store = Store::Open(o).value();
+  ASSERT_OK(store->Put(a.Puts()));
+  ASSERT_OK(store->Put(f1.Puts()));
+  ASSERT_OK(store->Put(f2.Puts()));  // T1 holds 2: A (the oldest) went to T2
+  ASSERT_OK_AND_ASSIGN(auto got, store->Get(a.stored()));
+  ASSERT_TRUE(got[0].found);
+  EXPECT_EQ(got[0].tier, Tier::kRemote);  // promoted back to T1; Redis keeps its copy
+  ASSERT_EQ(Admin(redis->port(), {"CLIENT", "PAUSE", "8000", "WRITE"}).type,
+            RedisReply::Type::kString);
+  ChunkPut p = a.Puts()[0];
+  p.payload = v2;
+  ASSERT_OK(store->Put(std::span(&p, 1)));  // the old copy's DEL times out (retries too)
+  EXPECT_GE(store->Stats().tiers[2].errors, 1u);
+  Admin(redis->port(), {"CLIENT", "UNPAUSE"});
+  ASSERT_OK_AND_ASSIGN(got, store->Get(a.stored()));
+  ASSERT_TRUE(got[0].found);
+  EXPECT_TRUE(Same(got[0].payload_bytes(), v2));
+  // Delete takes the old Redis copy with it: no Get or Lookup finds A afterwards.
+  const StoredKey k = a.keys[0].stored();
+  ASSERT_OK_AND_ASSIGN(uint64_t removed, store->Delete(std::span(&k, 1)));
+  EXPECT_EQ(removed, 1u);
+  ASSERT_OK_AND_ASSIGN(got, store->Get(a.stored()));
+  EXPECT_FALSE(got[0].found) << "a deleted chunk came back from Redis";
+  ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(std::span(&k, 1), false));
+  EXPECT_EQ(r.keys.size(), 0u);
 }
 
 class StoreRedisCluster : public ::testing::Test {
