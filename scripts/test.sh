@@ -3,7 +3,10 @@
 #   1. configure + build (CUDA kernels too when nvcc exists) and run every ctest test;
 #   2. an AddressSanitizer + UBSan build of the unit tests (label "unit");
 #   3. every libFuzzer target under fuzz/ for KVSTASH_FUZZ_SECONDS (default 60) each;
-#   4. the Python tests of tools/ (pytest).
+#   4. the Python tests of tools/ (pytest);
+#   5. the kvstash Python package: pip install ./python into .venv (scikit-build-core +
+#      nanobind, build folder build-python/, ccache), then its pytest suite python/tests
+#      against the build/kvstash-server just built.
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
 # KVSTASH_JOBS (parallel build jobs, default nproc).
 set -euo pipefail
@@ -52,5 +55,9 @@ fi
 
 step "Python tests (tools/)"
 .venv/bin/python -m pytest -q tools/tests
+
+step "Python package (pip install ./python, python/tests)"
+CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv/bin/pip install -q ./python
+KVSTASH_SERVER_BIN="$ROOT/build/kvstash-server" .venv/bin/python -m pytest -q -rs python/tests
 
 step "all tests passed"

@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <memory>
+#include <mutex>
 
 #include "codec/spec/spec_calibration.h"
 #include "model/kv_export.h"
@@ -58,17 +59,15 @@ class ReferenceModel {
   // Calibrates a spec artifact for this model's predictor on the full chunk_tokens
   // chunks of `docs`; returns its serialized bytes.
   Result<std::vector<uint8_t>> CalibrateSpec(const std::vector<std::vector<uint32_t>>& docs,
-                                             uint32_t chunk_tokens, DType dtype) const {
+                                             uint32_t chunk_tokens, DType dtype, int build_threads) const {
     if (chunk_tokens == 0) return Status::InvalidArgument("calibrate_spec: chunk_tokens 0");
-    model::SpecPredictorOptions popt;
-    popt.threads = threads_;
-    KVSTASH_ASSIGN_OR_RETURN(auto predictor, model::SpecPredictor::Create(*model_, popt));
+    KVSTASH_ASSIGN_OR_RETURN(const model::SpecPredictor* predictor, Predictor());
     const KvLayout L = layout(dtype);
     spec::CalibrationOptions co;
     co.contexts.dtype = dtype;
     co.predictor_digest = predictor->Digest();
     co.predictor_variant = predictor->options().VariantName();
-    co.threads = threads_;
+    co.threads = build_threads;  // the artifact does not depend on it
     KVSTASH_ASSIGN_OR_RETURN(auto cal, spec::SpecCalibrator::Create(L, co));
     struct Doc {
       model::KvCache exact;
@@ -113,8 +112,21 @@ class ReferenceModel {
   const model::Model& model() const { return *model_; }
 
  private:
+  // The spec predictor of the model (default options, threads_), built once.
+  Result<const model::SpecPredictor*> Predictor() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!predictor_) {
+      model::SpecPredictorOptions popt;
+      popt.threads = threads_;
+      KVSTASH_ASSIGN_OR_RETURN(predictor_, model::SpecPredictor::Create(*model_, popt));
+    }
+    return predictor_.get();
+  }
+
   std::unique_ptr<model::Model> model_;
   int threads_ = 1;
+  mutable std::mutex mu_;
+  mutable std::unique_ptr<model::SpecPredictor> predictor_;  // GUARDED_BY(mu_)
 };
 
 }  // namespace
@@ -153,7 +165,7 @@ void BindReferenceModel(nb::module_& m) {
       .def(
           "calibrate_spec",
           [](const ReferenceModel& r, nb::handle docs, const std::string& out_path,
-             uint32_t chunk_tokens, const std::string& dtype) {
+             uint32_t chunk_tokens, const std::string& dtype, int build_threads) {
             std::vector<std::vector<uint32_t>> d;
             for (nb::handle doc : nb::borrow<nb::sequence>(docs)) d.push_back(ToTokens(doc));
             const DType dt = ValueOrThrow(ParseDType(dtype));
@@ -161,7 +173,7 @@ void BindReferenceModel(nb::module_& m) {
             Status written;
             {
               nb::gil_scoped_release release;
-              bytes = r.CalibrateSpec(d, chunk_tokens, dt);
+              bytes = r.CalibrateSpec(d, chunk_tokens, dt, build_threads);
               if (bytes.ok()) {
                 std::ofstream out(out_path, std::ios::binary | std::ios::trunc);
                 out.write(reinterpret_cast<const char*>(bytes->data()),
@@ -174,9 +186,11 @@ void BindReferenceModel(nb::module_& m) {
             return bytes->size();
           },
           nb::arg("docs"), nb::arg("out_path"), nb::arg("chunk_tokens") = 256, nb::arg("dtype") = "bf16",
+          nb::arg("build_threads") = 0,
           "Calibrates a spec artifact for this model's predictor (W8A16-g128) on the full "
           "chunk_tokens-token chunks of each token list in `docs` and writes it to out_path "
-          "(.kvsa; PrefixCodec.spec loads it). Returns its size in bytes.");
+          "(.kvsa; PrefixCodec.spec loads it). build_threads: threads fitting the tables (0: all "
+          "cores; the artifact does not depend on it). Returns its size in bytes.");
 }
 
 }  // namespace kvstash::py
