@@ -3,7 +3,7 @@ its `object` parameters typed by hand; python/tests/test_stubs.py checks that it
 every attribute of the module."""
 
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -326,7 +326,7 @@ class PrefixCodec:
         Keys of the chain of `tokens` (full chunks, then a partial one for a remainder). extra_keys None: token ids alone determine the KV; else one list of bytes per chunk (multimodal inputs). Raises InvalidArgumentError for an empty prefix or a wrong extra_keys count.
         """
 
-    def encode_chunks(self, tokens: Sequence[int] | NDArray[np.integer], keys: Sequence[ChunkKey], chunks: Sequence[Annotated[NDArray, dict(order='C', device='cpu', writable=False)]], first_chunk: int = 0) -> list[PutChunk]:
+    def encode_chunks(self, tokens: Sequence[int] | NDArray[np.integer], keys: Sequence[ChunkKey], chunks: Sequence[Any], first_chunk: int = 0) -> list[PutChunk]:
         """
         Encodes chain chunks [first_chunk, len(keys)) of `tokens` (keys = chain_keys(tokens, ...)). chunks[j]: the KV of chain chunk first_chunk + j, shape [n_layers, 2, T, n_kv_heads, head_dim] (K then V per layer, K after RoPE), T = keys[first_chunk + j].tokens; bf16 as uint16 bit patterns (NumPy) or torch.bfloat16, f16 as float16; a CPU array. Returns one PutChunk per chunk (chunk i > 0 names chunk i-1 as parent; all route by chunk 0). Raises InvalidArgumentError for a wrong shape, dtype, count or chain; codec errors.
         """

@@ -3,10 +3,11 @@
 // (EncodeKvChunks / RestoreKvChunks on canonical chunks).
 //
 // Input chunks: any C-contiguous CPU array of shape [n_layers, 2, T, n_kv_heads,
-// head_dim] via DLPack or the buffer protocol (NumPy, torch), read in place (a
-// non-contiguous one is made contiguous by nanobind first); its element size must be
-// the stored dtype's (bf16: uint16/int16/bfloat16, f16: float16/uint16). The bytes are
-// copied once into the KvChunk that EncodeKvChunks takes. Outputs of restore_chunks own
+// head_dim] via DLPack or the buffer protocol (NumPy, torch), read in place; its element type must be
+// the stored dtype's (bf16: uint16/int16/bfloat16, f16: float16/uint16). A
+// non-contiguous one is first copied by its framework (torch .contiguous(),
+// numpy.ascontiguousarray). The bytes are then copied once into the KvChunk that
+// EncodeKvChunks takes (it owns its chunks). Outputs of restore_chunks own
 // the decoded chunk's memory (no copy).
 //
 // Thread-safety: a PrefixCodec is immutable; every method releases the GIL while it
@@ -82,6 +83,27 @@ KvChunk CheckedChunk(const ChunkArray& a, const KvLayout& L, uint32_t expect_tok
   c.tokens = expect_tokens;
   c.data.resize(L.DataBytes(expect_tokens));
   return c;
+}
+
+// Imports chunks[index] in place when it is a C-contiguous CPU array; otherwise asks
+// its framework for a contiguous copy (torch .contiguous(), numpy.ascontiguousarray).
+ChunkArray ImportChunk(nb::handle h, size_t index) {
+  const std::string where = "chunks[" + std::to_string(index) + "]";
+  ChunkArray a;
+  if (nb::try_cast(h, a)) return a;
+  if (nb::hasattr(h, "device") && nb::hasattr(h, "is_cuda") && nb::cast<bool>(h.attr("is_cuda"))) {
+    ThrowInvalid(where + ": a CUDA tensor; pass CPU memory (tensor.cpu())");
+  }
+  nb::object contiguous;
+  try {
+    contiguous = nb::hasattr(h, "contiguous") ? h.attr("contiguous")()
+                                              : nb::module_::import_("numpy").attr("ascontiguousarray")(h);
+  } catch (nb::python_error&) {
+    ThrowInvalid(where + ": not an array (expected NumPy or a DLPack tensor)");
+  }
+  if (nb::try_cast(contiguous, a)) return a;
+  ThrowInvalid(where + ": expected a CPU array (NumPy, torch or any DLPack tensor), got " +
+               std::string(nb::type_name(h.type()).c_str()));
 }
 
 std::vector<std::vector<uint8_t>> Payloads(nb::handle seq) {
@@ -271,8 +293,10 @@ void BindCodec(nb::module_& m) {
       .def(
           "encode_chunks",
           [](const PyCodec& c, nb::handle tokens, const std::vector<ChunkKey>& keys,
-             const std::vector<ChunkArray>& chunks, uint32_t first_chunk) {
+             nb::sequence chunk_objects, uint32_t first_chunk) {
             const std::vector<uint32_t> t = ToTokens(tokens);
+            std::vector<ChunkArray> chunks;
+            for (nb::handle h : chunk_objects) chunks.push_back(ImportChunk(h, chunks.size()));
             const KvLayout& L = c.codec->layout();
             if (first_chunk > keys.size() || chunks.size() != keys.size() - first_chunk) {
               ThrowInvalid("encode_chunks: " + std::to_string(chunks.size()) + " chunks for chain chunks [" +

@@ -65,9 +65,15 @@ def test_torch_tensors_in_place():
     tokens = list(range(8))
     keys = codec.chain_keys(tokens)
     t = torch.randn(3, 2, 8, 2, 16).to(torch.bfloat16)
-    puts = codec.encode_chunks(tokens, keys, [t])
+    puts = codec.encode_chunks(tokens, keys, [t])  # contiguous: read in place (DLPack)
     out = codec.restore_chunks(tokens, keys, [puts[0].payload])[0]
     assert np.array_equal(out, t.view(torch.int16).numpy().view(np.uint16))
+    window = torch.randn(3, 2, 16, 2, 16).to(torch.bfloat16)[:, :, 4:12]  # non-contiguous
+    assert not window.is_contiguous()
+    out = codec.restore_chunks(tokens, keys, [codec.encode_chunks(tokens, keys, [window])[0].payload])[0]
+    assert np.array_equal(out, window.contiguous().view(torch.int16).numpy().view(np.uint16))
+    with pytest.raises(kvstash.InvalidArgumentError):
+        codec.encode_chunks(tokens, keys, [torch.randn(3, 2, 8, 2, 16)])  # float32
 
 
 def test_bad_chunks_raise_invalid_argument():
