@@ -18,9 +18,12 @@ def test_concurrent_async_calls(server):
             # First chunks of 6 chains at once, then the rest of each chain in order.
             await asyncio.gather(*(c.put_async(p[0].route, p[0].key, None, p[0].payload)
                                    for _, _, _, p, _ in chains))
-            for _, _, _, puts, _ in chains:
-                for p in puts[1:]:
-                    await c.put_async(p.route, p.key, p.parent, p.payload)
+            for i, (_, _, _, puts, _) in enumerate(chains):
+                if i % 2:
+                    await c.put_chunks_async(puts[1:])
+                else:
+                    for p in puts[1:]:
+                        await c.put_async(p.route, p.key, p.parent, p.payload)
             hits = await asyncio.gather(*(c.lookup_async(k) for _, _, k, _, _ in chains))
             assert [(h.matched_chunks, h.matched_tokens) for h in hits] == [(3, 9)] * 6
             gets = [c.get_async(k[0].stored, key.stored) for _, _, k, _, _ in chains for key in k]

@@ -133,3 +133,28 @@ def test_threads_share_one_client(client):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_two_servers_route_each_chain_to_one(server):
+    from conftest import Server
+    other = Server()
+    try:
+        addrs = [server.address, other.address]
+        chains = [make_chain(60 + i, 8) for i in range(12)]
+        with kvstash.Client(addrs, tenant=TENANT, credential=CREDENTIAL) as c:
+            owners = [c.server_for(keys[0].stored) for _, _, keys, _, _ in chains]
+            assert set(owners) == {0, 1}  # 12 chains land on both servers
+            for _, _, _, puts, _ in chains:
+                c.put_chunks([kvstash.PutChunk(p.route, p.key, p.parent, memoryview(p.payload))
+                              for p in puts])
+            for _, _, keys, _, _ in chains:
+                assert c.lookup(keys).matched_chunks == 2
+        # Each chain is stored on its owner only.
+        for i, addr in enumerate(addrs):
+            with kvstash.Client([addr], tenant=TENANT, credential=CREDENTIAL) as one:
+                for owner, (_, _, keys, _, _) in zip(owners, chains):
+                    assert one.lookup(keys).matched_chunks == (2 if owner == i else 0)
+        with kvstash.Client(addrs, tenant=TENANT) as c2, pytest.raises(kvstash.InvalidArgumentError):
+            c2.put_chunks([b"not a PutChunk"])
+    finally:
+        other.stop()
