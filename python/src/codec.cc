@@ -21,7 +21,7 @@
 #include <memory>
 
 #include "kvstash/prefix_codec.h"
-#include "model/model_loader.h"
+#include "model/formats/model_loader.h"
 #include "native.h"
 
 namespace kvstash::py {

@@ -13,10 +13,10 @@
 #include <mutex>
 
 #include "codec/spec/spec_calibration.h"
-#include "model/kv_export.h"
-#include "model/model_loader.h"
-#include "model/prefill.h"
-#include "model/spec_predictor.h"
+#include "model/forward/kv_export.h"
+#include "model/formats/model_loader.h"
+#include "model/forward/prefill.h"
+#include "model/predictor/spec_predictor.h"
 #include "native.h"
 
 namespace kvstash::py {
