@@ -204,16 +204,21 @@ Result<GetResult> Client::Get(const StoredKey& route, const StoredKey& key, GetO
   return GetAsync(route, key, get, call).get();
 }
 
+void Client::DeleteAsync(const StoredKey& route, const StoredKey& key,
+                         std::function<void(Result<bool>)> done, const CallOptions& call) {
+  protocol::DeleteRequest req{key};
+  impl_->Submit(ServerFor(route), Opcode::kDelete, req.Flags(), EncodeBody(req), call,
+                [done = std::move(done)](Result<Frame> r) {
+                  auto m = DecodeReply<protocol::DeleteReply>(std::move(r));
+                  if (!m.ok()) return done(m.status());
+                  done(m->existed);
+                });
+}
+
 std::future<Result<bool>> Client::DeleteAsync(const StoredKey& route, const StoredKey& key,
                                               const CallOptions& call) {
   auto [f, cb] = Promise<Result<bool>>();
-  protocol::DeleteRequest req{key};
-  impl_->Submit(ServerFor(route), Opcode::kDelete, req.Flags(), EncodeBody(req), call,
-                [cb = std::move(cb)](Result<Frame> r) {
-                  auto m = DecodeReply<protocol::DeleteReply>(std::move(r));
-                  if (!m.ok()) return cb(m.status());
-                  cb(m->existed);
-                });
+  DeleteAsync(route, key, std::move(cb), call);
   return std::move(f);
 }
 
@@ -221,14 +226,19 @@ Result<bool> Client::Delete(const StoredKey& route, const StoredKey& key, const 
   return DeleteAsync(route, key, call).get();
 }
 
+void Client::PinAsync(const StoredKey& route, const StoredKey& key, bool pin,
+                      std::function<void(Status)> done, const CallOptions& call) {
+  protocol::PinRequest req{key, pin};
+  impl_->Submit(ServerFor(route), Opcode::kPin, req.Flags(), EncodeBody(req), call,
+                [done = std::move(done)](Result<Frame> r) {
+                  done(DecodeReply<protocol::PinReply>(std::move(r)).status());
+                });
+}
+
 std::future<Status> Client::PinAsync(const StoredKey& route, const StoredKey& key, bool pin,
                                      const CallOptions& call) {
   auto [f, cb] = Promise<Status>();
-  protocol::PinRequest req{key, pin};
-  impl_->Submit(ServerFor(route), Opcode::kPin, req.Flags(), EncodeBody(req), call,
-                [cb = std::move(cb)](Result<Frame> r) {
-                  cb(DecodeReply<protocol::PinReply>(std::move(r)).status());
-                });
+  PinAsync(route, key, pin, std::move(cb), call);
   return std::move(f);
 }
 
@@ -236,17 +246,21 @@ Status Client::Pin(const StoredKey& route, const StoredKey& key, bool pin, const
   return PinAsync(route, key, pin, call).get();
 }
 
+void Client::StatsAsync(size_t server_index, std::function<void(Result<std::string>)> done,
+                        const CallOptions& call) {
+  if (server_index >= impl_->options().servers.size()) {
+    return done(Status::InvalidArgument("no server with index " + std::to_string(server_index)));
+  }
+  impl_->Submit(server_index, Opcode::kStats, 0, {}, call, [done = std::move(done)](Result<Frame> r) {
+    auto m = DecodeReply<protocol::StatsReply>(std::move(r));
+    if (!m.ok()) return done(m.status());
+    done(std::move(m->json));
+  });
+}
+
 std::future<Result<std::string>> Client::StatsAsync(size_t server_index, const CallOptions& call) {
   auto [f, cb] = Promise<Result<std::string>>();
-  if (server_index >= impl_->options().servers.size()) {
-    cb(Status::InvalidArgument("no server with index " + std::to_string(server_index)));
-    return std::move(f);
-  }
-  impl_->Submit(server_index, Opcode::kStats, 0, {}, call, [cb = std::move(cb)](Result<Frame> r) {
-    auto m = DecodeReply<protocol::StatsReply>(std::move(r));
-    if (!m.ok()) return cb(m.status());
-    cb(std::move(m->json));
-  });
+  StatsAsync(server_index, std::move(cb), call);
   return std::move(f);
 }
 

@@ -4,7 +4,10 @@
 #   2. an AddressSanitizer + UBSan build of the unit tests (label "unit");
 #   3. every libFuzzer target under fuzz/ for KVSTASH_FUZZ_SECONDS (default 60) each;
 #   4. the Python tests of tools/ (pytest);
-#   5. optional (KVSTASH_TSAN=1): the store and server integration tests under
+#   5. the kvstash Python package: pip install ./python into .venv (scikit-build-core +
+#      nanobind, build folder build-python/, ccache), then its pytest suite python/tests
+#      against the build/kvstash-server just built.
+#   6. optional (KVSTASH_TSAN=1): the store and server integration tests under
 #      ThreadSanitizer, the kvstash-server processes they start included (build-tsan/).
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
 # KVSTASH_TSAN=1, KVSTASH_JOBS (parallel build jobs, default nproc).
@@ -54,6 +57,10 @@ fi
 
 step "Python tests (tools/)"
 .venv/bin/python -m pytest -q tools/tests
+
+step "Python package (pip install ./python, python/tests)"
+CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv/bin/pip install -q ./python
+KVSTASH_SERVER_BIN="$ROOT/build/kvstash-server" .venv/bin/python -m pytest -q -rs python/tests
 
 if [[ "${KVSTASH_TSAN:-0}" == 1 ]]; then
   step "store + server integration tests under ThreadSanitizer (build-tsan/)"
