@@ -36,49 +36,7 @@ using protocol::Frame;
 using protocol::Opcode;
 using FrameDone = std::function<void(Result<Frame>)>;
 
-size_t RendezvousPick(std::span<const std::string> servers, const StoredKey& key) {
-  size_t best = 0;
-  uint64_t best_score = 0;
-  for (size_t i = 0; i < servers.size(); ++i) {
-    std::string buf = servers[i];
-    buf.append(reinterpret_cast<const char*>(key.data()), key.size());
-    const uint64_t score = Xxh3_64(buf);
-    if (i == 0 || score > best_score) {
-      best = i;
-      best_score = score;
-    }
-  }
-  return best;
-}
-
-Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return Status::InvalidArgument("server address \"" + address + "\" is not host:port");
-  }
-  std::string host = address.substr(0, colon);
-  if (host.front() == '[') {
-    if (host.size() < 3 || host.back() != ']') {
-      return Status::InvalidArgument("server address \"" + address + "\": bad [IPv6] literal");
-    }
-    host = host.substr(1, host.size() - 2);
-  }
-  const std::string port = address.substr(colon + 1);
-  uint32_t value = 0;
-  for (char ch : port) {
-    if (ch < '0' || ch > '9' || port.size() > 5) {
-      return Status::InvalidArgument("server address \"" + address + "\": port \"" + port +
-                                     "\" is not a number in 1..65535");
-    }
-    value = value * 10 + static_cast<uint32_t>(ch - '0');
-  }
-  if (value == 0 || value > 65535) {
-    return Status::InvalidArgument("server address \"" + address + "\": port " + port +
-                                   " is outside 1..65535");
-  }
-  return std::make_pair(host, static_cast<uint16_t>(value));
-}
-
+// RendezvousPick and SplitHostPort: client_address.cc.
 namespace {
 
 void LogFailure(const char* what, std::exception_ptr e) {
@@ -752,16 +710,21 @@ Result<GetResult> Client::Get(const StoredKey& route, const StoredKey& key, GetO
   return GetAsync(route, key, get, call).get();
 }
 
+void Client::DeleteAsync(const StoredKey& route, const StoredKey& key,
+                         std::function<void(Result<bool>)> done, const CallOptions& call) {
+  protocol::DeleteRequest req{key};
+  impl_->Submit(ServerFor(route), Opcode::kDelete, req.Flags(), EncodeBody(req), call,
+                [done = std::move(done)](Result<Frame> r) {
+                  auto m = DecodeReply<protocol::DeleteReply>(std::move(r));
+                  if (!m.ok()) return done(m.status());
+                  done(m->existed);
+                });
+}
+
 std::future<Result<bool>> Client::DeleteAsync(const StoredKey& route, const StoredKey& key,
                                               const CallOptions& call) {
   auto [f, cb] = Promise<Result<bool>>();
-  protocol::DeleteRequest req{key};
-  impl_->Submit(ServerFor(route), Opcode::kDelete, req.Flags(), EncodeBody(req), call,
-                [cb = std::move(cb)](Result<Frame> r) {
-                  auto m = DecodeReply<protocol::DeleteReply>(std::move(r));
-                  if (!m.ok()) return cb(m.status());
-                  cb(m->existed);
-                });
+  DeleteAsync(route, key, std::move(cb), call);
   return std::move(f);
 }
 
@@ -769,14 +732,19 @@ Result<bool> Client::Delete(const StoredKey& route, const StoredKey& key, const 
   return DeleteAsync(route, key, call).get();
 }
 
+void Client::PinAsync(const StoredKey& route, const StoredKey& key, bool pin,
+                      std::function<void(Status)> done, const CallOptions& call) {
+  protocol::PinRequest req{key, pin};
+  impl_->Submit(ServerFor(route), Opcode::kPin, req.Flags(), EncodeBody(req), call,
+                [done = std::move(done)](Result<Frame> r) {
+                  done(DecodeReply<protocol::PinReply>(std::move(r)).status());
+                });
+}
+
 std::future<Status> Client::PinAsync(const StoredKey& route, const StoredKey& key, bool pin,
                                      const CallOptions& call) {
   auto [f, cb] = Promise<Status>();
-  protocol::PinRequest req{key, pin};
-  impl_->Submit(ServerFor(route), Opcode::kPin, req.Flags(), EncodeBody(req), call,
-                [cb = std::move(cb)](Result<Frame> r) {
-                  cb(DecodeReply<protocol::PinReply>(std::move(r)).status());
-                });
+  PinAsync(route, key, pin, std::move(cb), call);
   return std::move(f);
 }
 
@@ -784,17 +752,21 @@ Status Client::Pin(const StoredKey& route, const StoredKey& key, bool pin, const
   return PinAsync(route, key, pin, call).get();
 }
 
+void Client::StatsAsync(size_t server_index, std::function<void(Result<std::string>)> done,
+                        const CallOptions& call) {
+  if (server_index >= impl_->options().servers.size()) {
+    return done(Status::InvalidArgument("no server with index " + std::to_string(server_index)));
+  }
+  impl_->Submit(server_index, Opcode::kStats, 0, {}, call, [done = std::move(done)](Result<Frame> r) {
+    auto m = DecodeReply<protocol::StatsReply>(std::move(r));
+    if (!m.ok()) return done(m.status());
+    done(std::move(m->json));
+  });
+}
+
 std::future<Result<std::string>> Client::StatsAsync(size_t server_index, const CallOptions& call) {
   auto [f, cb] = Promise<Result<std::string>>();
-  if (server_index >= impl_->options().servers.size()) {
-    cb(Status::InvalidArgument("no server with index " + std::to_string(server_index)));
-    return std::move(f);
-  }
-  impl_->Submit(server_index, Opcode::kStats, 0, {}, call, [cb = std::move(cb)](Result<Frame> r) {
-    auto m = DecodeReply<protocol::StatsReply>(std::move(r));
-    if (!m.ok()) return cb(m.status());
-    cb(std::move(m->json));
-  });
+  StatsAsync(server_index, std::move(cb), call);
   return std::move(f);
 }
 

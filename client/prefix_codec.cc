@@ -75,16 +75,26 @@ Result<PrefixCodecKind> ParsePrefixCodecKind(const std::string& name) {
   return Status::InvalidArgument("unknown codec '" + name + "' (raw, spec or dckv)");
 }
 
-PrefixCodec::PrefixCodec(const model::Model& model, PrefixCodecOptions options)
-    : model_(&model), options_(std::move(options)) {
-  layout_ = {model.config.n_layers, model.config.n_kv_heads, model.config.head_dim, DType::kBF16};
+PrefixCodec::PrefixCodec(const model::Model* model, const KvLayout& layout,
+                         PrefixCodecOptions options)
+    : model_(model), options_(std::move(options)), layout_(layout) {
+  layout_.dtype = options_.kv_dtype;
 }
 
 Status PrefixCodec::Init() {
+  if (options_.kv_dtype != DType::kBF16 && options_.kv_dtype != DType::kF16) {
+    return Status::InvalidArgument("PrefixCodec: kv_dtype must be bf16 or f16, not " +
+                                   std::string(DTypeName(options_.kv_dtype)));
+  }
   NamespaceSpec ns;
   ns.model_fingerprint = ToHex(options_.model_fingerprint);
   ns.layout = layout_;
   ns.chunk_tokens = options_.chunk_tokens;
+  ns.tp_rank = options_.tp_rank;
+  ns.tp_size = options_.tp_size;
+  ns.adapter_name = options_.adapter_name;
+  ns.adapter_id = options_.adapter_id;
+  ns.adapter_digest = options_.adapter_digest;
   ns.tenant = options_.tenant;
   ns.cache_salt = options_.cache_salt;
   ns.codec_id = PrefixCodecName(options_.kind);
@@ -93,10 +103,24 @@ Status PrefixCodec::Init() {
   return Status::Ok();
 }
 
+namespace {
+KvLayout ModelLayout(const model::Model& model) {
+  return {model.config.n_layers, model.config.n_kv_heads, model.config.head_dim, DType::kBF16};
+}
+}  // namespace
+
 Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateRaw(const model::Model& model,
                                                             const PrefixCodecOptions& options) {
   if (options.kind != PrefixCodecKind::kRaw) return Status::InvalidArgument("CreateRaw: options.kind is not raw");
-  std::unique_ptr<PrefixCodec> c(new PrefixCodec(model, options));
+  std::unique_ptr<PrefixCodec> c(new PrefixCodec(&model, ModelLayout(model), options));
+  KVSTASH_RETURN_IF_ERROR(c->Init());
+  return c;
+}
+
+Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateRaw(const KvLayout& layout,
+                                                            const PrefixCodecOptions& options) {
+  if (options.kind != PrefixCodecKind::kRaw) return Status::InvalidArgument("CreateRaw: options.kind is not raw");
+  std::unique_ptr<PrefixCodec> c(new PrefixCodec(nullptr, layout, options));
   KVSTASH_RETURN_IF_ERROR(c->Init());
   return c;
 }
@@ -106,9 +130,10 @@ Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateSpec(
     spec::SpecArtifact artifact, const PrefixCodecOptions& options) {
   if (options.kind != PrefixCodecKind::kSpec) return Status::InvalidArgument("CreateSpec: options.kind is not spec");
   if (predictor == nullptr) return Status::InvalidArgument("CreateSpec: no predictor");
-  std::unique_ptr<PrefixCodec> c(new PrefixCodec(model, options));
+  std::unique_ptr<PrefixCodec> c(new PrefixCodec(&model, ModelLayout(model), options));
   if (!(artifact.layout == c->layout_)) {
-    return Status::InvalidArgument("CreateSpec: the artifact's layout is not the model's bf16 layout");
+    return Status::InvalidArgument("CreateSpec: the artifact's layout is not the model's layout in " +
+                                   std::string(DTypeName(options.kv_dtype)));
   }
   if (artifact.predictor_digest != predictor->Digest()) {
     return Status::Mismatch("CreateSpec: the artifact was calibrated with another predictor");
@@ -124,10 +149,11 @@ Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateDckv(const model::Model&
                                                              dckv::DckvArtifact artifact,
                                                              const PrefixCodecOptions& options) {
   if (options.kind != PrefixCodecKind::kDckv) return Status::InvalidArgument("CreateDckv: options.kind is not dckv");
-  std::unique_ptr<PrefixCodec> c(new PrefixCodec(model, options));
+  std::unique_ptr<PrefixCodec> c(new PrefixCodec(&model, ModelLayout(model), options));
   KVSTASH_ASSIGN_OR_RETURN(dckv::DckvCodec codec, dckv::DckvCodec::Create(std::move(artifact)));
   if (!(codec.OutputLayout() == c->layout_)) {
-    return Status::InvalidArgument("CreateDckv: the artifact's shape is not the model's");
+    return Status::InvalidArgument("CreateDckv: the artifact's shape is not the model's, or its "
+                                   "output dtype is not " + std::string(DTypeName(options.kv_dtype)));
   }
   c->artifact_digest_ = codec.digest();
   c->dckv_ = std::make_unique<dckv::DckvCodec>(std::move(codec));
@@ -135,9 +161,20 @@ Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateDckv(const model::Model&
   return c;
 }
 
-Result<std::vector<ChunkKey>> PrefixCodec::ChainKeys(std::span<const uint32_t> tokens) const {
+Result<std::vector<ChunkKey>> PrefixCodec::ChainKeys(std::span<const uint32_t> tokens,
+                                                     const ChainInputs& inputs) const {
   if (tokens.empty()) return Status::InvalidArgument("empty prefix");
-  return ComputeChunkKeys(namespace_, tokens, options_.chunk_tokens, /*include_partial=*/true);
+  if (!inputs.tokens_only()) {
+    const uint64_t C = options_.chunk_tokens;
+    const uint64_t chunks = (tokens.size() + C - 1) / C;
+    if (inputs.extra_keys().size() != chunks) {
+      return Status::InvalidArgument("ChainKeys: " + std::to_string(inputs.extra_keys().size()) +
+                                     " lists of extra keys for a chain of " +
+                                     std::to_string(chunks) + " chunks");
+    }
+  }
+  return ComputeChunkKeys(namespace_, tokens, options_.chunk_tokens, /*include_partial=*/true,
+                          inputs.extra_keys());
 }
 
 std::vector<ChunkRef> PrefixCodec::LookupChain(std::span<const ChunkKey> keys) {
@@ -149,6 +186,33 @@ std::vector<ChunkRef> PrefixCodec::LookupChain(std::span<const ChunkKey> keys) {
 
 uint64_t PrefixCodec::TokensOfChunks(uint64_t prefix_tokens, uint32_t chunks) const {
   return std::min<uint64_t>(prefix_tokens, static_cast<uint64_t>(chunks) * options_.chunk_tokens);
+}
+
+Status PrefixCodec::CheckChain(std::span<const uint32_t> tokens,
+                               std::span<const ChunkKey> keys) const {
+  if (tokens.empty()) return Status::InvalidArgument("empty prefix");
+  const uint64_t C = options_.chunk_tokens;
+  if (keys.size() != (tokens.size() + C - 1) / C) {
+    return Status::InvalidArgument("keys are not the chain of a " + std::to_string(tokens.size()) +
+                                   "-token prefix (" + std::to_string(keys.size()) + " keys)");
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint64_t want = std::min<uint64_t>(C, tokens.size() - i * C);
+    if (keys[i].tokens != want || keys[i].partial != (want < C)) {
+      return Status::InvalidArgument("key " + std::to_string(i) + " does not cover chunk " +
+                                     std::to_string(i) + " of the prefix");
+    }
+  }
+  return Status::Ok();
+}
+
+Status PrefixCodec::Predict(std::span<const uint32_t> tokens, model::PredictorCache* out,
+                            double* ms) const {
+  if (options_.kind != PrefixCodecKind::kSpec) return Status::Ok();
+  const auto t0 = Clock::now();
+  KVSTASH_RETURN_IF_ERROR(predictor_->Run(tokens, out));
+  *ms = Ms(t0, Clock::now());
+  return Status::Ok();
 }
 
 Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk,
@@ -170,42 +234,73 @@ Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk,
   return Status::Internal("unknown codec kind");
 }
 
-Result<std::vector<PutChunk>> PrefixCodec::EncodeChunks(std::span<const uint32_t> tokens,
-                                                        const model::KvCache& exact,
-                                                        uint32_t first_chunk,
-                                                        PrefixEncodeStats* stats) const {
-  KVSTASH_ASSIGN_OR_RETURN(auto keys, ChainKeys(tokens));
-  KVSTASH_RETURN_IF_ERROR(exact.CheckFor(model_->config));
-  if (exact.tokens < tokens.size()) return Status::InvalidArgument("EncodeChunks: the cache is shorter than the prefix");
-  if (first_chunk > keys.size()) return Status::InvalidArgument("EncodeChunks: first_chunk beyond the chain");
+Result<std::vector<PutChunk>> PrefixCodec::EncodeKvChunks(std::span<const uint32_t> tokens,
+                                                          std::span<const ChunkKey> keys,
+                                                          std::span<const KvChunk> chunks,
+                                                          uint32_t first_chunk,
+                                                          PrefixEncodeStats* stats) const {
+  KVSTASH_RETURN_IF_ERROR(CheckChain(tokens, keys));
+  if (first_chunk > keys.size()) return Status::InvalidArgument("EncodeKvChunks: first_chunk beyond the chain");
+  if (chunks.size() != keys.size() - first_chunk) {
+    return Status::InvalidArgument("EncodeKvChunks: " + std::to_string(chunks.size()) +
+                                   " chunks for chain chunks [" + std::to_string(first_chunk) + ", " +
+                                   std::to_string(keys.size()) + ")");
+  }
   PrefixEncodeStats local;
   std::vector<PutChunk> out;
-  if (first_chunk == keys.size()) {
+  if (chunks.empty()) {
     if (stats) *stats = local;
     return out;
   }
   const uint32_t n = static_cast<uint32_t>(tokens.size());
   model::PredictorCache prediction;
-  if (options_.kind == PrefixCodecKind::kSpec) {
-    const auto t0 = Clock::now();
-    KVSTASH_RETURN_IF_ERROR(predictor_->Run(tokens, &prediction));
-    local.predictor_ms = Ms(t0, Clock::now());
-  }
+  KVSTASH_RETURN_IF_ERROR(Predict(tokens, &prediction, &local.predictor_ms));
   const auto t0 = Clock::now();
   const uint32_t C = options_.chunk_tokens;
   for (uint32_t i = first_chunk; i < keys.size(); ++i) {
-    const uint32_t b = i * C, e = b + keys[i].tokens;
-    KVSTASH_ASSIGN_OR_RETURN(KvChunk chunk, model::ToKvChunk(exact, b, e, DType::kBF16));
+    const KvChunk& chunk = chunks[i - first_chunk];
+    KVSTASH_RETURN_IF_ERROR(chunk.Validate());
+    if (!(chunk.layout == layout_) || chunk.tokens != keys[i].tokens) {
+      return Status::InvalidArgument("EncodeKvChunks: chunk " + std::to_string(i) +
+                                     " is not a " + std::to_string(keys[i].tokens) +
+                                     "-token chunk of the codec's layout");
+    }
+    const uint32_t b = i * C;
     PutChunk p;
     p.route = keys[0].stored();
     p.key = keys[i].stored();
     if (i > 0) p.parent = keys[i - 1].stored();
-    KVSTASH_ASSIGN_OR_RETURN(p.payload, EncodeOne(chunk, tokens.subspan(b, e - b), b, n, &prediction));
+    KVSTASH_ASSIGN_OR_RETURN(p.payload,
+                             EncodeOne(chunk, tokens.subspan(b, chunk.tokens), b, n, &prediction));
     local.raw_bytes += chunk.data.size();
     local.stored_bytes += p.payload.size();
     out.push_back(std::move(p));
   }
   local.encode_ms = Ms(t0, Clock::now());
+  if (stats) *stats = local;
+  return out;
+}
+
+Result<std::vector<PutChunk>> PrefixCodec::EncodeChunks(std::span<const uint32_t> tokens,
+                                                        const model::KvCache& exact,
+                                                        uint32_t first_chunk,
+                                                        PrefixEncodeStats* stats) const {
+  if (model_ == nullptr) return Status::InvalidArgument("EncodeChunks: this codec has no model (use EncodeKvChunks)");
+  KVSTASH_ASSIGN_OR_RETURN(auto keys, ChainKeys(tokens, ChainInputs::TokensOnly()));
+  KVSTASH_RETURN_IF_ERROR(exact.CheckFor(model_->config));
+  if (exact.tokens < tokens.size()) return Status::InvalidArgument("EncodeChunks: the cache is shorter than the prefix");
+  if (first_chunk > keys.size()) return Status::InvalidArgument("EncodeChunks: first_chunk beyond the chain");
+  const auto t0 = Clock::now();
+  std::vector<KvChunk> chunks;
+  const uint32_t C = options_.chunk_tokens;
+  for (uint32_t i = first_chunk; i < keys.size(); ++i) {
+    KVSTASH_ASSIGN_OR_RETURN(KvChunk c, model::ToKvChunk(exact, i * C, i * C + keys[i].tokens, layout_.dtype));
+    chunks.push_back(std::move(c));
+  }
+  const double convert_ms = Ms(t0, Clock::now());
+  PrefixEncodeStats local;
+  KVSTASH_ASSIGN_OR_RETURN(auto out, EncodeKvChunks(tokens, keys, chunks, first_chunk, &local));
+  local.encode_ms += convert_ms;
   if (stats) *stats = local;
   return out;
 }
@@ -232,32 +327,41 @@ Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, uint32_
   return Status::Internal("unknown codec kind");
 }
 
-Result<RestoredPrefix> PrefixCodec::Restore(std::span<const uint32_t> tokens,
-                                            std::span<const std::vector<uint8_t>> payloads,
-                                            PrefixRestoreStats* stats) const {
+Result<std::vector<KvChunk>> PrefixCodec::RestoreKvChunks(
+    std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
+    std::span<const std::vector<uint8_t>> payloads, PrefixRestoreStats* stats) const {
   if (payloads.empty()) return Status::InvalidArgument("Restore: no payloads");
-  KVSTASH_ASSIGN_OR_RETURN(auto keys, ChainKeys(tokens));
+  KVSTASH_RETURN_IF_ERROR(CheckChain(tokens, keys));
   if (payloads.size() > keys.size()) return Status::InvalidArgument("Restore: more payloads than chunks");
   const uint32_t C = options_.chunk_tokens;
   const uint32_t covered = static_cast<uint32_t>(TokensOfChunks(tokens.size(), static_cast<uint32_t>(payloads.size())));
   PrefixRestoreStats local;
   model::PredictorCache prediction;
-  if (options_.kind == PrefixCodecKind::kSpec) {
-    const auto t0 = Clock::now();
-    KVSTASH_RETURN_IF_ERROR(predictor_->Run(tokens.first(covered), &prediction));
-    local.predictor_ms = Ms(t0, Clock::now());
-  }
-  RestoredPrefix out;
-  auto t0 = Clock::now();
+  KVSTASH_RETURN_IF_ERROR(Predict(tokens.first(covered), &prediction, &local.predictor_ms));
+  std::vector<KvChunk> out;
+  const auto t0 = Clock::now();
   for (uint32_t i = 0; i < payloads.size(); ++i) {
     KVSTASH_ASSIGN_OR_RETURN(KvChunk c, DecodeOne(payloads[i], i * C, keys[i].tokens, &prediction));
     if (!(c.layout == layout_) || c.tokens != keys[i].tokens) {
       return Status::Mismatch("decoded chunk has another shape than the chain's chunk");
     }
-    out.chunks.push_back(std::move(c));
+    out.push_back(std::move(c));
   }
   local.decode_ms = Ms(t0, Clock::now());
-  t0 = Clock::now();
+  if (stats) *stats = local;
+  return out;
+}
+
+Result<RestoredPrefix> PrefixCodec::Restore(std::span<const uint32_t> tokens,
+                                            std::span<const std::vector<uint8_t>> payloads,
+                                            PrefixRestoreStats* stats) const {
+  if (model_ == nullptr) return Status::InvalidArgument("Restore: this codec has no model (use RestoreKvChunks)");
+  if (payloads.empty()) return Status::InvalidArgument("Restore: no payloads");
+  KVSTASH_ASSIGN_OR_RETURN(auto keys, ChainKeys(tokens, ChainInputs::TokensOnly()));
+  PrefixRestoreStats local;
+  RestoredPrefix out;
+  KVSTASH_ASSIGN_OR_RETURN(out.chunks, RestoreKvChunks(tokens, keys, payloads, &local));
+  const auto t0 = Clock::now();
   out.cache = model::KvCache::ForModel(model_->config);
   for (const KvChunk& c : out.chunks) {
     KVSTASH_ASSIGN_OR_RETURN(model::KvCache part, model::FromKvChunk(c.view()));

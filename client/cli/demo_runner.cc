@@ -142,7 +142,7 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
     const auto prompt = Concat(prefix, rq.question_tokens);
     ++row.requests;
     row.prompt_tokens += w.PromptTokens(rq);
-    KVSTASH_ASSIGN_OR_RETURN(auto keys, codec.ChainKeys(prefix));
+    KVSTASH_ASSIGN_OR_RETURN(auto keys, codec.ChainKeys(prefix, ChainInputs::TokensOnly()));
     const auto chain = PrefixCodec::LookupChain(keys);
     auto t0 = Clock::now();
     KVSTASH_ASSIGN_OR_RETURN(LookupResult lk, client->Lookup(chain));

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <cctype>
 #include <sstream>
+#include <vector>
 
 #include "client/cli/command_registry.h"
 #include "common/prefix_key.h"
@@ -17,8 +18,10 @@ struct KeysOptions {
   std::string dtype = "bf16";
   uint32_t layers = 30, kv_heads = 3, head_dim = 64, chunk_tokens = 256;
   uint32_t tp_rank = 0, tp_size = 1;
-  std::string adapter_name, adapter_id, cache_salt, tenant, codec = "raw";
+  std::string adapter_name, adapter_id, adapter_digest, cache_salt, tenant, codec = "raw";
+  std::string codec_artifact_digest;
   std::string tokens;  // comma/space separated
+  std::vector<std::string> extra_keys;  // "CHUNK:KEY", repeatable
   bool partial = false;
 };
 
@@ -52,6 +55,8 @@ int Run(const KeysOptions& o) {
   spec.tp_size = o.tp_size;
   spec.adapter_name = o.adapter_name;
   spec.adapter_id = o.adapter_id;
+  spec.adapter_digest = o.adapter_digest;
+  spec.codec_artifact_digest = o.codec_artifact_digest;
   spec.cache_salt = o.cache_salt;
   spec.tenant = o.tenant;
   spec.codec_id = o.codec;
@@ -77,7 +82,25 @@ int Run(const KeysOptions& o) {
     std::cerr << "kvstash keys: empty token in --tokens\n";
     return 2;
   }
-  auto keys = ComputeChunkKeys(*ns, tokens, spec.chunk_tokens, o.partial);
+  // Extra keys (multimodal / prompt-embedding digests) per chunk: "CHUNK:KEY".
+  std::vector<std::vector<std::string>> extra;
+  if (!o.extra_keys.empty() && spec.chunk_tokens > 0) {
+    const size_t chunks = o.partial ? (tokens.size() + spec.chunk_tokens - 1) / spec.chunk_tokens
+                                    : tokens.size() / spec.chunk_tokens;
+    extra.resize(chunks);
+    for (const std::string& e : o.extra_keys) {
+      const size_t colon = e.find(':');
+      uint64_t chunk = 0;
+      const auto [end, ec] = std::from_chars(e.data(), e.data() + (colon == std::string::npos ? 0 : colon), chunk);
+      if (colon == std::string::npos || ec != std::errc() || end != e.data() + colon || chunk >= chunks) {
+        std::cerr << "kvstash keys: --extra-key '" << e << "' is not CHUNK:KEY with CHUNK below "
+                  << chunks << " (the chain's chunk count)\n";
+        return 2;
+      }
+      extra[chunk].push_back(e.substr(colon + 1));
+    }
+  }
+  auto keys = ComputeChunkKeys(*ns, tokens, spec.chunk_tokens, o.partial, extra);
   if (!keys.ok()) {
     std::cerr << "kvstash keys: " << keys.status().ToString() << "\n";
     return 2;
@@ -108,9 +131,14 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--tp-size", o->tp_size, "Tensor-parallel size")->capture_default_str();
       cmd->add_option("--adapter-name", o->adapter_name, "LoRA adapter name");
       cmd->add_option("--adapter-id", o->adapter_id, "LoRA adapter id");
+      cmd->add_option("--adapter-digest", o->adapter_digest, "Digest of the LoRA adapter weights");
       cmd->add_option("--cache-salt", o->cache_salt, "Cache salt");
       cmd->add_option("--tenant", o->tenant, "Tenant");
       cmd->add_option("--codec", o->codec, "Codec id")->capture_default_str();
+      cmd->add_option("--codec-artifact-digest", o->codec_artifact_digest, "Digest of the codec artifact");
+      cmd->add_option("--extra-key", o->extra_keys,
+                      "Extra key of one chunk, CHUNK:KEY (multimodal or prompt-embedding digest; "
+                      "repeatable)");
       cmd->add_flag("--partial", o->partial, "Also key a final partial chunk");
       return [o] { return Run(*o); };
     });

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
 
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/spec/spec_calibration.h"
@@ -159,7 +160,7 @@ TEST_F(PrefixCodecTest, ChainKeysAreTheKeySpecsWithPartialChunk) {
   ns.codec_id = "raw";
   ASSERT_OK_AND_ASSIGN(Digest256 want_ns, NamespaceDigest(ns));
   EXPECT_EQ(raw->namespace_digest(), want_ns);
-  ASSERT_OK_AND_ASSIGN(auto keys, raw->ChainKeys(s_->tokens));
+  ASSERT_OK_AND_ASSIGN(auto keys, raw->ChainKeys(s_->tokens, ChainInputs::TokensOnly()));
   ASSERT_OK_AND_ASSIGN(auto want, ComputeChunkKeys(want_ns, s_->tokens, kC, true));
   ASSERT_EQ(keys.size(), 4u);
   for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(keys[i].digest, want[i].digest);
@@ -176,7 +177,129 @@ TEST_F(PrefixCodecTest, ChainKeysAreTheKeySpecsWithPartialChunk) {
   o.cache_salt = "run-2";
   ASSERT_OK_AND_ASSIGN(auto salted, PrefixCodec::CreateRaw(*s_->model, o));
   EXPECT_NE(salted->namespace_digest(), raw->namespace_digest());
-  EXPECT_STATUS(raw->ChainKeys({}), kInvalidArgument);
+  EXPECT_STATUS(raw->ChainKeys({}, ChainInputs::TokensOnly()), kInvalidArgument);
+}
+
+// Every field of docs/format/keys.md reaches the namespace: two LoRA adapters on one
+// base model, two tensor-parallel shards, two KV dtypes never share keys.
+TEST_F(PrefixCodecTest, EveryNamespaceFieldSeparatesChains) {
+  ASSERT_OK_AND_ASSIGN(auto base, PrefixCodec::CreateRaw(*s_->model, Options(PrefixCodecKind::kRaw)));
+  NamespaceSpec ns;
+  ns.model_fingerprint = ToHex(s_->fingerprint);
+  ns.layout = {30, 3, 64, DType::kF16};
+  ns.chunk_tokens = kC;
+  ns.tenant = "team-a";
+  ns.codec_id = "raw";
+  ns.tp_rank = 1;
+  ns.tp_size = 2;
+  ns.adapter_name = "sql-lora";
+  ns.adapter_id = "7";
+  ns.adapter_digest = "d1";
+  ASSERT_OK_AND_ASSIGN(Digest256 want, NamespaceDigest(ns));
+  auto o = Options(PrefixCodecKind::kRaw);
+  o.kv_dtype = DType::kF16;
+  o.tp_rank = 1;
+  o.tp_size = 2;
+  o.adapter_name = "sql-lora";
+  o.adapter_id = "7";
+  o.adapter_digest = "d1";
+  ASSERT_OK_AND_ASSIGN(auto all, PrefixCodec::CreateRaw(*s_->model, o));
+  EXPECT_EQ(all->namespace_digest(), want);
+  EXPECT_EQ(all->layout().dtype, DType::kF16);
+  std::set<Digest256> seen{base->namespace_digest(), all->namespace_digest()};
+  // One field at a time differs from `all`.
+  for (int f = 0; f < 5; ++f) {
+    auto v = o;
+    if (f == 0) v.adapter_digest = "d2";   // same adapter name and id, other weights
+    if (f == 1) v.adapter_id = "8";
+    if (f == 2) v.tp_rank = 0;
+    if (f == 3) v.kv_dtype = DType::kBF16;
+    if (f == 4) v.adapter_name = "";
+    ASSERT_OK_AND_ASSIGN(auto c, PrefixCodec::CreateRaw(*s_->model, v));
+    EXPECT_TRUE(seen.insert(c->namespace_digest()).second) << "field " << f;
+  }
+  auto bad = o;
+  bad.tp_rank = 2;
+  EXPECT_STATUS(PrefixCodec::CreateRaw(*s_->model, bad), kInvalidArgument);
+  bad = o;
+  bad.kv_dtype = DType::kFP8E4M3;
+  EXPECT_STATUS(PrefixCodec::CreateRaw(*s_->model, bad), kInvalidArgument);
+}
+
+// Prompt-embedding requests (token ids all 0) or images: the extra keys separate them.
+TEST_F(PrefixCodecTest, ExtraKeysSeparateEqualTokenIds) {
+  ASSERT_OK_AND_ASSIGN(auto raw, PrefixCodec::CreateRaw(*s_->model, Options(PrefixCodecKind::kRaw)));
+  const std::vector<uint32_t> zeros(kC + 10, 0);  // chain of 2 chunks
+  ASSERT_OK_AND_ASSIGN(auto plain, raw->ChainKeys(zeros, ChainInputs::TokensOnly()));
+  ASSERT_OK_AND_ASSIGN(auto a, raw->ChainKeys(zeros, ChainInputs::WithExtraKeys({{"emb-a"}, {}})));
+  ASSERT_OK_AND_ASSIGN(auto b, raw->ChainKeys(zeros, ChainInputs::WithExtraKeys({{"emb-b"}, {}})));
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_NE(a[0].digest, b[0].digest);
+  EXPECT_NE(a[1].digest, b[1].digest);  // chained: chunk 1 differs too
+  EXPECT_NE(a[0].digest, plain[0].digest);
+  // The same as the key scheme computes it.
+  ASSERT_OK_AND_ASSIGN(auto want, ComputeChunkKeys(raw->namespace_digest(), zeros, kC, true,
+                                                   std::vector<std::vector<std::string>>{{"emb-a"}, {}}));
+  EXPECT_EQ(a[1].digest, want[1].digest);
+  // One list per chunk, no more and no fewer (an empty list is not "tokens only").
+  EXPECT_STATUS(raw->ChainKeys(zeros, ChainInputs::WithExtraKeys({{"emb-a"}})), kInvalidArgument);
+  EXPECT_STATUS(raw->ChainKeys(zeros, ChainInputs::WithExtraKeys({})), kInvalidArgument);
+}
+
+// The engine form: canonical chunks in, verified canonical chunks out, f16 or bf16,
+// without a model (raw) and with one (spec), equal to the fp32-cache form.
+TEST_F(PrefixCodecTest, KvChunkFormRoundTripsF16WithoutModel) {
+  auto o = Options(PrefixCodecKind::kRaw);
+  o.kv_dtype = DType::kF16;
+  ASSERT_OK_AND_ASSIGN(auto raw, PrefixCodec::CreateRaw(KvLayout{30, 3, 64, DType::kBF16}, o));
+  EXPECT_EQ(raw->layout().dtype, DType::kF16);
+  ASSERT_OK_AND_ASSIGN(auto with_model, PrefixCodec::CreateRaw(*s_->model, o));
+  EXPECT_EQ(raw->namespace_digest(), with_model->namespace_digest());
+  const auto inputs = ChainInputs::WithExtraKeys({{"img"}, {}, {}, {}});
+  ASSERT_OK_AND_ASSIGN(auto keys, raw->ChainKeys(s_->tokens, inputs));
+  std::vector<KvChunk> chunks;
+  for (uint32_t i = 0; i < 4; ++i) {
+    chunks.push_back(*model::ToKvChunk(s_->exact, i * kC, std::min(kN, (i + 1) * kC), DType::kF16));
+  }
+  ASSERT_OK_AND_ASSIGN(auto puts, raw->EncodeKvChunks(s_->tokens, keys, std::span(chunks).subspan(1), 1));
+  ASSERT_EQ(puts.size(), 3u);
+  EXPECT_EQ(puts[0].key, keys[1].stored());
+  EXPECT_EQ(*puts[0].parent, keys[0].stored());
+  ASSERT_OK_AND_ASSIGN(auto all, raw->EncodeKvChunks(s_->tokens, keys, chunks, 0));
+  ASSERT_OK_AND_ASSIGN(auto back, raw->RestoreKvChunks(s_->tokens, keys, Payloads(all)));
+  ASSERT_EQ(back.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(back[i].data, chunks[i].data) << "chunk " << i;
+  // The fp32 forms need a model.
+  EXPECT_STATUS(raw->EncodeChunks(s_->tokens, s_->exact, 0), kInvalidArgument);
+  EXPECT_STATUS(raw->Restore(s_->tokens, Payloads(all)), kInvalidArgument);
+  // Wrong chunk dtype, wrong count, keys of another prefix: refused.
+  std::vector<KvChunk> bf16{*model::ToKvChunk(s_->exact, 3 * kC, kN, DType::kBF16)};
+  EXPECT_STATUS(raw->EncodeKvChunks(s_->tokens, keys, bf16, 3), kInvalidArgument);
+  EXPECT_STATUS(raw->EncodeKvChunks(s_->tokens, keys, std::span(chunks).subspan(2), 1), kInvalidArgument);
+  EXPECT_STATUS(raw->RestoreKvChunks(std::span(s_->tokens).first(kC), keys, Payloads(all)), kInvalidArgument);
+  // A bf16 payload is not an f16 chain's.
+  ASSERT_OK_AND_ASSIGN(auto bf, PrefixCodec::CreateRaw(*s_->model, Options(PrefixCodecKind::kRaw)));
+  ASSERT_OK_AND_ASSIGN(auto bf_puts, bf->EncodeChunks(s_->tokens, s_->exact, 0));
+  EXPECT_STATUS(raw->RestoreKvChunks(s_->tokens, keys, Payloads(bf_puts)), kMismatch);
+}
+
+TEST_F(PrefixCodecTest, SpecKvChunkFormEqualsCacheForm) {
+  ASSERT_OK_AND_ASSIGN(auto spec, PrefixCodec::CreateSpec(*s_->model, s_->predictor, SpecArtifact(),
+                                                          Options(PrefixCodecKind::kSpec)));
+  ASSERT_OK_AND_ASSIGN(auto keys, spec->ChainKeys(s_->tokens, ChainInputs::TokensOnly()));
+  std::vector<KvChunk> chunks;
+  for (uint32_t i = 0; i < 4; ++i) chunks.push_back(ExactChunk(kN, i));
+  ASSERT_OK_AND_ASSIGN(auto a, spec->EncodeKvChunks(s_->tokens, keys, chunks, 0));
+  ASSERT_OK_AND_ASSIGN(auto b, spec->EncodeChunks(s_->tokens, s_->exact, 0));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].payload, b[i].payload) << "chunk " << i;
+  ASSERT_OK_AND_ASSIGN(auto back, spec->RestoreKvChunks(s_->tokens, keys, std::span(Payloads(a)).first(3)));
+  ASSERT_EQ(back.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(back[i].data, chunks[i].data) << "chunk " << i;
+  // A spec codec for f16 KV needs an f16-calibrated artifact.
+  auto o = Options(PrefixCodecKind::kSpec);
+  o.kv_dtype = DType::kF16;
+  EXPECT_STATUS(PrefixCodec::CreateSpec(*s_->model, s_->predictor, SpecArtifact(), o), kInvalidArgument);
 }
 
 TEST_F(PrefixCodecTest, RawRoundTripSizeSweep) {
@@ -191,7 +314,7 @@ TEST_F(PrefixCodecTest, RawRoundTripSizeSweep) {
     ASSERT_EQ(puts.size(), chunks);
     EXPECT_EQ(es.raw_bytes, n * kBytesPerToken);
     EXPECT_EQ(es.stored_bytes, n * kBytesPerToken + chunks * kPayloadHeaderBytes);
-    ASSERT_OK_AND_ASSIGN(auto keys, raw->ChainKeys(tokens));
+    ASSERT_OK_AND_ASSIGN(auto keys, raw->ChainKeys(tokens, ChainInputs::TokensOnly()));
     for (uint32_t i = 0; i < chunks; ++i) {
       EXPECT_EQ(puts[i].route, keys[0].stored());
       EXPECT_EQ(puts[i].key, keys[i].stored());

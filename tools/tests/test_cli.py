@@ -44,6 +44,38 @@ def test_keys_command_rejects_bad_input():
 
 
 @pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+def test_keys_command_every_namespace_field_and_extra_keys():
+    """Adapter id/digest, tp rank/size, artifact digest and per-chunk extra keys reach the
+    keys exactly as the independent implementation computes them (issue 19, defect 2)."""
+    fp = bytes(range(32))
+    tokens = [0] * 7  # prompt-embedding requests: token ids carry nothing
+    args = [KVSTASH, "keys", "--model-fingerprint", fp.hex(), "--chunk-tokens", "3",
+            "--tp-rank", "1", "--tp-size", "4", "--adapter-name", "sql", "--adapter-id", "7",
+            "--adapter-digest", "w1", "--codec-artifact-digest", "a1", "--cache-salt", "s",
+            "--dtype", "f16", "--tokens", ",".join(map(str, tokens)), "--partial"]
+
+    def run(*extra):
+        return json.loads(subprocess.run(args + list(extra), check=True, capture_output=True,
+                                         text=True).stdout)
+
+    ns = Namespace(model_fingerprint=fp, kv_dtype="f16", n_layers=30, n_kv_heads=3,
+                   head_dim=64, chunk_tokens=3, tp_rank=1, tp_size=4, adapter_name=b"sql",
+                   adapter_id=b"7", adapter_digest=b"w1", codec_id=b"raw",
+                   codec_artifact_digest=b"a1", cache_salt=b"s")
+    d = namespace_digest(ns)
+    a = run("--extra-key", "0:emb-a", "--extra-key", "2:img")
+    b = run("--extra-key", "0:emb-b", "--extra-key", "2:img")
+    assert a["namespace_digest"] == d.hex()
+    want = chunk_keys(d, tokens, 3, True, [[b"emb-a"], [], [b"img"]])
+    assert [c["digest"] for c in a["chunks"]] == [k.digest.hex() for k in want]
+    assert all(x["digest"] != y["digest"] for x, y in zip(a["chunks"], b["chunks"]))
+    r = subprocess.run(args + ["--extra-key", "3:x"], capture_output=True, text=True)
+    assert r.returncode == 2 and "CHUNK below 3" in r.stderr
+    r = subprocess.run(args + ["--extra-key", "nocolon"], capture_output=True, text=True)
+    assert r.returncode == 2
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
 @pytest.mark.parametrize("tokens", ["1,abc,2", "1.5", "0x10", "abc", "1,,2", "4294967296"])
 def test_keys_command_rejects_malformed_tokens(tokens):
     r = subprocess.run([KVSTASH, "keys", "--tokens", tokens], capture_output=True, text=True)

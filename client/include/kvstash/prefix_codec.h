@@ -1,9 +1,13 @@
 // kvstash::PrefixCodec: the client-side codec layer (DESIGN.md §1, "client -> codec for
-// client-side coding"). For ONE namespace (model fingerprint, bf16 KV layout, chunk
-// size, tenant, codec raw|spec|dckv and its artifact) it turns
-//   (prefix tokens, exact KV cache of the prefix)  ->  the PutChunks of the prefix chain
+// client-side coding"). For ONE namespace (every field of docs/format/keys.md: model
+// fingerprint, KV layout and dtype, chunk size, tensor-parallel rank/size, LoRA adapter,
+// cache salt, tenant, codec raw|spec|dckv and its artifact) it turns
+//   (prefix tokens, exact KV of the prefix)  ->  the PutChunks of the prefix chain
 // and turns
-//   (GET payloads of the first m chunks, the tokens they cover)  ->  the restored cache.
+//   (GET payloads of the first m chunks, the tokens they cover)  ->  the restored KV.
+// Two forms of the KV: the reference runtime's fp32 model::KvCache (EncodeChunks /
+// Restore), and an engine's canonical KvChunks (EncodeKvChunks / RestoreKvChunks: what
+// the llama.cpp and vLLM integrations gather from their caches and scatter back).
 // The network calls stay with kvstash::Client (client.h): this class never opens a
 // socket, so an engine can pipeline Lookup/Get/Put as it likes.
 //
@@ -13,9 +17,17 @@
 //   (docs/format/keys.md, kind 0x02). An application that knows where its reusable
 //   prefix ends (system prompt + RAG document) stores the whole of it, as LMCache's
 //   save_unfull_chunk does; a longer prefix sharing the full chunks still hits them.
-// - Stored KV is bf16 (KvLayout dtype kBF16), rounded to nearest even from the
-//   runtime's fp32 cache (model/kv_export.h). "Exact" below means bit-identical to
-//   ToKvChunk(exact fp32 cache, bf16): raw and spec restore exactly that; dckv is lossy.
+// - A chain's keys depend on more than token ids when the KV does: images, audio or
+//   prompt embeddings (token ids 0 in vLLM), which go in as per-chunk extra keys
+//   (ChainInputs::WithExtraKeys, e.g. SHA-256 of each image's pixels or of the
+//   embedding tensor, listed on the chunks whose positions they cover). ChainInputs has
+//   no default: a caller states TokensOnly() or passes the extra keys, so two requests
+//   that differ only in what their token ids do not show can never share keys silently.
+// - Stored KV has dtype options.kv_dtype: bf16 (default) or f16 (llama.cpp's default),
+//   rounded to nearest even from the runtime's fp32 cache (model/kv_export.h), or given
+//   by the engine as is. "Exact" below means bit-identical to those chunks: raw and spec
+//   restore exactly that; dckv is lossy. raw takes bf16 and f16; spec and dckv take the
+//   dtype their artifact was calibrated for (bf16).
 // - spec: both sides run the deterministic SpecPredictor (model/spec_predictor.h) over
 //   the prefix tokens; EncodeChunks runs it over tokens [0, end of the last chunk put),
 //   Restore over the matched tokens. Its cost is reported separately (predictor_ms).
@@ -53,6 +65,8 @@ const char* PrefixCodecName(PrefixCodecKind kind);
 // Inverse of PrefixCodecName. InvalidArgument for any other text.
 Result<PrefixCodecKind> ParsePrefixCodecKind(const std::string& name);
 
+// The namespace fields (docs/format/keys.md) and the codec of one PrefixCodec. Fixed
+// at Create.
 struct PrefixCodecOptions {
   PrefixCodecKind kind = PrefixCodecKind::kRaw;
   // SHA-256 of the target model's weights file (or any digest of the weights); enters
@@ -60,7 +74,39 @@ struct PrefixCodecOptions {
   Digest256 model_fingerprint{};
   uint32_t chunk_tokens = 256;  // tokens per chunk. Default: 256.
   std::string tenant;           // the server tenant (part of the namespace). Default: "".
-  std::string cache_salt;       // per-deployment salt. Default: "".
+  std::string cache_salt;       // per-request or per-deployment salt. Default: "".
+  DType kv_dtype = DType::kBF16;  // stored KV dtype: kBF16 or kF16. Default: kBF16.
+  uint32_t tp_rank = 0;         // tensor-parallel rank of this shard's KV. Default: 0.
+  uint32_t tp_size = 1;         // tensor-parallel world size. Default: 1.
+  // LoRA adapter whose KV this is (all empty: the base model). Engines set the id and
+  // the digest of the adapter weights; the name alone is not enough to tell two
+  // adapters apart. Default: "".
+  std::string adapter_name;
+  std::string adapter_id;
+  std::string adapter_digest;
+};
+
+// What besides the token ids determines the KV of each chunk of a chain. There is no
+// default constructor: every caller states which case it is in.
+class ChainInputs {
+ public:
+  // The KV depends on the token ids (and the namespace) alone: plain text prompts.
+  static ChainInputs TokensOnly() { return ChainInputs({}, true); }
+  // per_chunk[i]: the extra keys of chain chunk i (multimodal input or prompt-embedding
+  // digests whose positions fall in that chunk; an empty list for a chunk with none).
+  // It must have one entry per chunk of the chain it is used with (InvalidArgument
+  // otherwise, from ChainKeys).
+  static ChainInputs WithExtraKeys(std::vector<std::vector<std::string>> per_chunk) {
+    return ChainInputs(std::move(per_chunk), false);
+  }
+  const std::vector<std::vector<std::string>>& extra_keys() const { return extra_keys_; }
+  bool tokens_only() const { return tokens_only_; }
+
+ private:
+  ChainInputs(std::vector<std::vector<std::string>> e, bool tokens_only)
+      : extra_keys_(std::move(e)), tokens_only_(tokens_only) {}
+  std::vector<std::vector<std::string>> extra_keys_;
+  bool tokens_only_;
 };
 
 // Where the time of EncodeChunks went (milliseconds of wall time).
@@ -78,7 +124,7 @@ struct PrefixRestoreStats {
   double assemble_ms = 0;   // bf16 chunks -> fp32 KvCache
 };
 
-// A restored prefix: the decoded canonical bf16 chunks (in chain order) and the fp32
+// A restored prefix: the decoded canonical chunks (in chain order) and the fp32
 // cache built from them (what Prefill continues from).
 struct RestoredPrefix {
   std::vector<KvChunk> chunks;
@@ -87,14 +133,20 @@ struct RestoredPrefix {
 
 class PrefixCodec {
  public:
-  // REQUIRES for all: `model` outlives the codec.
-  // Errors: InvalidArgument for chunk_tokens 0 or above kMaxChunkTokens, or an options
-  // kind that differs from the factory's.
+  // REQUIRES for the factories that take one: `model` outlives the codec.
+  // Errors (all): InvalidArgument for chunk_tokens 0 or above kMaxChunkTokens, tp_size 0
+  // or tp_rank >= tp_size, a kv_dtype other than bf16/f16 (or one the codec's artifact
+  // was not calibrated for), or an options kind that differs from the factory's.
   static Result<std::unique_ptr<PrefixCodec>> CreateRaw(const model::Model& model,
+                                                        const PrefixCodecOptions& options);
+  // Raw coding of an engine's KV without our runtime: `layout` is the stored shape per
+  // token (its dtype is replaced by options.kv_dtype). EncodeChunks/Restore (the fp32
+  // KvCache forms) return InvalidArgument on such a codec; the KvChunk forms work.
+  static Result<std::unique_ptr<PrefixCodec>> CreateRaw(const KvLayout& layout,
                                                         const PrefixCodecOptions& options);
   // `predictor` must be the predictor the artifact was calibrated with (Mismatch if its
   // Digest() differs from artifact.predictor_digest); InvalidArgument if the artifact's
-  // layout is not the model's bf16 layout.
+  // layout is not the model's layout in options.kv_dtype.
   static Result<std::unique_ptr<PrefixCodec>> CreateSpec(
       const model::Model& model, std::shared_ptr<const model::SpecPredictor> predictor,
       spec::SpecArtifact artifact, const PrefixCodecOptions& options);
@@ -105,7 +157,7 @@ class PrefixCodec {
 
   PrefixCodecKind kind() const { return options_.kind; }
   const PrefixCodecOptions& options() const { return options_; }
-  // Stored layout: the model's (n_layers, n_kv_heads, head_dim), bf16.
+  // Stored layout: the model's (n_layers, n_kv_heads, head_dim), dtype options.kv_dtype.
   const KvLayout& layout() const { return layout_; }
   // Namespace digest (docs/format/keys.md) of this codec's chains.
   const Digest256& namespace_digest() const { return namespace_; }
@@ -113,22 +165,27 @@ class PrefixCodec {
   const Digest256& artifact_digest() const { return artifact_digest_; }
 
   // Keys of the chain of `tokens` (full chunks, then a partial one for a remainder).
-  // Errors: InvalidArgument for an empty prefix.
-  Result<std::vector<ChunkKey>> ChainKeys(std::span<const uint32_t> tokens) const;
+  // Errors: InvalidArgument for an empty prefix or extra keys that do not have one list
+  // per chunk of the chain.
+  Result<std::vector<ChunkKey>> ChainKeys(std::span<const uint32_t> tokens,
+                                          const ChainInputs& inputs) const;
   // The same keys as Client::Lookup takes them.
   static std::vector<ChunkRef> LookupChain(std::span<const ChunkKey> keys);
 
-  // Encodes chunks [first_chunk, keys.size()) of the chain of `tokens` from `exact`, the
-  // cache of at least tokens.size() tokens of exactly these tokens. Chunk i > 0 names
-  // chunk i-1 as its parent; every chunk routes by chunk 0's key.
+  // Encodes chunks [first_chunk, keys.size()) of the TokensOnly() chain of `tokens` from
+  // `exact`, the runtime's cache of at least tokens.size() tokens of exactly these
+  // tokens. Chunk i > 0 names chunk i-1 as its parent; every chunk routes by chunk 0's
+  // key.
   // Errors: InvalidArgument for an empty prefix, a cache shaped for another model or
-  // shorter than the prefix, first_chunk beyond the chain; codec errors.
+  // shorter than the prefix, first_chunk beyond the chain, a codec made without a model;
+  // codec errors.
   Result<std::vector<PutChunk>> EncodeChunks(std::span<const uint32_t> tokens,
                                              const model::KvCache& exact, uint32_t first_chunk,
                                              PrefixEncodeStats* stats = nullptr) const;
 
-  // Decodes the payloads of chunks [0, payloads.size()) of the chain of `tokens` (the
-  // prefix those chunks cover; payloads.size() <= number of chunks) and builds the cache.
+  // Decodes the payloads of chunks [0, payloads.size()) of the TokensOnly() chain of
+  // `tokens` (the prefix those chunks cover; payloads.size() <= number of chunks) and
+  // builds the runtime's fp32 cache (InvalidArgument for a codec made without a model).
   // Errors: InvalidArgument for no payloads or more payloads than chunks; Mismatch for a
   // payload of another codec/artifact/model/layout, a token count or offset that is not
   // the chunk's, or (spec) a predictor that disagrees; Corruption for a damaged payload.
@@ -136,13 +193,43 @@ class PrefixCodec {
                                  std::span<const std::vector<uint8_t>> payloads,
                                  PrefixRestoreStats* stats = nullptr) const;
 
+  // The engine form of EncodeChunks. `keys` is ChainKeys(tokens, inputs) for the same
+  // tokens; chunks[j] is chain chunk first_chunk + j in the canonical layout
+  // (common/kv_chunk.h: per layer K [T, n_kv_heads, head_dim] then V, dtype
+  // options.kv_dtype, K after RoPE) with keys[first_chunk + j].tokens tokens, and
+  // chunks.size() == keys.size() - first_chunk.
+  // Errors: InvalidArgument for an empty prefix, keys that are not a chain of `tokens`
+  // (count or token counts), first_chunk beyond the chain, a chunk of another layout or
+  // length, or a chunk count that does not cover the rest of the chain; codec errors.
+  Result<std::vector<PutChunk>> EncodeKvChunks(std::span<const uint32_t> tokens,
+                                               std::span<const ChunkKey> keys,
+                                               std::span<const KvChunk> chunks,
+                                               uint32_t first_chunk,
+                                               PrefixEncodeStats* stats = nullptr) const;
+
+  // The engine form of Restore: decodes and verifies the payloads of chain chunks
+  // [0, payloads.size()) and returns their canonical chunks in chain order (layout(),
+  // keys[i].tokens tokens each). `keys` as for EncodeKvChunks.
+  // Errors: those of Restore (Mismatch for a payload of another codec, artifact, model,
+  // layout or position, or a predictor that disagrees; Corruption for a damaged
+  // payload), and InvalidArgument for keys that are not a chain of `tokens`.
+  Result<std::vector<KvChunk>> RestoreKvChunks(std::span<const uint32_t> tokens,
+                                               std::span<const ChunkKey> keys,
+                                               std::span<const std::vector<uint8_t>> payloads,
+                                               PrefixRestoreStats* stats = nullptr) const;
+
   // Tokens covered by the first `chunks` chunks of the chain of a `prefix_tokens`-token
   // prefix.
   uint64_t TokensOfChunks(uint64_t prefix_tokens, uint32_t chunks) const;
 
  private:
-  PrefixCodec(const model::Model& model, PrefixCodecOptions options);
+  PrefixCodec(const model::Model* model, const KvLayout& layout, PrefixCodecOptions options);
   Status Init();
+  // InvalidArgument unless keys are the chain of a tokens.size()-token prefix.
+  Status CheckChain(std::span<const uint32_t> tokens, std::span<const ChunkKey> keys) const;
+  // The predictor's K/V of the first `n` tokens (spec only; nothing otherwise).
+  Status Predict(std::span<const uint32_t> tokens, model::PredictorCache* out,
+                 double* ms) const;
   // chunk_tokens: the chunk's token ids (dckv's token-conditioned models carry them).
   Result<std::vector<uint8_t>> EncodeOne(const KvChunk& chunk,
                                          std::span<const uint32_t> chunk_tokens,
@@ -151,7 +238,7 @@ class PrefixCodec {
   Result<KvChunk> DecodeOne(std::span<const uint8_t> payload, uint32_t token_offset,
                             uint32_t tokens, const model::PredictorCache* prediction) const;
 
-  const model::Model* model_;
+  const model::Model* model_;  // null for CreateRaw(layout, ...)
   PrefixCodecOptions options_;
   KvLayout layout_;
   Digest256 namespace_{};
