@@ -3,8 +3,11 @@
 #   1. configure + build (CUDA kernels too when nvcc exists) and run every ctest test;
 #   2. an AddressSanitizer + UBSan build of the unit tests (label "unit");
 #   3. every libFuzzer target under fuzz/ for KVSTASH_FUZZ_SECONDS (default 60) each;
-#   4. the Python tests of tools/ (pytest).
+#   4. the Python tests of tools/ (pytest);
+#   5. the vLLM connector tests (engines/vllm/tests, real vLLM in .venv-vllm, real
+#      kvstash-server from build/): builds the kvstash package into .venv-vllm first.
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
+# KVSTASH_SKIP_VLLM=1,
 # KVSTASH_JOBS (parallel build jobs, default nproc).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -52,5 +55,12 @@ fi
 
 step "Python tests (tools/)"
 .venv/bin/python -m pytest -q tools/tests
+
+if [[ "${KVSTASH_SKIP_VLLM:-0}" != 1 && -x .venv-vllm/bin/python ]]; then
+  step "vLLM connector tests (.venv-vllm)"
+  CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv-vllm/bin/uv pip install -q --python .venv-vllm/bin/python ./python
+  KVSTASH_SERVER="$ROOT/build/kvstash-server" VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
+    .venv-vllm/bin/python -m pytest -q -p no:cacheprovider engines/vllm/tests
+fi
 
 step "all tests passed"

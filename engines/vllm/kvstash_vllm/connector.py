@@ -18,6 +18,7 @@ Thread-safety: vLLM calls each role's hooks from one thread; see the two sides.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -45,6 +46,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("kvstash_vllm")
 
 _DTYPES = {torch.bfloat16: "bf16", torch.float16: "f16"}
+_instances: "weakref.WeakSet[KvstashConnector]" = weakref.WeakSet()
+
+
+def instances() -> list["KvstashConnector"]:
+    """The live connectors of this process (both roles when vLLM runs in-process, e.g.
+    VLLM_ENABLE_V1_MULTIPROCESSING=0): tests and benchmarks read totals() and flush()."""
+    return list(_instances)
 
 
 def _make_client(cfg: ConnectorConfig) -> "kvstash.Client":
@@ -103,6 +111,7 @@ class KvstashConnector(KVConnectorBase_V1):
             self._worker = WorkerSide(self.cfg, self._codecs, self.client, self.block_size,
                                       self.chunk_tokens, self.model_dtype,
                                       cache.cache_dtype or "auto", self.counters)
+        _instances.add(self)
         log.info("KvstashConnector %s: servers %s tenant %s codec %s chunk %d tokens (%d blocks) "
                  "model %s.. load %s save %s", role.name, ",".join(self.cfg.servers), self.cfg.tenant,
                  self.cfg.codec, self.chunk_tokens, self.chunk_tokens // self.block_size,

