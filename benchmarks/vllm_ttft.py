@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "engines", "vllm", "tests"))
 sys.path.insert(0, os.path.join(ROOT, "engines", "vllm"))
 
-from harness import GGUF, Engine, Server, connector_config, demo_prompts  # noqa: E402
+from harness import GGUF, Engine, Server, connector_config, demo_prompts, spec_artifact  # noqa: E402
 
 BF16_BYTES_PER_TOKEN = 30 * 2 * 3 * 64 * 2    # SmolLM2-135M: layers x K/V x heads x dim x 2
 
@@ -52,6 +52,24 @@ def serve_one_by_one(eng, prompts, max_tokens):
     return ttft, tokens, {k: w1.get(k, 0) - w0.get(k, 0) for k in w1}
 
 
+def runtime_kv_ratio(prompt, chunk_tokens, artifact, n_chunks):
+    """bf16 bytes / spec payload bytes when the same chunks are coded from OUR runtime's KV
+    (kvstash.ReferenceModel: fp32 prefill rounded to bf16) instead of vLLM's."""
+    import kvstash
+    from kvstash_vllm.namespace import weights_fingerprint
+    from harness import MODEL
+    ref = kvstash.ReferenceModel.load(GGUF, threads=1)
+    tokens = prompt[: n_chunks * chunk_tokens]
+    kv = ref.prefill_kv(tokens, "bf16")                       # [L, 2, T, H, D] uint16
+    opts = kvstash.PrefixCodecOptions(model_fingerprint=bytes.fromhex(weights_fingerprint(MODEL)),
+                                      chunk_tokens=chunk_tokens, tenant="bench", kv_dtype="bf16")
+    codec = kvstash.PrefixCodec.spec(GGUF, artifact, opts, threads=1)
+    keys = [k for k in codec.chain_keys(tokens) if not k.partial]
+    chunks = [kv[:, :, j * chunk_tokens:(j + 1) * chunk_tokens] for j in range(len(keys))]
+    puts = codec.encode_chunks(tokens, keys, chunks, 0)
+    return kv.nbytes / sum(p.payload_size for p in puts)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--codecs", default="raw,spec")
@@ -60,12 +78,14 @@ def main(argv=None):
     ap.add_argument("--block-size", type=int, default=128)
     ap.add_argument("--chunk-tokens", type=int, default=256)
     ap.add_argument("--max-tokens", type=int, default=8)
-    ap.add_argument("--spec-artifact", default=os.path.join(ROOT, "models", "artifacts", "vllm-spec-c256.kvsa"))
+    ap.add_argument("--spec-artifact", default="", help="default: calibrated once into .cache/ (harness.spec_artifact)")
     ap.add_argument("--dckv-artifact", default="")
     ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "vllm_ttft.json"))
     ap.add_argument("--logs", default="/tmp/kvstash-vllm-bench")
     a = ap.parse_args(argv)
     codecs = [c for c in a.codecs.split(",") if c]
+    if "spec" in codecs and not a.spec_artifact:
+        a.spec_artifact = spec_artifact(a.chunk_tokens)
     artifacts = {"spec": a.spec_artifact, "dckv": a.dckv_artifact}
     for c in codecs:
         if c not in ("raw", "spec", "dckv"):
@@ -139,6 +159,11 @@ def main(argv=None):
                    "save_ms": save_totals.get("save_ms", 0)}
             if run["load_bytes_per_request"]:
                 run["ratio_vs_bf16"] = run["bf16_bytes_per_request"] / run["load_bytes_per_request"]
+            if run["save_bytes"]:
+                run["stored_ratio_on_vllm_kv"] = run["save_raw_bytes"] / run["save_bytes"]
+            if codec == "spec":
+                run["stored_ratio_on_runtime_kv"] = runtime_kv_ratio(
+                    prompts[0], a.chunk_tokens, artifacts["spec"], run["saved_chunks"])
             result["runs"][codec] = run
             print(f"{codec}: TTFT median {run['ttft_median_s'] * 1e3:.1f} ms "
                   f"({run['speedup_vs_no_connector']:.2f}x), {run['load_bytes_per_request'] / 1e6:.2f} MB "

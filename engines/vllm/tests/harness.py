@@ -194,9 +194,10 @@ class Engine:
         self.proc.stdin.flush()
         return self._reply()
 
-    def generate(self, prompts, max_tokens=8, salts=None, logprobs=0) -> dict:
+    def generate(self, prompts, max_tokens=8, salts=None, serial=True, flush_each=False) -> dict:
+        """Greedy outputs; serial (default): one prompt at a time (see runner.py)."""
         return self.call(cmd="generate", prompts=[list(p) for p in prompts], max_tokens=max_tokens,
-                         salts=salts, logprobs=logprobs)
+                         salts=salts, serial=serial, flush_each=flush_each)
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -209,3 +210,22 @@ class Engine:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+CALIBRATION_FILES = ["/usr/share/common-licenses/GPL-3", "/usr/lib/python3.11/argparse.py"]
+
+
+def spec_artifact(chunk_tokens: int, doc_tokens: int = 1024) -> str:
+    """Path of a spec artifact for chunk_tokens, calibrated once with our reference runtime
+    (kvstash.ReferenceModel.calibrate_spec) on the first doc_tokens tokens of two files of
+    the CALIBRATION split (disjoint from the demo's evaluation files); cached in .cache/."""
+    import kvstash
+    cache = os.path.join(ROOT, ".cache", "kvstash-vllm")
+    os.makedirs(cache, exist_ok=True)
+    path = os.path.join(cache, f"spec-c{chunk_tokens}-d{doc_tokens}.kvsa")
+    if not os.path.exists(path):
+        ref = kvstash.ReferenceModel.load(GGUF, threads=2)
+        docs = [ref.tokenize(open(f, encoding="utf-8").read())[:doc_tokens] for f in CALIBRATION_FILES]
+        ref.calibrate_spec(docs, path + ".part", chunk_tokens=chunk_tokens, dtype="bf16")
+        os.replace(path + ".part", path)
+    return path

@@ -3,9 +3,14 @@
 argv[1]: {"model", "kv_transfer_config" (dict or null), "block_size",
           "enable_prefix_caching", "max_model_len"}
 Commands (one JSON object per line) and replies (a line "@@kvstash@@" + JSON):
-  {"cmd": "generate", "prompts": [[ids]], "max_tokens": N, "salts": [str|null]|null}
-      -> {"tokens": [[ids]], "cached": [num_cached_tokens], "ttft_s": [vLLM first-token
-          latency], "wall_s", "metrics": {vLLM prefix-cache counters}, "connector": {role: totals}}
+  {"cmd": "generate", "prompts": [[ids]], "max_tokens": N, "salts": [str|null]|null,
+   "serial": bool, "flush_each": bool}
+      -> {"tokens": [[ids]], "logprobs": [[logprob of each chosen token]], "cached":
+          [num_cached_tokens], "ttft_s": [vLLM first-token latency], "wall_s",
+          "metrics": {vLLM prefix-cache counters}, "connector": {role: totals}}
+      serial: one llm.generate call per prompt, in order (batch size 1: vLLM's CPU
+      numerics depend on the batch shape, so serial runs are comparable run to run);
+      flush_each: wait for the connector's saves after each prompt.
   {"cmd": "flush", "timeout_s": T} -> {"flushed": bool}   (queued kvstash saves done)
   {"cmd": "quit"} -> {"bye": true}
 A failed command replies {"error": text}. Greedy sampling (temperature 0).
@@ -82,11 +87,21 @@ def main():
                 if salt:
                     p["cache_salt"] = salt
                 prompts.append(p)
-            sp = SamplingParams(temperature=0.0, max_tokens=cmd.get("max_tokens", 8), ignore_eos=True)
+            sp = SamplingParams(temperature=0.0, max_tokens=cmd.get("max_tokens", 8), ignore_eos=True,
+                                logprobs=1)
             t = time.time()
-            outs = llm.generate(prompts, sp, use_tqdm=False)
+            if cmd.get("serial"):
+                outs = []
+                for p in prompts:
+                    outs += llm.generate([p], sp, use_tqdm=False)
+                    if cmd.get("flush_each"):
+                        flush(120)
+            else:
+                outs = llm.generate(prompts, sp, use_tqdm=False)
             wall = time.time() - t
             reply({"tokens": [list(o.outputs[0].token_ids) for o in outs],
+                   "logprobs": [[lp[t].logprob for lp, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)]
+                                for o in outs],
                    "cached": [o.num_cached_tokens for o in outs],
                    "ttft_s": [o.metrics.first_token_latency if o.metrics else None for o in outs],
                    "wall_s": wall, "metrics": vllm_counters(llm), "connector": connector_totals()})
