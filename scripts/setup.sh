@@ -35,7 +35,7 @@ TEST_PACKAGES=(
   clang libclang-rt-14-dev                 # libFuzzer + sanitizer runtimes
   zstd redis-server                        # baselines, T2 tests
   chromium openssl                         # dashboard test (headless), TLS test certs
-  python3 python3-venv
+  python3 python3-venv python3-dev         # python3-dev: headers for pip install ./python
 )
 case "$PROFILE" in
   full) APT_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;

@@ -4,8 +4,11 @@
 #   2. an AddressSanitizer + UBSan build of the unit tests (label "unit");
 #   3. every libFuzzer target under fuzz/ for KVSTASH_FUZZ_SECONDS (default 60) each;
 #   4. the Python tests of tools/ (pytest);
-#   5. the vLLM connector tests (engines/vllm/tests, real vLLM in .venv-vllm, real
-#      kvstash-server from build/): builds the kvstash package into .venv-vllm first.
+#   5. the kvstash Python package: pip install ./python into .venv (scikit-build-core +
+#      nanobind, build folder build-python/, ccache), then its pytest suite python/tests
+#      against the build/kvstash-server just built;
+#   6. the vLLM connector tests (engines/vllm/tests, real vLLM in .venv-vllm, real
+#      kvstash-server from build/): installs the kvstash package into .venv-vllm first.
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
 # KVSTASH_SKIP_VLLM=1,
 # KVSTASH_JOBS (parallel build jobs, default nproc).
@@ -55,6 +58,10 @@ fi
 
 step "Python tests (tools/)"
 .venv/bin/python -m pytest -q tools/tests
+
+step "Python package (pip install ./python, python/tests)"
+CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv/bin/pip install -q ./python
+KVSTASH_SERVER_BIN="$ROOT/build/kvstash-server" .venv/bin/python -m pytest -q -rs python/tests
 
 if [[ "${KVSTASH_SKIP_VLLM:-0}" != 1 && -x .venv-vllm/bin/python ]]; then
   step "vLLM connector tests (.venv-vllm)"

@@ -24,7 +24,8 @@ _native._set_error_factory(error_from_status)
 
 from ._client import Client  # noqa: E402
 from ._native import (  # noqa: E402
-    ChunkKey, KvLayout, LookupResult, Namespace, PutChunk, TlsOptions, chain_keys,
+    ChunkKey, KvLayout, LookupResult, Namespace, PrefixCodec, PrefixCodecOptions, PutChunk,
+    ReferenceModel, TlsOptions, chain_keys,
 )
 
 __version__ = "0.1.0"
@@ -33,6 +34,7 @@ __all__ = [
     "ChunkKey", "Client", "CorruptionError", "DeadlineExceededError", "ERROR_CLASSES",
     "InternalError", "InvalidArgumentError", "KvLayout", "KvstashError", "LookupResult",
     "MismatchError", "Namespace", "NotFoundError", "NotSupportedError",
-    "PermissionDeniedError", "PutChunk", "ResourceExhaustedError", "StorageIOError",
+    "PermissionDeniedError", "PrefixCodec", "PrefixCodecOptions", "PutChunk",
+    "ReferenceModel", "ResourceExhaustedError", "StorageIOError",
     "TlsOptions", "UnavailableError", "chain_keys", "error_from_status",
 ]

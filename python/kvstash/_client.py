@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import json
+import weakref
 from collections.abc import Sequence
 from typing import Any, Callable
 
@@ -11,6 +13,16 @@ from . import _native
 from ._native import ChunkKey, LookupResult, PutChunk, TlsOptions
 
 _DEFAULT_DEADLINE_MS = 5000
+
+# Clients still open at interpreter exit are closed first, while their I/O threads can
+# still take the GIL to fail outstanding calls.
+_open_clients: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_clients() -> None:
+    for c in list(_open_clients):
+        c.close()
 
 
 def _settle(fut: asyncio.Future, error: BaseException | None, value: Any) -> None:
@@ -85,12 +97,14 @@ class Client:
             connections_per_server, max_attempts, initial_backoff_ms, max_backoff_ms,
             max_reply_bytes, connect_timeout_ms, request_memory)
         self.servers = list(servers)
+        _open_clients.add(self)
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Fails outstanding calls with UnavailableError and stops the I/O thread.
         Idempotent; later calls raise UnavailableError."""
         self._native.close()
+        _open_clients.discard(self)
 
     @property
     def closed(self) -> bool:
@@ -166,6 +180,13 @@ class Client:
         """As put(); awaitable on the running loop."""
         return _bridge(lambda done: self._native.put_cb(route, key, parent, payload, pin,
                                                         deadline_ms, done))
+
+    async def put_chunks_async(self, chunks: Sequence[PutChunk],
+                               deadline_ms: int | None = None) -> None:
+        """As put_chunks(): each chunk awaited before the next (parents first)."""
+        for c in list(chunks):
+            await self.put_async(c.route, c.key, c.parent, c.payload, pin=c.pin,
+                                 deadline_ms=deadline_ms)
 
     def get_async(self, route: bytes, key: bytes,
                   deadline_ms: int | None = None) -> "asyncio.Future[bytes]":

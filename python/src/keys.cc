@@ -78,9 +78,8 @@ void BindKeys(nb::module_& m) {
            [](NamespaceSpec* self, nb::handle model_fingerprint, uint32_t n_layers,
               uint32_t n_kv_heads, uint32_t head_dim, const std::string& dtype,
               uint32_t chunk_tokens, uint32_t tp_rank, uint32_t tp_size,
-              const std::string& adapter_name, const std::string& adapter_id,
-              nb::handle adapter_digest, const std::string& cache_salt,
-              const std::string& tenant, const std::string& codec_id,
+              nb::handle adapter_name, nb::handle adapter_id, nb::handle adapter_digest,
+              nb::handle cache_salt, nb::handle tenant, nb::handle codec_id,
               nb::handle codec_artifact_digest) {
              NamespaceSpec s;
              auto fp = BufferBytes(model_fingerprint, "model_fingerprint");
@@ -89,17 +88,18 @@ void BindKeys(nb::module_& m) {
              s.chunk_tokens = chunk_tokens;
              s.tp_rank = tp_rank;
              s.tp_size = tp_size;
-             s.adapter_name = adapter_name;
-             s.adapter_id = adapter_id;
+             // Every string field is opaque bytes: str (UTF-8) or bytes-like.
              auto bytes_or_str = [](nb::handle h, const char* what) {
                if (PyUnicode_Check(h.ptr())) return nb::cast<std::string>(h);
                auto b = BufferBytes(h, what);
                return std::string(b.begin(), b.end());
              };
+             s.adapter_name = bytes_or_str(adapter_name, "adapter_name");
+             s.adapter_id = bytes_or_str(adapter_id, "adapter_id");
              s.adapter_digest = bytes_or_str(adapter_digest, "adapter_digest");
-             s.cache_salt = cache_salt;
-             s.tenant = tenant;
-             s.codec_id = codec_id;
+             s.cache_salt = bytes_or_str(cache_salt, "cache_salt");
+             s.tenant = bytes_or_str(tenant, "tenant");
+             s.codec_id = bytes_or_str(codec_id, "codec_id");
              s.codec_artifact_digest = bytes_or_str(codec_artifact_digest, "codec_artifact_digest");
              ThrowIfError(s.Validate());
              new (self) NamespaceSpec(std::move(s));
@@ -119,14 +119,14 @@ void BindKeys(nb::module_& m) {
       .def_ro("chunk_tokens", &NamespaceSpec::chunk_tokens)
       .def_ro("tp_rank", &NamespaceSpec::tp_rank)
       .def_ro("tp_size", &NamespaceSpec::tp_size)
-      .def_ro("adapter_name", &NamespaceSpec::adapter_name)
-      .def_ro("adapter_id", &NamespaceSpec::adapter_id)
+      .def_prop_ro("adapter_name", [](const NamespaceSpec& s) { return nb::bytes(s.adapter_name.data(), s.adapter_name.size()); })
+      .def_prop_ro("adapter_id", [](const NamespaceSpec& s) { return nb::bytes(s.adapter_id.data(), s.adapter_id.size()); })
       .def_prop_ro("adapter_digest", [](const NamespaceSpec& s) {
         return nb::bytes(s.adapter_digest.data(), s.adapter_digest.size());
       })
-      .def_ro("cache_salt", &NamespaceSpec::cache_salt)
-      .def_ro("tenant", &NamespaceSpec::tenant)
-      .def_ro("codec_id", &NamespaceSpec::codec_id)
+      .def_prop_ro("cache_salt", [](const NamespaceSpec& s) { return nb::bytes(s.cache_salt.data(), s.cache_salt.size()); })
+      .def_prop_ro("tenant", [](const NamespaceSpec& s) { return nb::bytes(s.tenant.data(), s.tenant.size()); })
+      .def_prop_ro("codec_id", [](const NamespaceSpec& s) { return nb::bytes(s.codec_id.data(), s.codec_id.size()); })
       .def_prop_ro("codec_artifact_digest", [](const NamespaceSpec& s) {
         return nb::bytes(s.codec_artifact_digest.data(), s.codec_artifact_digest.size());
       })

@@ -7,4 +7,6 @@ NB_MODULE(_native, m) {
   kvstash::py::BindErrors(m);
   kvstash::py::BindKeys(m);
   kvstash::py::BindClient(m);
+  kvstash::py::BindCodec(m);
+  kvstash::py::BindReferenceModel(m);
 }

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/kv_chunk.h"
 #include "common/prefix_key.h"
 #include "common/result.h"
 #include "common/status.h"
@@ -56,6 +57,14 @@ nb::bytes ToBytes(const A& a) {
 std::vector<uint32_t> ToTokens(nb::handle obj);
 // extra_keys: None or a list (one per chunk) of lists of bytes/str.
 std::vector<std::vector<std::string>> ToExtraKeys(nb::handle obj);
+
+// A canonical chunk as a NumPy array [n_layers, 2, tokens, n_kv_heads, head_dim] that
+// owns the chunk's data (no copy): uint16 bit patterns for bf16, float16 for f16,
+// float32 for f32, uint8 for fp8_e4m3 (its scales are dropped: not used here).
+nb::object KvChunkToArray(KvChunk chunk);
+
+// Reads a whole file. NotFound when it does not exist, IOError when it cannot be read.
+Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 
 void BindErrors(nb::module_& m);
 void BindKeys(nb::module_& m);

@@ -293,7 +293,8 @@ TEST_F(PrefixCodecTest, SpecKvChunkFormEqualsCacheForm) {
   ASSERT_OK_AND_ASSIGN(auto b, spec->EncodeChunks(s_->tokens, s_->exact, 0));
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].payload, b[i].payload) << "chunk " << i;
-  ASSERT_OK_AND_ASSIGN(auto back, spec->RestoreKvChunks(s_->tokens, keys, std::span(Payloads(a)).first(3)));
+  const auto payloads = Payloads(a);
+  ASSERT_OK_AND_ASSIGN(auto back, spec->RestoreKvChunks(s_->tokens, keys, std::span(payloads).first(3)));
   ASSERT_EQ(back.size(), 3u);
   for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(back[i].data, chunks[i].data) << "chunk " << i;
   // A spec codec for f16 KV needs an f16-calibrated artifact.
