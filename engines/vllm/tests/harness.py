@@ -229,3 +229,22 @@ def spec_artifact(chunk_tokens: int, doc_tokens: int = 1024) -> str:
         ref.calibrate_spec(docs, path + ".part", chunk_tokens=chunk_tokens, dtype="bf16")
         os.replace(path + ".part", path)
     return path
+
+
+def dckv_artifact(rate: float = 8.0, cal_tokens: int = 2048) -> str:
+    """Path of a dckv artifact for SmolLM2 at `rate`x, made once by `kvstash calibrate dckv`
+    (build/kvstash, or $KVSTASH_TOOL) on the calibration split; cached in .cache/."""
+    out = os.path.join(ROOT, ".cache", "kvstash-vllm", f"dckv-r{rate:g}-c{cal_tokens}")
+    found = sorted(f for f in os.listdir(out) if f.endswith(".kvda")) if os.path.isdir(out) else []
+    if not found:
+        tool = os.environ.get("KVSTASH_TOOL") or os.path.join(ROOT, "build", "kvstash")
+        if not os.access(tool, os.X_OK):
+            raise FileNotFoundError("no kvstash tool to calibrate dckv (scripts/build.sh kvstash)")
+        os.makedirs(out, exist_ok=True)
+        subprocess.run([tool, "calibrate", "dckv", "--model", GGUF, "--rate", f"{rate:g}",
+                        "--cal-tokens", str(cal_tokens), "--out", out], check=True,
+                       stdout=subprocess.DEVNULL)
+        found = sorted(f for f in os.listdir(out) if f.endswith(".kvda"))
+    if not found:
+        raise FileNotFoundError(f"kvstash calibrate dckv wrote no .kvda into {out}")
+    return os.path.join(out, found[0])
