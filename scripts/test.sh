@@ -6,11 +6,13 @@
 #   4. the Python tests of tools/ (pytest);
 #   5. the kvstash Python package: pip install ./python into .venv (scikit-build-core +
 #      nanobind, build folder build-python/, ccache), then its pytest suite python/tests
-#      against the build/kvstash-server just built.
-#   6. optional (KVSTASH_TSAN=1): the store and server integration tests under
+#      against the build/kvstash-server just built;
+#   6. the vLLM connector tests (engines/vllm/tests, real vLLM in .venv-vllm, real
+#      kvstash-server from build/): installs the kvstash package into .venv-vllm first;
+#   7. optional (KVSTASH_TSAN=1): the store and server integration tests under
 #      ThreadSanitizer, the kvstash-server processes they start included (build-tsan/).
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
-# KVSTASH_TSAN=1, KVSTASH_JOBS (parallel build jobs, default nproc).
+# KVSTASH_SKIP_VLLM=1, KVSTASH_TSAN=1, KVSTASH_JOBS (parallel build jobs, default nproc).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -61,6 +63,13 @@ step "Python tests (tools/)"
 step "Python package (pip install ./python, python/tests)"
 CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv/bin/pip install -q ./python
 KVSTASH_SERVER_BIN="$ROOT/build/kvstash-server" .venv/bin/python -m pytest -q -rs python/tests
+
+if [[ "${KVSTASH_SKIP_VLLM:-0}" != 1 && -x .venv-vllm/bin/python ]]; then
+  step "vLLM connector tests (.venv-vllm)"
+  CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv-vllm/bin/uv pip install -q --python .venv-vllm/bin/python ./python
+  KVSTASH_SERVER="$ROOT/build/kvstash-server" VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
+    .venv-vllm/bin/python -m pytest -q -p no:cacheprovider engines/vllm/tests
+fi
 
 if [[ "${KVSTASH_TSAN:-0}" == 1 ]]; then
   step "store + server integration tests under ThreadSanitizer (build-tsan/)"
