@@ -4,7 +4,7 @@
 
 #include "codec/spec/spec_codec.h"
 #include "common/payload_format.h"
-#include "model/kv_export.h"
+#include "model/forward/kv_export.h"
 
 namespace kvstash {
 namespace {
@@ -12,19 +12,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-// The predictor's K/V of tokens [b, e) as the spec codec takes them.
-spec::PredictedChunk Slice(const model::PredictorCache& c, const KvLayout& L, uint32_t b,
-                           uint32_t e) {
-  spec::PredictedChunk p;
-  p.tokens = e - b;
-  const size_t off = static_cast<size_t>(b) * L.n_kv_heads * L.head_dim;
-  for (uint32_t l = 0; l < L.n_layers; ++l) {
-    p.k.push_back(c.k[l].data() + off);
-    p.v.push_back(c.v[l].data() + off);
-  }
-  return p;
 }
 
 Result<std::vector<uint8_t>> EncodeRaw(const KvChunk& chunk, uint32_t token_offset, bool partial,
@@ -225,7 +212,7 @@ Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk,
       return EncodeRaw(chunk, token_offset, partial, options_.model_fingerprint);
     case PrefixCodecKind::kSpec:
       return spec::EncodeSpecPayload(*spec_artifact_, chunk.view(),
-                                     Slice(*prediction, layout_, token_offset, token_offset + chunk.tokens),
+                                     spec::PredictedSlice(*prediction, layout_, token_offset, token_offset + chunk.tokens),
                                      options_.model_fingerprint, token_offset, predictor_->options().threads);
     case PrefixCodecKind::kDckv:
       return dckv_->Encode(chunk.view(), chunk_tokens, token_offset, prefix_tokens,
@@ -319,7 +306,7 @@ Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, uint32_
       return DecodeRaw(payload, layout_, options_.model_fingerprint);
     case PrefixCodecKind::kSpec:
       return spec::DecodeSpecPayload(*spec_artifact_, payload,
-                                     Slice(*prediction, layout_, token_offset, token_offset + tokens),
+                                     spec::PredictedSlice(*prediction, layout_, token_offset, token_offset + tokens),
                                      options_.model_fingerprint, predictor_->options().threads);
     case PrefixCodecKind::kDckv:
       return dckv_->Decode(payload, options_.model_fingerprint);

@@ -29,10 +29,10 @@
 #include "common/dtype.h"
 #include "common/kv_chunk.h"
 #include "common/result.h"
+#include "common/sha256.h"
 
 namespace kvstash {
 
-using Digest256 = std::array<uint8_t, 32>;
 using StoredKey = std::array<uint8_t, 16>;
 
 // The fields of a namespace. Strings are opaque bytes; empty means "none".

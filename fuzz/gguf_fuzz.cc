@@ -1,10 +1,10 @@
-// Fuzzes the GGUF parser (model/gguf_reader.h) and dequantisation of every tensor
+// Fuzzes the GGUF parser (model/formats/gguf_reader.h) and dequantisation of every tensor
 // it accepts: malformed files must give a Status (Corruption / NotSupported), never
 // a crash, an out-of-bounds read or an unbounded allocation.
 #include <cstddef>
 #include <cstdint>
 
-#include "model/gguf_reader.h"
+#include "model/formats/gguf_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto f = kvstash::model::GgufFile::Parse(std::span<const uint8_t>(data, size));

@@ -6,7 +6,7 @@
 
 #include "codec/spec/det_math.h"
 #include "codec/spec/quantize_group.h"
-#include "model/spec_predictor_ops.h"
+#include "model/predictor/spec_predictor_ops.h"
 
 namespace kvstash::gpu::kernels {
 

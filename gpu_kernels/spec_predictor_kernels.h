@@ -1,4 +1,4 @@
-// CUDA versions of the spec predictor's deterministic steps (model/spec_predictor.h),
+// CUDA versions of the spec predictor's deterministic steps (model/predictor/spec_predictor.h),
 // bit-identical to the CPU predictor: W8A16 activation quantiser, int16 x int8 grouped
 // GEMM, RMSNorm, RoPE, causal attention, residual add and SwiGLU. tests/gpu_kernels/
 // spec_predictor_gpu_test.cc compares each with the CPU function on random inputs.
@@ -6,7 +6,7 @@
 // READ ME FIRST
 // - Determinism, not speed: every output element is computed by one thread in exactly
 //   the CPU's operation order. Quantiser, RMSNorm, RoPE and attention run the shared
-//   per-row functions of codec/spec/quantize_group.h and model/spec_predictor_ops.h;
+//   per-row functions of codec/spec/quantize_group.h and model/predictor/spec_predictor_ops.h;
 //   the GEMM sums each group's int16 x int8 products exactly in int32 (|sum| <=
 //   512 * 32767 * 128 < 2^31) and accumulates float(dot_g) * (sa * sb) over groups in
 //   increasing g, as codec/spec/int8_gemm.cc. The kernels are simple one-thread-per-
@@ -16,7 +16,7 @@
 //   so NaN bits may differ (the spec prediction digest then differs and the decoder
 //   reports Mismatch, never wrong KV). Bit identity holds for finite data, which is
 //   what the tests use; the quantiser never does arithmetic on a NaN (NaN -> 0).
-// - model/spec_predictor_cuda.h sequences them into a whole SpecPredictor::Run.
+// - model/predictor/spec_predictor_cuda.h sequences them into a whole SpecPredictor::Run.
 //
 // Host API only (no device syntax). All pointers are caller-owned device memory; work
 // is enqueued on `stream`; nothing is allocated or synchronised. Errors:

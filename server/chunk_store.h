@@ -39,7 +39,7 @@ struct ChunkRead {
 
 struct ChunkLookup {
   uint32_t matched_chunks = 0;
-  uint64_t matched_tokens = 0;
+  uint64_t matched_tokens = 0;  // sum of the matched chunks' stored token counts
 };
 
 // Occupancy and counters of the store for /metrics, /v1/stats and the dashboard.
@@ -64,7 +64,9 @@ class ChunkStore {
   // last chunk with a state record. Errors: Internal.
   virtual Result<ChunkLookup> Lookup(std::span<const StoredKey> keys, bool require_state) = 0;
   // Stores one chunk atomically (present entirely or not at all after a crash).
-  // Errors: InvalidArgument, NotFound (parent not stored), ResourceExhausted, IOError.
+  // A stored key is overwritten only under the same parent (a chunk key has one).
+  // Errors: InvalidArgument, NotFound (parent not stored), Mismatch (the key is stored
+  // with another parent; nothing written), ResourceExhausted, IOError.
   virtual Status Put(const ChunkWrite& chunk) = 0;
   // The chunk, or std::nullopt on a miss. Errors: IOError.
   virtual Result<std::optional<ChunkRead>> Get(const StoredKey& key) = 0;

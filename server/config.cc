@@ -57,6 +57,11 @@ bool IsHex64(const std::string& s) {
 
 Status ServerConfig::Validate() const {
   if (tenants.empty()) return Status::InvalidArgument("config has no tenants");
+  if (server_id.size() > 255) {
+    return Status::InvalidArgument("server_id is " + std::to_string(server_id.size()) +
+                                   " bytes; at most 255 (the HELLO reply carries it with a "
+                                   "one-byte length)");
+  }
   std::set<std::string> names;
   for (const TenantConfig& t : tenants) {
     if (t.name.empty() || t.name.size() > 255) {

@@ -74,8 +74,8 @@ struct ServerConfig {
   // `listen` is.
   std::string http_listen = "127.0.0.1";
   uint16_t http_port = 7471;         // HTTP port; 0 picks a free one. Default: 7471.
-  // Stable identity of this node (clients hash prefixes onto nodes by it).
-  // Default: "<listen>:<port>".
+  // Stable identity of this node (clients hash prefixes onto nodes by it); at most
+  // 255 bytes (HELLO carries it with a u8 length). Default: "<listen>:<port>".
   std::string server_id;
   uint32_t io_threads = 2;      // threads running sockets. Default: 2.
   uint32_t worker_threads = 2;  // threads running store calls. Default: 2.

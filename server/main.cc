@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
   std::optional<std::string> listen, server_id, data_dir, tls_cert, tls_key, ready_file, chart_js;
   std::optional<uint16_t> port, http_port;
   std::optional<uint32_t> io_threads, worker_threads, max_connections, max_in_flight,
-      max_frame_bytes, idle_timeout_ms, io_timeout_ms, min_transfer_bytes_per_s, drain_grace_ms,
+      max_frame_bytes, idle_timeout_ms, io_timeout_ms, hello_timeout_ms, min_transfer_bytes_per_s,
+      drain_grace_ms,
       drain_timeout_ms;
   std::optional<std::string> memory_budget, disk_budget, http_listen;
   std::vector<std::string> tenants;
@@ -62,6 +63,8 @@ int main(int argc, char** argv) {
                  def("Idle connection timeout", d.limits.idle_timeout_ms));
   app.add_option("--io-timeout-ms", io_timeout_ms,
                  def("Per read/write deadline inside a frame", d.limits.io_timeout_ms));
+  app.add_option("--hello-timeout-ms", hello_timeout_ms,
+                 def("TLS handshake + HELLO must finish within this", d.limits.hello_timeout_ms));
   app.add_option("--min-transfer-bytes-per-s", min_transfer_bytes_per_s,
                  def("Slowest accepted frame transfer rate (whole-frame deadlines)",
                      d.limits.min_transfer_bytes_per_s));
@@ -122,6 +125,7 @@ int main(int argc, char** argv) {
   if (max_frame_bytes) cfg.limits.max_frame_bytes = *max_frame_bytes;
   if (idle_timeout_ms) cfg.limits.idle_timeout_ms = *idle_timeout_ms;
   if (io_timeout_ms) cfg.limits.io_timeout_ms = *io_timeout_ms;
+  if (hello_timeout_ms) cfg.limits.hello_timeout_ms = *hello_timeout_ms;
   if (min_transfer_bytes_per_s) cfg.limits.min_transfer_bytes_per_s = *min_transfer_bytes_per_s;
   if (drain_grace_ms) cfg.drain_grace_ms = *drain_grace_ms;
   if (drain_timeout_ms) cfg.drain_timeout_ms = *drain_timeout_ms;

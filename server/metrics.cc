@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <sstream>
+#include <variant>
+#include <vector>
 
 namespace kvstash::server {
 namespace {
@@ -55,155 +57,211 @@ void Metrics::RecordMemory(protocol::Opcode op, const RequestMemory& m) {
   t.total.Record(m.total());
 }
 
+// ---------------------------------------------------------------- rendering
+// Both renderings read the same tables below, so a family is named, described and
+// computed once: ScalarFamilies() (one value each), the per-codec, per-tier and
+// request-memory field tables, and the two histograms. Prometheus shows every family
+// with a `name`; JSON puts each value at its `json` key (under `section`, "" = top).
+
+struct Metrics::Scalar {
+  const char* name;     // Prometheus family; nullptr: JSON only
+  const char* type;     // "counter" or "gauge"
+  const char* help;
+  const char* section;  // JSON object holding the key ("" = the document itself)
+  const char* json;     // JSON key
+  std::variant<uint64_t, double> value;
+};
+
+std::vector<Metrics::Scalar> Metrics::TrafficScalars() const {
+  const uint64_t tokens = lookup_tokens_.load(kRelaxed), hit = lookup_hit_tokens_.load(kRelaxed);
+  return {
+      {"kvstash_lookups_total", "counter", "LOOKUP requests.", "lookup", "lookups", lookups_.load(kRelaxed)},
+      {"kvstash_lookup_tokens_requested_total", "counter", "Tokens asked by LOOKUPs.", "lookup",
+       "tokens_requested", tokens},
+      {"kvstash_lookup_tokens_hit_total", "counter", "Tokens of the matched prefixes.", "lookup", "tokens_hit",
+       hit},
+      {"kvstash_lookup_chunks_requested_total", "counter", "Chunk keys asked by LOOKUPs.", "lookup",
+       "chunks_requested", lookup_chunks_.load(kRelaxed)},
+      {"kvstash_lookup_chunks_hit_total", "counter", "Chunk keys matched by LOOKUPs.", "lookup", "chunks_hit",
+       lookup_hit_chunks_.load(kRelaxed)},
+      {"kvstash_lookup_token_hit_rate", "gauge", "Tokens hit / tokens requested since start.", "lookup",
+       "hit_rate", tokens ? static_cast<double>(hit) / tokens : 0.0},
+      {"kvstash_get_hits_total", "counter", "GET requests that found their chunk.", "get", "hits",
+       get_hits_.load(kRelaxed)},
+      {"kvstash_get_misses_total", "counter", "GET requests that found nothing.", "get", "misses",
+       get_misses_.load(kRelaxed)},
+      {"kvstash_get_bytes_total", "counter", "Payload bytes sent by GET.", "get", "bytes",
+       get_bytes_.load(kRelaxed)},
+      {"kvstash_payload_rejected_total", "counter", "PUT payloads rejected by header/digest/size validation.",
+       "", "payload_rejected", payload_rejected_.load(kRelaxed)},
+  };
+}
+
+std::vector<Metrics::Scalar> Metrics::ServerScalars(const StoreSnapshot& store) const {
+  return {
+      {"kvstash_checksum_failures_total", "counter", "Stored entries dropped because a checksum failed on read.",
+       "", "checksum_failures", store.checksum_failures},
+      {"kvstash_pinned_entries", "gauge", "Pinned entries.", "", "pinned_entries", store.pinned_entries},
+      {nullptr, "gauge", "Entries in the prefix index.", "", "index_entries", store.index_entries},
+      {"kvstash_connections_open", "gauge", "Open protocol connections.", "connections", "open",
+       open_.load(kRelaxed)},
+      {"kvstash_connections_accepted_total", "counter", "Protocol connections accepted.", "connections",
+       "accepted", accepted_.load(kRelaxed)},
+      {"kvstash_connections_rejected_total", "counter", "Connections refused at the max_connections limit.",
+       "connections", "rejected", rejected_.load(kRelaxed)},
+      {"kvstash_bad_frames_total", "counter", "Malformed or oversized frames received.", "", "bad_frames",
+       bad_frames_.load(kRelaxed)},
+      {"kvstash_auth_failures_total", "counter", "HELLOs with a rejected credential.", "", "auth_failures",
+       auth_failures_.load(kRelaxed)},
+      {"kvstash_timeouts_total", "counter", "Connections closed by a deadline.", "", "timeouts",
+       timeouts_.load(kRelaxed)},
+      {"kvstash_bytes_received_total", "counter", "Protocol bytes received.", "", "bytes_received",
+       bytes_in_.load(kRelaxed)},
+      {"kvstash_bytes_sent_total", "counter", "Protocol bytes sent.", "", "bytes_sent", bytes_out_.load(kRelaxed)},
+  };
+}
+
+namespace {
+
+void PrometheusFamily(std::ostringstream& o, const char* name, const char* type, const char* help) {
+  o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+void PrometheusScalars(std::ostringstream& o, const std::vector<Metrics::Scalar>& scalars) {
+  for (const auto& s : scalars) {
+    if (s.name == nullptr) continue;
+    PrometheusFamily(o, s.name, s.type, s.help);
+    o << s.name << ' ';
+    std::visit([&](auto v) { o << v; }, s.value);
+    o << '\n';
+  }
+}
+
+void JsonScalars(nlohmann::json& j, const std::vector<Metrics::Scalar>& scalars) {
+  for (const auto& s : scalars) {
+    nlohmann::json& at = *s.section ? j[s.section] : j;
+    std::visit([&](auto v) { at[s.json] = v; }, s.value);
+  }
+}
+
+// A histogram as Prometheus renders it: cumulative buckets, +Inf, sum and count, the
+// bounds and the sum divided by `scale` (1e6: microseconds to seconds).
+template <typename View, typename Bounds>
+void PrometheusHistogram(std::ostringstream& o, const std::string& name, const std::string& label,
+                         const View& v, const Bounds& bounds, double scale) {
+  uint64_t cum = 0;
+  for (size_t b = 0; b < bounds.size(); ++b) {
+    cum += v.buckets[b];
+    o << name << "_bucket{" << label << ",le=\"";
+    if (scale == 1) o << bounds[b]; else o << static_cast<double>(bounds[b]) / scale;
+    o << "\"} " << cum << '\n';
+  }
+  o << name << "_bucket{" << label << ",le=\"+Inf\"} " << v.count << '\n';
+  o << name << "_sum{" << label << "} ";
+  if (scale == 1) o << v.sum; else o << static_cast<double>(v.sum) / scale;
+  o << '\n' << name << "_count{" << label << "} " << v.count << '\n';
+}
+
+// Per-tier fields: Prometheus family (nullptr: JSON only), type, help, JSON key, value.
+struct TierField {
+  const char* name;
+  const char* type;
+  const char* help;
+  const char* json;
+  uint64_t (*value)(const StoreSnapshot::Tier&);
+};
+const TierField kTierFields[] = {
+    {"kvstash_tier_entries", "gauge", "Entries resident per tier.", "entries",
+     [](const StoreSnapshot::Tier& t) { return t.entries; }},
+    {"kvstash_tier_bytes", "gauge", "Payload + state bytes resident per tier.", "bytes",
+     [](const StoreSnapshot::Tier& t) { return t.bytes; }},
+    {"kvstash_tier_budget_bytes", "gauge", "Byte budget per tier.", "budget_bytes",
+     [](const StoreSnapshot::Tier& t) { return t.budget_bytes; }},
+    {"kvstash_tier_hits_total", "counter", "GET hits served per tier.", "hits",
+     [](const StoreSnapshot::Tier& t) { return t.hits; }},
+    {"kvstash_tier_evictions_total", "counter", "Entries evicted per tier.", "evictions",
+     [](const StoreSnapshot::Tier& t) { return t.evictions; }},
+    {"kvstash_tier_promotions_total", "counter", "Entries promoted into this tier by a hit below it.",
+     "promotions", [](const StoreSnapshot::Tier& t) { return t.promotions; }},
+    {"kvstash_tier_up", "gauge", "1 when the tier is reachable, 0 while it is down (T2: Redis, reconnecting).",
+     "up", [](const StoreSnapshot::Tier& t) { return static_cast<uint64_t>(t.up ? 1 : 0); }},
+};
+
+}  // namespace
+
+// Request-memory counters: Prometheus family (nullptr: JSON only), help, JSON key.
+struct Metrics::MemoryField {
+  const char* name;
+  const char* help;
+  const char* json;
+  Counter Memory::*field;
+};
+const Metrics::MemoryField Metrics::kMemoryFields[] = {
+    {nullptr, "", "requests", &Memory::requests},
+    {"kvstash_request_memory_payload_bytes_total",
+     "Payload bytes (header included) stored by PUT / served by GET hits.", "payload_bytes",
+     &Memory::payload_bytes},
+    {"kvstash_request_memory_raw_position_bytes_total",
+     "Bytes of positions kept uncompressed inside those payloads (raw chunks; dckv/kvtc bf16 head and tail rows).",
+     "raw_position_bytes", &Memory::raw_position_bytes},
+    {"kvstash_state_bytes_total", "Recurrent-state record bytes stored by PUT (op=PUT) / served by GET (op=GET).",
+     "state_bytes", &Memory::state_bytes},
+    {"kvstash_state_records_total", "Recurrent-state records stored by PUT / served by GET.", "state_records",
+     &Memory::state_records},
+};
+
 std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
   std::ostringstream o;
-  auto family = [&](const char* name, const char* type, const char* help) {
-    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
-  };
-  auto value = [&](const char* name, uint64_t v) { o << name << ' ' << v << '\n'; };
-
-  family("kvstash_requests_total", "counter", "Requests answered, by opcode.");
+  PrometheusFamily(o, "kvstash_requests_total", "counter", "Requests answered, by opcode.");
   for (int i = 0; i < protocol::kNumOpcodes; ++i) {
     o << "kvstash_requests_total{op=\"" << protocol::OpcodeName(i + 1) << "\"} "
       << ops_[i].requests.load(kRelaxed) << '\n';
   }
-  family("kvstash_request_errors_total", "counter", "Requests answered with an error status.");
+  PrometheusFamily(o, "kvstash_request_errors_total", "counter", "Requests answered with an error status.");
   for (int i = 0; i < protocol::kNumOpcodes; ++i) {
     o << "kvstash_request_errors_total{op=\"" << protocol::OpcodeName(i + 1) << "\"} "
       << ops_[i].errors.load(kRelaxed) << '\n';
   }
-  family("kvstash_request_duration_seconds", "histogram",
-         "Time from a request's last byte read to its reply queued, by opcode.");
+  PrometheusFamily(o, "kvstash_request_duration_seconds", "histogram",
+                   "Time from a request's last byte read to its reply queued, by opcode.");
   for (int i = 0; i < protocol::kNumOpcodes; ++i) {
-    const auto v = ops_[i].latency.Read();
-    const std::string op(protocol::OpcodeName(i + 1));
-    uint64_t cum = 0;
-    for (size_t b = 0; b < kLatencyBoundsUs.size(); ++b) {
-      cum += v.buckets[b];
-      o << "kvstash_request_duration_seconds_bucket{op=\"" << op << "\",le=\""
-        << static_cast<double>(kLatencyBoundsUs[b]) / 1e6 << "\"} " << cum << '\n';
-    }
-    o << "kvstash_request_duration_seconds_bucket{op=\"" << op << "\",le=\"+Inf\"} "
-      << v.count << '\n';
-    o << "kvstash_request_duration_seconds_sum{op=\"" << op << "\"} "
-      << static_cast<double>(v.sum) / 1e6 << '\n';
-    o << "kvstash_request_duration_seconds_count{op=\"" << op << "\"} " << v.count << '\n';
+    PrometheusHistogram(o, "kvstash_request_duration_seconds",
+                        "op=\"" + std::string(protocol::OpcodeName(i + 1)) + "\"", ops_[i].latency.Read(),
+                        kLatencyBoundsUs, 1e6);
   }
+  PrometheusScalars(o, TrafficScalars());
 
-  family("kvstash_lookups_total", "counter", "LOOKUP requests.");
-  value("kvstash_lookups_total", lookups_.load(kRelaxed));
-  family("kvstash_lookup_tokens_requested_total", "counter", "Tokens asked by LOOKUPs.");
-  value("kvstash_lookup_tokens_requested_total", lookup_tokens_.load(kRelaxed));
-  family("kvstash_lookup_tokens_hit_total", "counter", "Tokens of the matched prefixes.");
-  value("kvstash_lookup_tokens_hit_total", lookup_hit_tokens_.load(kRelaxed));
-  family("kvstash_lookup_chunks_requested_total", "counter", "Chunk keys asked by LOOKUPs.");
-  value("kvstash_lookup_chunks_requested_total", lookup_chunks_.load(kRelaxed));
-  family("kvstash_lookup_chunks_hit_total", "counter", "Chunk keys matched by LOOKUPs.");
-  value("kvstash_lookup_chunks_hit_total", lookup_hit_chunks_.load(kRelaxed));
-  family("kvstash_lookup_token_hit_rate", "gauge", "Tokens hit / tokens requested since start.");
-  const uint64_t req_tokens = lookup_tokens_.load(kRelaxed);
-  o << "kvstash_lookup_token_hit_rate "
-    << (req_tokens ? static_cast<double>(lookup_hit_tokens_.load(kRelaxed)) / req_tokens : 0.0)
-    << '\n';
-
-  family("kvstash_put_chunks_total", "counter", "Chunks stored by PUT, by codec.");
-  family("kvstash_put_raw_bytes_total", "counter", "Decoded KV bytes of stored chunks, by codec.");
-  family("kvstash_put_stored_bytes_total", "counter", "Payload bytes as stored, by codec.");
+  PrometheusFamily(o, "kvstash_put_chunks_total", "counter", "Chunks stored by PUT, by codec.");
+  PrometheusFamily(o, "kvstash_put_raw_bytes_total", "counter", "Decoded KV bytes of stored chunks, by codec.");
+  PrometheusFamily(o, "kvstash_put_stored_bytes_total", "counter", "Payload bytes as stored, by codec.");
   for (int c = 0; c < kTrackedCodecs; ++c) {
     if (put_chunks_[c].load(kRelaxed) == 0) continue;
     const std::string label = "{codec=\"" + CodecName(c) + "\"} ";
     o << "kvstash_put_chunks_total" << label << put_chunks_[c].load(kRelaxed) << '\n'
       << "kvstash_put_raw_bytes_total" << label << put_raw_bytes_[c].load(kRelaxed) << '\n'
-      << "kvstash_put_stored_bytes_total" << label << put_stored_bytes_[c].load(kRelaxed)
-      << '\n';
+      << "kvstash_put_stored_bytes_total" << label << put_stored_bytes_[c].load(kRelaxed) << '\n';
   }
-  family("kvstash_get_hits_total", "counter", "GET requests that found their chunk.");
-  value("kvstash_get_hits_total", get_hits_.load(kRelaxed));
-  family("kvstash_get_misses_total", "counter", "GET requests that found nothing.");
-  value("kvstash_get_misses_total", get_misses_.load(kRelaxed));
-  family("kvstash_get_bytes_total", "counter", "Payload bytes sent by GET.");
-  value("kvstash_get_bytes_total", get_bytes_.load(kRelaxed));
 
   // Request memory: PUT = stored, GET = served (docs/protocol.md §5.7).
-  const std::pair<const char*, const Memory*> mem[] = {{"PUT", &put_memory_},
-                                                       {"GET", &get_memory_}};
-  auto mem_counter = [&](const char* name, const char* help, Counter Memory::*field) {
-    family(name, "counter", help);
-    for (const auto& [op, m] : mem) {
-      o << name << "{op=\"" << op << "\"} " << (m->*field).load(kRelaxed) << '\n';
-    }
-  };
-  mem_counter("kvstash_request_memory_payload_bytes_total",
-              "Payload bytes (header included) stored by PUT / served by GET hits.",
-              &Memory::payload_bytes);
-  mem_counter("kvstash_request_memory_raw_position_bytes_total",
-              "Bytes of positions kept uncompressed inside those payloads (raw chunks; "
-              "dckv/kvtc bf16 head and tail rows).",
-              &Memory::raw_position_bytes);
-  mem_counter("kvstash_state_bytes_total",
-              "Recurrent-state record bytes stored by PUT (op=PUT) / served by GET (op=GET).",
-              &Memory::state_bytes);
-  mem_counter("kvstash_state_records_total",
-              "Recurrent-state records stored by PUT / served by GET.", &Memory::state_records);
-  family("kvstash_request_memory_bytes", "histogram",
-         "Request memory = payload + state bytes, per PUT stored / GET hit served.");
+  const std::pair<const char*, const Memory*> mem[] = {{"PUT", &put_memory_}, {"GET", &get_memory_}};
+  for (const MemoryField& f : kMemoryFields) {
+    if (f.name == nullptr) continue;
+    PrometheusFamily(o, f.name, "counter", f.help);
+    for (const auto& [op, m] : mem) o << f.name << "{op=\"" << op << "\"} " << (m->*f.field).load(kRelaxed) << '\n';
+  }
+  PrometheusFamily(o, "kvstash_request_memory_bytes", "histogram",
+                   "Request memory = payload + state bytes, per PUT stored / GET hit served.");
   for (const auto& [op, m] : mem) {
-    const auto v = m->total.Read();
-    uint64_t cum = 0;
-    for (size_t b = 0; b < kMemoryBoundsBytes.size(); ++b) {
-      cum += v.buckets[b];
-      o << "kvstash_request_memory_bytes_bucket{op=\"" << op << "\",le=\""
-        << kMemoryBoundsBytes[b] << "\"} " << cum << '\n';
-    }
-    o << "kvstash_request_memory_bytes_bucket{op=\"" << op << "\",le=\"+Inf\"} " << v.count
-      << '\n';
-    o << "kvstash_request_memory_bytes_sum{op=\"" << op << "\"} " << v.sum << '\n';
-    o << "kvstash_request_memory_bytes_count{op=\"" << op << "\"} " << v.count << '\n';
+    PrometheusHistogram(o, "kvstash_request_memory_bytes", "op=\"" + std::string(op) + "\"", m->total.Read(),
+                        kMemoryBoundsBytes, 1);
   }
 
-  family("kvstash_tier_entries", "gauge", "Entries resident per tier.");
-  family("kvstash_tier_bytes", "gauge", "Payload + state bytes resident per tier.");
-  family("kvstash_tier_budget_bytes", "gauge", "Byte budget per tier.");
-  family("kvstash_tier_hits_total", "counter", "GET hits served per tier.");
-  family("kvstash_tier_evictions_total", "counter", "Entries evicted per tier.");
-  family("kvstash_tier_up", "gauge",
-         "1 when the tier is reachable, 0 while it is down (T2: Redis, reconnecting).");
+  for (const TierField& f : kTierFields) PrometheusFamily(o, f.name, f.type, f.help);
   for (const auto& t : store.tiers) {
     if (!t.enabled) continue;
-    const std::string label = "{tier=\"" + t.name + "\"} ";
-    o << "kvstash_tier_entries" << label << t.entries << '\n'
-      << "kvstash_tier_bytes" << label << t.bytes << '\n'
-      << "kvstash_tier_budget_bytes" << label << t.budget_bytes << '\n'
-      << "kvstash_tier_hits_total" << label << t.hits << '\n'
-      << "kvstash_tier_evictions_total" << label << t.evictions << '\n'
-      << "kvstash_tier_up" << label << (t.up ? 1 : 0) << '\n';
+    for (const TierField& f : kTierFields) o << f.name << "{tier=\"" << t.name << "\"} " << f.value(t) << '\n';
   }
-  family("kvstash_checksum_failures_total", "counter",
-         "Stored entries dropped because a checksum failed on read.");
-  value("kvstash_checksum_failures_total", store.checksum_failures);
-  family("kvstash_payload_rejected_total", "counter",
-         "PUT payloads rejected by header/digest/size validation.");
-  value("kvstash_payload_rejected_total", payload_rejected_.load(kRelaxed));
-  family("kvstash_pinned_entries", "gauge", "Pinned entries.");
-  value("kvstash_pinned_entries", store.pinned_entries);
-
-  family("kvstash_connections_open", "gauge", "Open protocol connections.");
-  value("kvstash_connections_open", open_.load(kRelaxed));
-  family("kvstash_connections_accepted_total", "counter", "Protocol connections accepted.");
-  value("kvstash_connections_accepted_total", accepted_.load(kRelaxed));
-  family("kvstash_connections_rejected_total", "counter",
-         "Connections refused at the max_connections limit.");
-  value("kvstash_connections_rejected_total", rejected_.load(kRelaxed));
-  family("kvstash_bad_frames_total", "counter", "Malformed or oversized frames received.");
-  value("kvstash_bad_frames_total", bad_frames_.load(kRelaxed));
-  family("kvstash_auth_failures_total", "counter", "HELLOs with a rejected credential.");
-  value("kvstash_auth_failures_total", auth_failures_.load(kRelaxed));
-  family("kvstash_timeouts_total", "counter", "Connections closed by a deadline.");
-  value("kvstash_timeouts_total", timeouts_.load(kRelaxed));
-  family("kvstash_bytes_received_total", "counter", "Protocol bytes received.");
-  value("kvstash_bytes_received_total", bytes_in_.load(kRelaxed));
-  family("kvstash_bytes_sent_total", "counter", "Protocol bytes sent.");
-  value("kvstash_bytes_sent_total", bytes_out_.load(kRelaxed));
+  PrometheusScalars(o, ServerScalars(store));
   return o.str();
 }
 
@@ -222,13 +280,7 @@ void Metrics::RenderTraffic(nlohmann::json* out) const {
         {"p99_us", v.Quantile(0.99)}};
   }
   j["requests"] = ops;
-  const uint64_t tokens = lookup_tokens_.load(kRelaxed), hit = lookup_hit_tokens_.load(kRelaxed);
-  j["lookup"] = {{"lookups", lookups_.load(kRelaxed)},
-                 {"chunks_requested", lookup_chunks_.load(kRelaxed)},
-                 {"chunks_hit", lookup_hit_chunks_.load(kRelaxed)},
-                 {"tokens_requested", tokens},
-                 {"tokens_hit", hit},
-                 {"hit_rate", tokens ? static_cast<double>(hit) / tokens : 0.0}};
+  JsonScalars(j, TrafficScalars());
   json codecs = json::object();
   uint64_t raw_total = 0, stored_total = 0;
   for (int c = 0; c < kTrackedCodecs; ++c) {
@@ -246,22 +298,14 @@ void Metrics::RenderTraffic(nlohmann::json* out) const {
   j["bytes_raw"] = raw_total;
   j["bytes_stored"] = stored_total;
   j["bytes_saved"] = raw_total > stored_total ? raw_total - stored_total : 0;
-  j["get"] = {{"hits", get_hits_.load(kRelaxed)},
-              {"misses", get_misses_.load(kRelaxed)},
-              {"bytes", get_bytes_.load(kRelaxed)}};
-  j["payload_rejected"] = payload_rejected_.load(kRelaxed);
   auto memory = [](const Memory& m) {
     const auto v = m.total.Read();
-    return nlohmann::json{
-        {"requests", m.requests.load(kRelaxed)},
-        {"payload_bytes", m.payload_bytes.load(kRelaxed)},
-        {"raw_position_bytes", m.raw_position_bytes.load(kRelaxed)},
-        {"state_bytes", m.state_bytes.load(kRelaxed)},
-        {"state_records", m.state_records.load(kRelaxed)},
-        {"request_bytes", v.sum},
-        {"mean_request_bytes", v.count ? static_cast<double>(v.sum) / v.count : 0.0},
-        {"p50_request_bytes", v.Quantile(0.50)},
-        {"p99_request_bytes", v.Quantile(0.99)}};
+    json r = {{"request_bytes", v.sum},
+              {"mean_request_bytes", v.count ? static_cast<double>(v.sum) / v.count : 0.0},
+              {"p50_request_bytes", v.Quantile(0.50)},
+              {"p99_request_bytes", v.Quantile(0.99)}};
+    for (const MemoryField& f : kMemoryFields) r[f.json] = (m.*f.field).load(kRelaxed);
+    return r;
   };
   j["memory"] = {{"PUT", memory(put_memory_)}, {"GET", memory(get_memory_)}};
 }
@@ -283,25 +327,16 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
   j["server_id"] = server_id;
   j["scope"] = "server";
   j["uptime_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  j["connections"] = {{"open", open_.load(kRelaxed)},
-                      {"accepted", accepted_.load(kRelaxed)},
-                      {"rejected", rejected_.load(kRelaxed)}};
   RenderTraffic(&j);
   json tiers = json::array();
   for (const auto& t : store.tiers) {
-    tiers.push_back({{"name", t.name}, {"enabled", t.enabled}, {"entries", t.entries},
-                     {"bytes", t.bytes}, {"budget_bytes", t.budget_bytes}, {"hits", t.hits},
-                     {"evictions", t.evictions}, {"promotions", t.promotions}, {"up", t.up}});
+    json row = {{"name", t.name}, {"enabled", t.enabled}};
+    for (const TierField& f : kTierFields) row[f.json] = f.value(t);
+    row["up"] = t.up;
+    tiers.push_back(std::move(row));
   }
   j["tiers"] = tiers;
-  j["checksum_failures"] = store.checksum_failures;
-  j["pinned_entries"] = store.pinned_entries;
-  j["index_entries"] = store.index_entries;
-  j["bad_frames"] = bad_frames_.load(kRelaxed);
-  j["auth_failures"] = auth_failures_.load(kRelaxed);
-  j["timeouts"] = timeouts_.load(kRelaxed);
-  j["bytes_received"] = bytes_in_.load(kRelaxed);
-  j["bytes_sent"] = bytes_out_.load(kRelaxed);
+  JsonScalars(j, ServerScalars(store));
   return j;
 }
 

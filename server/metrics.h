@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -160,6 +161,13 @@ class Metrics {
  private:
   void RenderTraffic(nlohmann::json* out) const;
   using Counter = std::atomic<uint64_t>;
+
+ public:
+  struct Scalar;  // one value shown by both renderings (metrics.cc)
+
+ private:
+  std::vector<Scalar> TrafficScalars() const;
+  std::vector<Scalar> ServerScalars(const StoreSnapshot& store) const;
   struct Op {
     Counter requests{0}, errors{0};
     LatencyHistogram latency;
@@ -178,6 +186,8 @@ class Metrics {
     MemoryHistogram total;
   };
   Memory put_memory_, get_memory_;
+  struct MemoryField;
+  static const MemoryField kMemoryFields[];
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 

@@ -208,10 +208,11 @@ Result<std::vector<uint8_t>> RequestHandler::DoLookup(const std::string& tenant,
     tokens += k.tokens;
   }
   KVSTASH_ASSIGN_OR_RETURN(ChunkLookup found, store_->Lookup(keys, req.require_state));
-  // Token accounting uses the client's per-chunk counts for the matched prefix.
+  // matched_tokens counts the stored chunks' own token counts (a partial last chunk
+  // counts what it holds, whatever the client said); tokens requested are the client's.
   protocol::LookupReply reply;
   reply.matched_chunks = std::min<uint32_t>(found.matched_chunks, keys.size());
-  for (uint32_t i = 0; i < reply.matched_chunks; ++i) reply.matched_tokens += req.keys[i].tokens;
+  reply.matched_tokens = found.matched_tokens;
   Record(tenant, [&](Metrics& m) {
     m.RecordLookup(keys.size(), tokens, reply.matched_chunks, reply.matched_tokens);
   });
@@ -287,6 +288,13 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
       // The store's message names the scoped parent; say it in the client's terms.
       return Status::NotFound("PUT " + ToHex(req.key) + ": parent " + ToHex(*req.parent) +
                               " is not stored; put the chain from its first missing chunk");
+    }
+    if (s.IsMismatch()) {
+      // The store names the stored (scoped) parent, which the client cannot map back.
+      return Status::Mismatch(
+          "PUT " + ToHex(req.key) + ": the key is stored with another parent than this PUT names (" +
+          (req.parent ? ToHex(*req.parent) : std::string("none")) +
+          "); a chunk key has one parent: DELETE the key to re-link it");
     }
     return Unscope(std::move(s), {{w.key, req.key}, {scoped_parent, parent}});
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <utility>
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -12,6 +13,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -47,6 +49,7 @@ class Server::Impl {
         acceptor_(ioc_),
         signals_(ioc_),
         drain_timer_(ioc_),
+        accept_strand_(asio::make_strand(ioc_)),
         http_(ioc_, HttpSources{[this] { return handler_->PrometheusText(); },
                                 [this] { return handler_->StatsJson().dump(1); },
                                 [this] { return draining_.load(); }, config_.chart_js,
@@ -103,7 +106,7 @@ class Server::Impl {
         &codecs_);
     conn_ctx_ = ConnectionContext{&config_.limits, handler_.get(), &metrics_, &workers_,
                                   tls_.get(), [this](uint64_t id) { OnClose(id); }};
-    asio::co_spawn(ioc_, AcceptLoop(), [](std::exception_ptr e) {
+    asio::co_spawn(accept_strand_, AcceptLoop(), [](std::exception_ptr e) {
       if (!e) return;
       try {
         std::rethrow_exception(e);
@@ -144,7 +147,7 @@ class Server::Impl {
   void Shutdown() {
     // /healthz answers 503 from here on (HttpSources::draining) until the process ends.
     if (draining_.exchange(true)) return;
-    asio::post(ioc_, [this] {
+    asio::post(accept_strand_, [this] {
       boost::system::error_code ec;
       signals_.cancel(ec);
       if (config_.drain_grace_ms == 0) {
@@ -154,9 +157,9 @@ class Server::Impl {
       KVSTASH_LOG_INFO("draining: /healthz answers 503, serving {} ms more before closing",
                        config_.drain_grace_ms);
       drain_timer_.expires_after(std::chrono::milliseconds(config_.drain_grace_ms));
-      drain_timer_.async_wait([this](boost::system::error_code e) {
+      drain_timer_.async_wait(asio::bind_executor(accept_strand_, [this](boost::system::error_code e) {
         if (!e) BeginDrain();
-      });
+      }));
     });
   }
 
@@ -268,6 +271,10 @@ class Server::Impl {
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;
+  // The accept loop, the shutdown steps and the drain timer run on this strand: the
+  // acceptor is closed there, never concurrently with an async_accept on another I/O
+  // thread (a data race ThreadSanitizer found).
+  asio::strand<asio::io_context::executor_type> accept_strand_;
   HttpServer http_;
   std::unique_ptr<asio::ssl::context> tls_;
   std::unique_ptr<RequestHandler> handler_;

@@ -116,6 +116,16 @@ Status Store::Impl::Init() {
     ro.env = opts_.rocksdb_env;
     KVSTASH_ASSIGN_OR_RETURN(t1_, RocksTier::Open(ro));
     KVSTASH_RETURN_IF_ERROR(LoadIndex());
+    if (on_[2]) {
+      // Reopened with a smaller remote_budget_bytes: back within it before serving.
+      std::lock_guard wl(write_mu_);
+      bool over;
+      {
+        std::shared_lock lock(index_mu_);
+        over = bytes_[2] > budget_[2];
+      }
+      if (over) EvictUntil(2, budget_[2], {});
+    }
   }
   return Status::Ok();
 }

@@ -74,9 +74,13 @@ class Store {
                               uint32_t chunk_tokens, bool hybrid);
 
   // Stores `chunks` atomically (see Guarantees). A chunk's parent must be stored
-  // already or appear earlier in `chunks`. A key stored already is overwritten.
+  // already or appear earlier in `chunks`. A key stored already is overwritten when
+  // the chunk names the same parent (or, as before, none); a chunk key has one parent,
+  // so no Put can re-link a stored key or close a cycle.
   // Errors: InvalidArgument (empty payload, value above kMaxValueBytes, tokens 0,
-  // duplicate key in one Put, a chunk naming itself as parent); NotFound when a parent
+  // duplicate key in one Put, a chunk naming itself as parent); Mismatch when a stored
+  // key's parent differs from the one this Put names (nothing of the Put is written;
+  // Delete the key first to re-link it); NotFound when a parent
   // is neither stored nor in this Put (put the chain from its first missing chunk);
   // ResourceExhausted when pinned or in-flight entries leave no room in a budget;
   // IOError when RocksDB fails (nothing of this Put is visible then; after a full disk

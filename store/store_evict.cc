@@ -29,7 +29,7 @@ bool Store::Impl::EvictUntil(int slot, uint64_t target, const std::vector<uint32
       victim = index_.PickVictim(slot, excluded);
     }
     if (victim == kNoEntry) return false;
-    Status s = EvictOne(slot, victim);
+    Status s = EvictOne(slot, victim, protect);
     if (!s.ok()) {
       KVSTASH_LOG_WARN("store: eviction from {} failed: {}",
                        slot == kAnySlot ? "index" : TierName(Tier(slot)), s.ToString());
@@ -74,7 +74,7 @@ Result<RedisTier::Item> Store::Impl::ReadForDemotion(uint32_t id) {
   return item;
 }
 
-Status Store::Impl::EvictOne(int slot, uint32_t id) {
+Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>& protect) {
   uint8_t flags;
   MetaRecord meta;
   StoredKey key;
@@ -90,8 +90,18 @@ Status Store::Impl::EvictOne(int slot, uint32_t id) {
     if (slot == kAnySlot) c_.index_evictions++; else c_.evictions[slot]++;
     return Status::Ok();
   };
-  // Copies the entry to T2; false when that failed.
+  // Copies the entry to T2 after making room there (remote_budget_bytes: T2 evicts
+  // its own victims first, never the entries the caller protects); false when the
+  // entry does not fit or the copy failed.
+  // The copy is written even when the entry is flagged in T2 already: that flag on an
+  // entry with a local copy means "Redis may hold a copy" (possibly an older version,
+  // see Put), so only a fresh write makes the Redis copy the current one.
   auto demote = [&]() -> bool {
+    const uint64_t bytes = meta.payload_bytes + meta.state_bytes;
+    const uint64_t counted = (flags & kInT2) ? bytes : 0;  // already in bytes_[2]
+    std::vector<uint32_t> keep = protect;
+    keep.insert(std::upper_bound(keep.begin(), keep.end(), id), id);
+    if (bytes > budget_[2] || !EvictUntil(2, budget_[2] - bytes + counted, keep)) return false;
     auto item = ReadForDemotion(id);
     if (item.ok()) {
       const RedisTier::Item items[1] = {std::move(item).value()};
@@ -102,7 +112,7 @@ Status Store::Impl::EvictOne(int slot, uint32_t id) {
   };
 
   if (slot == 0) {
-    if (flags & (kInT1 | kInT2)) {  // another copy remains: drop the memory copy
+    if (flags & kInT1) {  // T0 is a cache in front of T1: drop the memory copy
       std::unique_lock lock(index_mu_);
       SetFlagsLocked(id, flags & ~kInT0);
       c_.evictions[0]++;
@@ -119,9 +129,22 @@ Status Store::Impl::EvictOne(int slot, uint32_t id) {
   if (slot == 1) {
     if (!t2_) return remove();
     if (!(flags & kInT2)) {
-      if (!demote()) return remove();
+      // Crash safety: T1's meta says "Redis may hold a copy" before the copy is
+      // written, so that after a kill -9 between the two the node still knows of the
+      // copy (a Delete then removes it; it is never an orphan that resurrects).
+      meta.tiers = kMetaInT1 | kMetaInT2;
+      RocksTier::Batch pre = t1_->NewBatch();
+      pre.PutMeta(key, EncodeMetaRecord(meta));
+      if (Status s = t1_->Write(pre); !s.ok()) {
+        c_.errors[1]++;
+        t1_write_failed_ = true;
+        return s;
+      }
+    }
+    if (!demote()) return remove();
+    {
       std::unique_lock lock(index_mu_);
-      flags |= kInT2;
+      flags = index_.at(id).flags | kInT2;
       SetFlagsLocked(id, flags);
     }
     meta.tiers = kMetaInT2;
@@ -177,6 +200,14 @@ Result<uint64_t> Store::Impl::RemoveSubtrees(const std::vector<uint32_t>& roots)
       }
     }
   }
+  // Redis first: a kill -9 between the two leaves T1 rows whose Redis copy is gone
+  // (a miss after the restart, as a Delete cut off may be), never Redis copies that
+  // no T1 row tracks (orphans a later Get or Lookup would resurrect).
+  if (!t2_keys.empty()) {
+    for (const Status& s : t2_->Delete(t2_keys)) {
+      if (!s.ok()) c_.errors[2]++;
+    }
+  }
   if (!t1_keys.empty()) {
     RocksTier::Batch b = t1_->NewBatch();
     for (const StoredKey& k : t1_keys) b.DeleteChunk(k);
@@ -184,11 +215,6 @@ Result<uint64_t> Store::Impl::RemoveSubtrees(const std::vector<uint32_t>& roots)
       c_.errors[1]++;
       t1_write_failed_ = true;
       return s;
-    }
-  }
-  if (!t2_keys.empty()) {
-    for (const Status& s : t2_->Delete(t2_keys)) {
-      if (!s.ok()) c_.errors[2]++;
     }
   }
   std::unique_lock lock(index_mu_);
@@ -268,8 +294,16 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
     meta.tiers = kMetaInT1 | kMetaInT2;
     meta.flags &= static_cast<uint16_t>(~kMetaPinned);
     if (id != kNoEntry) {
+      // The entry keeps its local link (T1's meta must agree with the index).
       std::shared_lock lock(index_mu_);
-      if (index_.at(id).flags & kPinned) meta.flags |= kMetaPinned;
+      const IndexEntry& e = index_.at(id);
+      if (e.flags & kPinned) meta.flags |= kMetaPinned;
+      meta.flags &= static_cast<uint16_t>(~kMetaHasParent);
+      meta.parent = StoredKey{};
+      if (e.parent != kNoEntry) {
+        meta.flags |= kMetaHasParent;
+        meta.parent = index_.at(e.parent).key;
+      }
     }
     RocksTier::Batch b = t1_->NewBatch();
     auto as_span = [](const SharedBytes& s) {
@@ -283,38 +317,44 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
       return;
     }
   }
-  std::unique_lock lock(index_mu_);
-  if (id == kNoEntry) {
-    id = index_.Insert(item.key, parent, 0);
-    IndexEntry& e = index_.at(id);
-    e.tokens = m.tokens;
-    e.payload_bytes = static_cast<uint32_t>(m.payload_bytes);
-    e.state_bytes = static_cast<uint32_t>(m.state_bytes);
-    e.payload_checksum = m.payload_checksum;
-    e.state_checksum = m.state_checksum;
-    e.codec = m.codec;
-    e.created_ms = m.created_ms;
-    e.access_s = static_cast<uint32_t>(NowMs() / 1000);
-    uint8_t f = kInT2;
-    if (m.flags & kMetaPartial) f |= kPartial;
-    if (m.flags & kMetaHasState) f |= kHasState;
-    SetFlagsLocked(id, f);
+  bool over_remote_budget;
+  {
+    std::unique_lock lock(index_mu_);
+    if (id == kNoEntry) {
+      id = index_.Insert(item.key, parent, 0);
+      IndexEntry& e = index_.at(id);
+      e.tokens = m.tokens;
+      e.payload_bytes = static_cast<uint32_t>(m.payload_bytes);
+      e.state_bytes = static_cast<uint32_t>(m.state_bytes);
+      e.payload_checksum = m.payload_checksum;
+      e.state_checksum = m.state_checksum;
+      e.codec = m.codec;
+      e.created_ms = m.created_ms;
+      e.access_s = static_cast<uint32_t>(NowMs() / 1000);
+      uint8_t f = kInT2;
+      if (m.flags & kMetaPartial) f |= kPartial;
+      if (m.flags & kMetaHasState) f |= kHasState;
+      SetFlagsLocked(id, f);
+    }
+    uint8_t flags = index_.at(id).flags | kInT2;
+    if (t1_) {
+      flags |= kInT1;
+      c_.promotions[1]++;
+    }
+    if (!t1_ && on_[0] && !(flags & kInT0)) {
+      // Without T1, T0 holds the promoted copy (room was made above).
+      auto rec = std::make_shared<MemoryRecord>();
+      rec->payload = item.payload;
+      rec->state = item.state;
+      index_.at(id).t0 = std::move(rec);
+      flags |= kInT0;
+      c_.promotions[0]++;
+    }
+    SetFlagsLocked(id, flags);
+    over_remote_budget = bytes_[2] > budget_[2];
   }
-  uint8_t flags = index_.at(id).flags | kInT2;
-  if (t1_) {
-    flags |= kInT1;
-    c_.promotions[1]++;
-  }
-  if (!t1_ && on_[0] && !(flags & kInT0)) {
-    // Without T1, T0 holds the promoted copy (room was made above).
-    auto rec = std::make_shared<MemoryRecord>();
-    rec->payload = item.payload;
-    rec->state = item.state;
-    index_.at(id).t0 = std::move(rec);
-    flags |= kInT0;
-    c_.promotions[0]++;
-  }
-  SetFlagsLocked(id, flags);
+  // A chunk first seen in T2 now counts against this node's remote budget.
+  if (over_remote_budget) EvictUntil(2, budget_[2], {id});
 }
 
 }  // namespace kvstash::store

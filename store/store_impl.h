@@ -59,8 +59,10 @@ class Store::Impl {
   // --- writers; REQUIRES write_mu_ held, index_mu_ not held.
   // Evicts from tier `slot` until its bytes are <= target (false: no candidate left
   // outside `protect`, sorted ids). kAnySlot: until the index has <= target entries.
+  // A demotion to T2 first evicts from T2 (EvictUntil(2, ...), same `protect`) so that
+  // T2 stays within remote_budget_bytes.
   bool EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect);
-  Status EvictOne(int slot, uint32_t id);
+  Status EvictOne(int slot, uint32_t id, const std::vector<uint32_t>& protect);
   // Removes the entries of `roots` and all descendants from every tier; returns the
   // number removed. Errors: IOError from T1 (nothing removed then).
   Result<uint64_t> RemoveSubtrees(const std::vector<uint32_t>& roots);

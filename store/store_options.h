@@ -65,7 +65,8 @@ struct StoreOptions {
   // T1 byte budget (payload + state bytes stored in RocksDB; RocksDB's own overhead
   // comes on top). Default: 64 GiB.
   uint64_t disk_budget_bytes = 64ull << 30;
-  // T2 byte budget: bytes this node has demoted to Redis and still tracks. The Redis
+  // T2 byte budget: bytes this node has demoted to Redis (or promoted from it) and
+  // still tracks; each demotion first evicts from T2 to stay within it. The Redis
   // servers' own maxmemory policy bounds the shared pool as a whole. Default: 64 GiB.
   uint64_t remote_budget_bytes = 64ull << 30;
   // Bound on the memory of the in-process index (entry table, key hash table and

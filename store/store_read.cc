@@ -163,6 +163,13 @@ Result<std::vector<ChunkData>> Store::Impl::Get(std::span<const StoredKey> keys)
         continue;
       }
       RedisTier::Item& item = **r;
+      if (plan[i].id != kNoEntry && (item.meta.payload_checksum != plan[i].pck ||
+                                     item.meta.state_checksum != plan[i].sck)) {
+        // Another version than the one indexed when this Get planned (an older copy
+        // Redis kept after an overwrite, or a newer one demoted since): never served,
+        // a miss. Not deleted here: without the writer lock it may be the current one.
+        continue;
+      }
       ChunkData& d = out[i];
       d.found = true;
       d.tier = Tier::kRemote;

@@ -96,6 +96,19 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
       if (existing[i] != kNoEntry) {
         protect.push_back(existing[i]);
         const IndexEntry& e = index_.at(existing[i]);
+        // A chunk key has one parent: re-linking would make the index and T1's meta
+        // disagree (and could close a cycle), so only an overwrite in place is allowed.
+        const bool had_parent = e.parent != kNoEntry;
+        if (had_parent != c.has_parent ||
+            (had_parent && index_.at(e.parent).key != c.parent)) {
+          return Status::Mismatch(
+              "Put chunk " + std::to_string(i) + ": key " + ToHex(c.key) +
+              (had_parent ? " is stored with parent " + ToHex(index_.at(e.parent).key)
+                          : std::string(" is stored as the first chunk of a prefix")) +
+              ", this Put names " +
+              (c.has_parent ? "parent " + ToHex(c.parent) : std::string("no parent")) +
+              "; a chunk key has one parent (delete the key to re-link it)");
+        }
         for (int t = 0; t < kNumTiers; ++t) {
           if (e.flags & TierBit(t)) old_bytes[t] += e.bytes();
         }
@@ -167,6 +180,11 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
         if (existing[i] != kNoEntry && (index_.at(existing[i]).flags & kPinned)) {
           metas[i].flags |= kMetaPinned;  // an overwrite keeps the pin
         }
+        if (existing[i] != kNoEntry && (index_.at(existing[i]).flags & kInT2)) {
+          // Redis holds an older version until the Delete below: T1 keeps knowing of
+          // it across a crash (so a later Delete removes it too).
+          metas[i].tiers |= kMetaInT2;
+        }
       }
     }
     for (size_t i = 0; i < n; ++i) {
@@ -190,6 +208,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   }
 
   std::vector<StoredKey> stale_remote;
+  std::vector<uint32_t> stale_ids;
   {
     std::unique_lock lock(index_mu_);
     std::vector<uint32_t> ids(n);
@@ -200,7 +219,10 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
         const uint32_t parent = parent_pos[i] >= 0 ? ids[parent_pos[i]] : parent_id[i];
         id = index_.Insert(c.key, parent, 0);
       } else {
-        if (index_.at(id).flags & kInT2) stale_remote.push_back(c.key);
+        if (index_.at(id).flags & kInT2) {
+          stale_remote.push_back(c.key);
+          stale_ids.push_back(id);
+        }
         // Leave every tier before the sizes change (keeps the accounting exact).
         SetFlagsLocked(id, index_.at(id).flags & kPinned);
       }
@@ -225,13 +247,26 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
         e.t0 = std::move(rec);
         flags |= kInT0;
       }
+      // An overwritten entry that was in T2 stays flagged there ("Redis may hold a
+      // copy", an older one) until that copy is deleted below; a demotion rewrites
+      // the copy and a Get checks a T2 copy against the index's checksums.
+      if (std::find(stale_ids.begin(), stale_ids.end(), id) != stale_ids.end()) flags |= kInT2;
       SetFlagsLocked(id, flags);
     }
   }
   if (!stale_remote.empty()) {
     // The Redis copies of overwritten entries are older versions: remove them.
-    for (const Status& s : t2_->Delete(stale_remote)) {
-      if (!s.ok()) c_.errors[2]++;
+    std::vector<Status> deleted = t2_->Delete(stale_remote);
+    std::unique_lock lock(index_mu_);
+    for (size_t j = 0; j < stale_remote.size(); ++j) {
+      if (!deleted[j].ok()) {
+        c_.errors[2]++;
+        continue;
+      }
+      IndexEntry& e = index_.at(stale_ids[j]);
+      if (e.live() && e.key == stale_remote[j] && (e.flags & (kInT0 | kInT1))) {
+        SetFlagsLocked(stale_ids[j], e.flags & ~kInT2);
+      }
     }
   }
   c_.puts += n;

@@ -15,13 +15,13 @@ quantisation errors of variance sigma_d^2 per dimension the expected KL is
 1/2 sum_d F_dd sigma_d^2, so the weight of dimension d is w_d = 1/2 F_dd summed over the
 coded positions: the KL cost, in nats per continuation token, of a unit squared error
 on that dimension at every coded position, divided by the number of coded positions.
-The C++ calibration's noise measurement (client/cli/dckv_bench.cc, AddSensitivity)
+The C++ calibration's noise measurement (benchmarks/drivers/dckv_bench.cc, AddSensitivity)
 estimates the same quantity summed per (layer, K/V, head) block from a few documents; this
 script resolves the 64 dimensions of each head (keys BEFORE RoPE, as dckv stores them)
 and averages over every calibration document.
 
-Setup mirrors `kvstash bench codec` (client/cli/dckv_bench.h): documents of the
-CALIBRATION split (model/text_corpus.cc, disjoint from the evaluation split) cut into
+Setup mirrors `kvstash bench codec` (benchmarks/drivers/dckv_bench.h): documents of the
+CALIBRATION split (model/corpus/text_corpus.cc, disjoint from the evaluation split) cut into
 prompt_tokens + continuation_tokens token pieces; the first raw_head and last raw_tail
 prompt positions are stored raw by dckv, so only the positions between them are
 perturbed; the continuation is teacher-forced over the prompt cache. F is estimated by
@@ -47,7 +47,7 @@ from gen_runtime_goldens import SMOL, smollm_tokenizer  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIC = "/usr/share/common-licenses/"
 PY = "/usr/lib/python3.11/"
-# model/text_corpus.cc, CorpusSplit::kCalibration (keep in sync).
+# model/corpus/text_corpus.cc, CorpusSplit::kCalibration (keep in sync).
 CALIBRATION_FILES = [LIC + "GPL-3", LIC + "LGPL-2.1", LIC + "GFDL-1.3", PY + "argparse.py",
                      PY + "collections/__init__.py"]
 

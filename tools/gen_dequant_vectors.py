@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/model/data/dequant_vectors.json: ggml-quantised blocks and their fp32
 values as gguf-py (the dequantiser Hugging Face transformers' GGUF loader uses)
-computes them, an independent reference for model/ggml_types.cc.
+computes them, an independent reference for model/formats/ggml_types.cc.
 
   .venv/bin/python tools/gen_dequant_vectors.py        (needs only gguf + numpy)
 

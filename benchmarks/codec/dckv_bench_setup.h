@@ -1,6 +1,6 @@
 // The real-KV set-up shared by the dckv benchmarks (dckv_codec_bench.cc, the CPU codec;
 // dckv_decode_gpu_bench.cc, the CUDA decoder against it): SmolLM2-135M prefills one
-// evaluation document of 1,536 tokens (real text, model/text_corpus.h), cut into
+// evaluation document of 1,536 tokens (real text, model/corpus/text_corpus.h), cut into
 // 256-token chunks as `kvstash demo` stores them (raw head in the first chunk, raw tail
 // in the last), each encoded with its token ids. The artifact:
 // KVSTASH_DCKV_ARTIFACT=<file.kvda> (e.g. the demo's cached one in .cache/kvstash-demo/),
@@ -21,10 +21,10 @@
 
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
-#include "model/kv_export.h"
-#include "model/model_loader.h"
-#include "model/prefill.h"
-#include "model/text_corpus.h"
+#include "model/forward/kv_export.h"
+#include "model/formats/model_loader.h"
+#include "model/forward/prefill.h"
+#include "model/corpus/text_corpus.h"
 
 namespace kvstash::dckv::bench {
 
@@ -46,12 +46,7 @@ inline Result<DckvArtifact> Calibrate(const model::Model& m) {
   KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kCalibration,
                                                           kCalTokens, kCalTokens));
   const auto& mc = m.config;
-  DckvRows rows;
-  rows.n_layers = mc.n_layers;
-  rows.n_kv_heads = mc.n_kv_heads;
-  rows.head_dim = mc.head_dim;
-  rows.k.resize(mc.n_layers);
-  rows.v.resize(mc.n_layers);
+  auto rows = DckvRows::ForShape(mc.n_layers, mc.n_kv_heads, mc.head_dim);
   for (const auto& d : corpus.documents) {
     model::KvCache cache = model::KvCache::ForModel(mc);
     model::PrefillOptions po;

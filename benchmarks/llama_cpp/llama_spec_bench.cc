@@ -1,12 +1,12 @@
 // kvstash_llama_spec_bench: spec's bits per scalar on llama.cpp's KV cache beside those
-// on our runtime's KV, for the same real text (model/text_corpus.h), f16 and bf16.
+// on our runtime's KV, for the same real text (model/corpus/text_corpus.h), f16 and bf16.
 //
 // For every document of the calibration and the evaluation split (disjoint texts):
-//   - our runtime (model/prefill.h) prefills it: fp32 KV, rounded to f16 / bf16;
+//   - our runtime (model/forward/prefill.h) prefills it: fp32 KV, rounded to f16 / bf16;
 //   - llama.cpp (libllama of llama-cpp-python 0.3.36, flash attention off, type_k =
 //     type_v = f16 or bf16, 1 thread) prefills the same token ids; its sequence state
 //     is exported and parsed (engines/llama_cpp/llama_state.h);
-//   - the deterministic spec predictor (model/spec_predictor.h) runs once.
+//   - the deterministic spec predictor (model/predictor/spec_predictor.h) runs once.
 // Per dtype, two artifacts are calibrated on the calibration split, one on our
 // runtime's KV and one on llama.cpp's, and the evaluation split's 256-token chunks are
 // coded three ways: our KV with our artifact, llama.cpp's KV with our artifact,
@@ -34,11 +34,11 @@
 #include "codec/spec/spec_codec.h"
 #include "engines/llama_cpp/llama_engine.h"
 #include "engines/llama_cpp/llama_state.h"
-#include "model/kv_export.h"
-#include "model/model_loader.h"
-#include "model/prefill.h"
-#include "model/spec_predictor.h"
-#include "model/text_corpus.h"
+#include "model/forward/kv_export.h"
+#include "model/formats/model_loader.h"
+#include "model/forward/prefill.h"
+#include "model/predictor/spec_predictor.h"
+#include "model/corpus/text_corpus.h"
 
 namespace kvstash {
 namespace {

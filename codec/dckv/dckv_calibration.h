@@ -75,6 +75,16 @@ namespace kvstash::dckv {
 // table [vocab, embed_dim] fp32. Without them (tokens empty) no conditional model is
 // fitted.
 struct DckvRows {
+  // No rows yet, one empty K and V vector per layer of the given shape.
+  static DckvRows ForShape(uint32_t n_layers, uint32_t n_kv_heads, uint32_t head_dim) {
+    DckvRows r;
+    r.n_layers = n_layers;
+    r.n_kv_heads = n_kv_heads;
+    r.head_dim = head_dim;
+    r.k.resize(n_layers);
+    r.v.resize(n_layers);
+    return r;
+  }
   uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0;
   uint64_t rows = 0;
   std::vector<std::vector<float>> k, v;

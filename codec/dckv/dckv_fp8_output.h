@@ -6,7 +6,7 @@
 // Scales: either given (2 * n_layers values, each finite and > 0: a deployment's fixed
 // k_scale / v_scale, as vLLM's) or, when empty, computed per (layer, K/V) tensor of the
 // chunk as ComputeFp8Scale (amax / 448 of its values, vLLM's dynamic per-tensor
-// scale; 1.0 for an all-zero tensor), the rule model/kv_export.h uses for engine KV.
+// scale; 1.0 for an all-zero tensor), the rule model/forward/kv_export.h uses for engine KV.
 // Values: q = e4m3(fp32(v / scale)) for each bf16 value v (QuantizeFp8E4M3: round to
 // nearest even, saturating at +-448, NaN kept NaN).
 // Double rounding: the decoder rounds its fp32 reconstruction to bf16 first (the

@@ -1,4 +1,4 @@
-// Rotary position embedding for the dckv codec: the runtime's RoPE (model/ops.h,
+// Rotary position embedding for the dckv codec: the runtime's RoPE (model/forward/ops.h,
 // Hugging Face rotate_half layout) re-implemented here so that kvstash_codec does not
 // depend on kvstash_model; tests/dckv checks both give bit-identical results.
 //

@@ -40,6 +40,22 @@ struct PredictedChunk {
   uint64_t Digest(const KvLayout& layout) const;
 };
 
+// Tokens [b, e) of a model's per-layer K and V caches as a PredictedChunk: `cache.k[l]`
+// and `cache.v[l]` are fp32 [tokens, n_kv_heads, head_dim] (model::PredictorCache,
+// model::KvCache, ...). The result points into `cache`, which must outlive it.
+// REQUIRES: b <= e <= the cache's tokens; layout.n_layers entries in cache.k and cache.v.
+template <typename Cache>
+PredictedChunk PredictedSlice(const Cache& cache, const KvLayout& layout, uint32_t b, uint32_t e) {
+  PredictedChunk p;
+  p.tokens = e - b;
+  const size_t off = static_cast<size_t>(b) * layout.n_kv_heads * layout.head_dim;
+  for (uint32_t l = 0; l < layout.n_layers; ++l) {
+    p.k.push_back(cache.k[l].data() + off);
+    p.v.push_back(cache.v[l].data() + off);
+  }
+  return p;
+}
+
 // Encodes a chunk into a complete payload (header + body), the streams on `threads`
 // std::threads (< 1 means 1; same bytes for any count). Errors: InvalidArgument if
 // the chunk, the prediction or the artifact disagree in layout/dtype.

@@ -1,3 +1,4 @@
+// hybrid_predictor.cc mirrors this forward on purpose (the quantised predictor); change both together.
 // The per-token forward of HybridModel (equations in hybrid_model.h and
 // docs/models/hybrid.md; operation order follows transformers' modeling_qwen3_5.py).
 #include <algorithm>

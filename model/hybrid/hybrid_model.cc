@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "model/hybrid/hybrid_weights.h"
-#include "model/mapped_file.h"
-#include "model/safetensors_reader.h"
+#include "common/mapped_file.h"
+#include "model/formats/safetensors_reader.h"
 
 namespace kvstash::hybrid {
 namespace {
@@ -141,7 +141,7 @@ Result<HybridModel> HybridModel::Load(const std::string& dir) {
 
 Result<HybridModel> HybridModel::LoadFiles(const std::string& config_path,
                                            const std::string& safetensors_path) {
-  KVSTASH_ASSIGN_OR_RETURN(auto config_file, model::MappedFile::Open(config_path));
+  KVSTASH_ASSIGN_OR_RETURN(auto config_file, MappedFile::Open(config_path));
   const auto cb = config_file->bytes();
   KVSTASH_ASSIGN_OR_RETURN(
       HybridConfig cfg,
@@ -174,7 +174,7 @@ Result<HybridModel> HybridModel::LoadFiles(const std::string& config_path,
   }
   w->inv_freq = InvFreq(cfg);
 
-  KVSTASH_ASSIGN_OR_RETURN(auto weights_file, model::MappedFile::Open(safetensors_path));
+  KVSTASH_ASSIGN_OR_RETURN(auto weights_file, MappedFile::Open(safetensors_path));
   KVSTASH_ASSIGN_OR_RETURN(Digest256 fp, Fingerprint(cb, weights_file->bytes()));
   return HybridModel(std::move(cfg), fp, std::move(w));
 }

@@ -1,3 +1,4 @@
+// Mirror kept on purpose: the exact forward (hybrid_forward.cc) with int8 matrices; the two must change together.
 // The hybrid predictor's forward: hybrid_forward.cc step for step with int8 matrices
 // and deterministic elementary functions (hybrid_predictor.h).
 #include "model/hybrid/hybrid_predictor.h"

@@ -1,3 +1,4 @@
+// rwkv7_predictor.cc mirrors this forward on purpose (the quantised predictor); change both together.
 // The RWKV-7 forward pass, one token at a time (equations: docs/models/rwkv7.md;
 // operation order of each primitive: rwkv7_ops.h). The comment above each step quotes
 // the line of BlinkDL's rwkv_v7_numpy.py it computes.

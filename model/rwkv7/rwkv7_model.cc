@@ -1,6 +1,6 @@
 // Loading: maps the named tensors of an rwkv.cpp file onto Rwkv7Model::Weights,
 // checking each shape. The forward pass is in rwkv7_forward.cc.
-#include <openssl/evp.h>
+#include "common/sha256.h"
 
 #include <set>
 #include <string>
@@ -157,15 +157,6 @@ Result<Rwkv7Config> ReadConfig(const RwkvFile& file, const TensorSource& src) {
   }
   cfg.ffn_dim = static_cast<uint32_t>(fk[1]);
   return cfg;
-}
-
-Digest256 Sha256(std::span<const uint8_t> bytes) {
-  Digest256 d{};
-  unsigned int len = 0;
-  // EVP_Digest only fails on allocation failure; the digest then stays all zeros,
-  // which no real file hashes to.
-  (void)EVP_Digest(bytes.data(), bytes.size(), d.data(), &len, EVP_sha256(), nullptr);
-  return d;
 }
 
 }  // namespace

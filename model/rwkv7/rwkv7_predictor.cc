@@ -1,3 +1,4 @@
+// Mirror kept on purpose: the exact forward (rwkv7_forward.cc) in the predictor's numerics; the two change together.
 // The predictor's forward pass: rwkv7_forward.cc step for step, with the matrices in
 // the predictor's format and DetExp instead of libm (determinism argument in
 // rwkv7_predictor.h). The fp32 primitives without libm calls (Dot, LayerNorm,

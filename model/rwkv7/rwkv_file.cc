@@ -1,8 +1,6 @@
 #include "model/rwkv7/rwkv_file.h"
 
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <unordered_set>
 
 #include "common/byte_io.h"
@@ -172,14 +170,6 @@ Result<std::vector<uint8_t>> SerializeRwkvFile(const RwkvFile& file) {
     w.Bytes(t.data);
   }
   return out;
-}
-
-Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::IOError("cannot open " + path);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(f)), {});
-  if (f.bad()) return Status::IOError("cannot read " + path);
-  return bytes;
 }
 
 }  // namespace kvstash::rwkv7

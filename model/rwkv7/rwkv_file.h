@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/file_bytes.h"  // ReadFileBytes, for callers reading model files
 #include "common/result.h"
 
 namespace kvstash::rwkv7 {
@@ -103,8 +104,5 @@ Result<RwkvFile> ParseRwkvFile(std::span<const uint8_t> bytes);
 // Errors: InvalidArgument if a tensor is not F32/F16, has 0 or > kMaxDims dims, a
 // zero dim, a name of 0 or > kMaxNameBytes bytes, or a data size that disagrees.
 Result<std::vector<uint8_t>> SerializeRwkvFile(const RwkvFile& file);
-
-// Reads a whole file into memory. Errors: IOError if it cannot be opened or read.
-Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
 
 }  // namespace kvstash::rwkv7

@@ -12,10 +12,10 @@
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/spec/spec_calibration.h"
 #include "common/payload_format.h"
-#include "model/kv_export.h"
-#include "model/model_loader.h"
-#include "model/prefill.h"
-#include "model/text_corpus.h"
+#include "model/forward/kv_export.h"
+#include "model/formats/model_loader.h"
+#include "model/forward/prefill.h"
+#include "model/corpus/text_corpus.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash {

@@ -13,7 +13,7 @@
 #include "codec/dckv/dckv_codec.h"
 #include "common/byte_io.h"
 #include "common/dtype.h"
-#include "model/kv_export.h"
+#include "model/forward/kv_export.h"
 #include "tests/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 

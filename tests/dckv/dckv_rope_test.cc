@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "model/ops.h"
+#include "model/forward/ops.h"
 
 namespace kvstash::dckv {
 namespace {

@@ -3,7 +3,7 @@
 // heads), several batch splits of the prompt (1 token, odd counts, one shot), and the
 // real SmolLM2-135M when models/ has it. Skips visibly without a CUDA device
 // (scripts/gpu_check.sh runs it on a GPU machine).
-#include "model/spec_predictor_cuda.h"
+#include "model/predictor/spec_predictor_cuda.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/dtype_bits.h"
-#include "model/model_loader.h"
+#include "model/formats/model_loader.h"
 #include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"
 

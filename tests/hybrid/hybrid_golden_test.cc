@@ -13,7 +13,7 @@
 #include <cstring>
 
 #include "model/hybrid/hybrid_model.h"
-#include "model/safetensors_reader.h"
+#include "model/formats/safetensors_reader.h"
 #include "tests/hybrid/tiny_qwen35.h"
 
 namespace kvstash::hybrid {

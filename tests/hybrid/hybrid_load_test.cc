@@ -10,7 +10,7 @@
 
 #include "model/hybrid/hybrid_config.h"
 #include "model/hybrid/hybrid_model.h"
-#include "model/safetensors_reader.h"
+#include "model/formats/safetensors_reader.h"
 #include "tests/hybrid/tiny_qwen35.h"
 
 namespace kvstash::hybrid {

@@ -25,7 +25,7 @@ inline const std::vector<uint32_t>& SyntheticTokens() {
 
 // A little-endian fp32 file as floats (empty if unreadable or not a multiple of 4).
 inline std::vector<float> ReadFloats(const std::string& path) {
-  auto bytes = rwkv7::ReadFileBytes(path);
+  auto bytes = ReadFileBytes(path);
   if (!bytes.ok() || bytes->size() % 4 != 0) return {};
   std::vector<float> out(bytes->size() / 4);
   std::memcpy(out.data(), bytes->data(), bytes->size());

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "codec/spec/spec_calibration.h"
-#include "model/model_loader.h"
-#include "model/spec_predictor.h"
+#include "model/formats/model_loader.h"
+#include "model/predictor/spec_predictor.h"
 #include "tests/server/server_process.h"
 #include "tests/support/test_util.h"
 

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "common/dtype_bits.h"
-#include "model/ggml_types.h"
+#include "model/formats/ggml_types.h"
 #include "tests/model/test_data.h"
 
 namespace kvstash::model {

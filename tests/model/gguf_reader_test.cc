@@ -2,7 +2,7 @@
 // tensors; every truncation and a set of targeted corruptions give Corruption.
 #include "common/byte_io.h"
 #include "common/dtype_bits.h"
-#include "model/gguf_reader.h"
+#include "model/formats/gguf_reader.h"
 #include "tests/model/test_data.h"
 
 namespace kvstash::model {

@@ -1,9 +1,9 @@
 // Forward-pass steps against hand-derived values.
 #include <cmath>
 
-#include "model/attention.h"
-#include "model/model.h"
-#include "model/ops.h"
+#include "model/forward/attention.h"
+#include "model/forward/model.h"
+#include "model/forward/ops.h"
 #include "tests/model/test_data.h"
 
 namespace kvstash::model {

@@ -4,10 +4,10 @@
 // restored cache. Labelled "model"; skipped when the fixture is absent.
 #include <filesystem>
 
-#include "model/generate.h"
-#include "model/kv_export.h"
-#include "model/model_loader.h"
-#include "model/prefill.h"
+#include "model/forward/generate.h"
+#include "model/forward/kv_export.h"
+#include "model/formats/model_loader.h"
+#include "model/forward/prefill.h"
 #include "tests/model/test_data.h"
 
 namespace kvstash::model {

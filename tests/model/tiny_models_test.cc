@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/generate.h"
-#include "model/model_loader.h"
-#include "model/prefill.h"
+#include "model/forward/generate.h"
+#include "model/formats/model_loader.h"
+#include "model/forward/prefill.h"
 #include "tests/model/test_data.h"
 
 namespace kvstash::model {

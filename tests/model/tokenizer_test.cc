@@ -1,8 +1,8 @@
 // Tokenizers on hand-built vocabularies (hand-derived ids), and the llama2.c
 // tokenizer.bin against SentencePiece's own encoding of real text (goldens from
 // tools/gen_runtime_goldens.py). The SmolLM2 vectors are in smollm2_test.cc.
-#include "model/bpe_tokenizer.h"
-#include "model/sentencepiece_tokenizer.h"
+#include "model/tokenizers/bpe_tokenizer.h"
+#include "model/tokenizers/sentencepiece_tokenizer.h"
 #include "tests/model/test_data.h"
 
 namespace kvstash::model {

@@ -140,6 +140,33 @@ TEST_F(CliTest, InputsAreCheckedAndUsageErrorsExit2) {
   EXPECT_NE(out.find("Exit status: 0 success"), std::string::npos) << out;
 }
 
+// matched_tokens and the tenant's tokens_hit come from the stored chunks' token
+// counts, not from the client's --chunk-tokens: a 10-token prefix in chunks of 4
+// (4 + 4 + a partial 2) matches 10 tokens, not 12.
+TEST_F(CliTest, LookupCountsTheStoredTokensOfAPartialLastChunk) {
+  const std::string k3 = "200102030405060708090a0b0c0d0e0f";
+  WriteFile(P("c1"), RawPayload(4, 1));
+  WriteFile(P("c2"), RawPayload(4, 2));
+  WriteFile(P("c3"), RawPayload(2, 3));
+  auto [rc, out] = Sh(kCli + " put" + flags_ + "--key " + kKey1 + " --payload " + P("c1"));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Sh(kCli + " put" + flags_ + "--key " + kKey2 + " --parent " + kKey1 +
+                         " --payload " + P("c2"));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Sh(kCli + " put" + flags_ + "--key " + k3 + " --parent " + kKey2 +
+                         " --payload " + P("c3"));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Sh(kCli + " lookup" + flags_ + "--keys " + kKey1 + "," + kKey2 + "," + k3 +
+                         " --chunk-tokens 4");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"matched_chunks\":3"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"matched_tokens\":10"), std::string::npos) << out;
+  std::tie(rc, out) = Sh(kCli + " stats" + flags_);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"tokens_hit\": 10"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"tokens_requested\": 12"), std::string::npos) << out;  // as asked
+}
+
 TEST_F(CliTest, GetWritesBothFilesOrNeither) {
   RecurrentState st;
   st.boundary_tokens = 16;
@@ -234,6 +261,54 @@ TEST(ServerCliTest, HelpShowsDefaultsAndUsageErrorsExit2) {
   EXPECT_NE(out.find("--disk-budget"), std::string::npos) << out;
   std::tie(rc, out) = Sh(kServer + " --tenant a=b --http-listen not-an-ip");
   EXPECT_EQ(rc, 2) << out;
+}
+
+// HELLO carries server_id with a u8 length: an id over 255 bytes is a configuration
+// error at start (exit 2), from the flag and from the JSON config; 255 bytes work.
+TEST(ServerCliTest, AServerIdOver255BytesIsRefusedAtStart) {
+  TempDir dir;
+  const std::string long_id(256, 'n');
+  auto [rc, out] = Sh("timeout -s TERM 5 " + kServer + " --tenant a=b --port 0 --http-port 0" +
+                      " --server-id " + long_id);
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("server_id is 256 bytes; at most 255"), std::string::npos) << out;
+  const std::string config = dir.path() + "/c.json";
+  std::ofstream(config) << "{\"server_id\": \"" << std::string(300, 'x')
+                        << "\", \"tenants\": [{\"name\": \"a\", \"credential\": \"b\"}]}";
+  std::tie(rc, out) = Sh("timeout -s TERM 5 " + kServer + " --config " + config +
+                         " --port 0 --http-port 0");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("server_id is 300 bytes; at most 255"), std::string::npos) << out;
+  // 255 bytes: every client call works and the id reaches the client's STATS.
+  ServerProcess s;
+  const std::string id(255, 'i');
+  ASSERT_OK(s.Start(kServer, dir.path(), {"--tenant", "a=pa", "--server-id", id}));
+  std::tie(rc, out) = Sh(kCli + " stats --server " + s.address() + " --tenant a --credential pa");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find(id), std::string::npos) << out;
+}
+
+// limits.hello_timeout_ms has its flag like the other limits: a connection that sends
+// nothing is closed once it passes.
+TEST(ServerCliTest, HelloTimeoutFlagClosesASilentConnection) {
+  auto [rc, out] = Sh(kServer + " --help");
+  EXPECT_NE(out.find("--hello-timeout-ms"), std::string::npos) << out;
+  TempDir dir;
+  ServerProcess s;
+  ASSERT_OK(s.Start(kServer, dir.path(), {"--tenant", "a=pa", "--hello-timeout-ms", "300"}));
+  namespace asio = boost::asio;
+  asio::io_context ioc;
+  asio::ip::tcp::socket sock(ioc);
+  sock.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(s.port())});
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string all;
+  boost::system::error_code ec;
+  asio::read(sock, asio::dynamic_buffer(all), ec);  // until the server closes
+  const double s_waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
+  EXPECT_GE(s_waited, 0.25);
+  EXPECT_LT(s_waited, 3.0);  // the default is 5 s
 }
 
 TEST(ServerCliTest, AnUnwritableReadyFileFailsTheStart) {

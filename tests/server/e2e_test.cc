@@ -12,11 +12,14 @@
 #include <future>
 #include <map>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 
 #include "common/payload_format.h"
 #include "kvstash/client.h"
 #include "server/tenants.h"
+#include "store/redis_router.h"
+#include "tests/store/store_test_util.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
@@ -148,6 +151,116 @@ TEST(E2eTest, RestartKeepsData) {
     EXPECT_EQ(g.payload, RawPayload(64, i)) << i;
   }
   EXPECT_EQ(nlohmann::json::parse(HttpGet(s.http_port(), "/v1/stats").second)["pinned_entries"], 1);
+}
+
+// Payload + state bytes of every chunk hash in the single Redis node `endpoint`.
+uint64_t RedisChunkBytes(const std::string& endpoint) {
+  auto router = store::RedisRouter::Connect({{endpoint}, 500, 2000, 5}).value();
+  store::RedisCommand keys{"", {"KEYS", "kvstash:*"}};
+  auto listed = router->Execute(std::span(&keys, 1));
+  EXPECT_TRUE(listed[0].ok());
+  uint64_t bytes = 0;
+  for (const store::RedisReply& k : listed[0]->elements) {
+    for (const char* field : {"p", "s"}) {
+      store::RedisCommand c{k.str, {"HSTRLEN", k.str, field}};
+      auto r = router->Execute(std::span(&c, 1));
+      EXPECT_TRUE(r[0].ok());
+      if (r[0].ok()) bytes += static_cast<uint64_t>(r[0]->integer);
+    }
+  }
+  return bytes;
+}
+
+// store.remote_budget_bytes bounds T2 (docs/format/store.md) and T2 evictions show in
+// /metrics and /v1/stats: budgets of 2 / 4 / 6 chunks for T0 / T1 / T2, 40 PUTs.
+TEST(E2eTest, RemoteBudgetBoundsRedisAndT2EvictionsAreCounted) {
+  if (!store::testing::RedisInstalled()) GTEST_SKIP() << "redis-server not installed";
+  TempDir dir;
+  std::string error;
+  auto redis = store::testing::RedisServer::Start(dir.path(), false, &error);
+  ASSERT_TRUE(redis) << error;
+  constexpr uint64_t kChunk = 2184;  // RawPayload(16, ...): 136-byte header + 16 x 128
+  ASSERT_EQ(RawPayload(16, 1).size(), kChunk);
+  const std::string config = dir.path() + "/c.json";
+  std::ofstream(config) << "{\"store\": {\"path\": \"" << dir.path() << "/db\", "
+                        << "\"memory_budget_bytes\": " << 2 * kChunk
+                        << ", \"disk_budget_bytes\": " << 4 * kChunk
+                        << ", \"remote_budget_bytes\": " << 6 * kChunk
+                        << ", \"redis\": {\"endpoints\": [\"" << redis->endpoint() << "\"]}}}";
+  ServerProcess s;
+  std::vector<std::string> args = kTenants;
+  args.insert(args.end(), {"--config", config});
+  ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), args));
+  auto a = Connect(s, "a", "pa");
+  for (uint32_t i = 1; i <= 40; ++i) ASSERT_OK(a->Put(Chunk(i, std::nullopt, RawPayload(16, i))));
+  EXPECT_LE(RedisChunkBytes(redis->endpoint()), 6 * kChunk);
+  auto stats = nlohmann::json::parse(HttpGet(s.http_port(), "/v1/stats").second);
+  const auto& t2 = stats["tiers"][2];
+  EXPECT_EQ(t2["name"], "T2");
+  EXPECT_LE(t2["bytes"].get<uint64_t>(), 6 * kChunk);
+  EXPECT_EQ(t2["entries"], 6);
+  EXPECT_EQ(t2["evictions"], 30);  // T1 demoted 36, T2 kept 6
+  EXPECT_EQ(stats["tiers"][1]["evictions"], 36);
+  const std::string metrics = HttpGet(s.http_port(), "/metrics").second;
+  EXPECT_NE(metrics.find("kvstash_tier_evictions_total{tier=\"T2\"} 30\n"), std::string::npos)
+      << metrics;
+  // 10 chunks are left (4 in T1, 6 in T2); every GET hit is byte-exact, the rest are
+  // misses (hits on T2 promote, demoting and evicting others), never wrong bytes.
+  uint32_t matched = 0;
+  for (uint32_t i = 1; i <= 40; ++i) {
+    std::vector<ChunkRef> one = {{Key(i), 16}};
+    ASSERT_OK_AND_ASSIGN(LookupResult l, a->Lookup(one));
+    matched += l.matched_chunks;
+  }
+  EXPECT_EQ(matched, 10u);
+  int found = 0;
+  for (uint32_t i = 1; i <= 40; ++i) {
+    auto g = a->Get(Key(i), Key(i));
+    if (!g.ok()) {
+      EXPECT_STATUS(g, kNotFound);
+      continue;
+    }
+    ++found;
+    EXPECT_EQ(g->payload, RawPayload(16, i)) << i;
+  }
+  EXPECT_GE(found, 1);
+  EXPECT_LE(RedisChunkBytes(redis->endpoint()), 6 * kChunk);
+}
+
+// A PUT naming another parent for a stored key (here a cycle K1 -> K2 -> K1) is
+// refused with Mismatch in the client's terms; both entries survive a kill -9.
+TEST(E2eTest, APutThatReparentsAStoredKeyIsRefusedAndBothEntriesSurviveARestart) {
+  TempDir dir;
+  {
+    ServerProcess s;
+    ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), Args(dir)));
+    auto a = Connect(s, "a", "pa");
+    ASSERT_OK(a->Put(Chunk(1, std::nullopt, RawPayload(16, 1))));
+    ASSERT_OK(a->Put(Chunk(2, 1, RawPayload(16, 2))));
+    ASSERT_OK(a->Put(Chunk(3, std::nullopt, RawPayload(16, 3))));
+    const Status cycle = a->Put(Chunk(1, 2, RawPayload(16, 1)));
+    EXPECT_STATUS(cycle, kMismatch);
+    EXPECT_NE(cycle.message().find("PUT " + ToHex(Key(1))), std::string::npos) << cycle.message();
+    EXPECT_NE(cycle.message().find("one parent"), std::string::npos) << cycle.message();
+    EXPECT_EQ(cycle.message().find(ToHex(ScopeKey("a", Key(1)))), std::string::npos);
+    EXPECT_STATUS(a->Put(Chunk(2, 3, RawPayload(16, 2))), kMismatch);
+    ASSERT_OK(a->Put(Chunk(2, 1, RawPayload(16, 22))));  // same parent: an overwrite
+    s.Kill(SIGKILL);
+  }
+  ServerProcess s;
+  ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), Args(dir)));
+  auto a = Connect(s, "a", "pa");
+  std::vector<ChunkRef> chain = {{Key(1), 16}, {Key(2), 16}};
+  ASSERT_OK_AND_ASSIGN(LookupResult l, a->Lookup(chain));
+  EXPECT_EQ(l.matched_chunks, 2u);
+  ASSERT_OK_AND_ASSIGN(GetResult g1, a->Get(Key(1), Key(1)));
+  EXPECT_EQ(g1.payload, RawPayload(16, 1));
+  ASSERT_OK_AND_ASSIGN(GetResult g2, a->Get(Key(1), Key(2)));
+  EXPECT_EQ(g2.payload, RawPayload(16, 22));
+  ASSERT_OK_AND_ASSIGN(bool existed, a->Delete(Key(3), Key(3)));  // K3 alone: K2 is not under it
+  EXPECT_TRUE(existed);
+  ASSERT_OK_AND_ASSIGN(l, a->Lookup(chain));
+  EXPECT_EQ(l.matched_chunks, 2u);
 }
 
 TEST(E2eTest, SigtermTurnsHealthzTo503UntilExitAndRemovesTheReadyFile) {

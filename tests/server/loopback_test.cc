@@ -230,6 +230,34 @@ TEST_F(LoopbackTest, PipelinedAsyncCallsAllComplete) {
   EXPECT_EQ(done.load(), 50);
 }
 
+// The callback forms of Delete, Pin and Stats (what the Python asyncio API calls).
+TEST_F(LoopbackTest, CallbackFormsOfDeletePinStats) {
+  StartServer();
+  auto c = MakeClient("a", "pa");
+  ASSERT_OK(c->Put(Chunk(1, std::nullopt)));
+  std::promise<Status> pinned, pin_missing;
+  std::promise<Result<std::string>> stats, stats_bad;
+  std::promise<Result<bool>> deleted, deleted_again;
+  c->PinAsync(Key(1), Key(1), true, [&](Status s) { pinned.set_value(s); });
+  ASSERT_OK(pinned.get_future().get());
+  c->PinAsync(Key(1), Key(9), true, [&](Status s) { pin_missing.set_value(s); });
+  EXPECT_STATUS(pin_missing.get_future().get(), kNotFound);
+  c->StatsAsync(0, [&](Result<std::string> r) { stats.set_value(std::move(r)); });
+  auto st = stats.get_future().get();
+  ASSERT_OK(st.status());
+  EXPECT_FALSE(st->empty());
+  c->StatsAsync(5, [&](Result<std::string> r) { stats_bad.set_value(std::move(r)); });
+  EXPECT_STATUS(stats_bad.get_future().get(), kInvalidArgument);
+  c->DeleteAsync(Key(1), Key(1), [&](Result<bool> r) { deleted.set_value(std::move(r)); });
+  auto d = deleted.get_future().get();
+  ASSERT_OK(d.status());
+  EXPECT_TRUE(*d);
+  c->DeleteAsync(Key(1), Key(1), [&](Result<bool> r) { deleted_again.set_value(std::move(r)); });
+  auto d2 = deleted_again.get_future().get();
+  ASSERT_OK(d2.status());
+  EXPECT_FALSE(*d2);
+}
+
 TEST_F(LoopbackTest, TwoTenantsAreIsolatedAndBadCredentialsRejected) {
   StartServer();
   auto a = MakeClient("a", "pa");

@@ -32,6 +32,9 @@ class MemoryChunkStore : public ChunkStore {
     if (w.parent && !entries_.count(*w.parent)) {  // worded as kvstash::store::Store's
       return Status::NotFound("Put chunk 0: parent " + ToHex(*w.parent) + " is not stored");
     }
+    if (auto it = entries_.find(w.key); it != entries_.end() && it->second.parent != w.parent) {
+      return Status::Mismatch("Put chunk 0: key " + ToHex(w.key) + " is stored with another parent");
+    }
     Entry e;
     e.parent = w.parent;
     e.tokens = w.tokens;

@@ -1,9 +1,9 @@
-// The AVX2 forms of the predictor's fp32 steps (model/spec_predictor_avx2.h) against the
-// scalar definitions (codec/spec/det_math.h, model/spec_predictor_ops.h): identical
+// The AVX2 forms of the predictor's fp32 steps (model/predictor/spec_predictor_avx2.h) against the
+// scalar definitions (codec/spec/det_math.h, model/predictor/spec_predictor_ops.h): identical
 // bits on swept inputs, specials included, and on attention tiles of every shape the
 // blocking distinguishes (head_dim a multiple of 8 or not, 64/128 register paths, key
 // counts around the 8-key and 64-key blocks, tiles of 1..9 tokens).
-#include "model/spec_predictor_avx2.h"
+#include "model/predictor/spec_predictor_avx2.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 #include "codec/spec/det_math.h"
 #include "codec/spec/int8_gemm.h"
 #include "common/dtype_bits.h"
-#include "model/spec_predictor_ops.h"
+#include "model/predictor/spec_predictor_ops.h"
 
 namespace kvstash::model {
 namespace {

@@ -20,8 +20,8 @@
 #include <sstream>
 
 #include "common/checksum.h"
-#include "model/model_loader.h"
-#include "model/spec_predictor.h"
+#include "model/formats/model_loader.h"
+#include "model/predictor/spec_predictor.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::model {

@@ -1,7 +1,7 @@
 // The spec predictor on the real SmolLM2-135M: bit-identical under every execution
 // variation the issue names (scalar vs AVX2, 1 vs 2 threads, batch splits), and close
 // to the fp32 target runtime's KV (it is a quantised copy, not a different model).
-#include "model/spec_predictor.h"
+#include "model/predictor/spec_predictor.h"
 
 #include <gtest/gtest.h>
 
@@ -14,10 +14,10 @@
 
 #include "codec/spec/spec_calibration.h"
 #include "codec/spec/spec_codec.h"
-#include "model/kv_cache.h"
-#include "model/kv_export.h"
-#include "model/model_loader.h"
-#include "model/prefill.h"
+#include "model/forward/kv_cache.h"
+#include "model/forward/kv_export.h"
+#include "model/formats/model_loader.h"
+#include "model/forward/prefill.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::model {

@@ -10,8 +10,8 @@
 #include <random>
 #include <vector>
 
-#include "model/linear.h"
-#include "model/spec_predictor.h"
+#include "model/forward/linear.h"
+#include "model/predictor/spec_predictor.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::model {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "store/prefix_index.h"
@@ -121,6 +122,75 @@ class FullDiskFs : public rocksdb::FileSystemWrapper {
     return s;
   }
 };
+
+// A chunk key has one parent (docs/protocol.md §5.3): a Put that names another parent
+// for a stored key (a cycle K1 -> K2 -> K1 included) is refused with Mismatch and
+// changes nothing, in the index or in T1's meta; a re-Put under the same parent
+// overwrites. Both entries survive a restart with their links.
+TEST(StoreDisk, APutCannotReparentAStoredKey) {
+  TempDir dir;
+  const Digest256 ns = TestNamespace();
+  const Chain a = MakeChain(ns, 31, 2, 3000);  // K1 <- K2
+  const Chain b = MakeChain(ns, 32, 1, 3000);  // B1
+  const StoredKey k1 = a.keys[0].stored(), k2 = a.keys[1].stored(), b1 = b.keys[0].stored();
+  const std::vector<uint8_t> new_k2 = Bytes(77, 2500);
+  {
+    auto store = Store::Open(DiskOptions(dir.path())).value();
+    ASSERT_OK(store->Put(a.Puts()));
+    ASSERT_OK(store->Put(b.Puts()));
+    auto put_one = [&](const StoredKey& key, std::optional<StoredKey> parent,
+                       const std::vector<uint8_t>& payload) {
+      ChunkPut p;
+      p.key = key;
+      p.has_parent = parent.has_value();
+      if (parent) p.parent = *parent;
+      p.tokens = 256;
+      p.payload = payload;
+      return store->Put(std::span(&p, 1));
+    };
+    // K1 under K2: a cycle.
+    Status s = put_one(k1, k2, a.payloads[0]);
+    EXPECT_EQ(s.code(), Status::Code::kMismatch) << s.ToString();
+    EXPECT_NE(s.message().find("is stored as the first chunk of a prefix"), std::string::npos)
+        << s.ToString();
+    // K2 under B1, and K2 as a root.
+    s = put_one(k2, b1, a.payloads[1]);
+    EXPECT_EQ(s.code(), Status::Code::kMismatch) << s.ToString();
+    EXPECT_NE(s.message().find("is stored with parent " + ToHex(k1)), std::string::npos)
+        << s.ToString();
+    EXPECT_EQ(put_one(k2, std::nullopt, a.payloads[1]).code(), Status::Code::kMismatch);
+    // In one multi-chunk Put too: nothing of it is written.
+    std::vector<ChunkPut> two = b.Puts();
+    two.push_back(a.Puts(1, 2)[0]);
+    two.back().parent = b1;
+    EXPECT_EQ(store->Put(two).code(), Status::Code::kMismatch);
+    // The same parent: an overwrite.
+    ASSERT_OK(put_one(k2, k1, new_k2));
+    EXPECT_EQ(store->Stats().put_failures, 4u);
+    ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(ns, a.tokens, 256, false));
+    EXPECT_EQ(r.keys.size(), 2u);
+    // Deleting B1 removes B1 alone: K2 was never linked under it.
+    ASSERT_OK_AND_ASSIGN(uint64_t removed, store->Delete(std::span(&b1, 1)));
+    EXPECT_EQ(removed, 1u);
+  }
+  for (int restart = 0; restart < 2; ++restart) {
+    auto store = Store::Open(DiskOptions(dir.path())).value();
+    EXPECT_EQ(store->Stats().index_entries, 2u);
+    ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(ns, a.tokens, 256, false));
+    EXPECT_EQ(r.keys.size(), 2u);
+    EXPECT_EQ(r.matched_tokens, 512u);
+    const StoredKey keys[2] = {k1, k2};
+    ASSERT_OK_AND_ASSIGN(auto got, store->Get(keys));
+    ASSERT_TRUE(got[0].found);
+    ASSERT_TRUE(got[1].found);
+    EXPECT_TRUE(Same(got[0].payload_bytes(), a.payloads[0]));
+    EXPECT_TRUE(Same(got[1].payload_bytes(), new_k2));
+    if (restart == 1) {
+      ASSERT_OK_AND_ASSIGN(uint64_t removed, store->Delete(std::span(&k1, 1)));
+      EXPECT_EQ(removed, 2u);
+    }
+  }
+}
 
 TEST(StoreDisk, AWriteThatFailsIsNeverVisible) {
   TempDir dir;

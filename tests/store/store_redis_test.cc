@@ -217,6 +217,142 @@ TEST(StoreRedis, CorruptRemoteCopyIsAMiss) {
   EXPECT_EQ(r.keys.size(), 0u);  // the bad remote copy was deleted
 }
 
+// Bytes of every chunk hash under `prefix` on the single node `endpoint` (payload +
+// state fields, as the store counts them), and the number of such hashes.
+std::pair<uint64_t, uint64_t> RedisChunkBytes(const std::string& endpoint,
+                                              const std::string& prefix = "kvstash:") {
+  auto router = RedisRouter::Connect({{endpoint}, 500, 2000, 5}).value();
+  const RedisReply keys = Call(*router, "", {"KEYS", prefix + "*"});
+  EXPECT_EQ(keys.type, RedisReply::Type::kArray);
+  uint64_t bytes = 0;
+  for (const RedisReply& k : keys.elements) {
+    for (const char* field : {"p", "s"}) {
+      bytes += static_cast<uint64_t>(Call(*router, k.str, {"HSTRLEN", k.str, field}).integer);
+    }
+  }
+  return {bytes, keys.elements.size()};
+}
+
+// docs/format/store.md: T2 is bounded by remote_budget_bytes. Budgets of 2 / 4 / 6
+// chunks for T0 / T1 / T2 and 40 one-chunk Puts: T1 demotes 36 chunks, T2 must evict
+// 30 of them (T2 entries that only Redis holds are removed) and Redis holds at most
+// 6 chunks' bytes.
+TEST(StoreRedis, RemoteBudgetIsEnforced) {
+  SKIP_WITHOUT_REDIS();
+  TempDir dir;
+  std::string error;
+  auto redis = RedisServer::Start(dir.path(), false, &error);
+  ASSERT_TRUE(redis) << error;
+  constexpr uint64_t kChunk = 2184;  // a 16-token raw chunk of 128 bytes per position
+  StoreOptions o;
+  o.path = dir.path() + "/db";
+  o.memory_budget_bytes = 2 * kChunk;
+  o.disk_budget_bytes = 4 * kChunk;
+  o.remote_budget_bytes = 6 * kChunk;
+  o.redis.endpoints = {redis->endpoint()};
+  const Digest256 ns = TestNamespace();
+  std::vector<Chain> chains;
+  {
+    auto store = Store::Open(o).value();
+    for (int i = 0; i < 40; ++i) {
+      chains.push_back(MakeChain(ns, 900 + i, 1, kChunk, 16));
+      chains.back().payloads[0].resize(kChunk);  // exactly one chunk's bytes
+      ASSERT_OK(store->Put(chains.back().Puts()));
+    }
+    const StoreStats s = store->Stats();
+    EXPECT_LE(s.tiers[0].bytes, 2 * kChunk);
+    EXPECT_LE(s.tiers[1].bytes, 4 * kChunk);
+    EXPECT_LE(s.tiers[2].bytes, 6 * kChunk);
+    EXPECT_EQ(s.tiers[2].entries, 6u);
+    EXPECT_EQ(s.tiers[1].evictions, 36u);
+    EXPECT_EQ(s.tiers[2].evictions, 30u);
+    EXPECT_EQ(s.index_entries, 10u);  // 4 in T1 + 6 in T2; the other 30 are gone
+    EXPECT_EQ(s.tiers[2].errors, 0u);
+    const auto [bytes, hashes] = RedisChunkBytes(redis->endpoint());
+    EXPECT_LE(bytes, 6 * kChunk);
+    EXPECT_EQ(hashes, 6u);
+    // 10 chunks are still found (Lookup is no access); every Get hit is byte-exact
+    // (hits on T2 promote, which demotes and evicts others: the bound holds on).
+    uint64_t matched = 0, found = 0;
+    for (const Chain& c : chains) {
+      ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(ns, c.tokens, 16, false));
+      matched += r.keys.size();
+    }
+    EXPECT_EQ(matched, 10u);
+    for (const Chain& c : chains) {
+      ASSERT_OK_AND_ASSIGN(auto got, store->Get(c.stored()));
+      if (!got[0].found) continue;
+      ++found;
+      EXPECT_TRUE(Same(got[0].payload_bytes(), c.payloads[0]));
+    }
+    EXPECT_GE(found, 1u);
+    EXPECT_LE(store->Stats().tiers[2].bytes, 6 * kChunk);
+    EXPECT_LE(RedisChunkBytes(redis->endpoint()).first, 6 * kChunk);
+    EXPECT_EQ(store->Stats().checksum_failures, 0u);
+  }
+  // After a restart the bound still holds (the index is rebuilt from T1's meta).
+  {
+    auto store = Store::Open(o).value();
+    EXPECT_LE(store->Stats().tiers[2].bytes, 6 * kChunk);
+    EXPECT_LE(RedisChunkBytes(redis->endpoint()).first, 6 * kChunk);
+  }
+  // Reopened with a smaller budget: Open evicts down to it.
+  o.remote_budget_bytes = 2 * kChunk;
+  auto store = Store::Open(o).value();
+  const StoreStats s = store->Stats();
+  EXPECT_LE(s.tiers[2].bytes, 2 * kChunk);
+  EXPECT_GE(s.tiers[2].evictions, 1u);
+  EXPECT_LE(RedisChunkBytes(redis->endpoint()).first, 2 * kChunk);
+}
+
+// Found by the crash campaign (scripts/crash_campaign.sh): a Redis copy the index no
+// longer tracks is served by Get and Lookup (T2 is a shared pool) and so resurrects a
+// deleted or overwritten chunk. Here Redis is paused while a promoted chunk (in T1,
+// its copy still in Redis) is overwritten, so the old copy's delete fails: the store
+// must keep knowing of that copy, never serve it, and delete it with the chunk.
+TEST(StoreRedis, AnOverwrittenChunksOldRedisCopyIsNeverServedOrResurrected) {
+  SKIP_WITHOUT_REDIS();
+  TempDir dir;
+  std::string error;
+  auto redis = RedisServer::Start(dir.path(), false, &error);
+  ASSERT_TRUE(redis) << error;
+  StoreOptions o;
+  o.path = dir.path() + "/db";
+  o.memory_budget_bytes = 1 << 20;
+  o.disk_budget_bytes = 2 * 3000;
+  o.redis.endpoints = {redis->endpoint()};
+  o.redis.command_timeout_ms = 300;
+  const Digest256 ns = TestNamespace();
+  const Chain a = MakeChain(ns, 61, 1, 3000), f1 = MakeChain(ns, 62, 1, 3000),
+              f2 = MakeChain(ns, 63, 1, 3000);
+  const std::vector<uint8_t> v2 = Bytes(64, 3000);
+  auto store = Store::Open(o).value();
+  ASSERT_OK(store->Put(a.Puts()));
+  ASSERT_OK(store->Put(f1.Puts()));
+  ASSERT_OK(store->Put(f2.Puts()));  // T1 holds 2: A (the oldest) went to T2
+  ASSERT_OK_AND_ASSIGN(auto got, store->Get(a.stored()));
+  ASSERT_TRUE(got[0].found);
+  EXPECT_EQ(got[0].tier, Tier::kRemote);  // promoted back to T1; Redis keeps its copy
+  ASSERT_EQ(Admin(redis->port(), {"CLIENT", "PAUSE", "8000", "WRITE"}).type,
+            RedisReply::Type::kString);
+  ChunkPut p = a.Puts()[0];
+  p.payload = v2;
+  ASSERT_OK(store->Put(std::span(&p, 1)));  // the old copy's DEL times out (retries too)
+  EXPECT_GE(store->Stats().tiers[2].errors, 1u);
+  Admin(redis->port(), {"CLIENT", "UNPAUSE"});
+  ASSERT_OK_AND_ASSIGN(got, store->Get(a.stored()));
+  ASSERT_TRUE(got[0].found);
+  EXPECT_TRUE(Same(got[0].payload_bytes(), v2));
+  // Delete takes the old Redis copy with it: no Get or Lookup finds A afterwards.
+  const StoredKey k = a.keys[0].stored();
+  ASSERT_OK_AND_ASSIGN(uint64_t removed, store->Delete(std::span(&k, 1)));
+  EXPECT_EQ(removed, 1u);
+  ASSERT_OK_AND_ASSIGN(got, store->Get(a.stored()));
+  EXPECT_FALSE(got[0].found) << "a deleted chunk came back from Redis";
+  ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(std::span(&k, 1), false));
+  EXPECT_EQ(r.keys.size(), 0u);
+}
+
 class StoreRedisCluster : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -210,9 +210,15 @@ class Client {
                 std::function<void(Result<GetResult>)> done, const CallOptions& call = {});
   std::future<Result<bool>> DeleteAsync(const StoredKey& route, const StoredKey& key,
                                         const CallOptions& call = {});
+  void DeleteAsync(const StoredKey& route, const StoredKey& key,
+                   std::function<void(Result<bool>)> done, const CallOptions& call = {});
   std::future<Status> PinAsync(const StoredKey& route, const StoredKey& key, bool pin = true,
                                const CallOptions& call = {});
+  void PinAsync(const StoredKey& route, const StoredKey& key, bool pin,
+                std::function<void(Status)> done, const CallOptions& call = {});
   std::future<Result<std::string>> StatsAsync(size_t server_index, const CallOptions& call = {});
+  void StatsAsync(size_t server_index, std::function<void(Result<std::string>)> done,
+                  const CallOptions& call = {});
 
   class Impl;
 

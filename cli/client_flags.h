@@ -1,0 +1,38 @@
+// Flags shared by the `kvstash` subcommands that talk to a server (put, get, lookup,
+// stats, bench server): --server (repeatable), --tenant, --credential (or the
+// KVSTASH_CREDENTIAL environment variable), --deadline-ms; and hex key parsing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/file_bytes.h"  // ReadFileBytes / WriteFileBytes, for the commands
+#include "common/prefix_key.h"
+#include "kvstash/client.h"
+
+namespace kvstash::cli {
+
+struct ClientFlags {
+  std::vector<std::string> servers = {"127.0.0.1:7470"};
+  std::string tenant = "default";
+  std::string credential;
+  uint32_t deadline_ms = 5000;
+
+  void Add(CLI::App* cmd);
+  // The client options of the flags (credential from $KVSTASH_CREDENTIAL when unset,
+  // client name "kvstash-cli", one connection per server).
+  ClientOptions Options() const;
+  // A client from the flags. Errors: Client::Create's.
+  Result<std::unique_ptr<Client>> Connect() const;
+};
+
+// 32 hex digits -> StoredKey. Errors: InvalidArgument.
+Result<StoredKey> ParseKey(const std::string& hex);
+// One line: "request memory N bytes = payload P (coded C + R uncompressed positions
+// in B bytes) + state S" (put, get).
+std::string FormatRequestMemory(const RequestMemory& m);
+
+}  // namespace kvstash::cli

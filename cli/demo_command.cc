@@ -1,0 +1,91 @@
+// `kvstash demo`: the end-to-end demo (demo/demo.h), its flags.
+// Exit code: 0 when every acceptance check holds, 1 when one fails, 2 for bad options.
+#include <memory>
+
+#include "cli/client_flags.h"
+#include "cli/command_registry.h"
+#include "demo/demo.h"
+
+namespace kvstash::cli {
+namespace {
+
+struct Options {
+  demo::DemoOptions demo;
+  ClientFlags client;
+};
+
+// --model-kind, --hybrid-model, --hybrid-chunk-tokens, --state-every, --hybrid-cal-tokens,
+// --hybrid-dckv-rate, --hybrid-predictor-group.
+void AddHybridDemoFlags(CLI::App* cmd, demo::HybridDemoOptions* f) {
+  cmd->add_option("--model-kind", f->model_kind,
+                  "smollm2 (SmolLM2-135M, the main demo) or hybrid (Qwen3.5-style Gated DeltaNet + attention, "
+                  "KV + recurrent state; token ids of --model's tokenizer modulo its vocabulary)")
+      ->check(CLI::IsMember({"smollm2", "hybrid"}))
+      ->capture_default_str();
+  cmd->add_option("--hybrid-model", f->hybrid_model,
+                  "With --model-kind hybrid: model folder (config.json + model.safetensors); default the tiny "
+                  "random-weight fixture tests/hybrid/data/tiny_qwen35");
+  cmd->add_option("--hybrid-chunk-tokens", f->chunk_tokens, "With --model-kind hybrid: tokens per stored chunk")
+      ->check(CLI::Range(1u, 65536u))
+      ->capture_default_str();
+  cmd->add_option("--state-every", f->state_every,
+                  "With --model-kind hybrid: a state record every N chunks, plus one at the prefix end")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->capture_default_str();
+  cmd->add_option("--hybrid-cal-tokens", f->cal_tokens,
+                  "With --model-kind hybrid --codec spec: calibration tokens of the calibration text")
+      ->check(CLI::Range(uint64_t{64}, uint64_t{1} << 24))
+      ->capture_default_str();
+  cmd->add_option("--hybrid-dckv-rate", f->dckv_rate,
+                  "With --model-kind hybrid --codec dckv: target ratio of the attention KV vs bf16")
+      ->check(CLI::Range(1.0, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--hybrid-predictor-group", f->predictor_group,
+                  "With --model-kind hybrid --codec spec: input channels per int8 scale of the predictor")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+}
+
+const bool kRegistered = RegisterCommand(
+    "demo",
+    "End-to-end demo: shared-prefix RAG workload on SmolLM2-135M through a kvstash server, per codec",
+    [](CLI::App* cmd) {
+      auto o = std::make_shared<Options>();
+      o->client.tenant = "demo";
+      cmd->add_option("--codec", o->demo.codecs, "Codecs to run, in order: raw (bf16 baseline), spec, dckv (repeatable)")
+          ->capture_default_str();
+      cmd->add_option("--model", o->demo.model_path, "Model file (GGUF with tokenizer)")->capture_default_str();
+      o->client.Add(cmd);
+      cmd->add_option("--start-server", o->demo.start_server,
+                      "Start this kvstash-server binary (else connect to --server)");
+      cmd->add_option("--data-dir", o->demo.data_dir, "With --start-server: RocksDB folder")->capture_default_str();
+      cmd->add_option("--port", o->demo.port, "With --start-server: protocol port (0: any)")->capture_default_str();
+      cmd->add_option("--http-port", o->demo.http_port, "With --start-server: dashboard port (0: any)")
+          ->capture_default_str();
+      cmd->add_flag("--keep-server", o->demo.keep_server, "With --start-server: leave the server running at the end");
+      cmd->add_option("--documents", o->demo.workload.documents, "Workload size: RAG documents")->capture_default_str();
+      cmd->add_option("--doc-tokens", o->demo.workload.doc_tokens, "Workload size: tokens per document")
+          ->capture_default_str();
+      cmd->add_option("--requests-per-doc", o->demo.workload.requests_per_doc,
+                      "Workload size: requests (different questions) per document")
+          ->capture_default_str();
+      cmd->add_option("--seed", o->demo.workload.seed, "Shuffle seed")->capture_default_str();
+      cmd->add_option("--gen-tokens", o->demo.gen_tokens, "Tokens generated per request")->capture_default_str();
+      cmd->add_option("--cache-dir", o->demo.artifacts.cache_dir, "Folder of cached codec artifacts")->capture_default_str();
+      cmd->add_option("--cal-tokens", o->demo.artifacts.cal_tokens, "Calibration tokens (when not cached)")
+          ->capture_default_str();
+      cmd->add_option("--dckv-rate", o->demo.artifacts.dckv_rate, "dckv target ratio vs bf16")->capture_default_str();
+      cmd->add_option("--predictor-threads", o->demo.predictor_threads, "Threads of the spec predictor")
+          ->capture_default_str();
+      cmd->add_option("--json", o->demo.json, "Also write the table as JSON to FILE");
+      cmd->add_flag("--quiet", o->demo.quiet, "No per-request progress lines");
+      AddHybridDemoFlags(cmd, &o->demo.hybrid);
+      return [o] {
+        demo::DemoOptions d = o->demo;
+        d.client = o->client.Options();
+        return demo::RunDemo(std::move(d));
+      };
+    });
+
+}  // namespace
+}  // namespace kvstash::cli

@@ -1,0 +1,147 @@
+// `kvstash keys`: prints the namespace digest and chained chunk keys of a token list
+// (docs/format/keys.md), for checking another implementation against ours.
+#include <charconv>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <cctype>
+#include <sstream>
+#include <vector>
+
+#include "cli/command_registry.h"
+#include "common/prefix_key.h"
+
+namespace kvstash::cli {
+namespace {
+
+struct KeysOptions {
+  std::string model_fingerprint_hex;
+  std::string dtype = "bf16";
+  uint32_t layers = 30, kv_heads = 3, head_dim = 64, chunk_tokens = 256;
+  uint32_t tp_rank = 0, tp_size = 1;
+  std::string adapter_name, adapter_id, adapter_digest, cache_salt, tenant, codec = "raw";
+  std::string codec_artifact_digest;
+  std::string tokens;  // comma/space separated
+  std::vector<std::string> extra_keys;  // "CHUNK:KEY", repeatable
+  bool partial = false;
+};
+
+Result<std::string> Unhex(const std::string& h) {
+  if (h.size() % 2 != 0) return Status::InvalidArgument("hex string has odd length");
+  std::string out;
+  for (size_t i = 0; i < h.size(); i += 2) {
+    unsigned v = 0;
+    if (!std::isxdigit(static_cast<unsigned char>(h[i])) ||
+        !std::isxdigit(static_cast<unsigned char>(h[i + 1])) ||
+        std::sscanf(h.c_str() + i, "%2x", &v) != 1) {
+      return Status::InvalidArgument("model fingerprint is not hex");
+    }
+    out.push_back(static_cast<char>(v));
+  }
+  return out;
+}
+
+int Run(const KeysOptions& o) {
+  NamespaceSpec spec;
+  auto fp = Unhex(o.model_fingerprint_hex);
+  auto dt = ParseDType(o.dtype);
+  if (!fp.ok() || !dt.ok()) {
+    std::cerr << "kvstash keys: " << (!fp.ok() ? fp.status() : dt.status()).ToString() << "\n";
+    return 2;
+  }
+  spec.model_fingerprint = *fp;
+  spec.layout = {o.layers, o.kv_heads, o.head_dim, *dt};
+  spec.chunk_tokens = o.chunk_tokens;
+  spec.tp_rank = o.tp_rank;
+  spec.tp_size = o.tp_size;
+  spec.adapter_name = o.adapter_name;
+  spec.adapter_id = o.adapter_id;
+  spec.adapter_digest = o.adapter_digest;
+  spec.codec_artifact_digest = o.codec_artifact_digest;
+  spec.cache_salt = o.cache_salt;
+  spec.tenant = o.tenant;
+  spec.codec_id = o.codec;
+  auto ns = NamespaceDigest(spec);
+  if (!ns.ok()) {
+    std::cerr << "kvstash keys: " << ns.status().ToString() << "\n";
+    return 2;
+  }
+  std::vector<uint32_t> tokens;
+  std::string t = o.tokens;
+  for (char& c : t) c = (c == ',') ? ' ' : c;
+  std::istringstream in(t);
+  for (std::string word; in >> word;) {
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+    if (ec != std::errc() || end != word.data() + word.size() || v > 0xFFFFFFFFull) {
+      std::cerr << "kvstash keys: token '" << word << "' is not a decimal u32\n";
+      return 2;
+    }
+    tokens.push_back(static_cast<uint32_t>(v));
+  }
+  if (o.tokens.find_first_not_of(" ,") != std::string::npos && o.tokens.find(",,") != std::string::npos) {
+    std::cerr << "kvstash keys: empty token in --tokens\n";
+    return 2;
+  }
+  // Extra keys (multimodal / prompt-embedding digests) per chunk: "CHUNK:KEY".
+  std::vector<std::vector<std::string>> extra;
+  if (!o.extra_keys.empty() && spec.chunk_tokens > 0) {
+    const size_t chunks = o.partial ? (tokens.size() + spec.chunk_tokens - 1) / spec.chunk_tokens
+                                    : tokens.size() / spec.chunk_tokens;
+    extra.resize(chunks);
+    for (const std::string& e : o.extra_keys) {
+      const size_t colon = e.find(':');
+      uint64_t chunk = 0;
+      const auto [end, ec] = std::from_chars(e.data(), e.data() + (colon == std::string::npos ? 0 : colon), chunk);
+      if (colon == std::string::npos || ec != std::errc() || end != e.data() + colon || chunk >= chunks) {
+        std::cerr << "kvstash keys: --extra-key '" << e << "' is not CHUNK:KEY with CHUNK below "
+                  << chunks << " (the chain's chunk count)\n";
+        return 2;
+      }
+      extra[chunk].push_back(e.substr(colon + 1));
+    }
+  }
+  auto keys = ComputeChunkKeys(*ns, tokens, spec.chunk_tokens, o.partial, extra);
+  if (!keys.ok()) {
+    std::cerr << "kvstash keys: " << keys.status().ToString() << "\n";
+    return 2;
+  }
+  nlohmann::json j;
+  j["namespace_digest"] = ToHex(*ns);
+  j["chunks"] = nlohmann::json::array();
+  for (const ChunkKey& k : *keys) {
+    j["chunks"].push_back({{"digest", ToHex(k.digest)}, {"stored", ToHex(k.stored())},
+                           {"tokens", k.tokens}, {"partial", k.partial}});
+  }
+  std::cout << j.dump(1) << "\n";
+  return 0;
+}
+
+const bool kRegistered = RegisterCommand(
+    "keys", "Print the namespace digest and chunk keys of a token list (docs/format/keys.md)",
+    [](CLI::App* cmd) {
+      auto o = std::make_shared<KeysOptions>();
+      cmd->add_option("--tokens", o->tokens, "Token ids, comma or space separated")->required();
+      cmd->add_option("--model-fingerprint", o->model_fingerprint_hex, "Model digest (hex)");
+      cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, f16, f32, fp8_e4m3")->capture_default_str();
+      cmd->add_option("--layers", o->layers, "Attention layers")->capture_default_str();
+      cmd->add_option("--kv-heads", o->kv_heads, "KV heads per layer")->capture_default_str();
+      cmd->add_option("--head-dim", o->head_dim, "Channels per head")->capture_default_str();
+      cmd->add_option("--chunk-tokens", o->chunk_tokens, "Tokens per chunk")->capture_default_str();
+      cmd->add_option("--tp-rank", o->tp_rank, "Tensor-parallel rank")->capture_default_str();
+      cmd->add_option("--tp-size", o->tp_size, "Tensor-parallel size")->capture_default_str();
+      cmd->add_option("--adapter-name", o->adapter_name, "LoRA adapter name");
+      cmd->add_option("--adapter-id", o->adapter_id, "LoRA adapter id");
+      cmd->add_option("--adapter-digest", o->adapter_digest, "Digest of the LoRA adapter weights");
+      cmd->add_option("--cache-salt", o->cache_salt, "Cache salt");
+      cmd->add_option("--tenant", o->tenant, "Tenant");
+      cmd->add_option("--codec", o->codec, "Codec id")->capture_default_str();
+      cmd->add_option("--codec-artifact-digest", o->codec_artifact_digest, "Digest of the codec artifact");
+      cmd->add_option("--extra-key", o->extra_keys,
+                      "Extra key of one chunk, CHUNK:KEY (multimodal or prompt-embedding digest; "
+                      "repeatable)");
+      cmd->add_flag("--partial", o->partial, "Also key a final partial chunk");
+      return [o] { return Run(*o); };
+    });
+
+}  // namespace
+}  // namespace kvstash::cli

@@ -1,0 +1,15 @@
+// Command-line options shared by `kvstash bench codec` and `kvstash calibrate spec`.
+// Thread-safety: call while building the command line (main thread).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "benchmarks/drivers/spec_bench.h"
+
+namespace kvstash::cli {
+
+// Adds --model, --cal-tokens, --doc-tokens, --chunk-tokens, --threads,
+// --predictor-group and --predictor-activation-bits to `cmd`, bound to `o`.
+void AddSpecRunOptions(CLI::App* cmd, bench::SpecBenchOptions* o);
+
+}  // namespace kvstash::cli

@@ -1,0 +1,29 @@
+#include "common/default_paths.h"
+
+#include <cstdlib>
+
+namespace kvstash {
+
+std::string ModelsDir() {
+  if (const char* dir = std::getenv("KVSTASH_MODELS_DIR"); dir != nullptr && *dir != '\0')
+    return dir;
+  return std::string(KVSTASH_SOURCE_DIR) + "/models";
+}
+
+std::string DefaultModelPath() { return ModelsDir() + "/SmolLM2-135M-Instruct.Q4_1.gguf"; }
+
+std::string DefaultArtifactDir() { return ModelsDir() + "/artifacts"; }
+
+std::string DefaultDckvSensitivityFile() {
+  return std::string(KVSTASH_SOURCE_DIR) + "/benchmarks/inputs/smollm2-135m-dckv-fisher.json";
+}
+
+std::string DefaultRwkv7ModelPath() {
+  const char* env = std::getenv("KVSTASH_SHARED_MODELS_DIR");
+  const std::string dir = (env != nullptr && *env != '\0') ? env : "../shared/models";
+  return dir + "/tiny-rwkv-7v0-834K-FP32.bin";
+}
+
+std::string DefaultHybridModelDir() { return std::string(KVSTASH_SOURCE_DIR) + "/tests/hybrid/data/tiny_qwen35"; }
+
+}  // namespace kvstash

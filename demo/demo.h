@@ -1,0 +1,46 @@
+// `kvstash demo`: the main job end to end on a real model (SmolLM2-135M), real text and
+// a real kvstash server. RunDemo loads the model, loads or calibrates the codec
+// artifacts (demo_artifacts.h), builds the shared-prefix RAG workload
+// (demo_workload.h), runs one pass per codec, which share the reference results
+// (demo_runner.h), and prints the table (demo_report.h); with options.hybrid enabled
+// it runs the hybrid variant instead (demo_hybrid.h). Progress and the report go to
+// stdout, errors to stderr.
+//
+// Returns the exit code: 0 when every acceptance check holds, 1 when one fails or a
+// step errs, 2 for bad options.
+// Thread-safety: one demo at a time per process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/default_paths.h"
+#include "demo/demo_artifacts.h"
+#include "demo/demo_hybrid.h"
+#include "demo/demo_workload.h"
+#include "kvstash/client.h"
+
+namespace kvstash::demo {
+
+struct DemoOptions {
+  // Codecs to run, in order. Default: raw, spec, dckv.
+  std::vector<std::string> codecs = {"raw", "spec", "dckv"};
+  std::string model_path = DefaultModelPath();  // GGUF with tokenizer
+  ClientOptions client;           // servers, tenant, credential, deadline
+  std::string start_server;       // kvstash-server binary; "" = use client.servers
+  std::string data_dir = "data";  // with start_server: RocksDB folder
+  uint16_t port = 7470, http_port = 7471;  // with start_server (0: any free port)
+  bool keep_server = false;       // with start_server: leave it running at the end
+  DemoWorkloadOptions workload;
+  DemoArtifactOptions artifacts;
+  uint32_t gen_tokens = 8;        // tokens generated per request
+  int predictor_threads = 2;      // threads of the spec predictor
+  std::string json;               // also write the report as JSON here ("" = no)
+  bool quiet = false;             // no per-request progress lines
+  HybridDemoOptions hybrid;       // the hybrid variant (off by default)
+};
+
+int RunDemo(DemoOptions options);
+
+}  // namespace kvstash::demo

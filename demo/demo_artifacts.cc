@@ -1,0 +1,197 @@
+#include "demo/demo_artifacts.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "codec/dckv/dckv_calibration.h"
+#include "codec/spec/spec_calibration.h"
+#include "common/checksum.h"
+#include "common/logging.h"
+#include "model/forward/kv_export.h"
+#include "model/forward/prefill.h"
+#include "model/corpus/text_corpus.h"
+
+namespace kvstash::demo {
+namespace {
+
+std::string Hex64(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+Result<std::vector<uint8_t>> ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::NotFound(path);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+Status WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
+  const std::string tmp = path + ".part";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!f) return Status::IOError("cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::IOError("cannot rename " + tmp + ": " + ec.message());
+  return Status::Ok();
+}
+
+std::string CommonKeyText(const Digest256& fp, const DemoArtifactOptions& o) {
+  std::ostringstream s;
+  s << "kvstash-demo-artifact-v1|model=" << ToHex(fp) << "|cal_tokens=" << o.cal_tokens
+    << "|cal_doc_tokens=" << o.cal_doc_tokens << "|chunk=256|files=";
+  for (const auto& f : model::CorpusFiles(model::CorpusSplit::kCalibration)) s << f << ",";
+  return s.str();
+}
+
+// One pass of the target model (and the predictor) over the calibration documents.
+struct CalDoc {
+  std::vector<uint32_t> tokens;
+  model::KvCache exact;
+  std::vector<std::vector<float>> k_pre_rope;
+  model::PredictorCache pred;
+};
+
+Result<spec::SpecArtifact> CalibrateSpec(const model::Model& m, const model::SpecPredictor& predictor,
+                                         const std::vector<CalDoc>& docs) {
+  const KvLayout L{m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, DType::kBF16};
+  spec::CalibrationOptions co;
+  co.contexts.dtype = L.dtype;
+  co.predictor_digest = predictor.Digest();
+  co.predictor_variant = predictor.options().VariantName();
+  KVSTASH_ASSIGN_OR_RETURN(auto cb, spec::SpecCalibrator::Create(L, co));
+  struct Piece {
+    KvChunk chunk;
+    spec::PredictedChunk pred;
+  };
+  std::vector<Piece> pieces;
+  for (const CalDoc& d : docs) {
+    for (uint32_t b = 0; b + 256 <= d.tokens.size(); b += 256) {
+      KVSTASH_ASSIGN_OR_RETURN(KvChunk c, model::ToKvChunk(d.exact, b, b + 256, DType::kBF16));
+      pieces.push_back({std::move(c), spec::PredictedSlice(d.pred, L, b, b + 256)});
+    }
+  }
+  if (pieces.empty()) return Status::InvalidArgument("calibration: not one 256-token chunk of text");
+  for (const Piece& p : pieces) KVSTASH_RETURN_IF_ERROR(cb.AddVariance(p.chunk.view(), p.pred));
+  KVSTASH_RETURN_IF_ERROR(cb.FreezeSigma());
+  for (const Piece& p : pieces) KVSTASH_RETURN_IF_ERROR(cb.AddHistogram(p.chunk.view(), p.pred));
+  return cb.Build();
+}
+
+Result<dckv::DckvArtifact> CalibrateDckv(const model::Model& m, const std::vector<CalDoc>& docs,
+                                         const DemoArtifactOptions& o) {
+  const auto& mc = m.config;
+  const uint64_t hr = static_cast<uint64_t>(mc.n_kv_heads) * mc.head_dim;
+  auto rows = dckv::DckvRows::ForShape(mc.n_layers, mc.n_kv_heads, mc.head_dim);
+  for (const CalDoc& d : docs) {
+    if (d.tokens.size() <= o.dckv_raw_head) continue;
+    const uint64_t skip = o.dckv_raw_head * hr;  // attention sinks are stored raw
+    for (uint32_t l = 0; l < mc.n_layers; ++l) {
+      rows.k[l].insert(rows.k[l].end(), d.k_pre_rope[l].begin() + skip, d.k_pre_rope[l].end());
+      rows.v[l].insert(rows.v[l].end(), d.exact.v[l].begin() + skip, d.exact.v[l].end());
+    }
+    rows.rows += d.tokens.size() - o.dckv_raw_head;
+  }
+  KVSTASH_ASSIGN_OR_RETURN(auto basis, dckv::FitDckvBasis(rows, o.dckv_group_layers));
+  dckv::DckvRateOptions ro;
+  ro.target_ratio = o.dckv_rate;
+  ro.rope_theta = mc.rope_theta;
+  ro.raw_head = o.dckv_raw_head;
+  ro.raw_tail = o.dckv_raw_tail;
+  return dckv::MakeDckvArtifact(basis, ro);
+}
+
+}  // namespace
+
+Result<DemoArtifacts> LoadOrCalibrateArtifacts(const model::Model& m, const Digest256& fingerprint,
+                                               const model::SpecPredictor* predictor, bool want_spec,
+                                               bool want_dckv, const DemoArtifactOptions& o) {
+  if (want_spec && predictor == nullptr) return Status::InvalidArgument("demo artifacts: spec needs a predictor");
+  DemoArtifacts a;
+  a.want_spec = want_spec;
+  a.want_dckv = want_dckv;
+  const std::string common = CommonKeyText(fingerprint, o);
+  std::error_code ec;
+  std::filesystem::create_directories(o.cache_dir, ec);
+  if (ec) return Status::IOError("cannot create " + o.cache_dir + ": " + ec.message());
+  bool need_spec = false, need_dckv = false;
+  if (want_spec) {
+    const std::string key = common + "|spec|predictor=" + Hex64(predictor->Digest()) + "|" +
+                            predictor->options().VariantName();
+    a.spec_path = o.cache_dir + "/spec-" + Hex64(Xxh3_64(std::string_view(key))) + ".kvsa";
+    if (auto bytes = ReadAll(a.spec_path); bytes.ok()) {
+      auto parsed = spec::SpecArtifact::Parse(*bytes);
+      if (parsed.ok() && parsed->predictor_digest == predictor->Digest()) {
+        a.spec = std::move(parsed).value();
+        a.spec_cached = true;
+      } else {
+        KVSTASH_LOG_WARN("demo: cached {} is unusable ({}); recalibrating", a.spec_path,
+                         parsed.ok() ? "another predictor" : parsed.status().ToString());
+      }
+    }
+    need_spec = !a.spec_cached;
+  }
+  if (want_dckv) {
+    std::ostringstream key;
+    key << common << "|dckv|rate=" << o.dckv_rate << "|group=" << o.dckv_group_layers
+        << "|head=" << o.dckv_raw_head << "|tail=" << o.dckv_raw_tail;
+    a.dckv_path = o.cache_dir + "/dckv-" + Hex64(Xxh3_64(std::string_view(key.str()))) + ".kvda";
+    if (auto bytes = ReadAll(a.dckv_path); bytes.ok()) {
+      auto parsed = dckv::DckvArtifact::Parse(*bytes);
+      if (parsed.ok()) {
+        a.dckv = std::move(parsed).value();
+        a.dckv_cached = true;
+      } else {
+        KVSTASH_LOG_WARN("demo: cached {} is unusable ({}); recalibrating", a.dckv_path,
+                         parsed.status().ToString());
+      }
+    }
+    need_dckv = !a.dckv_cached;
+  }
+  if (!need_spec && !need_dckv) return a;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto lap = [&, t = std::chrono::steady_clock::now()](const char* what) mutable {
+    const auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "[calibration] %s: %.1f s\n", what, std::chrono::duration<double>(now - t).count());
+    t = now;
+  };
+  if (!m.tokenizer) return Status::InvalidArgument("demo: the model file has no tokenizer");
+  KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kCalibration,
+                                                          o.cal_doc_tokens, o.cal_tokens));
+  std::vector<CalDoc> docs;
+  for (const auto& cd : corpus.documents) {
+    CalDoc d;
+    d.tokens = cd.tokens;
+    d.exact = model::KvCache::ForModel(m.config);
+    model::PrefillOptions po;
+    po.logits = model::PrefillOptions::Logits::kNone;
+    po.keep_pre_rope_k = need_dckv;
+    KVSTASH_ASSIGN_OR_RETURN(auto pr, model::Prefill(m, d.tokens, &d.exact, po));
+    d.k_pre_rope = std::move(pr.k_pre_rope);
+    if (need_spec) KVSTASH_RETURN_IF_ERROR(predictor->Run(d.tokens, &d.pred));
+    a.calibration_tokens += d.tokens.size();
+    docs.push_back(std::move(d));
+  }
+  lap("target model and predictor over the calibration text");
+  if (need_spec) {
+    KVSTASH_ASSIGN_OR_RETURN(a.spec, CalibrateSpec(m, *predictor, docs));
+    lap("spec frequency tables");
+    KVSTASH_RETURN_IF_ERROR(WriteAll(a.spec_path, a.spec.Serialize()));
+  }
+  if (need_dckv) {
+    KVSTASH_ASSIGN_OR_RETURN(a.dckv, CalibrateDckv(m, docs, o));
+    lap("dckv basis and rate allocation");
+    KVSTASH_RETURN_IF_ERROR(WriteAll(a.dckv_path, a.dckv.Serialize()));
+  }
+  a.calibration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return a;
+}
+
+}  // namespace kvstash::demo

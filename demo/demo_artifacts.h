@@ -1,0 +1,62 @@
+// Codec artifacts of `kvstash demo`: loaded from a cache folder, or calibrated once on
+// model/corpus/text_corpus.h's CALIBRATION split (disjoint from the demo's workload) and saved
+// there.
+//
+// Cache key: XXH3-64 (hex) of a text naming everything the artifact depends on: the
+// model fingerprint, the predictor digest and variant (spec), the calibration token
+// budget, document length and file list, and the dckv rate options. Files:
+//   <cache_dir>/spec-<key>.kvsa, <cache_dir>/dckv-<key>.kvda.
+// A cached file that fails to parse, or a spec artifact of another predictor, is
+// recalibrated and overwritten (reported in `cached`).
+//
+// Calibration runs the target model once over the calibration documents (with K
+// before RoPE for dckv) and, for spec, the predictor; spec: two passes of
+// spec::SpecCalibrator over 256-token bf16 chunks; dckv: FitDckvBasis +
+// MakeDckvArtifact (codec/dckv/dckv_calibration.h), the first raw_head positions of each
+// document excluded (they are stored raw).
+//
+// Errors: NotFound when no calibration text exists; IOError when the cache folder cannot
+// be written; model/codec errors.
+// Thread-safety: not reentrant (one calibration at a time).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "codec/dckv/dckv_artifact.h"
+#include "codec/spec/spec_artifact.h"
+#include "common/prefix_key.h"
+#include "common/result.h"
+#include "model/forward/model.h"
+#include "model/predictor/spec_predictor.h"
+
+namespace kvstash::demo {
+
+struct DemoArtifactOptions {
+  std::string cache_dir = ".cache/kvstash-demo";  // Default: .cache/kvstash-demo
+  uint64_t cal_tokens = 2048;      // calibration tokens. Default: 2,048.
+  uint32_t cal_doc_tokens = 1024;  // tokens per calibration document. Default: 1,024.
+  double dckv_rate = 16;           // dckv target ratio vs bf16. Default: 16.
+  uint32_t dckv_group_layers = 6;  // layers per dckv transform group. Default: 6.
+  uint32_t dckv_raw_head = 4;      // bf16 positions at a prefix start. Default: 4.
+  uint32_t dckv_raw_tail = 128;    // bf16 positions at a prefix end. Default: 128.
+};
+
+struct DemoArtifacts {
+  bool want_spec = false, want_dckv = false;
+  spec::SpecArtifact spec;
+  dckv::DckvArtifact dckv;
+  std::string spec_path, dckv_path;
+  bool spec_cached = false, dckv_cached = false;  // loaded instead of calibrated
+  double calibration_s = 0;                       // wall time spent calibrating
+  uint64_t calibration_tokens = 0;                // tokens calibrated on (0 if all cached)
+};
+
+// `predictor` may be null when !want_spec.
+Result<DemoArtifacts> LoadOrCalibrateArtifacts(const model::Model& model,
+                                               const Digest256& model_fingerprint,
+                                               const model::SpecPredictor* predictor,
+                                               bool want_spec, bool want_dckv,
+                                               const DemoArtifactOptions& options);
+
+}  // namespace kvstash::demo

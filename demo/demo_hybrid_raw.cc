@@ -1,0 +1,50 @@
+// The raw coder of the hybrid demo (demo/demo_hybrid_runner.h): codec-raw f32 KV
+// payloads and raw state records, restored through hybrid::RestoreStoredBoundary.
+#include "demo/demo_hybrid_runner.h"
+#include "common/payload_format.h"
+#include "model/hybrid/hybrid_stored.h"
+
+namespace kvstash::demo {
+namespace {
+
+class RawHybridCoder : public HybridKvCoder {
+ public:
+  explicit RawHybridCoder(const hybrid::HybridModel& model) : model_(model) {}
+  std::string name() const override { return "raw"; }
+  std::string codec_id() const override { return "raw"; }
+
+  Result<std::vector<uint8_t>> EncodeChunk(std::span<const uint32_t>, const hybrid::HybridState& state,
+                                           uint32_t begin, uint32_t end, bool partial) const override {
+    KVSTASH_ASSIGN_OR_RETURN(KvChunk chunk, hybrid::ExportKvChunk(model_.config(), state, begin, end));
+    PayloadHeader h;
+    h.codec = CodecId::kRaw;
+    h.flags = partial ? kPayloadFlagPartialChunk : 0;
+    h.layout = chunk.layout;
+    h.tokens = chunk.tokens;
+    h.token_offset = begin;
+    h.model_fingerprint = model_.fingerprint();
+    h.content_checksum = chunk.ContentChecksum();
+    return BuildPayload(h, chunk.data);
+  }
+
+  Result<std::vector<uint8_t>> EncodeState(std::span<const uint32_t>, const RecurrentState& r) const override {
+    return EncodeStateRecord(r, model_.fingerprint());
+  }
+
+  Result<hybrid::HybridState> Restore(std::span<const uint32_t>, std::span<const std::vector<uint8_t>> payloads,
+                                      std::span<const uint8_t> record, double* predictor_ms) const override {
+    if (predictor_ms) *predictor_ms = 0;
+    return hybrid::RestoreStoredBoundary(model_, payloads, record);
+  }
+
+ private:
+  const hybrid::HybridModel& model_;
+};
+
+}  // namespace
+
+std::unique_ptr<HybridKvCoder> MakeRawHybridCoder(const hybrid::HybridModel& model) {
+  return std::make_unique<RawHybridCoder>(model);
+}
+
+}  // namespace kvstash::demo

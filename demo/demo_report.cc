@@ -1,0 +1,90 @@
+#include "demo/demo_report.h"
+
+#include <cstdio>
+
+namespace kvstash::demo {
+namespace {
+
+std::string Fmt(const char* f, double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+nlohmann::json DemoRowJson(const DemoCodecRow& r) {
+  nlohmann::json j;
+  j["codec"] = r.codec;
+  j["requests"] = r.requests;
+  j["hits"] = r.hits;
+  j["misses"] = r.misses;
+  j["prompt_tokens"] = r.prompt_tokens;
+  j["matched_tokens"] = r.matched_tokens;
+  j["token_hit_rate"] = r.token_hit_rate();
+  j["raw_bytes"] = r.raw_bytes;
+  j["stored_bytes"] = r.stored_bytes;
+  j["ratio"] = r.ratio();
+  j["ttft_miss_ms"] = r.ttft_miss_ms;
+  j["ttft_hit_ms"] = r.ttft_hit_ms;
+  j["hits_verified"] = r.hits_verified;
+  j["hits_mismatched"] = r.hits_mismatched;
+  j["same_tokens_as_fp32"] = r.same_tokens_as_fp32;
+  j["top1_agreement"] = r.top1_agreement >= 0 ? nlohmann::json(r.top1_agreement) : nlohmann::json();
+  j["kl_mean"] = r.kl_mean >= 0 ? nlohmann::json(r.kl_mean) : nlohmann::json();
+  j["scored_positions"] = r.scored_positions;
+  j["encode_ms_per_miss"] = r.encode_ms;
+  j["put_ms_per_miss"] = r.put_ms;
+  j["hit_breakdown_ms"] = {{"lookup", r.hit.lookup},       {"network", r.hit.network},
+                           {"store", r.hit.store},         {"predictor", r.hit.predictor},
+                           {"decode", r.hit.decode},       {"suffix_prefill", r.hit.suffix_prefill}};
+  j["wall_s"] = r.wall_s;
+  return j;
+}
+
+nlohmann::json DemoAcceptance(const std::vector<DemoCodecRow>& rows) {
+  bool hit_rate = !rows.empty(), ttft = !rows.empty(), exact = !rows.empty();
+  for (const auto& r : rows) {
+    hit_rate = hit_rate && r.token_hit_rate() > 0.5;
+    ttft = ttft && r.hits > 0 && r.misses > 0 && r.ttft_hit_ms < r.ttft_miss_ms;
+    exact = exact && r.hits_mismatched == 0;
+  }
+  return {{"token_hit_rate_over_50", hit_rate},
+          {"hit_ttft_below_miss", ttft},
+          {"no_mismatch", exact},
+          {"passed", hit_rate && ttft && exact}};
+}
+
+std::string DemoTable(const std::vector<DemoCodecRow>& rows) {
+  std::string s;
+  char b[512];
+  std::snprintf(b, sizeof b, "%-5s %4s %4s %5s %7s %9s %9s %6s %10s %10s %9s %10s %s\n", "codec", "req", "hits",
+                "miss", "hit%", "raw MB", "stored MB", "ratio", "TTFT miss", "TTFT hit", "verified", "mismatched",
+                "quality");
+  s += b;
+  for (const auto& r : rows) {
+    std::string q = r.top1_agreement >= 0
+                        ? "top-1 " + Fmt("%.3f", r.top1_agreement) + ", KL " + Fmt("%.4f", r.kl_mean) + " nats (" +
+                              std::to_string(r.scored_positions) + " positions)"
+                        : "bit-exact; answers = fp32 full prefill: " + std::to_string(r.same_tokens_as_fp32) + "/" +
+                              std::to_string(r.hits);
+    std::snprintf(b, sizeof b, "%-5s %4u %4u %5u %6.1f%% %9.2f %9.2f %6.2f %8.0fms %8.0fms %9u %10u %s\n",
+                  r.codec.c_str(), r.requests, r.hits, r.misses, 100 * r.token_hit_rate(), r.raw_bytes / 1e6,
+                  r.stored_bytes / 1e6, r.ratio(), r.ttft_miss_ms, r.ttft_hit_ms, r.hits_verified,
+                  r.hits_mismatched, q.c_str());
+    s += b;
+  }
+  s += "\nWhere a hit's time goes (median ms per hit of each part; TTFT columns above are medians):\n";
+  std::snprintf(b, sizeof b, "%-5s %8s %8s %8s %10s %8s %15s %12s %10s\n", "codec", "lookup", "network", "store",
+                "predictor", "decode", "suffix prefill", "encode/miss", "put/miss");
+  s += b;
+  for (const auto& r : rows) {
+    std::snprintf(b, sizeof b, "%-5s %8.1f %8.1f %8.1f %10.1f %8.1f %15.1f %12.1f %10.1f\n", r.codec.c_str(),
+                  r.hit.lookup, r.hit.network, r.hit.store, r.hit.predictor, r.hit.decode, r.hit.suffix_prefill,
+                  r.encode_ms, r.put_ms);
+    s += b;
+  }
+  return s;
+}
+
+}  // namespace kvstash::demo

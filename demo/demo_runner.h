@@ -1,0 +1,107 @@
+// The request loop of `kvstash demo`: one pass over the workload per codec against a
+// live kvstash server, with every hit checked against an exact reference.
+//
+// Reference results (the exact fp32 prefix cache of each document and the answers a
+// hit is checked against) are computed when a codec pass first needs them and are
+// shared by the later passes; that work is never part of a TTFT:
+//   - a document's exact cache is the first |prefix| tokens of the cache of its first
+//     miss's full prefill (system prompt + document + question, one batch), or of a
+//     full prefill run for the check when the document's first request is a partial hit;
+//   - a request's `fp32` reference: the exact fp32 prefix cache, the question
+//     prefilled, greedy decoding (= a full prefill up to fp32 rounding of differently
+//     shaped GEMMs), with the log-softmax of each generated position (dckv's KL
+//     reference). Its `bf16` reference (the same from the bf16-rounded exact cache: what
+//     an engine with a bf16 KV cache computes without kvstash) is computed only when a
+//     lossless hit's answer differs from the fp32 one (bf16 rounding can flip a
+//     near-tie), to decide whether the hit is still exact.
+// Codec pass (per codec, fresh namespace: the cache salt includes the run id and the
+// codec, so a RocksDB left from an earlier run never serves this run):
+//   LOOKUP the prefix chain.
+//   miss: TTFT = lookup + the full prefill of the prompt + the first token, measured in
+//     this pass (so a codec's miss and hit TTFTs are taken under the same conditions);
+//     then the chunks are encoded client-side (PrefixCodec) and PUT in chain order (not
+//     part of TTFT).
+//   hit:  GET the matched chunks (pipelined), Restore (spec: predictor over the matched
+//     tokens, then decode; dckv/raw: decode), prefill the unmatched suffix; TTFT ends with
+//     the first token. Checks: raw/spec: restored bf16 chunks byte-identical to the
+//     exact cache's and the greedy answer identical to the fp32 reference or, failing
+//     that, to the bf16 one (hits_verified, else hits_mismatched); `same_tokens_as_fp32`
+//     counts answers equal to the fp32 reference. dckv: decode checks pass (content
+//     checksum of the decoded chunk, verified by the decoder) = verified; the fp32
+//     reference answer is teacher-forced and top-1 agreement and KL(p_fp32 || p_dckv)
+//     are measured per generated position. A failed Restore is a mismatch, never silently used.
+//   Time of a hit: lookup, network (GET round trips minus the server's own GET time),
+//   store (the server's GET handling time from its /v1/stats), predictor (spec),
+//   decode (+ assembling the fp32 cache), suffix prefill (+ first token).
+//
+// Thread-safety: not reentrant.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "demo/demo_workload.h"
+#include "kvstash/client.h"
+#include "kvstash/prefix_codec.h"
+#include "model/forward/model.h"
+
+namespace kvstash::demo {
+
+// Timing helpers shared by the demo passes (SmolLM2 and hybrid).
+using Clock = std::chrono::steady_clock;
+// Milliseconds from a to b.
+double Ms(Clock::time_point a, Clock::time_point b);
+// Median of v; 0 when empty, the mean of the two middle values for an even size.
+double Median(std::vector<double> v);
+
+struct DemoRunOptions {
+  uint32_t gen_tokens = 8;  // tokens generated per request. Default: 8.
+  bool verbose = true;      // one progress line per request on stderr
+};
+
+// Reference results shared by the codec passes, filled as they are needed (see the top).
+struct DemoReference {
+  struct Doc {
+    bool ready = false;       // `exact` computed
+    model::KvCache exact;     // exact fp32 cache of the prefix
+  };
+  struct Request {
+    std::vector<uint32_t> fp32_tokens;  // empty until a hit needs it
+    std::vector<float> fp32_logprobs;   // [gen_tokens, vocab]
+    std::vector<uint32_t> bf16_tokens;  // empty until a codec pass needs it
+  };
+  std::vector<Doc> docs;
+  std::vector<Request> requests;
+  double wall_s = 0;  // seconds spent computing reference results (outside every TTFT)
+};
+
+// Time of one hit, milliseconds: the median of each part over the hits.
+struct DemoHitBreakdown {
+  double lookup = 0, network = 0, store = 0, predictor = 0, decode = 0, suffix_prefill = 0;
+};
+
+struct DemoCodecRow {
+  std::string codec;
+  uint32_t requests = 0, hits = 0, misses = 0;
+  uint64_t prompt_tokens = 0, matched_tokens = 0;
+  uint64_t raw_bytes = 0, stored_bytes = 0;  // chunks PUT: bf16 bytes vs payload bytes
+  double ttft_miss_ms = 0, ttft_hit_ms = 0;  // medians
+  double encode_ms = 0, put_ms = 0;          // per miss (mean), after the first token
+  DemoHitBreakdown hit;                      // medians over hits
+  uint32_t hits_verified = 0, hits_mismatched = 0;
+  uint32_t same_tokens_as_fp32 = 0;          // raw/spec hits whose answer equals fp32's
+  uint32_t scored_positions = 0;             // dckv
+  double top1_agreement = -1, kl_mean = -1;  // dckv; -1 = not measured
+  double wall_s = 0;
+  double token_hit_rate() const { return prompt_tokens ? double(matched_tokens) / prompt_tokens : 0; }
+  double ratio() const { return stored_bytes ? double(raw_bytes) / stored_bytes : 0; }
+};
+
+// Fills *reference (sized to the workload on first use) as it needs reference results.
+Result<DemoCodecRow> RunDemoCodec(const model::Model& model, const DemoWorkload& workload,
+                                  DemoReference* reference, const PrefixCodec& codec,
+                                  Client* client, const DemoRunOptions& options);
+
+}  // namespace kvstash::demo

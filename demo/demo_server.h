@@ -1,0 +1,78 @@
+// A kvstash-server child process for `kvstash demo --start-server BIN`: spawned with
+// the given data folder, ports and one tenant, waited for through its --ready-file
+// (so port 0 works), stopped with SIGTERM (the server drains and exits) unless the
+// user keeps it running. StartServerAndConnect() is the start-up both demo model kinds
+// share (optional server, client, ping).
+//
+// Errors: Unavailable when the binary cannot be spawned, exits during start-up or is
+// not ready within `ready_timeout`.
+// Thread-safety: not thread-safe.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kvstash/client.h"
+#include "common/result.h"
+
+namespace kvstash::demo {
+
+struct DemoServerOptions {
+  std::string binary;                  // path of kvstash-server
+  std::string data_dir = "data";       // RocksDB folder (store.path). Default: data
+  uint16_t port = 7470;                // 0: any free port. Default: 7470.
+  uint16_t http_port = 7471;           // 0: any free port. Default: 7471.
+  std::string tenant, credential;      // the one tenant of the demo
+  std::string log_file;                // server stdout/stderr; "" = inherit
+  std::chrono::seconds ready_timeout{60};
+};
+
+class DemoServer {
+ public:
+  DemoServer() = default;
+  ~DemoServer();  // stops the server unless Detach() was called
+  DemoServer(const DemoServer&) = delete;
+  DemoServer& operator=(const DemoServer&) = delete;
+
+  Status Start(const DemoServerOptions& options);
+  // SIGTERM and wait; returns the exit code (128 + signal when killed), -1 if not running.
+  int Stop();
+  // Leaves the server running after this object is destroyed.
+  void Detach() { pid_ = -1; }
+
+  pid_t pid() const { return pid_; }
+  uint16_t port() const { return port_; }
+  uint16_t http_port() const { return http_port_; }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0, http_port_ = 0;
+};
+
+// Server-side GET handling time so far (microseconds: mean x count of GET in the first
+// server's /v1/stats); -1 if the stats cannot be had.
+double ServerGetUs(Client* client);
+
+// The end of a demo with `start_server` non-empty: stops `server`, or with `keep`
+// leaves it running and prints its pid (and its dashboard URL when `show_dashboard`).
+void FinishServer(const std::string& start_server, bool keep, bool show_dashboard, DemoServer* server);
+
+// 2 x `bytes` lowercase hex digits from std::random_device (demo credentials, run ids).
+std::string RandomHex(size_t bytes);
+
+// The server side of `kvstash demo` for every model kind. With `start_server` (a
+// kvstash-server path) non-empty: starts it in `server` with `data_dir` (log in
+// data_dir/kvstash-server.log), `port`, `http_port` and the tenant of `*client` (a random
+// credential when it has none), points `*client` at it and prints its pid, ports and
+// dashboard URL. Then connects `*client` and pings the first server.
+// Errors: the start, connect or ping Status, with "starting kvstash-server", "client" or
+// "ping HOST:PORT" as context.
+Result<std::unique_ptr<Client>> StartServerAndConnect(const std::string& start_server, const std::string& data_dir,
+                                                      uint16_t port, uint16_t http_port, ClientOptions* client,
+                                                      DemoServer* server);
+
+}  // namespace kvstash::demo

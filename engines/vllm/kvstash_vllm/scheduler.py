@@ -1,0 +1,179 @@
+"""Scheduler side of KvstashConnector: what to load and what to save, per request.
+
+Per request (first get_num_new_matched_tokens call):
+  tokens   = the prompt's token ids; C = chunk_tokens (a whole number of vLLM blocks)
+  chain    = keys of its n_full = len(tokens) // C full chunks (partial tails not kept)
+  matched  = ONE kvstash LOOKUP of the chain (chunks stored from the start); a failed
+             lookup counts as 0 (and in lookup_failures): vLLM computes everything.
+  loadable = min(matched, (len(tokens) - 1) // C) chunks: never the last prompt token,
+             whose logits vLLM needs; answered in whole chunks.
+  save     = chunks [matched, n_full), emitted once the prefill has computed them, unless
+             this process saved the same keys within the last SAVE_DEDUP_S seconds.
+Loads are synchronous (KV arrives in start_load_kv before this step's forward; vLLM
+marks the step has_sync_kv_loads), so request_finished never has to delay freeing:
+a save's worker copies its blocks out in wait_for_save of the step that computed them.
+Thread-safety: called on vLLM's scheduler thread only.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from .metadata import KvstashConnectorMetadata, LoadOp, SaveOp
+from .namespace import NamespaceKey, UncacheableRequest, namespace_key, request_extra_keys
+from .stats import Counters
+
+log = logging.getLogger("kvstash_vllm")
+
+SAVE_DEDUP_S = 30.0      # a chunk saved this recently by this process is not saved again
+_DEDUP_MAX = 1 << 16
+
+
+@dataclass
+class _ReqState:
+    tokens: list[int]
+    ns: NamespaceKey | None            # None: not cacheable
+    extra_keys: list[list[str]] | None
+    stored_keys: list[bytes]
+    matched: int                        # chunks found by the lookup
+    local_computed: int = 0             # vLLM's own (block-aligned) prefix hit
+    save: tuple[int, int] | None = None  # chunks [first, n) still to save
+
+
+class SchedulerSide:
+    """Bookkeeping between vLLM's scheduler hooks. See the module docstring."""
+
+    def __init__(self, cfg, codecs, client, block_size: int, chunk_tokens: int,
+                 counters: Counters, load: bool, save: bool):
+        self.cfg, self.codecs, self.client = cfg, codecs, client
+        self.B, self.C = block_size, chunk_tokens
+        self.counters = counters
+        self.load_enabled, self.save_enabled = load, save
+        self._reqs: dict[str, _ReqState] = {}
+        self._need_load: dict[str, tuple[int, int]] = {}
+        self._recent: OrderedDict[bytes, float] = OrderedDict()
+        self.kv_cache_manager = None
+
+    # ------------------------------------------------------------------ state
+    def _state(self, request: Any) -> _ReqState:
+        rid = request.request_id
+        st = self._reqs.get(rid)
+        if st is not None:
+            return st
+        tokens = list(request.prompt_token_ids or [])
+        n_full = len(tokens) // self.C
+        st = _ReqState(tokens=tokens, ns=None, extra_keys=None, stored_keys=[], matched=0)
+        self._reqs[rid] = st
+        if n_full == 0:
+            return st
+        try:
+            st.ns = namespace_key(request)
+            st.extra_keys = request_extra_keys(request, n_full, self.C, self.cfg.cache_multimodal)
+        except (UncacheableRequest, OSError) as e:
+            st.ns = None
+            self.counters.add(uncacheable_requests=1)
+            log.debug("kvstash: request %s not cached: %s", rid, e)
+            return st
+        try:
+            codec = self.codecs.get(st.ns)
+            keys = [k for k in codec.chain_keys(tokens[: n_full * self.C], extra_keys=st.extra_keys)
+                    if not k.partial][:n_full]
+        except Exception as e:  # a codec that cannot be built: nothing cached
+            st.ns = None
+            self.counters.add(codec_errors=1)
+            log.warning("kvstash: no codec for request %s: %s", rid, e)
+            return st
+        st.stored_keys = [bytes(k.stored) for k in keys]
+        if self.load_enabled:
+            t0 = time.perf_counter()
+            try:
+                st.matched = int(self.client.lookup(keys, deadline_ms=self.cfg.lookup_deadline_ms).matched_chunks)
+                self.counters.add(lookups=1)
+            except Exception as e:
+                st.matched = 0
+                self.counters.add(lookups=1, lookup_failures=1)
+                log.warning("kvstash: lookup failed for request %s (%s): computing it", rid, e)
+            self.counters.add(lookup_ms=(time.perf_counter() - t0) * 1e3)
+        if self.save_enabled and n_full > st.matched:
+            st.save = (st.matched, n_full)
+        return st
+
+    # ------------------------------------------------------------------ hooks
+    def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int, bool]:
+        st = self._state(request)
+        st.local_computed = num_computed_tokens
+        if st.ns is None or not self.load_enabled:
+            return 0, False
+        loadable = min(st.matched, (len(st.tokens) - 1) // self.C)
+        ext = loadable * self.C - num_computed_tokens
+        return (ext, False) if ext > 0 else (0, False)
+
+    def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
+        if num_external_tokens <= 0:
+            return
+        st = self._reqs[request.request_id]
+        lo, hi = st.local_computed, st.local_computed + num_external_tokens
+        if hi % self.C or lo % self.B:
+            raise RuntimeError(f"kvstash: load range [{lo}, {hi}) is not chunk/block aligned")
+        self._need_load[request.request_id] = (lo, hi)
+        self.counters.add(matched_tokens=num_external_tokens)
+
+    def _block_ids(self, req_id: str) -> list[int]:
+        return list(self.kv_cache_manager.get_block_ids(req_id)[0])
+
+    def _dedup_first(self, st: _ReqState, first: int, n: int) -> int:
+        now = time.monotonic()
+        while self._recent and next(iter(self._recent.values())) < now - SAVE_DEDUP_S:
+            self._recent.popitem(last=False)
+        while first < n and st.stored_keys[first] in self._recent:
+            first += 1
+        for k in st.stored_keys[first:n]:
+            self._recent[k] = now
+            self._recent.move_to_end(k)
+        while len(self._recent) > _DEDUP_MAX:
+            self._recent.popitem(last=False)
+        return first
+
+    def build_connector_meta(self, so: Any) -> KvstashConnectorMetadata:
+        meta = KvstashConnectorMetadata()
+        for rid, (lo, hi) in self._need_load.items():
+            st = self._reqs[rid]
+            blocks = self._block_ids(rid)[: hi // self.B]
+            meta.loads.append(LoadOp(
+                req_id=rid, tokens=st.tokens[:hi], ns=st.ns,
+                extra_keys=st.extra_keys[: hi // self.C] if st.extra_keys else None,
+                n_chunks=hi // self.C, block_ids=blocks, first_block=lo // self.B))
+        self._need_load.clear()
+
+        done_after: dict[str, int] = {}
+        for nr in so.scheduled_new_reqs:
+            done_after[nr.req_id] = nr.num_computed_tokens + so.num_scheduled_tokens.get(nr.req_id, 0)
+        cr = so.scheduled_cached_reqs
+        for i, rid in enumerate(cr.req_ids):
+            done_after[rid] = cr.num_computed_tokens[i] + so.num_scheduled_tokens.get(rid, 0)
+        for rid, done in done_after.items():
+            st = self._reqs.get(rid)
+            if st is None or st.save is None or st.ns is None:
+                continue
+            first, n = st.save
+            if done < n * self.C:
+                continue
+            st.save = None
+            first = self._dedup_first(st, first, n)
+            if first >= n:
+                continue
+            bpc = self.C // self.B
+            blocks = self._block_ids(rid)[first * bpc: n * bpc]
+            meta.saves.append(SaveOp(
+                req_id=rid, tokens=st.tokens[: n * self.C], ns=st.ns,
+                extra_keys=st.extra_keys[:n] if st.extra_keys else None,
+                first_chunk=first, n_chunks=n, block_ids=blocks))
+        return meta
+
+    def request_finished(self, request: Any, block_ids: list[int]) -> tuple[bool, dict | None]:
+        self._reqs.pop(request.request_id, None)
+        self._need_load.pop(request.request_id, None)
+        return False, None

@@ -1,0 +1,229 @@
+"""Worker side of KvstashConnector: loads into and saves out of vLLM's paged KV blocks.
+
+Load (start_load_kv, before the step's forward; the engine waits for it):
+  GET chunks [0, n) of the chain in parallel (each with get_deadline_ms), restore them
+  with the codec (which verifies every payload: a payload of another namespace, codec,
+  artifact or model is MismatchError, a damaged one CorruptionError), and scatter
+  tokens from first_block on into the request's blocks, all layers. ANY failure
+  (connection, deadline, NotFound, checksum, mismatch, shape, an exception in our code)
+  puts every block of the load into the set returned by get_block_ids_with_load_errors,
+  so vLLM (kv_load_failure_policy="recompute") discards the step's output for the
+  request and recomputes those blocks: KV that was not verified is never decoded from.
+Save (wait_for_save, after the forward wrote the step's KV): copy the chunks' blocks
+  of every layer into one canonical tensor (a memcpy-speed gather in the engine thread,
+  so the blocks may be freed as soon as the step ends), then encode and PUT them on the
+  background save thread. A full queue drops the save (saves_dropped) rather than
+  stalling the engine; a failed PUT is counted (save_failures) and otherwise harmless.
+Thread-safety: hooks run on vLLM's worker thread; the save thread only touches its own
+job, the client (thread-safe) and the counters (locked).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import torch
+
+from .layout import LayoutError, TileOrder, cpu_attention_isa
+from .metadata import KvstashConnectorMetadata, LoadOp, SaveOp
+from .stats import Counters, failure_reason
+
+log = logging.getLogger("kvstash_vllm")
+
+_LAYER_RE = re.compile(r"(\d+)")
+
+
+def _layer_index(name: str) -> int:
+    nums = _LAYER_RE.findall(name)
+    if not nums:
+        raise LayoutError(f"cannot order KV cache layer {name!r}: no layer number in its name")
+    return int(nums[0])
+
+
+def _as_numpy_u16(t: torch.Tensor) -> np.ndarray:
+    return t.contiguous().view(torch.int16).numpy().view(np.uint16)
+
+
+class WorkerSide:
+    """The paged-cache side. register_kv_caches must run before any load or save."""
+
+    def __init__(self, cfg, make_codecs, client, block_size: int, chunk_tokens: int,
+                 model_dtype: torch.dtype, kv_cache_dtype: str, counters: Counters):
+        self.cfg, self.client = cfg, client
+        self._make_codecs = make_codecs       # (n_layers, n_kv_heads, head_dim) -> CodecCache
+        self.codecs = None
+        self.B, self.C = block_size, chunk_tokens
+        self.model_dtype, self.kv_cache_dtype = model_dtype, kv_cache_dtype
+        self.counters = counters
+        self.layers: list[torch.Tensor] = []
+        self.layer_names: list[str] = []
+        self.order: TileOrder | None = None
+        self.H = self.D = 0
+        self._failed_blocks: set[int] = set()
+        self._pool = ThreadPoolExecutor(max_workers=cfg.get_parallelism, thread_name_prefix="kvstash-get")
+        self._saves: queue.Queue = queue.Queue(maxsize=cfg.max_pending_saves)
+        self._stop = False
+        self._saver = threading.Thread(target=self._save_loop, name="kvstash-save", daemon=True)
+        self._saver.start()
+
+    # ------------------------------------------------------------------ layout
+    def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
+        if not kv_caches:
+            raise LayoutError("no KV cache tensors to register")
+        names = sorted(kv_caches, key=_layer_index)
+        first = kv_caches[names[0]]
+        if first.dim() != 4:
+            raise LayoutError(f"KV cache of {names[0]} is {tuple(first.shape)}: expected the CPU "
+                              "backend's [blocks, kv_heads, block_size, 2 * head_dim]")
+        _, H, B, D2 = first.shape
+        if B != self.B or D2 % 2:
+            raise LayoutError(f"KV cache block size {B} != scheduler block size {self.B}")
+        self.H, self.D = int(H), int(D2 // 2)
+        if first.dtype != self.model_dtype:
+            raise LayoutError(f"KV cache dtype {first.dtype} != model dtype {self.model_dtype}")
+        isa = cpu_attention_isa(self.model_dtype, self.B, self.D, self.kv_cache_dtype)
+        self.order = TileOrder.probe(self.B, self.D, self.H, first.dtype, isa)
+        for n in names:
+            self.order.check_cache(kv_caches[n], self.H)
+        self.layers = [kv_caches[n] for n in names]
+        self.layer_names = names
+        self.codecs = self._make_codecs(len(names), self.H, self.D)
+        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, CPU isa %s",
+                 len(names), self.H, self.D, self.B, self.C, isa)
+
+    # ------------------------------------------------------------------ load
+    def start_load_kv(self, meta: KvstashConnectorMetadata) -> None:
+        for op in meta.loads:
+            self._load(op)
+
+    def _keys(self, codec, tokens, extra_keys, n_chunks):
+        keys = [k for k in codec.chain_keys(tokens, extra_keys=extra_keys) if not k.partial]
+        if len(keys) < n_chunks:
+            raise RuntimeError(f"chain has {len(keys)} full chunks, {n_chunks} expected")
+        return keys[:n_chunks]
+
+    def _load(self, op: LoadOp) -> None:
+        t0 = time.perf_counter()
+        try:
+            codec = self.codecs.get(op.ns)
+            keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
+            route = keys[0].stored
+            dl = self.cfg.get_deadline_ms
+            payloads = list(self._pool.map(lambda k: self.client.get(route, k.stored, deadline_ms=dl), keys))
+            arrays = codec.restore_chunks(op.tokens, keys, payloads)
+            if len(arrays) != op.n_chunks:
+                raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
+            self._scatter(op, arrays)
+        except Exception as e:
+            reason = failure_reason(e)
+            bad = op.block_ids[op.first_block:]
+            self._failed_blocks.update(bad)
+            self.counters.add(load_failures=1, load_failed_blocks=len(bad), **{f"load_fail_{reason}": 1})
+            log.warning("kvstash: load of %d chunks for request %s failed (%s: %s); vLLM recomputes "
+                        "%d blocks", op.n_chunks, op.req_id, type(e).__name__, e, len(bad))
+            return
+        finally:
+            self.counters.add(load_ms=(time.perf_counter() - t0) * 1e3)
+        loaded = (len(op.block_ids) - op.first_block) * self.B
+        self.counters.add(loads=1, loaded_tokens=loaded, load_bytes=sum(len(p) for p in payloads))
+
+    def _scatter(self, op: LoadOp, arrays: list) -> None:
+        L, H, D, C, B = len(self.layers), self.H, self.D, self.C, self.B
+        bpc = C // B
+        dtype = self.layers[0].dtype
+        for j, arr in enumerate(arrays):
+            a = np.ascontiguousarray(arr)
+            if a.shape != (L, 2, C, H, D):
+                raise LayoutError(f"restored chunk {j} is {a.shape}, expected {(L, 2, C, H, D)}")
+            lo_blk = max(op.first_block, j * bpc)
+            hi_blk = (j + 1) * bpc
+            if lo_blk >= hi_blk:
+                continue
+            t = torch.from_numpy(a.view(np.int16)).view(dtype)
+            sub = t[:, :, (lo_blk - j * bpc) * B:]
+            ids = torch.tensor(op.block_ids[lo_blk:hi_blk], dtype=torch.int64)
+            for layer, kv in enumerate(self.layers):
+                self.order.scatter(sub[layer], kv, ids)
+
+    def take_failed_blocks(self) -> set[int]:
+        out, self._failed_blocks = self._failed_blocks, set()
+        return out
+
+    # ------------------------------------------------------------------ save
+    def wait_for_save(self, meta: KvstashConnectorMetadata) -> None:
+        for op in meta.saves:
+            try:
+                buf = self._gather(op.block_ids)
+            except Exception as e:
+                self.counters.add(save_failures=1)
+                log.warning("kvstash: gather for request %s failed: %s", op.req_id, e)
+                continue
+            try:
+                self._saves.put_nowait((op, buf))
+            except queue.Full:
+                self.counters.add(saves_dropped=1)
+
+    def _gather(self, block_ids: list[int]) -> torch.Tensor:
+        ids = torch.tensor(block_ids, dtype=torch.int64)
+        T = len(block_ids) * self.B
+        buf = torch.empty(len(self.layers), 2, T, self.H, self.D, dtype=self.layers[0].dtype)
+        for layer, kv in enumerate(self.layers):
+            self.order.gather(kv, ids, buf[layer])
+        return buf
+
+    def _save_loop(self) -> None:
+        while True:
+            item = self._saves.get()
+            try:
+                if item is None:
+                    return
+                self._save(*item)
+            finally:
+                self._saves.task_done()
+
+    def _save(self, op: SaveOp, buf: torch.Tensor) -> None:
+        t0 = time.perf_counter()
+        try:
+            codec = self.codecs.get(op.ns)
+            keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
+            C = self.C
+            chunks = [_as_numpy_u16(buf[:, :, j * C:(j + 1) * C])
+                      for j in range(op.n_chunks - op.first_chunk)]
+            puts = codec.encode_chunks(op.tokens, keys, chunks, op.first_chunk)
+            self.client.put_chunks(puts, deadline_ms=self.cfg.put_deadline_ms)
+            self.counters.add(saves=1, saved_chunks=len(puts),
+                              save_raw_bytes=int(buf.numel() * buf.element_size()),
+                              save_bytes=sum(p.payload_size for p in puts))
+        except Exception as e:
+            self.counters.add(save_failures=1)
+            log.warning("kvstash: save of chunks [%d, %d) for request %s failed: %s: %s",
+                        op.first_chunk, op.n_chunks, op.req_id, type(e).__name__, e)
+        finally:
+            self.counters.add(save_ms=(time.perf_counter() - t0) * 1e3)
+
+    def flush(self, timeout_s: float | None = None) -> bool:
+        """Waits until every queued save has finished; False on timeout."""
+        if timeout_s is None:
+            self._saves.join()
+            return True
+        deadline = time.monotonic() + timeout_s
+        while self._saves.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def shutdown(self, timeout_s: float = 30.0) -> None:
+        self.flush(timeout_s)
+        if self._saver.is_alive():
+            try:
+                self._saves.put(None, timeout=1.0)
+            except queue.Full:
+                pass
+        self._pool.shutdown(wait=False, cancel_futures=True)

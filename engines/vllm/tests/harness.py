@@ -1,0 +1,250 @@
+"""Test/benchmark harness for kvstash_vllm: a real kvstash-server, the demo's
+shared-prefix prompts, and vLLM engines in separate processes (runner.py).
+
+- find_server(): $KVSTASH_SERVER, else build/kvstash-server of this checkout, else the
+  lead's /work/main/build/kvstash-server.
+- Server: starts kvstash-server on free loopback ports (--ready-file), stop()/kill().
+- demo_prompts(): the prompts of `kvstash demo` (client/cli/demo_workload.cc): SmolLM2's
+  chat template around one of 3 system prompts, "Document:\\n" and a passage of exactly
+  doc_tokens tokens from the start of each evaluation-split file, then a question.
+  Token ids come from the converted model's tokenizer (tools/gguf_to_hf.py; it equals
+  our BPE tokenizer on the golden texts), concatenated part by part like the demo.
+- Engine: one vLLM process (runner.py) driven over stdin/stdout with JSON lines.
+Thread-safety: none needed (used from one test thread).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+MODEL = os.path.join(ROOT, "models", "smollm2-135m-hf")
+GGUF = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+MARK = "@@kvstash@@"
+
+SYSTEM_PROMPTS = [
+    "You are a helpful assistant. Answer the question using only the document.",
+    "You are a careful legal and technical reviewer. Quote the document when you can and say "
+    "when it does not answer the question.",
+    "You are a concise assistant for software engineers. Reply in at most two sentences.",
+]
+QUESTIONS = [
+    "What is this document about?",
+    "Summarize the first paragraph in one sentence.",
+    "Which obligations or rules does the text state?",
+    "Who is the author or copyright holder named in the text?",
+    "Give one concrete example taken from the document.",
+    "What would a new user need to know first?",
+    "Is anything in the text about warranties or errors?",
+    "List two important terms used in the document.",
+]
+_LIC, _PY = "/usr/share/common-licenses/", "/usr/lib/python3.11/"
+EVAL_FILES = [_LIC + "Apache-2.0", _PY + "typing.py", _LIC + "MPL-2.0", _PY + "inspect.py",
+              _LIC + "GPL-2", _LIC + "Artistic", _PY + "subprocess.py", _LIC + "CC0-1.0",
+              _LIC + "GFDL-1.2", _PY + "pathlib.py", _LIC + "MPL-1.1", _LIC + "LGPL-2", _LIC + "GPL-1"]
+
+
+def find_server() -> str:
+    for p in (os.environ.get("KVSTASH_SERVER", ""), os.path.join(ROOT, "build", "kvstash-server"),
+              "/work/main/build/kvstash-server"):
+        if p and os.access(p, os.X_OK):
+            return p
+    raise FileNotFoundError("no kvstash-server: build it (scripts/build.sh kvstash-server) "
+                            "or set KVSTASH_SERVER")
+
+
+class Server:
+    """A kvstash-server on free loopback ports. data_dir None: memory only."""
+
+    def __init__(self, data_dir: str | None = None, tenants=("vllm=secret",), port: int = 0,
+                 memory_budget: str | None = None, log_path: str | None = None):
+        self.data_dir, self.tenants, self.want_port = data_dir, list(tenants), port
+        self.memory_budget = memory_budget
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.port = self.http_port = 0
+
+    def start(self) -> "Server":
+        tmp = tempfile.mkdtemp(prefix="kvstash-ready-")
+        ready = os.path.join(tmp, "ready.json")
+        cmd = [find_server(), "--port", str(self.want_port), "--http-port", "0", "--ready-file", ready,
+               "--log-level", "warn"]
+        if self.data_dir:
+            cmd += ["--data-dir", self.data_dir]
+        if self.memory_budget is not None:
+            cmd += ["--memory-budget", self.memory_budget]
+        for t in self.tenants:
+            cmd += ["--tenant", t]
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=out)
+        deadline = time.time() + 30
+        while not os.path.exists(ready):
+            if self.proc.poll() is not None or time.time() > deadline:
+                raise RuntimeError(f"kvstash-server did not start: {cmd}")
+            time.sleep(0.05)
+        time.sleep(0.05)
+        info = json.load(open(ready))
+        shutil.rmtree(tmp, ignore_errors=True)
+        self.port, self.http_port = int(info["port"]), int(info["http_port"])
+        self.want_port = self.port          # a restart comes back on the same port
+        return self
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+        self.proc = None
+
+    def stop(self) -> None:
+        """SIGTERM and wait (a clean shutdown flushes the store)."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.proc = None
+
+
+def demo_prompts(n_docs: int, doc_tokens: int, questions_per_doc: int, model_dir: str = MODEL):
+    """[(doc index, prompt token ids)] in document order (no shuffle: tests decide order)."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    enc = lambda s: tok.encode(s, add_special_tokens=False)  # noqa: E731
+    passages = []
+    for path in EVAL_FILES:
+        if len(passages) == n_docs:
+            break
+        if not os.path.exists(path):
+            continue
+        ids = enc(open(path, encoding="utf-8", errors="strict").read())
+        if len(ids) >= doc_tokens:
+            passages.append(ids[:doc_tokens])
+    if len(passages) < n_docs:
+        raise RuntimeError(f"only {len(passages)} evaluation files with {doc_tokens} tokens")
+    out = []
+    for d, passage in enumerate(passages):
+        prefix = enc("<|im_start|>system\n" + SYSTEM_PROMPTS[d % 3] +
+                     "<|im_end|>\n<|im_start|>user\nDocument:\n") + passage
+        for q in range(questions_per_doc):
+            question = QUESTIONS[(d + q) % len(QUESTIONS)]
+            out.append((d, prefix + enc("\n\nQuestion: " + question + "<|im_end|>\n<|im_start|>assistant\n")))
+    return out
+
+
+def connector_config(server_addrs, codec="raw", tenant="vllm", credential="secret",
+                     chunk_tokens=64, **extra) -> dict:
+    cfg = {"servers": list(server_addrs), "tenant": tenant, "credential": credential,
+           "codec": codec, "chunk_tokens": chunk_tokens}
+    cfg.update(extra)
+    return {"kv_connector": "KvstashConnector", "kv_connector_module_path": "kvstash_vllm",
+            "kv_role": "kv_both", "kv_load_failure_policy": "recompute",
+            "kv_connector_extra_config": cfg}
+
+
+class Engine:
+    """A vLLM engine in its own process (runner.py); one JSON request/reply per call."""
+
+    def __init__(self, kv_transfer_config: dict | None, block_size: int = 32,
+                 enable_prefix_caching: bool = False, log_path: str | None = None,
+                 max_model_len: int = 2048, timeout_s: float = 600):
+        env = dict(os.environ)
+        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        env.setdefault("OMP_NUM_THREADS", "1")
+        env["PYTHONPATH"] = os.path.join(ROOT, "engines", "vllm") + os.pathsep + env.get("PYTHONPATH", "")
+        spec = {"model": MODEL, "kv_transfer_config": kv_transfer_config, "block_size": block_size,
+                "enable_prefix_caching": enable_prefix_caching, "max_model_len": max_model_len}
+        self.log = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        self.timeout_s = timeout_s
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "runner.py"), json.dumps(spec)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     env=env, text=True, bufsize=1)
+        self.ready = self._reply()
+
+    def _reply(self) -> dict:
+        deadline = time.time() + self.timeout_s
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"vLLM runner exited (rc {self.proc.poll()})")
+            if line.startswith(MARK):
+                msg = json.loads(line[len(MARK):])
+                if "error" in msg:
+                    raise RuntimeError("runner: " + msg["error"])
+                return msg
+            if time.time() > deadline:
+                raise TimeoutError("vLLM runner did not answer in time")
+
+    def call(self, **cmd) -> dict:
+        self.proc.stdin.write(json.dumps(cmd) + "\n")
+        self.proc.stdin.flush()
+        return self._reply()
+
+    def generate(self, prompts, max_tokens=8, salts=None, serial=True, flush_each=False) -> dict:
+        """Greedy outputs; serial (default): one prompt at a time (see runner.py)."""
+        return self.call(cmd="generate", prompts=[list(p) for p in prompts], max_tokens=max_tokens,
+                         salts=salts, serial=serial, flush_each=flush_each)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.call(cmd="quit")
+            except Exception:
+                pass
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+CALIBRATION_FILES = ["/usr/share/common-licenses/GPL-3", "/usr/lib/python3.11/argparse.py"]
+
+
+def spec_artifact(chunk_tokens: int, doc_tokens: int = 1024) -> str:
+    """Path of a spec artifact for chunk_tokens, calibrated once with our reference runtime
+    (kvstash.ReferenceModel.calibrate_spec) on the first doc_tokens tokens of two files of
+    the CALIBRATION split (disjoint from the demo's evaluation files); cached in .cache/."""
+    import kvstash
+    cache = os.path.join(ROOT, ".cache", "kvstash-vllm")
+    os.makedirs(cache, exist_ok=True)
+    path = os.path.join(cache, f"spec-c{chunk_tokens}-d{doc_tokens}.kvsa")
+    if not os.path.exists(path):
+        ref = kvstash.ReferenceModel.load(GGUF, threads=2)
+        docs = [ref.tokenize(open(f, encoding="utf-8").read())[:doc_tokens] for f in CALIBRATION_FILES]
+        ref.calibrate_spec(docs, path + ".part", chunk_tokens=chunk_tokens, dtype="bf16")
+        os.replace(path + ".part", path)
+    return path
+
+
+def dckv_artifact(rate: float = 8.0, cal_tokens: int = 2048) -> str:
+    """Path of a dckv artifact for SmolLM2 at `rate`x, made once by `kvstash calibrate dckv`
+    (build/kvstash, or $KVSTASH_TOOL) on the calibration split; cached in .cache/."""
+    out = os.path.join(ROOT, ".cache", "kvstash-vllm", f"dckv-r{rate:g}-c{cal_tokens}")
+    found = sorted(f for f in os.listdir(out) if f.endswith(".kvda")) if os.path.isdir(out) else []
+    if not found:
+        tool = os.environ.get("KVSTASH_TOOL") or os.path.join(ROOT, "build", "kvstash")
+        if not os.access(tool, os.X_OK):
+            raise FileNotFoundError("no kvstash tool to calibrate dckv (scripts/build.sh kvstash)")
+        os.makedirs(out, exist_ok=True)
+        subprocess.run([tool, "calibrate", "dckv", "--model", GGUF, "--rate", f"{rate:g}",
+                        "--cal-tokens", str(cal_tokens), "--out", out], check=True,
+                       stdout=subprocess.DEVNULL)
+        found = sorted(f for f in os.listdir(out) if f.endswith(".kvda"))
+    if not found:
+        raise FileNotFoundError(f"kvstash calibrate dckv wrote no .kvda into {out}")
+    return os.path.join(out, found[0])

@@ -1,0 +1,115 @@
+"""One vLLM engine in this process, driven by JSON lines on stdin (harness.Engine).
+
+argv[1]: {"model", "kv_transfer_config" (dict or null), "block_size",
+          "enable_prefix_caching", "max_model_len"}
+Commands (one JSON object per line) and replies (a line "@@kvstash@@" + JSON):
+  {"cmd": "generate", "prompts": [[ids]], "max_tokens": N, "salts": [str|null]|null,
+   "serial": bool, "flush_each": bool}
+      -> {"tokens": [[ids]], "logprobs": [[logprob of each chosen token]], "cached":
+          [num_cached_tokens], "ttft_s": [vLLM first-token latency], "wall_s",
+          "metrics": {vLLM prefix-cache counters}, "connector": {role: totals}}
+      serial: one llm.generate call per prompt, in order (batch size 1: vLLM's CPU
+      numerics depend on the batch shape, so serial runs are comparable run to run);
+      flush_each: wait for the connector's saves after each prompt.
+  {"cmd": "flush", "timeout_s": T} -> {"flushed": bool}   (queued kvstash saves done)
+  {"cmd": "quit"} -> {"bye": true}
+A failed command replies {"error": text}. Greedy sampling (temperature 0).
+"""
+import json
+import os
+import sys
+import time
+import traceback
+
+MARK = "@@kvstash@@"
+
+
+def reply(obj):
+    sys.stdout.write(MARK + json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def connector_totals():
+    try:
+        from kvstash_vllm.connector import instances
+    except Exception:
+        return {}
+    return {c.role.name.lower(): c.totals() for c in instances()}
+
+
+def flush(timeout_s):
+    try:
+        from kvstash_vllm.connector import instances
+    except Exception:
+        return True
+    return all(c.flush(timeout_s) for c in instances())
+
+
+def vllm_counters(llm):
+    want = ("vllm:external_prefix_cache_hits", "vllm:external_prefix_cache_queries",
+            "vllm:prefix_cache_hits", "vllm:prefix_cache_queries")
+    out = {}
+    for m in llm.get_metrics():
+        if m.name in want and hasattr(m, "value"):
+            out[m.name] = out.get(m.name, 0) + m.value
+    return out
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    from vllm import LLM, SamplingParams
+    from vllm.config import KVTransferConfig
+    ktc = spec.get("kv_transfer_config")
+    kwargs = dict(model=spec["model"], dtype="bfloat16", enforce_eager=True,
+                  max_model_len=spec.get("max_model_len", 2048), block_size=spec.get("block_size", 32),
+                  enable_prefix_caching=spec.get("enable_prefix_caching", False),
+                  disable_log_stats=False, seed=0)
+    if ktc:
+        kwargs["kv_transfer_config"] = KVTransferConfig(**ktc)
+    t0 = time.time()
+    llm = LLM(**kwargs)
+    reply({"ready": True, "startup_s": time.time() - t0})
+    for line in sys.stdin:
+        try:
+            cmd = json.loads(line)
+            if cmd["cmd"] == "quit":
+                reply({"bye": True})
+                break
+            if cmd["cmd"] == "flush":
+                reply({"flushed": flush(cmd.get("timeout_s", 120))})
+                continue
+            if cmd["cmd"] != "generate":
+                raise ValueError(f"unknown command {cmd['cmd']!r}")
+            salts = cmd.get("salts") or [None] * len(cmd["prompts"])
+            prompts = []
+            for ids, salt in zip(cmd["prompts"], salts):
+                p = {"prompt_token_ids": ids}
+                if salt:
+                    p["cache_salt"] = salt
+                prompts.append(p)
+            sp = SamplingParams(temperature=0.0, max_tokens=cmd.get("max_tokens", 8), ignore_eos=True,
+                                logprobs=1)
+            t = time.time()
+            if cmd.get("serial"):
+                outs = []
+                for p in prompts:
+                    outs += llm.generate([p], sp, use_tqdm=False)
+                    if cmd.get("flush_each"):
+                        flush(120)
+            else:
+                outs = llm.generate(prompts, sp, use_tqdm=False)
+            wall = time.time() - t
+            reply({"tokens": [list(o.outputs[0].token_ids) for o in outs],
+                   "logprobs": [[lp[t].logprob for lp, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)]
+                                for o in outs],
+                   "cached": [o.num_cached_tokens for o in outs],
+                   "ttft_s": [o.metrics.first_token_latency if o.metrics else None for o in outs],
+                   "wall_s": wall, "metrics": vllm_counters(llm), "connector": connector_totals()})
+        except Exception as e:
+            reply({"error": f"{type(e).__name__}: {e}\n{traceback.format_exc()}"})
+    flush(60)
+    os._exit(0)   # skip vLLM's slow interpreter teardown; saves were flushed above
+
+
+if __name__ == "__main__":
+    main()

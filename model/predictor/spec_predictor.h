@@ -1,0 +1,151 @@
+// SpecPredictor: the deterministic quantised copy of a model that the spec codec runs
+// on both sides (encoder and decoder) to predict the KV cache (DESIGN.md §3,
+// docs/methods.md §1).
+//
+// READ ME FIRST
+// - Output bits are a pure function of (weights, options, tokens): identical on every
+//   CPU, with the scalar or AVX2 GEMM, with any thread count, and whatever the batch
+//   split of the prompt (running tokens [0, a) then [a, n) equals running [0, n)).
+//   The CUDA port must reproduce the same operation order.
+// - How: every projection (q, k, v, o, gate, up, down) is an exact int8 x int8 -> int32
+//   product (codec/spec/int8_gemm.h) of weights quantised once per output channel
+//   (or per group of 128 input channels) and activations quantised per token
+//   (codec/spec/quantize.h); every other step runs in fp32 with a fixed operation
+//   order, no contraction, and codec/spec/det_math.h's exp/rsqrt. Reductions (RMSNorm
+//   sums of squares, attention dot products) use the canonical 8-lane order of
+//   CanonicalDot() below; softmax sums and the attention-weighted V sums run over
+//   positions in increasing order.
+// - Speed (CPU, bits unchanged): with the kAuto / kAvx2 backend each projection runs the
+//   packed, register-blocked GEMM of codec/spec/int8_gemm_packed.h (weights packed once
+//   in Create; one activation quantisation shared by q/k/v and by gate/up), attention
+//   runs in tiles of 8 tokens x the query heads of one kv head
+//   (model/predictor/spec_predictor_avx2.h), and exp/SiLU are vectorised lane for lane. kScalar
+//   keeps the portable reference path (QuantizeRows* + *GemmGroupedNT, AttentionRow);
+//   tests/spec/predictor_golden_test.cc pins the output digests of both.
+// - The embedding rows and norm weights are the model's fp32 values. RoPE tables are
+//   built once on the host as transformers builds them (fp32 inv_freq and angle), with
+//   det_math's sin/cos in double rounded to fp32.
+// - Weights: int8 per output channel or per (output channel, G input channels) group
+//   (G = 128: the block size of published FP8 checkpoints); activations int8 or int16
+//   per token or per (token, G-channel) group. Variant names: "w8a8" (per channel,
+//   int8 activations), "w8a16-g128" (the default), ...
+//
+// Shapes: K (after RoPE, as engines cache it) and V per attention layer are
+// [T, n_kv_heads, head_dim] fp32 row-major.
+// Thread-safety: a SpecPredictor is immutable after Create; Run may be called
+// concurrently with distinct PredictorCache objects.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <utility>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/spec/int8_gemm.h"
+#include "codec/spec/int8_gemm_packed.h"
+#include "codec/spec/quantize.h"
+#include "common/result.h"
+#include "model/forward/model.h"
+
+namespace kvstash::model {
+
+struct SpecPredictorOptions {
+  // Channels per quantisation group of weights and activations along the input
+  // dimension; 0 = one group per row (per output channel / per token). Default: 128.
+  int group = 128;
+  // Bits of the per-token activation quantisation: 8 (W8A8) or 16 (W8A16, int16 x
+  // int8 products; REQUIRES 1 <= group <= 512 so the int32 sums stay exact).
+  // Default: 16 (measured on SmolLM2-135M: worst per-layer relative RMS error of K/V
+  // 4.7% for W8A16-g128 vs 21% for W8A8 per channel; tests/spec/predictor_test.cc).
+  int activation_bits = 16;
+  // Threads for the projections and attention. Results do not depend on it. Default: 1.
+  int threads = 1;
+  spec::GemmBackend backend = spec::GemmBackend::kAuto;
+
+  // "w8a8", "w8a8-g128", "w8a16-g32", ...
+  std::string VariantName() const;
+};
+
+// The predictor's running KV cache (its own prediction, never the exact cache).
+struct PredictorCache {
+  uint32_t tokens = 0;
+  std::vector<std::vector<float>> k;  // per layer [tokens, n_kv_heads, head_dim], after RoPE
+  std::vector<std::vector<float>> v;  // per layer [tokens, n_kv_heads, head_dim]
+};
+
+// Where a Run's time went (seconds of wall-clock time, accumulated over Runs given the
+// same object): the activation quantisation, the int GEMMs with their fp32 group
+// epilogue, causal attention, RMSNorm + RoPE, and the rest (embedding copy, residual
+// adds, SiLU x up, cache appends). For benchmarks (`kvstash bench prefill --predictor
+// --profile`); measuring does not change the output bits.
+struct PredictorProfile {
+  double quantize_s = 0, gemm_s = 0, attention_s = 0, norm_rope_s = 0, other_s = 0;
+  double Total() const { return quantize_s + gemm_s + attention_s + norm_rope_s + other_s; }
+};
+
+class SpecPredictorCuda;
+
+class SpecPredictor {
+ public:
+  // Quantises the model's projections. Errors: InvalidArgument for a model whose
+  // projections are not dense fp32 (DenseLinear) or an invalid group size.
+  static Result<std::unique_ptr<SpecPredictor>> Create(const Model& model,
+                                                       const SpecPredictorOptions& options);
+
+  // Runs `tokens` after the cache's tokens, appending their predicted K/V to `cache`.
+  // Errors: InvalidArgument for an out-of-vocabulary token or more than max positions.
+  Status Run(std::span<const uint32_t> tokens, PredictorCache* cache) const;
+  // As Run, adding each step's wall-clock time to *profile (nullptr: no timing).
+  Status Run(std::span<const uint32_t> tokens, PredictorCache* cache, PredictorProfile* profile) const;
+
+  // XXH3-64 over the quantised weights, scales and options: identifies the predictor
+  // (two sides with the same digest compute the same predictions).
+  uint64_t Digest() const { return digest_; }
+  const ModelConfig& config() const { return config_; }
+  const SpecPredictorOptions& options() const { return options_; }
+
+ private:
+  friend class SpecPredictorCuda;  // model/predictor/spec_predictor_cuda.h reads the weights
+  struct QuantLinear {
+    uint32_t out = 0, in = 0;
+    spec::Int8Rows w;  // [out, in] with scales [out, groups]
+    spec::PackedWeights packed;  // w in the blocked kernel's layout (codec/spec/int8_gemm_packed.h)
+  };
+  struct Layer {
+    std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
+    QuantLinear wq, wk, wv, wo, w_gate, w_up, w_down;
+  };
+
+  SpecPredictor() = default;
+  static Status Quantise(const Linear* linear, int group, QuantLinear* out);
+  // For each (W, y) of `outputs` (projections with the same input size): y [rows, out]
+  // = x [rows, in] * W^T through the quantisation of x (done once, into *work).
+  Status Project(std::initializer_list<std::pair<const QuantLinear*, float*>> outputs, const float* x,
+                 uint32_t rows, spec::PackedActivations* work, PredictorProfile* profile) const;
+  void Attention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
+                 const PredictorCache& cache, float* out) const;
+  void RmsNormRows(float* x, uint32_t rows, uint32_t n, const std::vector<float>& w) const;
+
+  ModelConfig config_;
+  SpecPredictorOptions options_;
+  std::shared_ptr<const std::vector<float>> embed_;
+  std::vector<Layer> layers_;
+  uint64_t digest_ = 0;
+};
+
+// Canonical fp32 dot product: 8 strided partial sums (lane l sums i = l, l+8, ... in
+// increasing i), then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)). Any SIMD or GPU version
+// must keep exactly this order (model/predictor/spec_predictor_ops.h has the one definition,
+// shared with the CUDA kernels; Run's AVX2 attention path reproduces it).
+float CanonicalDot(const float* a, const float* b, uint32_t n);
+
+// The RoPE tables the predictor uses: cos/sin [count, head_dim/2] for positions
+// first..first+count-1, fp32 inv_freq = 1/theta^(2i/d) and fp32 angle as transformers
+// computes them, sin/cos from det_math (double) rounded to fp32.
+void DeterministicRope(uint32_t first, uint32_t count, uint32_t head_dim, float theta,
+                       std::vector<float>* cos, std::vector<float>* sin);
+
+}  // namespace kvstash::model

@@ -1,0 +1,359 @@
+// Bindings of the client-side codec layer (client/include/kvstash/prefix_codec.h):
+// PrefixCodecOptions and PrefixCodec (raw, spec, dckv) in their engine form
+// (EncodeKvChunks / RestoreKvChunks on canonical chunks).
+//
+// Input chunks: any C-contiguous CPU array of shape [n_layers, 2, T, n_kv_heads,
+// head_dim] via DLPack or the buffer protocol (NumPy, torch), read in place; its element type must be
+// the stored dtype's (bf16: uint16/int16/bfloat16, f16: float16/uint16). A
+// non-contiguous one is first copied by its framework (torch .contiguous(),
+// numpy.ascontiguousarray). The bytes are then copied once into the KvChunk that
+// EncodeKvChunks takes (it owns its chunks). Outputs of restore_chunks own
+// the decoded chunk's memory (no copy).
+//
+// Thread-safety: a PrefixCodec is immutable; every method releases the GIL while it
+// codes, so threads may share one codec.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <memory>
+
+#include "kvstash/prefix_codec.h"
+#include "model/formats/model_loader.h"
+#include "native.h"
+
+namespace kvstash::py {
+namespace {
+
+// Options plus whether kind was given (the factories fill it in when it was not).
+struct PyCodecOptions {
+  PrefixCodecOptions o;
+  bool kind_set = false;
+};
+
+// A codec and what it borrows (destroyed codec first).
+struct PyCodec {
+  std::unique_ptr<model::Model> model;
+  std::shared_ptr<const model::SpecPredictor> predictor;
+  std::unique_ptr<PrefixCodec> codec;
+};
+
+PrefixCodecOptions OptionsFor(const PyCodecOptions& po, PrefixCodecKind kind) {
+  PrefixCodecOptions o = po.o;
+  if (!po.kind_set) o.kind = kind;
+  return o;
+}
+
+using ChunkArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+// A KvChunk sized for array `a` (data not yet copied) after checking its shape and
+// element type against the stored layout.
+KvChunk CheckedChunk(const ChunkArray& a, const KvLayout& L, uint32_t expect_tokens, size_t index) {
+  const std::string where = "chunks[" + std::to_string(index) + "]";
+  if (a.ndim() != 5 || a.shape(0) != L.n_layers || a.shape(1) != 2 || a.shape(3) != L.n_kv_heads ||
+      a.shape(4) != L.head_dim) {
+    std::string got = "[";
+    for (size_t i = 0; i < a.ndim(); ++i) got += (i ? ", " : "") + std::to_string(a.shape(i));
+    ThrowInvalid(where + ": expected shape [" + std::to_string(L.n_layers) + ", 2, T, " +
+                 std::to_string(L.n_kv_heads) + ", " + std::to_string(L.head_dim) + "], got " + got + "]");
+  }
+  if (a.shape(2) != expect_tokens) {
+    ThrowInvalid(where + ": has " + std::to_string(a.shape(2)) + " tokens, its chain chunk " +
+                 std::to_string(expect_tokens));
+  }
+  const nb::dlpack::dtype dt = a.dtype();
+  const bool is16 = dt.bits == 16 && dt.lanes == 1;
+  const auto code = static_cast<nb::dlpack::dtype_code>(dt.code);
+  bool ok = false;
+  if (L.dtype == DType::kBF16) {
+    ok = is16 && (code == nb::dlpack::dtype_code::UInt || code == nb::dlpack::dtype_code::Int ||
+                  code == nb::dlpack::dtype_code::Bfloat);
+  } else if (L.dtype == DType::kF16) {
+    ok = is16 && (code == nb::dlpack::dtype_code::Float || code == nb::dlpack::dtype_code::UInt);
+  }
+  if (!ok) {
+    ThrowInvalid(where + ": element type does not match the stored dtype " +
+                 std::string(DTypeName(L.dtype)) +
+                 " (bf16: uint16 bit patterns or torch.bfloat16; f16: float16)");
+  }
+  KvChunk c;
+  c.layout = L;
+  c.tokens = expect_tokens;
+  c.data.resize(L.DataBytes(expect_tokens));
+  return c;
+}
+
+// Imports chunks[index] in place when it is a C-contiguous CPU array; otherwise asks
+// its framework for a contiguous copy (torch .contiguous(), numpy.ascontiguousarray).
+ChunkArray ImportChunk(nb::handle h, size_t index) {
+  const std::string where = "chunks[" + std::to_string(index) + "]";
+  ChunkArray a;
+  if (nb::try_cast(h, a)) return a;
+  if (nb::hasattr(h, "device") && nb::hasattr(h, "is_cuda") && nb::cast<bool>(h.attr("is_cuda"))) {
+    ThrowInvalid(where + ": a CUDA tensor; pass CPU memory (tensor.cpu())");
+  }
+  nb::object contiguous;
+  try {
+    contiguous = nb::hasattr(h, "contiguous") ? h.attr("contiguous")()
+                                              : nb::module_::import_("numpy").attr("ascontiguousarray")(h);
+  } catch (nb::python_error&) {
+    ThrowInvalid(where + ": not an array (expected NumPy or a DLPack tensor)");
+  }
+  if (nb::try_cast(contiguous, a)) return a;
+  ThrowInvalid(where + ": expected a CPU array (NumPy, torch or any DLPack tensor), got " +
+               std::string(nb::type_name(h.type()).c_str()));
+}
+
+std::vector<std::vector<uint8_t>> Payloads(nb::handle seq) {
+  std::vector<std::vector<uint8_t>> out;
+  if (!PySequence_Check(seq.ptr())) ThrowInvalid("payloads: expected a list of bytes");
+  for (nb::handle p : nb::borrow<nb::sequence>(seq)) out.push_back(BufferBytes(p, "payload"));
+  return out;
+}
+
+ChainInputs Inputs(nb::handle extra_keys) {
+  if (extra_keys.is_none()) return ChainInputs::TokensOnly();
+  return ChainInputs::WithExtraKeys(ToExtraKeys(extra_keys));
+}
+
+std::unique_ptr<model::Model> LoadModelOrThrow(const std::string& path) {
+  Result<std::unique_ptr<model::Model>> m = Status::Internal("unset");
+  {
+    nb::gil_scoped_release release;
+    m = model::LoadModel(path);
+  }
+  return ValueOrThrow(std::move(m));
+}
+
+std::vector<uint8_t> ReadOrThrow(const std::string& path) {
+  Result<std::vector<uint8_t>> r = Status::Internal("unset");
+  {
+    nb::gil_scoped_release release;
+    r = ReadFileBytes(path);
+  }
+  return ValueOrThrow(std::move(r));
+}
+
+}  // namespace
+
+void BindCodec(nb::module_& m) {
+  nb::class_<PyCodecOptions>(m, "PrefixCodecOptions",
+                             "Options of a PrefixCodec (prefix_codec.h); every field enters the "
+                             "namespace digest.")
+      .def("__init__",
+           [](PyCodecOptions* self, nb::handle model_fingerprint, uint32_t chunk_tokens,
+              const std::string& tenant, const std::string& cache_salt, const std::string& kv_dtype,
+              uint32_t tp_rank, uint32_t tp_size, const std::string& adapter_name,
+              const std::string& adapter_id, nb::handle adapter_digest, nb::handle kind) {
+             PyCodecOptions p;
+             p.o.model_fingerprint = ToDigest(model_fingerprint, "model_fingerprint");
+             p.o.chunk_tokens = chunk_tokens;
+             p.o.tenant = tenant;
+             p.o.cache_salt = cache_salt;
+             p.o.kv_dtype = ValueOrThrow(ParseDType(kv_dtype));
+             p.o.tp_rank = tp_rank;
+             p.o.tp_size = tp_size;
+             p.o.adapter_name = adapter_name;
+             p.o.adapter_id = adapter_id;
+             if (PyUnicode_Check(adapter_digest.ptr())) {
+               p.o.adapter_digest = nb::cast<std::string>(adapter_digest);
+             } else {
+               auto b = BufferBytes(adapter_digest, "adapter_digest");
+               p.o.adapter_digest.assign(b.begin(), b.end());
+             }
+             if (!kind.is_none()) {
+               p.o.kind = ValueOrThrow(ParsePrefixCodecKind(nb::cast<std::string>(kind)));
+               p.kind_set = true;
+             }
+             new (self) PyCodecOptions(std::move(p));
+           },
+           nb::arg("model_fingerprint"), nb::arg("chunk_tokens") = 256, nb::arg("tenant") = "",
+           nb::arg("cache_salt") = "", nb::arg("kv_dtype") = "bf16", nb::arg("tp_rank") = 0,
+           nb::arg("tp_size") = 1, nb::arg("adapter_name") = "", nb::arg("adapter_id") = "",
+           nb::arg("adapter_digest") = nb::bytes(""), nb::arg("kind").none() = nb::none(),
+           "model_fingerprint: 32 bytes (SHA-256 of the weights). kind: 'raw', 'spec', 'dckv' or "
+           "None (the factory's). Raises InvalidArgumentError for a fingerprint that is not 32 "
+           "bytes, an unknown dtype or kind.")
+      .def_prop_ro("kind", [](const PyCodecOptions& p) -> nb::object {
+        if (!p.kind_set) return nb::none();
+        return nb::str(PrefixCodecName(p.o.kind));
+      })
+      .def_prop_ro("model_fingerprint", [](const PyCodecOptions& p) { return ToBytes(p.o.model_fingerprint); })
+      .def_prop_ro("chunk_tokens", [](const PyCodecOptions& p) { return p.o.chunk_tokens; })
+      .def_prop_ro("tenant", [](const PyCodecOptions& p) { return p.o.tenant; })
+      .def_prop_ro("cache_salt", [](const PyCodecOptions& p) { return p.o.cache_salt; })
+      .def_prop_ro("kv_dtype", [](const PyCodecOptions& p) { return std::string(DTypeName(p.o.kv_dtype)); })
+      .def_prop_ro("tp_rank", [](const PyCodecOptions& p) { return p.o.tp_rank; })
+      .def_prop_ro("tp_size", [](const PyCodecOptions& p) { return p.o.tp_size; })
+      .def_prop_ro("adapter_name", [](const PyCodecOptions& p) { return p.o.adapter_name; })
+      .def_prop_ro("adapter_id", [](const PyCodecOptions& p) { return p.o.adapter_id; })
+      .def_prop_ro("adapter_digest", [](const PyCodecOptions& p) {
+        return nb::bytes(p.o.adapter_digest.data(), p.o.adapter_digest.size());
+      });
+
+  nb::class_<PyCodec>(m, "PrefixCodec",
+                      "Client-side coding of one namespace's prefix chains (raw, spec, dckv). "
+                      "Immutable and thread-safe; methods release the GIL.")
+      .def_static(
+          "raw",
+          [](const KvLayout& layout, const PyCodecOptions& options) {
+            auto c = std::make_unique<PyCodec>();
+            c->codec = ValueOrThrow(PrefixCodec::CreateRaw(layout, OptionsFor(options, PrefixCodecKind::kRaw)));
+            return c;
+          },
+          nb::arg("layout"), nb::arg("options"),
+          "Raw (uncompressed) coding of KV of `layout` (its dtype is replaced by "
+          "options.kv_dtype: bf16 or f16). No model needed.")
+      .def_static(
+          "spec",
+          [](const std::string& model_path, const std::string& artifact_path,
+             const PyCodecOptions& options, int threads) {
+            auto c = std::make_unique<PyCodec>();
+            c->model = LoadModelOrThrow(model_path);
+            const std::vector<uint8_t> bytes = ReadOrThrow(artifact_path);
+            const PrefixCodecOptions o = OptionsFor(options, PrefixCodecKind::kSpec);
+            Status s;
+            {
+              nb::gil_scoped_release release;
+              model::SpecPredictorOptions po;
+              po.threads = threads;
+              auto p = model::SpecPredictor::Create(*c->model, po);
+              auto art = spec::SpecArtifact::Parse(bytes);
+              if (!p.ok()) {
+                s = p.status();
+              } else if (!art.ok()) {
+                s = art.status().WithContext(artifact_path);
+              } else {
+                c->predictor = std::move(p).value();
+                auto codec = PrefixCodec::CreateSpec(*c->model, c->predictor, std::move(art).value(), o);
+                if (codec.ok()) c->codec = std::move(codec).value();
+                s = codec.status();
+              }
+            }
+            ThrowIfError(s);
+            return c;
+          },
+          nb::arg("model_path"), nb::arg("artifact_path"), nb::arg("options"), nb::arg("threads") = 1,
+          "Lossless spec coding: loads the reference model from model_path (GGUF, safetensors, "
+          "llama2.c), builds its deterministic predictor (threads: its thread count; results do "
+          "not depend on it) and the spec artifact (.kvsa). Raises NotFoundError for a missing "
+          "file, CorruptionError/InvalidArgumentError for a bad one, MismatchError for an "
+          "artifact calibrated with another predictor.")
+      .def_static(
+          "dckv",
+          [](const std::string& model_path, const std::string& artifact_path, const PyCodecOptions& options) {
+            auto c = std::make_unique<PyCodec>();
+            c->model = LoadModelOrThrow(model_path);
+            const std::vector<uint8_t> bytes = ReadOrThrow(artifact_path);
+            const PrefixCodecOptions o = OptionsFor(options, PrefixCodecKind::kDckv);
+            Status s;
+            {
+              nb::gil_scoped_release release;
+              auto art = dckv::DckvArtifact::Parse(bytes);
+              if (!art.ok()) {
+                s = art.status().WithContext(artifact_path);
+              } else {
+                auto codec = PrefixCodec::CreateDckv(*c->model, std::move(art).value(), o);
+                if (codec.ok()) c->codec = std::move(codec).value();
+                s = codec.status();
+              }
+            }
+            ThrowIfError(s);
+            return c;
+          },
+          nb::arg("model_path"), nb::arg("artifact_path"), nb::arg("options"),
+          "Lossy dckv coding with the artifact (.kvda) of the model at model_path. Raises as spec().")
+      .def_prop_ro("kind", [](const PyCodec& c) { return std::string(PrefixCodecName(c.codec->kind())); })
+      .def_prop_ro("layout", [](const PyCodec& c) { return c.codec->layout(); },
+                   "Stored layout (n_layers, n_kv_heads, head_dim, dtype = options.kv_dtype).")
+      .def_prop_ro("chunk_tokens", [](const PyCodec& c) { return c.codec->options().chunk_tokens; })
+      .def_prop_ro("namespace_digest", [](const PyCodec& c) { return ToBytes(c.codec->namespace_digest()); },
+                   "Namespace digest (32 bytes) of this codec's chains.")
+      .def_prop_ro("artifact_digest", [](const PyCodec& c) { return ToBytes(c.codec->artifact_digest()); },
+                   "SHA-256 of the artifact (32 zero bytes for raw).")
+      .def(
+          "chain_keys",
+          [](const PyCodec& c, nb::handle tokens, nb::handle extra_keys) {
+            const std::vector<uint32_t> t = ToTokens(tokens);
+            const ChainInputs in = Inputs(extra_keys);
+            Result<std::vector<ChunkKey>> r = Status::Internal("unset");
+            {
+              nb::gil_scoped_release release;
+              r = c.codec->ChainKeys(t, in);
+            }
+            return ValueOrThrow(std::move(r));
+          },
+          nb::arg("tokens"), nb::arg("extra_keys").none() = nb::none(),
+          "Keys of the chain of `tokens` (full chunks, then a partial one for a remainder). "
+          "extra_keys None: token ids alone determine the KV; else one list of bytes per chunk "
+          "(multimodal inputs). Raises InvalidArgumentError for an empty prefix or a wrong "
+          "extra_keys count.")
+      .def(
+          "encode_chunks",
+          [](const PyCodec& c, nb::handle tokens, const std::vector<ChunkKey>& keys,
+             nb::sequence chunk_objects, uint32_t first_chunk) {
+            const std::vector<uint32_t> t = ToTokens(tokens);
+            std::vector<ChunkArray> chunks;
+            for (nb::handle h : chunk_objects) chunks.push_back(ImportChunk(h, chunks.size()));
+            const KvLayout& L = c.codec->layout();
+            if (first_chunk > keys.size() || chunks.size() != keys.size() - first_chunk) {
+              ThrowInvalid("encode_chunks: " + std::to_string(chunks.size()) + " chunks for chain chunks [" +
+                           std::to_string(first_chunk) + ", " + std::to_string(keys.size()) + ")");
+            }
+            std::vector<KvChunk> kv(chunks.size());
+            for (size_t j = 0; j < chunks.size(); ++j) {
+              kv[j] = CheckedChunk(chunks[j], L, keys[first_chunk + j].tokens, j);
+            }
+            Result<std::vector<PutChunk>> r = Status::Internal("unset");
+            {
+              nb::gil_scoped_release release;
+              // The one copy: the arrays' bytes into the KvChunks EncodeKvChunks takes.
+              for (size_t j = 0; j < chunks.size(); ++j) {
+                std::memcpy(kv[j].data.data(), chunks[j].data(), kv[j].data.size());
+              }
+              r = c.codec->EncodeKvChunks(t, keys, kv, first_chunk);
+            }
+            return ValueOrThrow(std::move(r));
+          },
+          nb::arg("tokens"), nb::arg("keys"), nb::arg("chunks"), nb::arg("first_chunk") = 0,
+          "Encodes chain chunks [first_chunk, len(keys)) of `tokens` (keys = chain_keys(tokens, "
+          "...)). chunks[j]: the KV of chain chunk first_chunk + j, shape [n_layers, 2, T, "
+          "n_kv_heads, head_dim] (K then V per layer, K after RoPE), T = keys[first_chunk + "
+          "j].tokens; bf16 as uint16 bit patterns (NumPy) or torch.bfloat16, f16 as float16; a "
+          "CPU array. Returns one PutChunk per chunk (chunk i > 0 names chunk i-1 as parent; "
+          "all route by chunk 0). Raises InvalidArgumentError for a wrong shape, dtype, count "
+          "or chain; codec errors.")
+      .def(
+          "restore_chunks",
+          [](const PyCodec& c, nb::handle tokens, const std::vector<ChunkKey>& keys, nb::handle payloads) {
+            const std::vector<uint32_t> t = ToTokens(tokens);
+            const auto p = Payloads(payloads);
+            Result<std::vector<KvChunk>> r = Status::Internal("unset");
+            {
+              nb::gil_scoped_release release;
+              r = c.codec->RestoreKvChunks(t, keys, p);
+            }
+            std::vector<KvChunk> chunks = ValueOrThrow(std::move(r));
+            nb::list out;
+            for (KvChunk& k : chunks) out.append(KvChunkToArray(std::move(k)));
+            return out;
+          },
+          nb::arg("tokens"), nb::arg("keys"), nb::arg("payloads"),
+          "Decodes and verifies the payloads of chain chunks [0, len(payloads)) of `tokens`. "
+          "Returns NumPy arrays [n_layers, 2, T, n_kv_heads, head_dim] (uint16 bit patterns "
+          "for bf16, float16 for f16), one per payload, in chain order. Never returns KV that "
+          "failed a check: raises MismatchError for a payload of another codec, artifact, "
+          "model, layout or position; CorruptionError for a damaged payload; "
+          "InvalidArgumentError for no payloads, more payloads than chunks or keys that are "
+          "not the chain of `tokens`.")
+      .def("tokens_of_chunks",
+           [](const PyCodec& c, uint64_t prefix_tokens, uint32_t chunks) {
+             return c.codec->TokensOfChunks(prefix_tokens, chunks);
+           },
+           nb::arg("prefix_tokens"), nb::arg("chunks"),
+           "Tokens covered by the first `chunks` chunks of a prefix_tokens-token prefix's chain.");
+}
+
+}  // namespace kvstash::py

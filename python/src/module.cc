@@ -1,0 +1,12 @@
+// kvstash._native: the entry point of the native module; each Bind* lives in its own
+// file (errors.cc, keys.cc, client.cc, codec.cc, reference_model.cc).
+#include "native.h"
+
+NB_MODULE(_native, m) {
+  m.doc() = "Native part of the kvstash package (use the kvstash module, not this one).";
+  kvstash::py::BindErrors(m);
+  kvstash::py::BindKeys(m);
+  kvstash::py::BindClient(m);
+  kvstash::py::BindCodec(m);
+  kvstash::py::BindReferenceModel(m);
+}

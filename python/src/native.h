@@ -1,0 +1,75 @@
+// Shared helpers of the kvstash._native module (python/src/*.cc).
+//
+// Errors: every non-ok Status a binding meets becomes an instance of the Python class
+// of its code (python/kvstash/_errors.py), made by the factory kvstash/__init__.py
+// registers with _native._set_error_factory(fn(code_name, message) -> exception);
+// until one is registered, RuntimeError("<Code>: <message>").
+//
+// Byte/key conversion: keys cross as Python bytes (StoredKey 16 bytes, Digest256 32
+// bytes); a wrong length is InvalidArgumentError. Token lists are any sequence of
+// ints or a 1-D integer NumPy array, each in [0, 2^32).
+//
+// Thread-safety: ThrowStatus/MakeError REQUIRE the GIL; the conversions too.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/kv_chunk.h"
+#include "common/prefix_key.h"
+#include "common/result.h"
+#include "common/status.h"
+
+namespace kvstash::py {
+
+namespace nb = nanobind;
+
+// The Python exception instance for `s` (REQUIRES: !s.ok()).
+nb::object MakeError(const Status& s);
+// Raises MakeError(s) as a Python exception (throws nb::python_error).
+[[noreturn]] void ThrowStatus(const Status& s);
+inline void ThrowIfError(const Status& s) {
+  if (!s.ok()) ThrowStatus(s);
+}
+template <typename T>
+T ValueOrThrow(Result<T>&& r) {
+  if (!r.ok()) ThrowStatus(r.status());
+  return std::move(r).value();
+}
+[[noreturn]] inline void ThrowInvalid(const std::string& msg) {
+  ThrowStatus(Status::InvalidArgument(msg));
+}
+
+// Bytes of any buffer-protocol object (bytes, bytearray, memoryview, C-contiguous
+// array), copied. InvalidArgumentError for an object without a contiguous buffer.
+std::vector<uint8_t> BufferBytes(nb::handle obj, const char* what);
+StoredKey ToStoredKey(nb::handle obj, const char* what);
+Digest256 ToDigest(nb::handle obj, const char* what);
+nb::bytes ToBytes(const uint8_t* data, size_t n);
+template <typename A>
+nb::bytes ToBytes(const A& a) {
+  return ToBytes(a.data(), a.size());
+}
+// Token ids from a sequence of ints or a 1-D integer array.
+std::vector<uint32_t> ToTokens(nb::handle obj);
+// extra_keys: None or a list (one per chunk) of lists of bytes/str.
+std::vector<std::vector<std::string>> ToExtraKeys(nb::handle obj);
+
+// A canonical chunk as a NumPy array [n_layers, 2, tokens, n_kv_heads, head_dim] that
+// owns the chunk's data (no copy): uint16 bit patterns for bf16, float16 for f16,
+// float32 for f32, uint8 for fp8_e4m3 (its scales are dropped: not used here).
+nb::object KvChunkToArray(KvChunk chunk);
+
+// Reads a whole file. NotFound when it does not exist, IOError when it cannot be read.
+Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
+
+void BindErrors(nb::module_& m);
+void BindKeys(nb::module_& m);
+void BindClient(nb::module_& m);
+void BindCodec(nb::module_& m);
+void BindReferenceModel(nb::module_& m);
+
+}  // namespace kvstash::py
