@@ -6,6 +6,7 @@
 
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -133,10 +134,17 @@ int main(int argc, char** argv) {
   if (tls_key) cfg.tls_key_file = *tls_key;
   if (ready_file) cfg.ready_file = *ready_file;
   if (chart_js) cfg.chart_js = *chart_js;
+  // A --tenant replaces the config file's tenant of that name; two --tenant flags for one
+  // name are a usage error (which credential was meant cannot be guessed).
+  std::set<std::string> flag_tenants;
   for (const std::string& t : tenants) {
     const size_t eq = t.find('=');
     if (eq == std::string::npos || eq == 0) {
       std::cerr << "kvstash-server: --tenant wants NAME=CREDENTIAL\n";
+      return 2;
+    }
+    if (!flag_tenants.insert(t.substr(0, eq)).second) {
+      std::cerr << "kvstash-server: --tenant " << t.substr(0, eq) << " is given twice\n";
       return 2;
     }
     std::erase_if(cfg.tenants, [&](const auto& x) { return x.name == t.substr(0, eq); });

@@ -288,6 +288,25 @@ TEST(ServerCliTest, AServerIdOver255BytesIsRefusedAtStart) {
   EXPECT_NE(out.find(id), std::string::npos) << out;
 }
 
+// Two --tenant flags for one name are a usage error (before: the last one silently
+// won and the first credential was refused); a --tenant still replaces the config
+// file's tenant of that name.
+TEST(ServerCliTest, ATenantGivenTwiceIsRefusedAndAFlagOverridesTheConfig) {
+  TempDir dir;
+  auto [rc, out] = Sh("timeout -s TERM 5 " + kServer + " --tenant a=first --tenant a=second --tenant b=bb" +
+                      " --port 0 --http-port 0 --data-dir " + dir.path() + "/d1");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("--tenant a is given twice"), std::string::npos) << out;
+  const std::string config = dir.path() + "/c.json";
+  std::ofstream(config) << "{\"tenants\": [{\"name\": \"a\", \"credential\": \"old\"}]}";
+  ServerProcess s;
+  ASSERT_OK(s.Start(kServer, dir.path(), {"--config", config, "--tenant", "a=new"}));
+  std::tie(rc, out) = Sh(kCli + " stats --server " + s.address() + " --tenant a --credential new");
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Sh(kCli + " stats --server " + s.address() + " --tenant a --credential old");
+  EXPECT_NE(rc, 0) << out;
+}
+
 // limits.hello_timeout_ms has its flag like the other limits: a connection that sends
 // nothing is closed once it passes.
 TEST(ServerCliTest, HelloTimeoutFlagClosesASilentConnection) {
