@@ -15,13 +15,7 @@
 namespace kvstash::demo {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
-
-int Fail(const std::string& what, const Status& s) {
-  std::cerr << "kvstash demo: " << what << ": " << s.ToString() << "\n";
-  return 1;
-}
+int Fail(const std::string& what, const Status& s) { return demo::Fail("kvstash demo", what, s); }
 
 }  // namespace
 

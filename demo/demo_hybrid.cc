@@ -21,12 +21,8 @@
 namespace kvstash::demo {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
-
 int Fail(const std::string& what, const Status& s) {
-  std::cerr << "kvstash demo --model-kind hybrid: " << what << ": " << s.ToString() << "\n";
-  return 1;
+  return demo::Fail("kvstash demo --model-kind hybrid", what, s);
 }
 
 

@@ -18,6 +18,13 @@ double Ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
+double Secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::now() - a).count(); }
+
+int Fail(const std::string& command, const std::string& what, const Status& s) {
+  std::fprintf(stderr, "%s: %s: %s\n", command.c_str(), what.c_str(), s.ToString().c_str());
+  return 1;
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

@@ -53,6 +53,10 @@ namespace kvstash::demo {
 using Clock = std::chrono::steady_clock;
 // Milliseconds from a to b.
 double Ms(Clock::time_point a, Clock::time_point b);
+// Seconds from a to now.
+double Secs(Clock::time_point a);
+// Prints "<command>: <what>: <status>" to stderr and returns exit code 1.
+int Fail(const std::string& command, const std::string& what, const Status& s);
 // Median of v; 0 when empty, the mean of the two middle values for an even size.
 double Median(std::vector<double> v);
 
