@@ -67,6 +67,8 @@ KVSTASH_SERVER_BIN="$ROOT/build/kvstash-server" .venv/bin/python -m pytest -q -r
 if [[ "${KVSTASH_SKIP_VLLM:-0}" != 1 && -x .venv-vllm/bin/python ]]; then
   step "vLLM connector tests (.venv-vllm)"
   CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv-vllm/bin/uv pip install -q --python .venv-vllm/bin/python ./python
+  # The torch case of the package tests (.venv keeps torch out; .venv-vllm has it).
+  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider python/tests/test_codec.py -k torch
   KVSTASH_SERVER="$ROOT/build/kvstash-server" VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
     .venv-vllm/bin/python -m pytest -q -p no:cacheprovider engines/vllm/tests
 fi
