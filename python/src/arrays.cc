@@ -1,8 +1,6 @@
 // KvChunk -> NumPy array without a copy, and whole-file reads (native.h).
 #include <nanobind/ndarray.h>
 
-#include <filesystem>
-#include <fstream>
 
 #include "native.h"
 
@@ -22,18 +20,6 @@ nb::object KvChunkToArray(KvChunk chunk) {
   const size_t shape[5] = {L.n_layers, 2, chunk.tokens, L.n_kv_heads, L.head_dim};
   nb::ndarray<nb::numpy> arr(owned->data(), 5, shape, owner, nullptr, dt);
   return nb::cast(arr, nb::rv_policy::reference);
-}
-
-Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return Status::NotFound("no such file: " + path);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot open " + path);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) return Status::IOError("cannot read " + path);
-  return bytes;
 }
 
 }  // namespace kvstash::py

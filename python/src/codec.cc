@@ -18,8 +18,10 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
+#include "common/file_bytes.h"
 #include "kvstash/prefix_codec.h"
 #include "model/formats/model_loader.h"
 #include "native.h"
@@ -131,7 +133,10 @@ std::vector<uint8_t> ReadOrThrow(const std::string& path) {
   Result<std::vector<uint8_t>> r = Status::Internal("unset");
   {
     nb::gil_scoped_release release;
-    r = ReadFileBytes(path);
+    // A missing artifact is NotFound to Python callers; common's reader says IOError.
+    std::error_code ec;
+    r = std::filesystem::is_regular_file(path, ec) ? kvstash::ReadFileBytes(path)
+                                                   : Result<std::vector<uint8_t>>(Status::NotFound("no such file: " + path));
   }
   return ValueOrThrow(std::move(r));
 }

@@ -63,9 +63,6 @@ std::vector<std::vector<std::string>> ToExtraKeys(nb::handle obj);
 // float32 for f32, uint8 for fp8_e4m3 (its scales are dropped: not used here).
 nb::object KvChunkToArray(KvChunk chunk);
 
-// Reads a whole file. NotFound when it does not exist, IOError when it cannot be read.
-Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path);
-
 void BindErrors(nb::module_& m);
 void BindKeys(nb::module_& m);
 void BindClient(nb::module_& m);
