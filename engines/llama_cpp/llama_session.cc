@@ -89,28 +89,49 @@ void LlamaSession::ClearSequence() {
   llama_memory_clear(llama_get_memory(ctx_.get()), true);
 }
 
-Result<LlamaLookup> LlamaSession::Lookup(std::span<const llama_token> tokens) {
+Status LlamaSession::CheckLookup(std::span<const llama_token> tokens, const LlamaLookup& lookup) {
+  uint64_t covered = 0;
+  for (const ChunkKey& k : lookup.keys) covered += k.tokens;
+  if (lookup.keys.empty() || lookup.chain_tokens == 0 || lookup.chain_tokens > tokens.size() ||
+      covered != lookup.chain_tokens || lookup.matched_chunks > lookup.keys.size()) {
+    return Status::InvalidArgument("the lookup is not a chain of a prefix of this prompt");
+  }
+  return Status::Ok();
+}
+
+Result<LlamaLookup> LlamaSession::ChainOf(std::span<const llama_token> tokens,
+                                          uint32_t chain_tokens) const {
   if (tokens.empty()) return Status::InvalidArgument("empty prompt");
-  const auto t0 = Clock::now();
-  const std::vector<uint32_t> ids = AsU32(tokens);
+  if (chain_tokens > tokens.size()) {
+    return Status::InvalidArgument("chain_tokens " + std::to_string(chain_tokens) + " > prompt of " +
+                                   std::to_string(tokens.size()) + " tokens");
+  }
   LlamaLookup out;
-  KVSTASH_ASSIGN_OR_RETURN(out.keys, codec_->ChainKeys(ids, ChainInputs::TokensOnly()));
+  out.chain_tokens = chain_tokens == 0 ? static_cast<uint32_t>(tokens.size()) : chain_tokens;
+  KVSTASH_ASSIGN_OR_RETURN(out.keys, codec_->ChainKeys(AsU32(tokens.first(out.chain_tokens)),
+                                                       ChainInputs::TokensOnly()));
+  return out;
+}
+
+Result<LlamaLookup> LlamaSession::Lookup(std::span<const llama_token> tokens, uint32_t chain_tokens) {
+  const auto t0 = Clock::now();
+  KVSTASH_ASSIGN_OR_RETURN(LlamaLookup out, ChainOf(tokens, chain_tokens));
   const std::vector<ChunkRef> chain = PrefixCodec::LookupChain(out.keys);
   KVSTASH_ASSIGN_OR_RETURN(LookupResult r, client_->Lookup(chain, false, options_.call));
   out.matched_chunks = std::min<uint32_t>(r.matched_chunks, static_cast<uint32_t>(out.keys.size()));
-  out.matched_tokens = codec_->TokensOfChunks(tokens.size(), out.matched_chunks);
+  out.matched_tokens = codec_->TokensOfChunks(out.chain_tokens, out.matched_chunks);
   out.lookup_ms = Ms(t0, Clock::now());
   return out;
 }
 
-Result<EvalResult> LlamaSession::EvaluatePrompt(std::span<const llama_token> tokens) {
+Result<EvalResult> LlamaSession::EvaluatePrompt(std::span<const llama_token> tokens,
+                                                uint32_t chain_tokens) {
   KVSTASH_RETURN_IF_ERROR(CheckPrompt(tokens));
-  auto lookup = Lookup(tokens);
+  auto lookup = Lookup(tokens, chain_tokens);
   if (!lookup.ok()) {
     // No LOOKUP answer: a miss. The chain is still computed (keys are local) so the
     // prompt can be stored once the servers answer again.
-    LlamaLookup miss;
-    KVSTASH_ASSIGN_OR_RETURN(miss.keys, codec_->ChainKeys(AsU32(tokens), ChainInputs::TokensOnly()));
+    KVSTASH_ASSIGN_OR_RETURN(LlamaLookup miss, ChainOf(tokens, chain_tokens));
     KVSTASH_ASSIGN_OR_RETURN(EvalResult r, PrefillMiss(tokens, miss));
     r.fallback = lookup.status().WithContext("lookup");
     return r;
@@ -122,6 +143,7 @@ Result<EvalResult> LlamaSession::EvaluatePrompt(std::span<const llama_token> tok
 Result<EvalResult> LlamaSession::PrefillMiss(std::span<const llama_token> tokens,
                                              const LlamaLookup& lookup) {
   KVSTASH_RETURN_IF_ERROR(CheckPrompt(tokens));
+  KVSTASH_RETURN_IF_ERROR(CheckLookup(tokens, lookup));
   const std::vector<uint32_t> ids = AsU32(tokens);
   EvalResult out;
   out.prompt_tokens = static_cast<uint32_t>(tokens.size());
@@ -136,7 +158,7 @@ Result<EvalResult> LlamaSession::PrefillMiss(std::span<const llama_token> tokens
     ++stats_.prompts;
   }
   // Chunks already stored need no PUT (a LOOKUP hit the caller chose not to use).
-  const Status put = QueuePut(ids, lookup.keys, lookup.matched_chunks, &out);
+  const Status put = QueuePut(ids, lookup, lookup.matched_chunks, &out);
   if (!put.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     ++stats_.puts_failed;
@@ -148,9 +170,10 @@ Result<EvalResult> LlamaSession::PrefillMiss(std::span<const llama_token> tokens
 Result<EvalResult> LlamaSession::RestoreHit(std::span<const llama_token> tokens,
                                             const LlamaLookup& lookup) {
   KVSTASH_RETURN_IF_ERROR(CheckPrompt(tokens));
+  KVSTASH_RETURN_IF_ERROR(CheckLookup(tokens, lookup));
   const std::vector<uint32_t> ids = AsU32(tokens);
   const uint32_t n = static_cast<uint32_t>(tokens.size());
-  if (lookup.matched_chunks == 0 || lookup.keys.empty()) return PrefillMiss(tokens, lookup);
+  if (lookup.matched_chunks == 0) return PrefillMiss(tokens, lookup);
   // Restore at most n-1 tokens: the last one is evaluated for its logits.
   const uint32_t restore_tokens =
       static_cast<uint32_t>(std::min<uint64_t>(lookup.matched_tokens, n - 1));
@@ -185,7 +208,7 @@ Result<EvalResult> LlamaSession::RestoreHit(std::span<const llama_token> tokens,
     ++stats_.hits;
   }
   if (lookup.matched_chunks < lookup.keys.size()) {
-    const Status put = QueuePut(ids, lookup.keys, lookup.matched_chunks, &out);
+    const Status put = QueuePut(ids, lookup, lookup.matched_chunks, &out);
     if (!put.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.puts_failed;
@@ -224,8 +247,10 @@ Status LlamaSession::Restore(std::span<const uint32_t> tokens, const LlamaLookup
   const auto t1 = Clock::now();
   PrefixRestoreStats rs;
   KVSTASH_ASSIGN_OR_RETURN(std::vector<KvChunk> chunks,
-                           codec_->RestoreKvChunks(tokens, lookup.keys, payloads, &rs));
+                           codec_->RestoreKvChunks(tokens.first(lookup.chain_tokens), lookup.keys,
+                                                   payloads, &rs));
   out->decode_ms = Ms(t1, Clock::now());
+  out->predictor_ms = rs.predictor_ms;
 
   const auto t2 = Clock::now();
   // Keep exactly restore_tokens tokens (a fully stored prompt keeps its last token out).
@@ -260,8 +285,9 @@ Status LlamaSession::Restore(std::span<const uint32_t> tokens, const LlamaLookup
   return Status::Ok();
 }
 
-Status LlamaSession::QueuePut(std::span<const uint32_t> tokens, const std::vector<ChunkKey>& keys,
+Status LlamaSession::QueuePut(std::span<const uint32_t> tokens, const LlamaLookup& chain,
                               uint32_t first_chunk, EvalResult* out) {
+  const std::vector<ChunkKey>& keys = chain.keys;
   if (first_chunk >= keys.size()) return Status::Ok();
   const auto t0 = Clock::now();
   KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, ExportSeqState(ctx_.get(), options_.seq_id));
@@ -271,7 +297,7 @@ Status LlamaSession::QueuePut(std::span<const uint32_t> tokens, const std::vecto
                             " tokens, the prompt " + std::to_string(tokens.size()));
   }
   PutJob job;
-  job.tokens.assign(tokens.begin(), tokens.end());
+  job.tokens.assign(tokens.begin(), tokens.begin() + chain.chain_tokens);
   job.keys = keys;
   job.first_chunk = first_chunk;
   uint32_t begin = 0;
@@ -305,7 +331,9 @@ void LlamaSession::PutLoop() {
     PrefixEncodeStats es;
     Status st;
     uint64_t ok = 0;
+    const auto t0 = Clock::now();
     auto puts = codec_->EncodeKvChunks(job.tokens, job.keys, job.chunks, job.first_chunk, &es);
+    const auto t1 = Clock::now();
     if (!puts.ok()) {
       st = puts.status().WithContext("encode");
     } else {
@@ -317,8 +345,11 @@ void LlamaSession::PutLoop() {
       }
     }
 
+    const auto t2 = Clock::now();
     lock.lock();
     busy_ = false;
+    stats_.encode_ms += Ms(t0, t1);
+    stats_.put_ms += Ms(t1, t2);
     stats_.puts_ok += ok;
     if (!st.ok()) {
       ++stats_.puts_failed;

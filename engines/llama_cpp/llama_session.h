@@ -25,6 +25,11 @@
 //   multi-sequence server.
 // - Keys: ChainInputs::TokensOnly() (text prompts); a prompt whose KV depends on
 //   something else (images, embeddings) must not use this session.
+// - The chain covers the whole prompt by default, so its last chunk is usually partial
+//   and holds the part that differs between requests (the question). A caller that
+//   knows where its reusable prefix ends (system prompt + RAG document) passes
+//   chain_tokens: the chain, the restore and the PUTs then cover tokens
+//   [0, chain_tokens), and that prefix's own partial last chunk can hit too.
 // - PUTs run on a background thread in submission order; the queue holds at most
 //   options.max_queued_puts prompts and a full queue makes the next miss WAIT (back-
 //   pressure: a chain is never dropped silently). Put errors are counted and returned
@@ -67,7 +72,8 @@ struct LlamaSessionOptions {
 
 // What the session found on the servers for a prompt (Lookup).
 struct LlamaLookup {
-  std::vector<ChunkKey> keys;      // the prompt's chain (TokensOnly)
+  std::vector<ChunkKey> keys;      // the chain of tokens [0, chain_tokens) (TokensOnly)
+  uint32_t chain_tokens = 0;       // prompt tokens the chain covers
   uint32_t matched_chunks = 0;     // chain[0..matched_chunks) are stored
   uint64_t matched_tokens = 0;     // tokens they cover
   double lookup_ms = 0;            // ChainKeys + LOOKUP round trip
@@ -84,6 +90,7 @@ struct EvalResult {
   double restore_ms = 0;          // GET + verify/decode + rebuild + import (hit path)
   double get_ms = 0;              //   of which: GET round trips
   double decode_ms = 0;           //   of which: codec decode and verification
+  double predictor_ms = 0;        //     of which: spec predictor over the matched tokens
   double import_ms = 0;           //   of which: state rebuild + llama_state_seq_set_data
   double prefill_ms = 0;          // llama_decode of the evaluated tokens
   double export_ms = 0;           // llama_state_seq_get_data + parse + chunk cut
@@ -100,6 +107,8 @@ struct LlamaSessionStats {
   uint64_t puts_ok = 0, puts_failed = 0;
   uint64_t put_payload_bytes = 0;  // payload bytes sent
   uint64_t put_raw_bytes = 0;      // canonical bytes of the chunks encoded
+  double encode_ms = 0;            // PUT thread: EncodeKvChunks (spec: with its predictor)
+  double put_ms = 0;               // PUT thread: the PUT round trips
 };
 
 class LlamaSession {
@@ -118,15 +127,19 @@ class LlamaSession {
   LlamaSession& operator=(const LlamaSession&) = delete;
 
   // The whole step: Lookup, then RestoreHit when something matched, else PrefillMiss.
-  // Errors: InvalidArgument for an empty prompt or one longer than the context;
-  // llama.cpp prefill failures (Unavailable); a failed LOOKUP is a miss (fallback set).
-  Result<EvalResult> EvaluatePrompt(std::span<const llama_token> tokens);
+  // chain_tokens: the reusable prefix the chain covers (see READ ME FIRST); 0 = the
+  // whole prompt. Errors: InvalidArgument for an empty prompt, one longer than the
+  // context, or chain_tokens > tokens.size(); llama.cpp prefill failures (Unavailable);
+  // a failed LOOKUP is a miss (fallback set).
+  Result<EvalResult> EvaluatePrompt(std::span<const llama_token> tokens, uint32_t chain_tokens = 0);
 
   // The steps, for callers that time or report them separately (the demo).
-  // LOOKUP of the prompt's chain. Errors: InvalidArgument for an empty prompt; the
-  // client's errors.
-  Result<LlamaLookup> Lookup(std::span<const llama_token> tokens);
-  // Clears the sequence, evaluates the whole prompt and queues the PUT of its chain.
+  // LOOKUP of the chain of tokens [0, chain_tokens) (0 = all). Errors: InvalidArgument
+  // for an empty prompt or chain_tokens > tokens.size(); the client's errors.
+  Result<LlamaLookup> Lookup(std::span<const llama_token> tokens, uint32_t chain_tokens = 0);
+  // Clears the sequence, evaluates the whole prompt and queues the PUT of the chain
+  // chunks not stored. `lookup` is Lookup's answer for these tokens.
+  // Errors: those of EvaluatePrompt; InvalidArgument for a lookup of another prompt.
   Result<EvalResult> PrefillMiss(std::span<const llama_token> tokens, const LlamaLookup& lookup);
   // Restores lookup.matched_chunks chunks (all but the last prompt token at most),
   // evaluates the rest and queues the PUT of the chunks not stored. Falls back to
@@ -160,8 +173,12 @@ class LlamaSession {
   Status Restore(std::span<const uint32_t> tokens, const LlamaLookup& lookup,
                  uint32_t restore_chunks, uint32_t restore_tokens, EvalResult* out);
   // Exports the sequence (holding the whole prompt) and queues chunks [first, end).
-  Status QueuePut(std::span<const uint32_t> tokens, const std::vector<ChunkKey>& keys,
+  Status QueuePut(std::span<const uint32_t> tokens, const LlamaLookup& chain,
                   uint32_t first_chunk, EvalResult* out);
+  // The chain of tokens [0, chain_tokens) (0 = all), without a LOOKUP.
+  Result<LlamaLookup> ChainOf(std::span<const llama_token> tokens, uint32_t chain_tokens) const;
+  // InvalidArgument unless `lookup` is a chain of a prefix of these tokens.
+  static Status CheckLookup(std::span<const llama_token> tokens, const LlamaLookup& lookup);
   void PutLoop();
 
   llama_model* model_;

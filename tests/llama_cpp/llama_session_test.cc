@@ -167,6 +167,47 @@ TEST_F(LlamaSessionTest, MissThenHitGivesLogitsOfAFullPrefill) {
   }
 }
 
+// chain_tokens: two prompts that share a prefix of 3.5 chunks (a "document") and differ
+// after it (the "question"). Chained on the whole prompt, only the 3 full chunks hit;
+// chained on the shared prefix, the prefix's partial last chunk hits too, the question
+// is never stored, and the logits still equal a fresh prefill with the same split.
+TEST_F(LlamaSessionTest, ChainTokensStoresAndRestoresTheSharedPrefix) {
+  const std::vector<llama_token> doc = Tokenize(model_, kDoc).value();
+  ASSERT_GE(doc.size(), 4 * kChunk);
+  const uint32_t prefix = 3 * kChunk + kChunk / 2;
+  const std::vector<llama_token> q1 = Tokenize(model_, " Question: what is it?").value();
+  const std::vector<llama_token> q2 = Tokenize(model_, " Question: who wrote it?").value();
+  std::vector<llama_token> a(doc.begin(), doc.begin() + prefix), b = a;
+  a.insert(a.end(), q1.begin(), q1.end());
+  b.insert(b.end(), q2.begin(), q2.end());
+  auto session = MakeSession(false, DType::kF16);
+  ASSERT_TRUE(session);
+  EXPECT_STATUS(session->EvaluatePrompt(a, static_cast<uint32_t>(a.size() + 1)).status(),
+                kInvalidArgument);
+
+  ASSERT_OK_AND_ASSIGN(EvalResult miss, session->EvaluatePrompt(a, prefix));
+  EXPECT_EQ(miss.restored_tokens, 0u);
+  EXPECT_EQ(miss.queued_chunks, 4u);  // 3 full chunks + the 8-token partial one
+  ASSERT_OK(session->Flush());
+  ASSERT_OK_AND_ASSIGN(LlamaLookup whole, session->Lookup(b));
+  EXPECT_EQ(whole.chain_tokens, b.size());
+  EXPECT_EQ(whole.matched_chunks, 3u);  // the whole-prompt chain's 4th chunk holds q2
+  ASSERT_OK_AND_ASSIGN(LlamaLookup shared, session->Lookup(b, prefix));
+  EXPECT_EQ(shared.chain_tokens, prefix);
+  EXPECT_EQ(shared.matched_chunks, 4u);
+  EXPECT_EQ(shared.matched_tokens, prefix);
+
+  ASSERT_OK_AND_ASSIGN(EvalResult hit, session->RestoreHit(b, shared));
+  EXPECT_OK(hit.fallback);
+  EXPECT_EQ(hit.restored_tokens, prefix);
+  EXPECT_EQ(hit.evaluated_tokens, b.size() - prefix);
+  EXPECT_EQ(hit.queued_chunks, 0u);  // the prefix is stored; the question never is
+  EXPECT_TRUE(Same(hit.logits, Reference(false, DType::kF16, b, prefix)));
+  // A lookup of another prompt is refused, not trusted.
+  EXPECT_STATUS(session->RestoreHit(std::span(b).first(prefix - 1), shared).status(),
+                kInvalidArgument);
+}
+
 // spec: the payloads are coded against our runtime's deterministic predictor of the
 // same weights; the artifact is calibrated on llama.cpp's KV of another text (the
 // Apache-2.0 sentence and the GPL-3 text backwards, so no chunk is shared).
