@@ -1,5 +1,6 @@
 // `kvstash demo`: the end-to-end demo (demo/demo.h), its flags.
 // Exit code: 0 when every acceptance check holds, 1 when one fails, 2 for bad options.
+#include <cstdio>
 #include <memory>
 
 #include "cli/client_flags.h"
@@ -12,6 +13,7 @@ namespace {
 struct Options {
   demo::DemoOptions demo;
   ClientFlags client;
+  std::string kv_dtype = "f16";
 };
 
 // --model-kind, --hybrid-model, --hybrid-chunk-tokens, --state-every, --hybrid-cal-tokens,
@@ -48,10 +50,22 @@ void AddHybridDemoFlags(CLI::App* cmd, demo::HybridDemoOptions* f) {
 
 const bool kRegistered = RegisterCommand(
     "demo",
-    "End-to-end demo: shared-prefix RAG workload on SmolLM2-135M through a kvstash server, per codec",
+    "End-to-end demo: shared-prefix RAG workload on SmolLM2-135M (llama.cpp or the reference runtime) "
+    "through a kvstash server, per codec",
     [](CLI::App* cmd) {
       auto o = std::make_shared<Options>();
       o->client.tenant = "demo";
+      CLI::Option* engine = cmd->add_option("--engine", o->demo.engine,
+                      "Inference engine: llama.cpp (misses prefill with llama.cpp, hits restore llama.cpp's own "
+                      "cache) or reference (the embedded runtime; --model-kind hybrid always runs on it)")
+          ->check(CLI::IsMember({"llama.cpp", "reference"}))
+          ->capture_default_str();
+      cmd->add_option("--kv-dtype", o->kv_dtype, "With --engine llama.cpp: KV cache dtype (type_k = type_v)")
+          ->check(CLI::IsMember({"f16", "bf16"}))
+          ->capture_default_str();
+      cmd->add_option("--llama-threads", o->demo.llama_threads, "With --engine llama.cpp: llama.cpp threads")
+          ->check(CLI::Range(1, 256))
+          ->capture_default_str();
       cmd->add_option("--codec", o->demo.codecs, "Codecs to run, in order: raw (bf16 baseline), spec, dckv (repeatable)")
           ->capture_default_str();
       cmd->add_option("--model", o->demo.model_path, "Model file (GGUF with tokenizer)")->capture_default_str();
@@ -80,9 +94,18 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--json", o->demo.json, "Also write the table as JSON to FILE");
       cmd->add_flag("--quiet", o->demo.quiet, "No per-request progress lines");
       AddHybridDemoFlags(cmd, &o->demo.hybrid);
-      return [o] {
+      return [o, engine] {
         demo::DemoOptions d = o->demo;
+        if (d.hybrid.enabled()) {
+          if (engine->count() > 0 && d.engine != "reference") {
+            std::fprintf(stderr, "kvstash demo: --model-kind hybrid runs on the reference runtime, not %s\n",
+                         d.engine.c_str());
+            return 2;
+          }
+          d.engine = "reference";
+        }
         d.client = o->client.Options();
+        d.llama_kv_dtype = o->kv_dtype == "bf16" ? DType::kBF16 : DType::kF16;
         return demo::RunDemo(std::move(d));
       };
     });

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "common/sha256.h"
+#include "demo/demo_llama.h"
 #include "demo/demo_report.h"
 #include "demo/demo_runner.h"
 #include "demo/demo_server.h"
@@ -20,6 +21,15 @@ int Fail(const std::string& what, const Status& s) { return demo::Fail("kvstash 
 }  // namespace
 
 int RunDemo(DemoOptions o) {
+  if (o.engine != "llama.cpp" && o.engine != "reference") {
+    std::cerr << "kvstash demo: --engine must be llama.cpp or reference\n";
+    return 2;
+  }
+  if (o.hybrid.enabled() && o.engine == "llama.cpp") {
+    std::cerr << "kvstash demo: --model-kind hybrid runs on the reference runtime: pass --engine reference\n";
+    return 2;
+  }
+  if (o.engine == "llama.cpp") return RunLlamaDemo(o);
   if (o.hybrid.enabled()) {
     return RunHybridDemo(o.hybrid, {o.codecs, o.model_path, o.client, o.start_server, o.data_dir, o.port, o.http_port,
                                     o.keep_server, o.workload, o.gen_tokens, o.json, o.quiet});
@@ -127,7 +137,8 @@ int RunDemo(DemoOptions o) {
     j["rows"] = nlohmann::json::array();
     for (const auto& r : rows) j["rows"].push_back(DemoRowJson(r));
     j["acceptance"] = acceptance;
-    j["setup"] = {{"model", o.model_path},
+    j["setup"] = {{"engine", "reference"},
+                  {"model", o.model_path},
                   {"model_sha256", ToHex(*fingerprint)},
                   {"documents", o.workload.documents},
                   {"doc_tokens", o.workload.doc_tokens},

@@ -1,10 +1,12 @@
 // `kvstash demo`: the main job end to end on a real model (SmolLM2-135M), real text and
 // a real kvstash server. RunDemo loads the model, loads or calibrates the codec
 // artifacts (demo_artifacts.h), builds the shared-prefix RAG workload
-// (demo_workload.h), runs one pass per codec, which share the reference results
-// (demo_runner.h), and prints the table (demo_report.h); with options.hybrid enabled
-// it runs the hybrid variant instead (demo_hybrid.h). Progress and the report go to
-// stdout, errors to stderr.
+// (demo_workload.h), runs one pass per codec, which share the reference results, and
+// prints the table (demo_report.h). The engine that prefills misses and continues from
+// restored caches is llama.cpp by default (demo_llama.h: llama.cpp's own KV is stored
+// and restored) or our reference runtime with engine "reference" (demo_runner.h); with
+// options.hybrid enabled it runs the hybrid variant instead (demo_hybrid.h, reference
+// runtime only). Progress and the report go to stdout, errors to stderr.
 //
 // Returns the exit code: 0 when every acceptance check holds, 1 when one fails or a
 // step errs, 2 for bad options.
@@ -24,6 +26,12 @@
 namespace kvstash::demo {
 
 struct DemoOptions {
+  // "llama.cpp" (default) or "reference" (the embedded runtime).
+  std::string engine = "llama.cpp";
+  // With engine llama.cpp: KV cache dtype (type_k = type_v): kF16 (llama.cpp's
+  // default) or kBF16. The reference engine stores bf16. Default: kF16.
+  DType llama_kv_dtype = DType::kF16;
+  int llama_threads = 2;          // llama.cpp threads (prompt and generation). Default: 2.
   // Codecs to run, in order. Default: raw, spec, dckv.
   std::vector<std::string> codecs = {"raw", "spec", "dckv"};
   std::string model_path = DefaultModelPath();  // GGUF with tokenizer

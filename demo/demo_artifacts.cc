@@ -10,6 +10,7 @@
 #include "codec/spec/spec_calibration.h"
 #include "common/checksum.h"
 #include "common/logging.h"
+#include "engines/llama_cpp/llama_state.h"
 #include "model/forward/kv_export.h"
 #include "model/forward/prefill.h"
 #include "model/corpus/text_corpus.h"
@@ -59,8 +60,8 @@ struct CalDoc {
 };
 
 Result<spec::SpecArtifact> CalibrateSpec(const model::Model& m, const model::SpecPredictor& predictor,
-                                         const std::vector<CalDoc>& docs) {
-  const KvLayout L{m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, DType::kBF16};
+                                         const std::vector<CalDoc>& docs, const DemoArtifactOptions& o) {
+  const KvLayout L{m.config.n_layers, m.config.n_kv_heads, m.config.head_dim, o.kv_dtype};
   spec::CalibrationOptions co;
   co.contexts.dtype = L.dtype;
   co.predictor_digest = predictor.Digest();
@@ -72,8 +73,21 @@ Result<spec::SpecArtifact> CalibrateSpec(const model::Model& m, const model::Spe
   };
   std::vector<Piece> pieces;
   for (const CalDoc& d : docs) {
+    KvChunk engine;
+    if (o.engine_kv) {
+      KVSTASH_ASSIGN_OR_RETURN(engine, o.engine_kv(d.tokens));
+      if (!(engine.layout == L) || engine.tokens != d.tokens.size()) {
+        return Status::InvalidArgument("calibration: the engine's KV is not " + std::to_string(d.tokens.size()) +
+                                       " tokens of the model's layout in " + std::string(DTypeName(L.dtype)));
+      }
+    }
     for (uint32_t b = 0; b + 256 <= d.tokens.size(); b += 256) {
-      KVSTASH_ASSIGN_OR_RETURN(KvChunk c, model::ToKvChunk(d.exact, b, b + 256, DType::kBF16));
+      KvChunk c;
+      if (o.engine_kv) {
+        KVSTASH_ASSIGN_OR_RETURN(c, llama_cpp::SliceTokens(engine, b, 256));
+      } else {
+        KVSTASH_ASSIGN_OR_RETURN(c, model::ToKvChunk(d.exact, b, b + 256, L.dtype));
+      }
       pieces.push_back({std::move(c), spec::PredictedSlice(d.pred, L, b, b + 256)});
     }
   }
@@ -122,8 +136,12 @@ Result<DemoArtifacts> LoadOrCalibrateArtifacts(const model::Model& m, const Dige
   if (ec) return Status::IOError("cannot create " + o.cache_dir + ": " + ec.message());
   bool need_spec = false, need_dckv = false;
   if (want_spec) {
-    const std::string key = common + "|spec|predictor=" + Hex64(predictor->Digest()) + "|" +
-                            predictor->options().VariantName();
+    std::string key = common + "|spec|predictor=" + Hex64(predictor->Digest()) + "|" +
+                      predictor->options().VariantName();
+    // The bf16 tables of the reference engine keep their v1 key (caches stay valid).
+    if (o.kv_dtype != DType::kBF16 || o.engine_kv) {
+      key += "|dtype=" + std::string(DTypeName(o.kv_dtype)) + "|engine=" + o.engine_name;
+    }
     a.spec_path = o.cache_dir + "/spec-" + Hex64(Xxh3_64(std::string_view(key))) + ".kvsa";
     if (auto bytes = ReadAll(a.spec_path); bytes.ok()) {
       auto parsed = spec::SpecArtifact::Parse(*bytes);
@@ -181,7 +199,7 @@ Result<DemoArtifacts> LoadOrCalibrateArtifacts(const model::Model& m, const Dige
   }
   lap("target model and predictor over the calibration text");
   if (need_spec) {
-    KVSTASH_ASSIGN_OR_RETURN(a.spec, CalibrateSpec(m, *predictor, docs));
+    KVSTASH_ASSIGN_OR_RETURN(a.spec, CalibrateSpec(m, *predictor, docs, o));
     lap("spec frequency tables");
     KVSTASH_RETURN_IF_ERROR(WriteAll(a.spec_path, a.spec.Serialize()));
   }

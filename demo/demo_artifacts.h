@@ -11,7 +11,10 @@
 //
 // Calibration runs the target model once over the calibration documents (with K
 // before RoPE for dckv) and, for spec, the predictor; spec: two passes of
-// spec::SpecCalibrator over 256-token bf16 chunks; dckv: FitDckvBasis +
+// spec::SpecCalibrator over 256-token chunks of options.kv_dtype (bf16 or f16), of our
+// runtime's KV or, when options.engine_kv is set, of the engine's own KV of the same
+// tokens (what the engine will store: llama.cpp's KV is not our runtime's to the bit,
+// and tables fitted on it code it in fewer bits); dckv: FitDckvBasis +
 // MakeDckvArtifact (codec/dckv/dckv_calibration.h), the first raw_head positions of each
 // document excluded (they are stored raw).
 //
@@ -21,10 +24,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
 
 #include "codec/dckv/dckv_artifact.h"
 #include "codec/spec/spec_artifact.h"
+#include "common/kv_chunk.h"
 #include "common/prefix_key.h"
 #include "common/result.h"
 #include "model/forward/model.h"
@@ -40,6 +46,12 @@ struct DemoArtifactOptions {
   uint32_t dckv_group_layers = 6;  // layers per dckv transform group. Default: 6.
   uint32_t dckv_raw_head = 4;      // bf16 positions at a prefix start. Default: 4.
   uint32_t dckv_raw_tail = 128;    // bf16 positions at a prefix end. Default: 128.
+  DType kv_dtype = DType::kBF16;   // dtype the spec tables are calibrated for. Default: bf16.
+  // When set: the engine's KV of these tokens (canonical layout, kv_dtype, K after
+  // RoPE), which spec calibrates on instead of our runtime's. engine_name names it in
+  // the cache key. Default: unset (our runtime's KV).
+  std::function<Result<KvChunk>(std::span<const uint32_t> tokens)> engine_kv;
+  std::string engine_name = "reference";
 };
 
 struct DemoArtifacts {

@@ -30,6 +30,7 @@ nlohmann::json DemoRowJson(const DemoCodecRow& r) {
   j["hits_verified"] = r.hits_verified;
   j["hits_mismatched"] = r.hits_mismatched;
   j["same_tokens_as_fp32"] = r.same_tokens_as_fp32;
+  j["reference"] = r.reference;
   j["top1_agreement"] = r.top1_agreement >= 0 ? nlohmann::json(r.top1_agreement) : nlohmann::json();
   j["kl_mean"] = r.kl_mean >= 0 ? nlohmann::json(r.kl_mean) : nlohmann::json();
   j["scored_positions"] = r.scored_positions;
@@ -66,7 +67,7 @@ std::string DemoTable(const std::vector<DemoCodecRow>& rows) {
     std::string q = r.top1_agreement >= 0
                         ? "top-1 " + Fmt("%.3f", r.top1_agreement) + ", KL " + Fmt("%.4f", r.kl_mean) + " nats (" +
                               std::to_string(r.scored_positions) + " positions)"
-                        : "bit-exact; answers = fp32 full prefill: " + std::to_string(r.same_tokens_as_fp32) + "/" +
+                        : "bit-exact; answers = " + r.reference + ": " + std::to_string(r.same_tokens_as_fp32) + "/" +
                               std::to_string(r.hits);
     std::snprintf(b, sizeof b, "%-5s %4u %4u %5u %6.1f%% %9.2f %9.2f %6.2f %8.0fms %8.0fms %9u %10u %s\n",
                   r.codec.c_str(), r.requests, r.hits, r.misses, 100 * r.token_hit_rate(), r.raw_bytes / 1e6,

@@ -4,7 +4,8 @@
 //
 // JSON: {"rows": [{codec, requests, hits, misses, token_hit_rate, raw_bytes,
 // stored_bytes, ratio, ttft_miss_ms, ttft_hit_ms, hits_verified, hits_mismatched,
-// same_tokens_as_fp32, top1_agreement, kl_mean, scored_positions, encode_ms_per_miss,
+// same_tokens_as_fp32 (answers equal to the reference's), reference,
+// top1_agreement, kl_mean, scored_positions, encode_ms_per_miss,
 // put_ms_per_miss, hit_breakdown_ms: {lookup, network, store, predictor, decode,
 // suffix_prefill}, wall_s}], "setup": {...}, "acceptance": {...}}.
 // top1_agreement and kl_mean are null for lossless codecs.

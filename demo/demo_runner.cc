@@ -32,9 +32,6 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-namespace {
-
-
 void LogSoftmax(std::span<const float> logits, float* out) {
   const float mx = *std::max_element(logits.begin(), logits.end());
   double s = 0;
@@ -42,6 +39,17 @@ void LogSoftmax(std::span<const float> logits, float* out) {
   const double lse = mx + std::log(s);
   for (size_t i = 0; i < logits.size(); ++i) out[i] = static_cast<float>(logits[i] - lse);
 }
+
+void ScorePosition(std::span<const float> logits, const float* p, uint32_t ref_token, double* top1, double* kl) {
+  std::vector<float> lp(logits.size());
+  *top1 += model::Argmax(logits) == ref_token;
+  LogSoftmax(logits, lp.data());
+  double d = 0;
+  for (size_t v = 0; v < logits.size(); ++v) d += std::exp(static_cast<double>(p[v])) * (p[v] - lp[v]);
+  *kl += d;
+}
+
+namespace {
 
 // Greedy decoding of `n` tokens after prefilling `suffix` on `cache`. When `logprobs`
 // is given, appends the log-softmax of every row that chose a token ([n, vocab]).
@@ -238,15 +246,9 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
           logits.insert(logits.end(), r1.logits.begin(), r1.logits.end());
         }
         if (matched == prefix.size() && !rr.fp32_logprobs.empty()) {
-          std::vector<float> lp(V);
           for (size_t g = 0; g * V < logits.size(); ++g) {
-            const auto row_logits = std::span(logits).subspan(g * V, V);
-            top1 += model::Argmax(row_logits) == rr.fp32_tokens[g];
-            LogSoftmax(row_logits, lp.data());
-            const float* p = rr.fp32_logprobs.data() + g * V;
-            double d = 0;
-            for (uint32_t v = 0; v < V; ++v) d += std::exp(static_cast<double>(p[v])) * (p[v] - lp[v]);
-            kl += d;
+            ScorePosition(std::span(logits).subspan(g * V, V), rr.fp32_logprobs.data() + g * V,
+                          rr.fp32_tokens[g], &top1, &kl);
             ++row.scored_positions;
           }
         }

@@ -39,6 +39,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,13 @@ double Secs(Clock::time_point a);
 int Fail(const std::string& command, const std::string& what, const Status& s);
 // Median of v; 0 when empty, the mean of the two middle values for an even size.
 double Median(std::vector<double> v);
+// out[i] = log-softmax(logits)[i] (double accumulation); out has logits.size() floats.
+void LogSoftmax(std::span<const float> logits, float* out);
+// Scores one teacher-forced position of a lossy hit against the reference: adds 1 to
+// *top1 when argmax(logits) == ref_token, and KL(p_ref || softmax(logits)) in nats to *kl.
+// ref_logprobs: the reference's log-softmax at that position (logits.size() floats).
+void ScorePosition(std::span<const float> logits, const float* ref_logprobs, uint32_t ref_token,
+                   double* top1, double* kl);
 
 struct DemoRunOptions {
   uint32_t gen_tokens = 8;  // tokens generated per request. Default: 8.
@@ -95,7 +103,8 @@ struct DemoCodecRow {
   double encode_ms = 0, put_ms = 0;          // per miss (mean), after the first token
   DemoHitBreakdown hit;                      // medians over hits
   uint32_t hits_verified = 0, hits_mismatched = 0;
-  uint32_t same_tokens_as_fp32 = 0;          // raw/spec hits whose answer equals fp32's
+  uint32_t same_tokens_as_fp32 = 0;          // raw/spec hits whose answer equals the reference's
+  std::string reference = "fp32 full prefill";  // what hits are checked against
   uint32_t scored_positions = 0;             // dckv
   double top1_agreement = -1, kl_mean = -1;  // dckv; -1 = not measured
   double wall_s = 0;

@@ -3,7 +3,8 @@
 // 2 documents of 256 tokens x 3 questions, all three codecs. Asserts what the full demo
 // promises except timings (speed targets live in benchmarks): every field of the JSON
 // table, token hit rate > 50%, every spec and raw hit bit-exact with the reference
-// answer, no mismatched hit, dckv quality measured, compression for spec and dckv.
+// answer, no mismatched hit, dckv quality measured, compression for spec and dckv; for
+// the reference engine and for llama.cpp (the default engine, when built with it).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -17,29 +18,47 @@
 
 namespace {
 
+// Runs `kvstash demo` scaled down (2 documents of 256 tokens x 3 questions, all three
+// codecs) with its own server and `extra` flags; returns the JSON table and the output.
+struct DemoRun {
+  nlohmann::json j;
+  std::string out;
+  std::filesystem::path dir;
+};
+
+DemoRun RunDemo(const std::string& model, const std::string& name, const std::string& extra) {
+  DemoRun run;
+  run.dir = std::filesystem::temp_directory_path() / ("kvstash-" + name + "-" + std::to_string(getpid()));
+  std::filesystem::remove_all(run.dir);
+  std::filesystem::create_directories(run.dir);
+  const std::string json = (run.dir / "demo.json").string();
+  const std::string cmd = std::string(KVSTASH_CLI_BIN) + " demo --start-server " + KVSTASH_SERVER_BIN +
+                          " --data-dir " + (run.dir / "data").string() + " --port 0 --http-port 0" +
+                          " --model " + model + " --documents 2 --doc-tokens 256 --requests-per-doc 3" +
+                          " --gen-tokens 4 --cal-tokens 256 --cache-dir " + (run.dir / "cache").string() +
+                          " --json " + json + " " + extra + " > " + (run.dir / "out.txt").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream out_file(run.dir / "out.txt");
+  run.out.assign(std::istreambuf_iterator<char>(out_file), {});
+  EXPECT_TRUE(WIFEXITED(rc)) << run.out;
+  // 0: all acceptance checks held; 1: one failed (here only timing may, on a loaded machine).
+  EXPECT_LE(WEXITSTATUS(rc), 1) << run.out;
+  EXPECT_NE(run.out.find("dashboard: http://127.0.0.1:"), std::string::npos) << run.out;
+  std::ifstream f(json);
+  EXPECT_TRUE(f.good()) << run.out;
+  if (f.good()) run.j = nlohmann::json::parse(f);
+  return run;
+}
+
 TEST(DemoTest, ScaledDownDemoPassesItsChecks) {
   const std::string model = kvstash::testing::ModelsDir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " absent: run scripts/setup.sh";
-  const auto dir = std::filesystem::temp_directory_path() / ("kvstash-demo-test-" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string json = (dir / "demo.json").string();
-  const std::string cmd = std::string(KVSTASH_CLI_BIN) + " demo --start-server " + KVSTASH_SERVER_BIN +
-                          " --data-dir " + (dir / "data").string() + " --port 0 --http-port 0" +
-                          " --model " + model + " --documents 2 --doc-tokens 256 --requests-per-doc 3" +
-                          " --gen-tokens 4 --cal-tokens 256 --cache-dir " + (dir / "cache").string() +
-                          " --json " + json + " > " + (dir / "out.txt").string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(rc));
-  std::ifstream out_file(dir / "out.txt");
-  const std::string out((std::istreambuf_iterator<char>(out_file)), {});
-  // 0: all acceptance checks held; 1: one failed (here only timing may, on a loaded machine).
-  ASSERT_LE(WEXITSTATUS(rc), 1) << out;
-  EXPECT_NE(out.find("dashboard: http://127.0.0.1:"), std::string::npos) << out;
-
-  std::ifstream f(json);
-  ASSERT_TRUE(f.good()) << out;
-  const auto j = nlohmann::json::parse(f);
+  const DemoRun run = RunDemo(model, "demo-test", "--engine reference");
+  const auto& j = run.j;
+  const std::string& out = run.out;
+  const auto& dir = run.dir;
+  ASSERT_TRUE(j.is_object()) << out;
+  EXPECT_EQ(j["setup"]["engine"], "reference");
   ASSERT_EQ(j["rows"].size(), 3u) << out;
   const char* const fields[] = {"codec", "requests", "token_hit_rate", "raw_bytes", "stored_bytes", "ratio",
                                 "ttft_miss_ms", "ttft_hit_ms", "hits_verified", "hits_mismatched",
@@ -78,5 +97,53 @@ TEST(DemoTest, ScaledDownDemoPassesItsChecks) {
   EXPECT_LT(j["rows"][0]["ttft_hit_ms"].get<double>(), j["rows"][0]["ttft_miss_ms"].get<double>());
   std::filesystem::remove_all(dir);
 }
+
+#if KVSTASH_DEMO_HAS_LLAMA
+// The default engine: llama.cpp prefills the misses and its own f16 cache is stored and
+// restored. Every raw/spec hit is logit-identical to a llama.cpp prefill with the same
+// batch split; the chains cover each document's prefix (system prompt + document).
+TEST(DemoTest, LlamaCppEngineDemoPassesItsChecks) {
+  const std::string model = kvstash::testing::ModelsDir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(model)) GTEST_SKIP() << model << " absent: run scripts/setup.sh";
+  const DemoRun run = RunDemo(model, "llama-demo-test", "--llama-threads 1");  // llama.cpp is the default
+  const auto& j = run.j;
+  ASSERT_TRUE(j.is_object()) << run.out;
+  EXPECT_EQ(j["setup"]["engine"], "llama.cpp");
+  EXPECT_EQ(j["setup"]["kv_dtype"], "f16");
+  ASSERT_EQ(j["rows"].size(), 3u) << run.out;
+  const std::string codecs[] = {"raw", "spec", "dckv"};
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& r = j["rows"][i];
+    SCOPED_TRACE(codecs[i]);
+    EXPECT_EQ(r["codec"], codecs[i]);
+    EXPECT_EQ(r["requests"], 6);
+    EXPECT_EQ(r["misses"], 2);
+    EXPECT_EQ(r["hits"], 4);
+    EXPECT_EQ(r["hits_mismatched"], 0) << run.out;
+    EXPECT_EQ(r["hits_verified"], 4) << run.out;
+    EXPECT_EQ(r["reference"], "llama.cpp full prefill");
+    // Each document is hit twice and stored once: the stored f16 bytes are half the
+    // restored tokens at 30 layers x 2 x 3 heads x 64 x 2 bytes = 23,040 bytes a token.
+    EXPECT_EQ(2 * r["raw_bytes"].get<uint64_t>(), r["matched_tokens"].get<uint64_t>() * 23040u);
+  }
+  EXPECT_EQ(j["rows"][0]["same_tokens_as_fp32"], 4);
+  EXPECT_EQ(j["rows"][1]["same_tokens_as_fp32"], 4);
+  EXPECT_NEAR(j["rows"][0]["ratio"].get<double>(), 1.0, 0.002);  // raw: headers only
+  EXPECT_GT(j["rows"][1]["ratio"].get<double>(), 1.5);            // spec, lossless on llama.cpp's KV
+  EXPECT_GT(j["rows"][2]["ratio"].get<double>(), 1.5);            // dckv, lossy
+  EXPECT_GT(j["rows"][2]["scored_positions"].get<int>(), 0);
+  EXPECT_GT(j["rows"][2]["top1_agreement"].get<double>(), 0.5);
+  const auto& bits = j["spec_bits_per_scalar"];
+  ASSERT_TRUE(bits.is_object()) << run.out;
+  EXPECT_NEAR(bits["llama_cpp_kv"].get<double>(), 16.0 / j["rows"][1]["ratio"].get<double>(), 1e-9);
+  EXPECT_GT(bits["our_runtime_kv"].get<double>(), 0.0);
+  EXPECT_LT(bits["our_runtime_kv"].get<double>(), 16.0);
+  EXPECT_TRUE(j["acceptance"]["token_hit_rate_over_50"].get<bool>());
+  EXPECT_TRUE(j["acceptance"]["no_mismatch"].get<bool>());
+  // A raw hit prefills ~20 question tokens instead of ~300.
+  EXPECT_LT(j["rows"][0]["ttft_hit_ms"].get<double>(), j["rows"][0]["ttft_miss_ms"].get<double>());
+  std::filesystem::remove_all(run.dir);
+}
+#endif
 
 }  // namespace

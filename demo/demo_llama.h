@@ -1,0 +1,32 @@
+// `kvstash demo --engine llama.cpp` (the default engine): the demo's workload with
+// llama.cpp as the inference engine. Misses are llama.cpp prefills whose sequence state
+// is exported and stored; hits restore llama.cpp's own cache into llama.cpp and prefill
+// only the question (demo_llama_runner.h has the loop and the checks).
+//
+// Set-up beside the reference-engine demo: libllama loads the same GGUF (flash
+// attention off, K/V of options.llama_kv_dtype, options.llama_threads threads, one
+// sequence; the context holds the longest prompt plus the generated tokens); chains
+// cover each document's prefix (system prompt + document); the spec tables are
+// calibrated on llama.cpp's KV of the calibration text in that dtype (cached like every
+// demo artifact); dckv's basis comes from our runtime's fp32 cache of the same text (it
+// is dtype-free). With spec, the report also codes every document prefix's KV from our
+// runtime (rounded to the same dtype) with the same codec, so spec's bits per scalar on
+// llama.cpp's KV stand beside those on our runtime's KV of the same tokens.
+//
+// Acceptance (exit code 0): token hit rate > 50%; every raw/spec hit logit-identical to a
+// llama.cpp prefill with the same batch split and with the same greedy answer; no hit
+// that failed to load; hit TTFT < miss TTFT for raw and dckv (spec's TTFT is reported:
+// on a CPU our predictor is slower than llama.cpp's quantised prefill of SmolLM2).
+// Returns 1 when a check fails or a step errs, 2 for bad options (hybrid, an unknown
+// codec, a KV dtype other than f16/bf16), 1 with a clear message when kvstash was built
+// without llama.cpp (scripts/setup.sh installs it).
+// Thread-safety: one demo at a time per process.
+#pragma once
+
+#include "demo/demo.h"
+
+namespace kvstash::demo {
+
+int RunLlamaDemo(const DemoOptions& options);
+
+}  // namespace kvstash::demo
