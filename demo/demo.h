@@ -31,7 +31,10 @@ struct DemoOptions {
   // With engine llama.cpp: KV cache dtype (type_k = type_v): kF16 (llama.cpp's
   // default) or kBF16. The reference engine stores bf16. Default: kF16.
   DType llama_kv_dtype = DType::kF16;
-  int llama_threads = 2;          // llama.cpp threads (prompt and generation). Default: 2.
+  // llama.cpp threads (prompt and generation). Default: 1: ggml's threads spin at
+  // every operation barrier, so on a machine busier than its cores (CI: 2 cores, other
+  // jobs) 2 threads made a 19-token prefill take 8 s instead of 0.1 s.
+  int llama_threads = 1;
   // Codecs to run, in order. Default: raw, spec, dckv.
   std::vector<std::string> codecs = {"raw", "spec", "dckv"};
   std::string model_path = DefaultModelPath();  // GGUF with tokenizer

@@ -43,7 +43,10 @@ int main(int argc, char** argv) {
                  def("HTTP port address (/metrics, /v1/stats, /dashboard: keep it private)",
                      d.http_listen));
   app.add_option("--http-port", http_port, def("HTTP port (0: any free port)", d.http_port));
-  app.add_option("--server-id", server_id, def("Node identity", "<listen>:<port>"));
+  app.add_option("--server-id", server_id, def("Node identity, 1..255 bytes", "<listen>:<port>"))
+      ->check([](const std::string& v) {
+        return v.empty() ? std::string("must not be empty (omit it for <listen>:<port>)") : std::string();
+      });
   app.add_option("--data-dir", data_dir,
                  def("RocksDB directory (store.path); empty: memory only", "empty"));
   app.add_option("--memory-budget", memory_budget,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from . import _native
+from ._errors import InvalidArgumentError
 from ._native import ChunkKey, LookupResult, PutChunk, TlsOptions
 
 _DEFAULT_DEADLINE_MS = 5000
@@ -68,7 +69,8 @@ class Client:
     release the GIL while they wait. The `*_async` methods return awaitables of the
     running asyncio loop (no thread per call: the native I/O thread settles them).
 
-    Errors (all methods): `UnavailableError` (server down, client closed),
+    Errors (all methods): `UnavailableError` (server down; calls in flight when the
+    client is closed), `InvalidArgumentError` also for any call after close(),
     `DeadlineExceededError`, `PermissionDeniedError` (credential rejected),
     `InvalidArgumentError` (a key that is not 16 bytes, a bad option), and the
     per-method errors listed below.
@@ -83,7 +85,8 @@ class Client:
         """Validates the options and starts the I/O thread (connections open lazily).
 
         Args:
-            servers: "host:port" addresses, at least one.
+            servers: "host:port" addresses, at least one (one address may be given
+                as a plain string).
             tenant, credential: the tenant and its secret (server config `tenants`).
             tls: TLS options, or None for plain TCP.
             deadline_ms: default deadline of a call, all attempts included. Default 5000.
@@ -92,8 +95,9 @@ class Client:
             InvalidArgumentError: no servers, a bad address, an empty tenant, zero counts,
                 a TLS CA file that does not load.
         """
+        servers = [servers] if isinstance(servers, str) else list(servers)
         self._native = _native.Client(
-            list(servers), tenant, credential, tls, deadline_ms, client_name,
+            servers, tenant, credential, tls, deadline_ms, client_name,
             connections_per_server, max_attempts, initial_backoff_ms, max_backoff_ms,
             max_reply_bytes, connect_timeout_ms, request_memory)
         self.servers = list(servers)
@@ -102,7 +106,7 @@ class Client:
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Fails outstanding calls with UnavailableError and stops the I/O thread.
-        Idempotent; later calls raise UnavailableError."""
+        Idempotent; later calls raise InvalidArgumentError (not retryable)."""
         self._native.close()
         _open_clients.discard(self)
 
@@ -135,14 +139,24 @@ class Client:
         """
         return self._native.lookup(list(chain), require_state, deadline_ms)
 
-    def put(self, route: bytes, key: bytes, parent: bytes | None, payload: Any, *,
+    def put(self, route: "bytes | PutChunk", key: bytes | None = None,
+            parent: bytes | None = None, payload: Any = None, *,
             pin: bool = False, deadline_ms: int | None = None) -> int:
         """Stores one chunk payload (any bytes-like object, common/payload_format.h).
-        Returns the payload bytes as stored.
+        Returns the payload bytes as stored. `put(chunk)` takes a PutChunk (what the
+        codecs return) instead of route, key, parent, payload and pin.
 
         Raises: NotFoundError when `parent` is not stored; InvalidArgumentError or
         CorruptionError for a payload that fails the server's validation.
         """
+        if isinstance(route, PutChunk):
+            if key is not None or parent is not None or payload is not None:
+                raise InvalidArgumentError("put(chunk): pass a PutChunk alone, not also key/parent/payload")
+            chunk = route
+            return self._native.put(chunk.route, chunk.key, chunk.parent, chunk.payload,
+                                    chunk.pin or pin, deadline_ms)
+        if key is None or payload is None:
+            raise InvalidArgumentError("put: key and payload are required (or pass a PutChunk)")
         return self._native.put(route, key, parent, payload, pin, deadline_ms)
 
     def put_chunks(self, chunks: Sequence[PutChunk], deadline_ms: int | None = None) -> None:

@@ -9,7 +9,9 @@
 //
 // Lifetime: the C++ client is held by a shared_ptr; close() drops the binding's
 // reference with the GIL released (its destructor fails outstanding calls, whose
-// callbacks need the GIL) and later calls raise UnavailableError("client is closed").
+// callbacks need the GIL: they fail with UnavailableError) and later calls raise
+// InvalidArgumentError("client is closed"): using a closed client is the caller's
+// error, never worth a retry.
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -79,10 +81,10 @@ class PyClient {
     }
   }
 
-  // The client, or UnavailableError when closed. REQUIRES: the GIL.
+  // The client, or InvalidArgumentError (not retryable) when closed. REQUIRES: the GIL.
   std::shared_ptr<Client> Get() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!c_) ThrowStatus(Status::Unavailable("client is closed"));
+    if (!c_) ThrowStatus(Status::InvalidArgument("client is closed"));
     return c_;
   }
   void Close() {

@@ -100,8 +100,10 @@ def test_closed_client_and_bad_options(server):
     c.close()
     c.close()  # idempotent
     assert c.closed
-    with pytest.raises(kvstash.UnavailableError):
+    # A call after close() is the caller's error: never retryable.
+    with pytest.raises(kvstash.InvalidArgumentError) as e:
         c.stats()
+    assert not e.value.retryable and "closed" in str(e.value)
     for kwargs in (dict(servers=[]), dict(servers=["no-port"]), dict(servers=["h:99999"]),
                    dict(servers=[server.address], tenant="")):
         kwargs.setdefault("tenant", TENANT)
@@ -110,6 +112,20 @@ def test_closed_client_and_bad_options(server):
     with pytest.raises(kvstash.InvalidArgumentError):
         kvstash.Client([server.address], tenant=TENANT,
                        tls=kvstash.TlsOptions(ca_file="/nonexistent/ca.pem"))
+
+
+def test_one_address_as_a_string_and_put_of_a_put_chunk(server):
+    # "host:port" alone is one server (not a sequence of one-character addresses).
+    with kvstash.Client(server.address, tenant=TENANT, credential=CREDENTIAL) as c:
+        assert c.servers == [server.address]
+        _, _, keys, puts, _ = make_chain(90, 2 * CHUNK)
+        assert c.put(puts[0]) == len(puts[0].payload)
+        assert c.put(puts[1]) == len(puts[1].payload)
+        assert c.get(keys[0].stored, keys[1].stored) == puts[1].payload
+        with pytest.raises(kvstash.InvalidArgumentError):
+            c.put(puts[0], keys[0].stored)
+        with pytest.raises(kvstash.InvalidArgumentError):
+            c.put(keys[0].stored)
 
 
 def test_threads_share_one_client(client):

@@ -264,7 +264,8 @@ TEST(ServerCliTest, HelpShowsDefaultsAndUsageErrorsExit2) {
 }
 
 // HELLO carries server_id with a u8 length: an id over 255 bytes is a configuration
-// error at start (exit 2), from the flag and from the JSON config; 255 bytes work.
+// error at start (exit 2), from the flag and from the JSON config; so is an empty one
+// given on the command line; 255 bytes work.
 TEST(ServerCliTest, AServerIdOver255BytesIsRefusedAtStart) {
   TempDir dir;
   const std::string long_id(256, 'n');
@@ -279,6 +280,9 @@ TEST(ServerCliTest, AServerIdOver255BytesIsRefusedAtStart) {
                          " --port 0 --http-port 0");
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("server_id is 300 bytes; at most 255"), std::string::npos) << out;
+  std::tie(rc, out) = Sh("timeout -s TERM 5 " + kServer + " --tenant a=b --port 0 --http-port 0 --server-id ''");
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("must not be empty"), std::string::npos) << out;
   // 255 bytes: every client call works and the id reaches the client's STATS.
   ServerProcess s;
   const std::string id(255, 'i');
