@@ -12,6 +12,16 @@ void AddSpecRunOptions(CLI::App* cmd, bench::SpecBenchOptions* o) {
                   "Predictor quantisation group (0 = per channel)")->capture_default_str();
   cmd->add_option("--predictor-activation-bits", o->predictor_activation_bits,
                   "Predictor activation bits: 8 or 16")->capture_default_str();
+  cmd->add_option("--predictor", o->predictor_arithmetic,
+                  "Predictor arithmetic: int (our int8 GEMMs) or ggml (llama.cpp's CPU Q4_1 x Q8_1, "
+                  "GGUF Q4_1 models)")
+      ->check(CLI::IsMember({"int", "ggml"}))
+      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--predictor-kv-dtype",
+         [o](const std::string& v) { o->predictor_kv_dtype = v == "f16" ? DType::kF16 : DType::kBF16; },
+         "ggml predictor: the KV cache dtype llama.cpp keeps (f16 or bf16; default bf16)")
+      ->check(CLI::IsMember({"f16", "bf16"}));
 }
 
 }  // namespace kvstash::cli

@@ -9,7 +9,8 @@
 namespace kvstash::cli {
 
 // Adds --model, --cal-tokens, --doc-tokens, --chunk-tokens, --threads,
-// --predictor-group and --predictor-activation-bits to `cmd`, bound to `o`.
+// --predictor-group, --predictor-activation-bits, --predictor (int | ggml) and
+// --predictor-kv-dtype to `cmd`, bound to `o`.
 void AddSpecRunOptions(CLI::App* cmd, bench::SpecBenchOptions* o);
 
 }  // namespace kvstash::cli

@@ -195,6 +195,8 @@ model::SpecPredictorOptions PredictorOptions(const SpecBenchOptions& o) {
   po.group = o.predictor_group;
   po.activation_bits = o.predictor_activation_bits;
   po.threads = o.threads;
+  if (o.predictor_arithmetic == "ggml") po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
+  po.kv_dtype = o.predictor_kv_dtype;
   return po;
 }
 

@@ -35,6 +35,10 @@ struct SpecBenchOptions {
   int threads = 2;
   int predictor_group = 128;
   int predictor_activation_bits = 16;
+  // "int" (our int8 predictor, predictor_group / predictor_activation_bits apply) or
+  // "ggml" (the ggml-q4_1-<predictor_kv_dtype> variant: GGUF Q4_1 models only).
+  std::string predictor_arithmetic = "int";
+  DType predictor_kv_dtype = DType::kBF16;  // ggml only: f16 or bf16
   std::string artifact_dir;        // where calibrated artifacts are written ("" = none)
 };
 

@@ -6,7 +6,9 @@
 //   - llama.cpp (libllama of llama-cpp-python 0.3.36, flash attention off, type_k =
 //     type_v = f16 or bf16, 1 thread) prefills the same token ids; its sequence state
 //     is exported and parsed (engines/llama_cpp/llama_state.h);
-//   - the deterministic spec predictor (model/predictor/spec_predictor.h) runs once.
+//   - the deterministic spec predictor (model/predictor/spec_predictor.h) runs once,
+//     or once per KV dtype for the ggml variant (it attends over a cache rounded to
+//     the dtype, as llama.cpp does).
 // Per dtype, two artifacts are calibrated on the calibration split, one on our
 // runtime's KV and one on llama.cpp's, and the evaluation split's 256-token chunks are
 // coded three ways: our KV with our artifact, llama.cpp's KV with our artifact,
@@ -14,11 +16,18 @@
 // bit for bit. bits/scalar = 8 * payload bytes (headers included) / scalars; ratio =
 // 16 / bits/scalar. Also reported: how far llama.cpp's KV is from ours (RMS and max
 // of the difference, in units of the KV's own RMS).
+// and how far the predictor is from each KV (prediction_error: RMS error and the
+// fraction of values it predicts exactly, overall, per layer and for layer 0's K).
 //
 // Usage: kvstash_llama_spec_bench [--model GGUF] [--cal-tokens N] [--eval-tokens N]
-//                                 [--doc-tokens N] [--json FILE]
+//                                 [--doc-tokens N] [--predictor int|ggml]
+//                                 [--predictor-group G] [--predictor-activation-bits B]
+//                                 [--threads N] [--json FILE]
+// --predictor int: our int8 predictor with group G and B-bit activations (W8A16-g128
+// by default); ggml: the ggml-q4_1-<dtype> variant (SpecPredictorOptions::kGgml).
+// --threads: predictor threads (results do not depend on it).
 // Defaults: models/SmolLM2-135M-Instruct.Q4_1.gguf under the source tree, 4096, 4096,
-// 512. Prints the JSON document to stdout (and writes FILE when given).
+// 512, int, 128, 16, 1. Prints the JSON document to stdout (and writes FILE when given).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -48,7 +57,7 @@ constexpr uint32_t kChunk = 256;
 struct Doc {
   std::vector<uint32_t> tokens;
   model::KvCache ours;            // fp32
-  model::PredictorCache pred;
+  model::PredictorCache pred_f16, pred_bf16;  // the predictor for each KV dtype
   KvChunk llama_f16, llama_bf16;  // whole document, canonical layout
 };
 
@@ -68,7 +77,14 @@ float Value16(const uint8_t* p, DType dt) {
   return dt == DType::kF16 ? F16ToF32(b) : Bf16ToF32(b);
 }
 
-Result<std::vector<Doc>> RunDocs(const model::Model& m, const model::SpecPredictor& predictor,
+// The predictor of each KV dtype (the same object twice unless it is the ggml variant).
+struct Predictors {
+  const model::SpecPredictor* f16;
+  const model::SpecPredictor* bf16;
+  const model::SpecPredictor& Of(DType dt) const { return dt == DType::kF16 ? *f16 : *bf16; }
+};
+
+Result<std::vector<Doc>> RunDocs(const model::Model& m, const Predictors& predictors,
                                  llama_model* lm, const model::Corpus& corpus, uint32_t n_ctx) {
   std::vector<Doc> docs;
   for (const auto& cd : corpus.documents) {
@@ -79,7 +95,12 @@ Result<std::vector<Doc>> RunDocs(const model::Model& m, const model::SpecPredict
     model::PrefillOptions po;
     po.logits = model::PrefillOptions::Logits::kNone;
     KVSTASH_RETURN_IF_ERROR(model::Prefill(m, d.tokens, &d.ours, po).status());
-    KVSTASH_RETURN_IF_ERROR(predictor.Run(d.tokens, &d.pred));
+    KVSTASH_RETURN_IF_ERROR(predictors.f16->Run(d.tokens, &d.pred_f16));
+    if (predictors.bf16 == predictors.f16) {
+      d.pred_bf16 = d.pred_f16;
+    } else {
+      KVSTASH_RETURN_IF_ERROR(predictors.bf16->Run(d.tokens, &d.pred_bf16));
+    }
     const std::vector<llama_token> ids(d.tokens.begin(), d.tokens.end());
     for (DType dt : {DType::kF16, DType::kBF16}) {
       KVSTASH_ASSIGN_OR_RETURN(auto params, llama_cpp::ContextParams(n_ctx, 1, false, dt));
@@ -112,7 +133,7 @@ Result<ChunkSet> Chunks(const std::vector<Doc>& docs, const KvLayout& L, bool ll
         KVSTASH_ASSIGN_OR_RETURN(KvChunk c, model::ToKvChunk(d.ours, b, b + kChunk, L.dtype));
         s.kv.push_back(std::move(c));
       }
-      s.pred.push_back(Slice(d.pred, L, b, b + kChunk));
+      s.pred.push_back(Slice(L.dtype == DType::kF16 ? d.pred_f16 : d.pred_bf16, L, b, b + kChunk));
     }
   }
   return s;
@@ -174,11 +195,58 @@ nlohmann::json Distance(const ChunkSet& ours, const ChunkSet& llama) {
           {"max_abs_diff_over_rms", maxd / rms}, {"identical_fraction", double(equal) / std::max<uint64_t>(n, 1)}};
 }
 
+// How far the predictor's K/V are from a KV: RMS of (kv - prediction) in units of
+// RMS(kv) overall and per layer for K and V, and the fraction of values whose prediction
+// rounded to the dtype is exact, overall and for layer 0's K (where only the projection
+// arithmetic matters).
+nlohmann::json PredictionError(const ChunkSet& set) {
+  double err2 = 0, ref2 = 0;
+  uint64_t n = 0, equal = 0, n0 = 0, equal0 = 0;
+  const uint32_t layers = set.kv.empty() ? 0 : set.kv[0].layout.n_layers;
+  std::vector<double> lerr2(2 * layers, 0.0), lref2(2 * layers, 0.0);
+  for (size_t c = 0; c < set.kv.size(); ++c) {
+    const KvChunkView kv = set.kv[c].view();
+    const DType dt = kv.layout.dtype;
+    for (uint32_t l = 0; l < kv.layout.n_layers; ++l) {
+      for (int which = 0; which < 2; ++which) {
+        const std::span<const uint8_t> bytes = which == 0 ? kv.K(l) : kv.V(l);
+        const float* pred = which == 0 ? set.pred[c].k[l] : set.pred[c].v[l];
+        for (size_t i = 0; i * 2 < bytes.size(); ++i) {
+          const double x = Value16(&bytes[2 * i], dt);
+          if (!std::isfinite(x)) continue;
+          const float rounded = dt == DType::kF16 ? F16ToF32(F32ToF16(pred[i])) : Bf16ToF32(F32ToBf16(pred[i]));
+          err2 += (x - pred[i]) * (x - pred[i]);
+          ref2 += x * x;
+          lerr2[2 * l + which] += (x - pred[i]) * (x - pred[i]);
+          lref2[2 * l + which] += x * x;
+          const bool same = rounded == static_cast<float>(x);
+          equal += same;
+          ++n;
+          if (l == 0 && which == 0) {
+            equal0 += same;
+            ++n0;
+          }
+        }
+      }
+    }
+  }
+  nlohmann::json k_err = nlohmann::json::array(), v_err = nlohmann::json::array();
+  for (uint32_t l = 0; l < layers; ++l) {
+    k_err.push_back(std::round(1e4 * std::sqrt(lerr2[2 * l] / std::max(lref2[2 * l], 1e-30))) / 1e4);
+    v_err.push_back(std::round(1e4 * std::sqrt(lerr2[2 * l + 1] / std::max(lref2[2 * l + 1], 1e-30))) / 1e4);
+  }
+  return {{"rel_rms_err", std::sqrt(err2 / std::max(ref2, 1e-30))},
+          {"k_rel_rms_err_per_layer", k_err}, {"v_rel_rms_err_per_layer", v_err},
+          {"identical_fraction", double(equal) / std::max<uint64_t>(n, 1)},
+          {"layer0_k_identical_fraction", double(equal0) / std::max<uint64_t>(n0, 1)}};
+}
+
 int Main(int argc, char** argv) {
   std::string model_path = std::string(KVSTASH_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   uint64_t cal_tokens = 4096, eval_tokens = 4096;
   uint32_t doc_tokens = 512;
-  std::string json_path;
+  std::string json_path, variant = "int";
+  model::SpecPredictorOptions po;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model_path = v;
@@ -186,14 +254,19 @@ int Main(int argc, char** argv) {
     else if (a == "--eval-tokens") eval_tokens = std::stoull(v);
     else if (a == "--doc-tokens") doc_tokens = static_cast<uint32_t>(std::stoul(v));
     else if (a == "--json") json_path = v;
+    else if (a == "--predictor") variant = v;
+    else if (a == "--predictor-group") po.group = std::stoi(v);
+    else if (a == "--predictor-activation-bits") po.activation_bits = std::stoi(v);
+    else if (a == "--threads") po.threads = std::stoi(v);
     else {
       std::cerr << "unknown flag " << a << "\n";
       return 2;
     }
   }
-  if (argc % 2 == 0) {
+  if (argc % 2 == 0 || (variant != "int" && variant != "ggml")) {
     std::cerr << "usage: kvstash_llama_spec_bench [--model GGUF] [--cal-tokens N] [--eval-tokens N] "
-                 "[--doc-tokens N] [--json FILE]\n";
+                 "[--doc-tokens N] [--predictor int|ggml] [--predictor-group G] "
+                 "[--predictor-activation-bits B] [--threads N] [--json FILE]\n";
     return 2;
   }
   auto fail = [](const Status& s) {
@@ -204,9 +277,18 @@ int Main(int argc, char** argv) {
   auto m = model::LoadModel(model_path);
   if (!m.ok()) return fail(m.status());
   if (!(*m)->tokenizer) return fail(Status::InvalidArgument("model has no tokenizer"));
-  model::SpecPredictorOptions po;
+  if (variant == "ggml") po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
   auto predictor = model::SpecPredictor::Create(**m, po);
   if (!predictor.ok()) return fail(predictor.status());
+  Predictors predictors{predictor->get(), predictor->get()};
+  model::SpecPredictorOptions po_bf16 = po;
+  po_bf16.kv_dtype = DType::kBF16;
+  Result<std::unique_ptr<model::SpecPredictor>> predictor_bf16 = std::unique_ptr<model::SpecPredictor>();
+  if (variant == "ggml") {
+    predictor_bf16 = model::SpecPredictor::Create(**m, po_bf16);
+    if (!predictor_bf16.ok()) return fail(predictor_bf16.status());
+    predictors.bf16 = predictor_bf16->get();
+  }
   auto lm = llama_cpp::LoadModel(model_path);
   if (!lm.ok()) return fail(lm.status());
   auto cal_corpus = model::LoadCorpus(*(*m)->tokenizer, model::CorpusSplit::kCalibration, doc_tokens, cal_tokens);
@@ -214,15 +296,16 @@ int Main(int argc, char** argv) {
   if (!cal_corpus.ok()) return fail(cal_corpus.status());
   if (!eval_corpus.ok()) return fail(eval_corpus.status());
   const auto t0 = std::chrono::steady_clock::now();
-  auto cal_docs = RunDocs(**m, **predictor, lm->get(), *cal_corpus, doc_tokens);
+  auto cal_docs = RunDocs(**m, predictors, lm->get(), *cal_corpus, doc_tokens);
   if (!cal_docs.ok()) return fail(cal_docs.status());
-  auto eval_docs = RunDocs(**m, **predictor, lm->get(), *eval_corpus, doc_tokens);
+  auto eval_docs = RunDocs(**m, predictors, lm->get(), *eval_corpus, doc_tokens);
   if (!eval_docs.ok()) return fail(eval_docs.status());
   const double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const auto& mc = (*m)->config;
   nlohmann::json out;
-  out["setup"] = {{"model", model_path}, {"predictor", po.VariantName()}, {"chunk_tokens", kChunk},
+  out["setup"] = {{"model", model_path},
+                  {"predictor", variant == "ggml" ? po.VariantName() + ", " + po_bf16.VariantName() : po.VariantName()}, {"chunk_tokens", kChunk},
                   {"doc_tokens", doc_tokens}, {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off, 1 thread"},
                   {"calibration_files", model::CorpusFiles(model::CorpusSplit::kCalibration)},
                   {"evaluation_files", model::CorpusFiles(model::CorpusSplit::kEvaluation)},
@@ -235,9 +318,9 @@ int Main(int argc, char** argv) {
     if (!cal_ours.ok() || !cal_llama.ok() || !ev_ours.ok() || !ev_llama.ok()) {
       return fail(Status::Internal("chunking failed"));
     }
-    auto art_ours = Calibrate(L, *cal_ours, **predictor);
+    auto art_ours = Calibrate(L, *cal_ours, predictors.Of(dt));
     if (!art_ours.ok()) return fail(art_ours.status());
-    auto art_llama = Calibrate(L, *cal_llama, **predictor);
+    auto art_llama = Calibrate(L, *cal_llama, predictors.Of(dt));
     if (!art_llama.ok()) return fail(art_llama.status());
     for (auto [name, art, set] : {std::tuple{"our runtime's KV, artifact from our KV", &*art_ours, &*ev_ours},
                                   std::tuple{"llama.cpp's KV, artifact from our KV", &*art_ours, &*ev_llama},
@@ -251,6 +334,10 @@ int Main(int argc, char** argv) {
                    (*row)["bits_per_scalar"].get<double>(), (*row)["ratio"].get<double>());
     }
     out["kv_distance"][std::string(DTypeName(dt))] = Distance(*ev_ours, *ev_llama);
+    out["prediction_error"][std::string(DTypeName(dt))] = {{"our runtime's KV", PredictionError(*ev_ours)},
+                                                           {"llama.cpp's KV", PredictionError(*ev_llama)}};
+    std::fprintf(stderr, "%-5s prediction error %s\n", std::string(DTypeName(dt)).c_str(),
+                 out["prediction_error"][std::string(DTypeName(dt))].dump().c_str());
   }
   const std::string text = out.dump(2);
   std::cout << text << "\n";

@@ -25,6 +25,21 @@ Result<std::vector<float>> ReadMatrix(const GgufFile& f, const std::string& name
   return f.ReadF32(name);
 }
 
+// The stored blocks of a [rows, cols] tensor, as the file holds them.
+Result<GgmlTensor> ReadStored(const GgufFile& f, const std::string& name, uint32_t rows, uint32_t cols) {
+  KVSTASH_ASSIGN_OR_RETURN(const GgufTensorInfo* t, f.FindTensor(name));
+  if (t->dims.size() != 2 || t->dims[0] != cols || t->dims[1] != rows) {
+    return Status::InvalidArgument("GGUF tensor " + name + " has the wrong shape");
+  }
+  KVSTASH_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, f.TensorBytes(*t));
+  GgmlTensor out;
+  out.type = t->raw_type;
+  out.rows = rows;
+  out.cols = cols;
+  out.bytes.assign(bytes.begin(), bytes.end());
+  return out;
+}
+
 Result<uint32_t> Key(const GgufFile& f, const std::string& arch, const std::string& k) {
   return f.GetU32(arch + "." + k);
 }
@@ -158,6 +173,17 @@ Result<std::unique_ptr<Model>> LoadFromGguf(const GgufFile& f) {
       KVSTASH_ASSIGN_OR_RETURN(w.k_norm, ReadMatrix(f, p + "attn_k_norm.weight", 1, c.head_dim));
     }
     m->layers.push_back(std::move(w));
+    GgmlLayerTensors g;
+    const std::pair<const char*, GgmlTensor*> stored[] = {
+        {"attn_q", &g.wq},        {"attn_k", &g.wk},   {"attn_v", &g.wv},      {"attn_output", &g.wo},
+        {"ffn_gate", &g.w_gate}, {"ffn_up", &g.w_up}, {"ffn_down", &g.w_down}};
+    const uint32_t shape[][2] = {{c.q_dim(), D}, {c.kv_dim(), D}, {c.kv_dim(), D}, {D, c.q_dim()},
+                                 {c.ffn_hidden, D}, {c.ffn_hidden, D}, {D, c.ffn_hidden}};
+    for (size_t i = 0; i < 7; ++i) {
+      KVSTASH_ASSIGN_OR_RETURN(*stored[i].second,
+                               ReadStored(f, p + stored[i].first + ".weight", shape[i][0], shape[i][1]));
+    }
+    m->ggml_layers.push_back(std::move(g));
   }
   KVSTASH_ASSIGN_OR_RETURN(m->final_norm, ReadMatrix(f, "output_norm.weight", 1, D));
   if (c.tied_embeddings) {

@@ -13,6 +13,7 @@
 // one Model concurrently.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,18 @@ struct LayerWeights {
   std::unique_ptr<Linear> w_gate, w_up, w_down;
 };
 
+// One projection as the GGUF file stores it (ggml blocks, rows in the file's order:
+// for llama q/k that is the interleaved RoPE order, before InterleavedToHalfSplit).
+// Kept for predictors that reproduce ggml's arithmetic (model/predictor/ggml_ops.h).
+struct GgmlTensor {
+  uint32_t type = 0;  // ggml type id (model/formats/ggml_types.h)
+  uint32_t rows = 0, cols = 0;
+  std::vector<uint8_t> bytes;  // rows x RowBytes(type, cols)
+};
+struct GgmlLayerTensors {
+  GgmlTensor wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
 struct Model {
   ModelConfig config;
   std::shared_ptr<const std::vector<float>> embed;
@@ -39,6 +52,8 @@ struct Model {
   std::unique_ptr<Linear> lm_head;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the file has none
   std::string source;                    // "gguf", "safetensors" or "llama2c"
+  // Per layer, the projections as stored in the GGUF file; empty for other sources.
+  std::vector<GgmlLayerTensors> ggml_layers;
 
   // InvalidArgument naming the first weight whose shape disagrees with the config.
   Status Validate() const;

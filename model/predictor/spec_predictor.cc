@@ -13,6 +13,7 @@
 #include "common/checksum.h"
 #include "model/predictor/spec_predictor_avx2.h"
 #include "model/predictor/spec_predictor_ops.h"
+#include "model/predictor/parallel_for.h"
 
 namespace kvstash::model {
 namespace {
@@ -21,26 +22,6 @@ using spec::DAdd;
 using spec::DDiv;
 using spec::DMul;
 using spec::DSub;
-
-// Runs body(worker, i) for i in [0, n) over `threads` workers (worker w takes i = w,
-// w + t, ...; each i is computed by exactly one worker, so results do not depend on
-// the split). Returns the number of workers used.
-template <typename Body>
-uint32_t ParallelFor(uint32_t n, int threads, Body body) {
-  const uint32_t t = static_cast<uint32_t>(std::max(1, std::min<int>(threads, static_cast<int>(n))));
-  if (t <= 1) {
-    for (uint32_t i = 0; i < n; ++i) body(0u, i);
-    return 1;
-  }
-  std::vector<std::thread> pool;
-  for (uint32_t w = 0; w < t; ++w) {
-    pool.emplace_back([&, w] {
-      for (uint32_t i = w; i < n; i += t) body(w, i);
-    });
-  }
-  for (auto& th : pool) th.join();
-  return t;
-}
 
 // Adds the wall-clock seconds since construction (or the last Lap) to a profile slot.
 class Stopwatch {
@@ -67,6 +48,7 @@ class Stopwatch {
 }  // namespace
 
 std::string SpecPredictorOptions::VariantName() const {
+  if (arithmetic == Arithmetic::kGgml) return "ggml-q4_1-" + std::string(DTypeName(kv_dtype));
   const std::string base = activation_bits == 16 ? "w8a16" : "w8a8";
   return group == 0 ? base : base + "-g" + std::to_string(group);
 }
@@ -111,6 +93,14 @@ Status SpecPredictor::Quantise(const Linear* linear, int group, QuantLinear* out
 Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
                                                              const SpecPredictorOptions& options) {
   KVSTASH_RETURN_IF_ERROR(model.Validate());
+  if (options.arithmetic == SpecPredictorOptions::Arithmetic::kGgml) {
+    std::unique_ptr<SpecPredictor> p(new SpecPredictor());
+    p->config_ = model.config;
+    p->options_ = options;
+    p->embed_ = model.embed;
+    KVSTASH_RETURN_IF_ERROR(p->LoadGgml(model));
+    return p;
+  }
   if (options.group < 0) return Status::InvalidArgument("predictor group must be >= 0");
   if (options.activation_bits != 8 && options.activation_bits != 16) {
     return Status::InvalidArgument("predictor activation_bits must be 8 or 16");
@@ -275,6 +265,10 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
     if (cache->tokens != 0) return Status::InvalidArgument("predictor cache has the wrong shape");
     cache->k.assign(c.n_layers, {});
     cache->v.assign(c.n_layers, {});
+  }
+  if (options_.arithmetic == SpecPredictorOptions::Arithmetic::kGgml) {
+    RunGgml(tokens, cache);
+    return Status::Ok();
   }
   const uint32_t D = c.hidden, hd = c.head_dim, half = hd / 2;
   const uint32_t qd = c.q_dim(), kvd = c.kv_dim(), F = c.ffn_hidden;

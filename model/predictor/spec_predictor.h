@@ -29,6 +29,16 @@
 //   (G = 128: the block size of published FP8 checkpoints); activations int8 or int16
 //   per token or per (token, G-channel) group. Variant names: "w8a8" (per channel,
 //   int8 activations), "w8a16-g128" (the default), ...
+// - Arithmetic::kGgml ("ggml-q4_1-f16", "ggml-q4_1-bf16") instead copies llama.cpp's CPU
+//   backend (flash attention off) on a GGUF model with Q4_1 projections, so that it
+//   predicts llama.cpp's KV rather than our runtime's: the file's own Q4_1 blocks times
+//   activations quantised to Q8_1 as ggml does (model/predictor/ggml_ops.h), ggml's
+//   rms_norm (double sum), NORM RoPE on the file's interleaved q/k rows with ggml's
+//   angle recurrence theta_i = theta_{i-1} * base^(-2/d), and attention over the KV
+//   cache rounded to kv_dtype with the query and the softmax weights rounded to the
+//   same dtype (ggml converts them to the cache's vec_dot type); softmax sum in
+//   double, p = e * float(1 / sum). K is returned in the canonical rotate_half order.
+//   Scalar code only; the same determinism guarantees hold.
 //
 // Shapes: K (after RoPE, as engines cache it) and V per attention layer are
 // [T, n_kv_heads, head_dim] fp32 row-major.
@@ -47,7 +57,9 @@
 #include "codec/spec/int8_gemm.h"
 #include "codec/spec/int8_gemm_packed.h"
 #include "codec/spec/quantize.h"
+#include "common/dtype.h"
 #include "common/result.h"
+#include "model/predictor/ggml_ops.h"
 #include "model/forward/model.h"
 
 namespace kvstash::model {
@@ -64,8 +76,17 @@ struct SpecPredictorOptions {
   // Threads for the projections and attention. Results do not depend on it. Default: 1.
   int threads = 1;
   spec::GemmBackend backend = spec::GemmBackend::kAuto;
+  // Whose arithmetic the predictor copies: kInt, our int8 GEMMs (group,
+  // activation_bits and backend apply); kGgml, llama.cpp's CPU backend (READ ME FIRST;
+  // group, activation_bits and backend are ignored; REQUIRES a model loaded from a GGUF
+  // whose projections are all Q4_1). Default: kInt.
+  enum class Arithmetic : uint8_t { kInt, kGgml };
+  Arithmetic arithmetic = Arithmetic::kInt;
+  // kGgml only: the KV cache dtype llama.cpp keeps, kF16 or kBF16 (its later layers
+  // attend over that rounded cache). Default: kF16.
+  DType kv_dtype = DType::kF16;
 
-  // "w8a8", "w8a8-g128", "w8a16-g32", ...
+  // "w8a8", "w8a8-g128", "w8a16-g32", ..., "ggml-q4_1-f16", "ggml-q4_1-bf16".
   std::string VariantName() const;
 };
 
@@ -91,7 +112,9 @@ class SpecPredictorCuda;
 class SpecPredictor {
  public:
   // Quantises the model's projections. Errors: InvalidArgument for a model whose
-  // projections are not dense fp32 (DenseLinear) or an invalid group size.
+  // projections are not dense fp32 (DenseLinear) or an invalid group size; for kGgml,
+  // InvalidArgument for a model without GGUF tensors (Model::ggml_layers) or a kv_dtype
+  // other than f16/bf16, NotSupported for a projection that is not Q4_1.
   static Result<std::unique_ptr<SpecPredictor>> Create(const Model& model,
                                                        const SpecPredictorOptions& options);
 
@@ -118,6 +141,14 @@ class SpecPredictor {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
     QuantLinear wq, wk, wv, wo, w_gate, w_up, w_down;
   };
+  // kGgml: a projection's Q4_1 blocks, row-major [out, in / 32], rows in the GGUF order.
+  struct GgmlLinear {
+    uint32_t out = 0, in = 0;
+    std::vector<ggml::UnpackedQ4_1> blocks;
+  };
+  struct GgmlLayer {
+    GgmlLinear wq, wk, wv, wo, w_gate, w_up, w_down;
+  };
 
   SpecPredictor() = default;
   static Status Quantise(const Linear* linear, int group, QuantLinear* out);
@@ -128,11 +159,19 @@ class SpecPredictor {
   void Attention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
                  const PredictorCache& cache, float* out) const;
   void RmsNormRows(float* x, uint32_t rows, uint32_t n, const std::vector<float>& w) const;
+  // kGgml (spec_predictor_ggml.cc): unpacks the GGUF blocks; Run's ggml forward pass
+  // (arguments already checked); y [rows, W.out] = W x for Q8_1 rows x; attention.
+  Status LoadGgml(const Model& model);
+  void RunGgml(std::span<const uint32_t> tokens, PredictorCache* cache) const;
+  void GgmlProject(const GgmlLinear& W, const ggml::BlockQ8_1* x, uint32_t rows, float* y) const;
+  void GgmlAttention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
+                     const PredictorCache& cache, float* out) const;
 
   ModelConfig config_;
   SpecPredictorOptions options_;
   std::shared_ptr<const std::vector<float>> embed_;
   std::vector<Layer> layers_;
+  std::vector<GgmlLayer> ggml_layers_;  // kGgml only (then layers_ holds only the norms)
   uint64_t digest_ = 0;
 };
 

@@ -88,6 +88,9 @@ SpecPredictorCuda::SpecPredictorCuda(std::unique_ptr<Impl> impl) : impl_(std::mo
 SpecPredictorCuda::~SpecPredictorCuda() = default;
 
 Result<std::unique_ptr<SpecPredictorCuda>> SpecPredictorCuda::Create(const SpecPredictor& predictor) {
+  if (predictor.options_.arithmetic != SpecPredictorOptions::Arithmetic::kInt) {
+    return Status::NotSupported("GPU spec predictor: the ggml variant runs on the CPU only");
+  }
   if (predictor.options_.activation_bits != 16) {
     return Status::NotSupported("GPU spec predictor: W8A16 variants only");
   }

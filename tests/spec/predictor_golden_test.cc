@@ -138,5 +138,29 @@ TEST_F(PredictorGoldenTest, OtherVariants) {
   }
 }
 
+// The ggml-q4_1 variants (llama.cpp's CPU arithmetic over the GGUF's Q4_1 blocks),
+// on the first 96 golden tokens (scalar code: slower than the int variants), recorded
+// with the first implementation: one thread in one batch, and two threads with a batch
+// split, give the same digest.
+TEST_F(PredictorGoldenTest, GgmlQ4_1) {
+  constexpr size_t kTokens = 96;
+  struct Case {
+    DType kv_dtype;
+    uint64_t golden;
+  };
+  const Case cases[] = {
+      {DType::kF16, 0xa9605cef6e974142ull},   // ggml-q4_1-f16
+      {DType::kBF16, 0x3f876f98238cf4a1ull},  // ggml-q4_1-bf16
+  };
+  for (const Case& c : cases) {
+    SpecPredictorOptions o;
+    o.arithmetic = SpecPredictorOptions::Arithmetic::kGgml;
+    o.kv_dtype = c.kv_dtype;
+    EXPECT_EQ(RunDigest(o, {}, kTokens), c.golden) << std::hex << o.VariantName() << ", 1 thread";
+    o.threads = 2;
+    EXPECT_EQ(RunDigest(o, {1, 40, 41}, kTokens), c.golden) << std::hex << o.VariantName() << ", 2 threads, splits";
+  }
+}
+
 }  // namespace
 }  // namespace kvstash::model
