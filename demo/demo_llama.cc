@@ -105,8 +105,12 @@ int RunLlamaDemo(const DemoOptions& o) {
   if (!lm.ok()) return Fail("llama.cpp loading " + o.model_path, lm.status());
   std::shared_ptr<const model::SpecPredictor> predictor;
   if (want_spec) {
+    // The predictor that copies llama.cpp's CPU arithmetic (Q4_1 x Q8_1 products,
+    // attention over the cache in its dtype): it predicts llama.cpp's KV, not ours.
     model::SpecPredictorOptions po;
     po.threads = o.predictor_threads;
+    po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
+    po.kv_dtype = o.llama_kv_dtype;
     auto p = model::SpecPredictor::Create(**model, po);
     if (!p.ok()) return Fail("spec predictor", p.status());
     predictor = std::move(p).value();

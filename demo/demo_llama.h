@@ -6,9 +6,10 @@
 // Set-up beside the reference-engine demo: libllama loads the same GGUF (flash
 // attention off, K/V of options.llama_kv_dtype, options.llama_threads threads, one
 // sequence; the context holds the longest prompt plus the generated tokens); chains
-// cover each document's prefix (system prompt + document); the spec tables are
-// calibrated on llama.cpp's KV of the calibration text in that dtype (cached like every
-// demo artifact); dckv's basis comes from our runtime's fp32 cache of the same text (it
+// cover each document's prefix (system prompt + document); spec's predictor is the
+// variant that copies llama.cpp's CPU arithmetic ("ggml-q4_1-<dtype>",
+// model/predictor/spec_predictor.h) and its tables are calibrated on llama.cpp's KV of
+// the calibration text in that dtype (cached like every demo artifact); dckv's basis comes from our runtime's fp32 cache of the same text (it
 // is dtype-free). With spec, the report also codes every document prefix's KV from our
 // runtime (rounded to the same dtype) with the same codec, so spec's bits per scalar on
 // llama.cpp's KV stand beside those on our runtime's KV of the same tokens.

@@ -113,8 +113,8 @@ class PrefixIndex {
   const IndexEntry& at(uint32_t id) const { return Block(id)[id % kBlockEntries]; }
 
   // Adds `key` as a child of `parent` (kNoEntry: a root) with `flags` (kLive is added)
-  // and returns its id. New entries start at the LFU initial counter and the current
-  // tick. REQUIRES: key absent, size() < max_entries(), parent live or kNoEntry.
+  // and returns its id. New entries start at the LFU initial counter; an insert is an
+  // access (it advances the tick and takes the new value). REQUIRES: key absent, size() < max_entries(), parent live or kNoEntry.
   uint32_t Insert(const StoredKey& key, uint32_t parent, uint8_t flags);
   // Removes a childless entry. REQUIRES: live, no children.
   void Remove(uint32_t id);

@@ -28,8 +28,9 @@ namespace kvstash::store {
 enum class EvictionPolicy : uint8_t {
   // Sampled LFU with decay, the algorithm of Redis' allkeys-lfu (evict.c:
   // LFULogIncr / LFUDecrAndReturn): an 8-bit logarithmic hit counter that decays by one
-  // per `lfu_decay_accesses` store accesses without a hit; among `eviction_samples`
-  // random candidates the lowest counter goes, ties broken by the oldest access.
+  // per `lfu_decay_accesses` store accesses (GET hits and inserts) without a hit;
+  // among `eviction_samples` random candidates the lowest counter goes, ties broken by
+  // the oldest access.
   kLfuDecay = 0,
   // Sampled LRU: among `eviction_samples` random candidates the least recently
   // accessed goes.
