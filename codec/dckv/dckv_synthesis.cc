@@ -1,4 +1,5 @@
 #include "codec/dckv/dckv_synthesis.h"
+#include "common/cpu_path.h"
 
 #include <algorithm>
 #include <bit>
@@ -45,7 +46,7 @@ PackedBasis PackBasis(std::span<const float> basis, uint32_t n_active, uint32_t 
 }
 
 bool SynthesisHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
+  static const bool has = __builtin_cpu_supports("avx2") && CpuPathAllowsAvx2();
   return has;
 }
 

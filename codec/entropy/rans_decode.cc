@@ -3,12 +3,14 @@
 
 #include "codec/entropy/rans.h"
 #include "codec/entropy/rans_decode_internal.h"
+#include "common/cpu_path.h"
 
 namespace kvstash::entropy {
 namespace {
 
 bool CpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
+                          CpuPathAllowsAvx2();
   return has;
 }
 

@@ -1,4 +1,5 @@
 #include "codec/spec/int8_gemm.h"
+#include "common/cpu_path.h"
 
 #include <immintrin.h>
 
@@ -112,7 +113,7 @@ Status CheckShapes(size_t a, size_t b, size_t c, int m, int n, int k) {
 }  // namespace
 
 bool CpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
+  static const bool has = __builtin_cpu_supports("avx2") && CpuPathAllowsAvx2();
   return has;
 }
 

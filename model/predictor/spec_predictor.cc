@@ -71,6 +71,16 @@ std::string SpecPredictorOptions::VariantName() const {
   return group == 0 ? base : base + "-g" + std::to_string(group);
 }
 
+uint64_t PredictorCacheDigest(const PredictorCache& cache) {
+  Xxh3Hasher h;
+  for (size_t l = 0; l < cache.k.size(); ++l) {
+    for (const auto* t : {&cache.k[l], &cache.v[l]}) {
+      h.Update(std::span(reinterpret_cast<const uint8_t*>(t->data()), t->size() * sizeof(float)));
+    }
+  }
+  return h.Digest();
+}
+
 float CanonicalDot(const float* a, const float* b, uint32_t n) {
   return CanonicalDotInline(a, b, n);
 }
