@@ -134,6 +134,14 @@ Result<std::vector<uint32_t>> ByteText(model::CorpusSplit split, uint32_t n) {
 
 std::string Fixture(const Inputs& in, const std::string& name) { return in.fixtures_dir + "/" + name; }
 
+// Writes `bytes` to emit_dir/name when emit_dir is set; a failure becomes the item's error.
+std::string Emit(const Inputs& in, const std::string& name, const std::vector<uint8_t>& bytes,
+                 const std::string& digest) {
+  if (in.emit_dir.empty()) return digest;
+  const Status s = WriteFileBytes(in.emit_dir + "/" + name, bytes);
+  return s.ok() ? digest : Error(s);
+}
+
 void SmolLmItems(const Inputs& in, const std::vector<std::vector<uint32_t>>& prompts, Digests* out) {
   const model::Model& m = *in.smollm;
   const KvLayout L = Layout(m.config);
@@ -186,7 +194,8 @@ void SmolLmItems(const Inputs& in, const std::vector<std::vector<uint32_t>>& pro
     }
     (*out)[item + ".decoded"] = Hex(chunk->ContentChecksum());
     auto again = spec::EncodeSpecPayload(*art, chunk->view(), pred, fingerprint, kChunkBegin, in.threads);
-    (*out)[item + ".reencoded"] = again.ok() ? Hex(Xxh3_64(*again)) : Error(again.status());
+    (*out)[item + ".reencoded"] =
+        again.ok() ? Emit(in, "spec-" + name + ".kvsp", *again, Hex(Xxh3_64(*again))) : Error(again.status());
   }
 }
 
@@ -237,7 +246,8 @@ void Rwkv7Items(const Inputs& in, Digests* out) {
     }
     (*out)[item + ".decoded"] = Hex(back->ContentChecksum());
     auto again = spec::EncodeSpecState(*art, *back, pred);
-    (*out)[item + ".reencoded"] = again.ok() ? Hex(Xxh3_64(*again)) : Error(again.status());
+    (*out)[item + ".reencoded"] =
+        again.ok() ? Emit(in, "rwkv7-state-" + at + ".kvsc", *again, Hex(Xxh3_64(*again))) : Error(again.status());
   }
 }
 

@@ -53,6 +53,10 @@ struct Inputs {
   // Batch split points of every predictor run (tokens [0, s0), [s0, s1), ...). The
   // digests must not depend on them. Default: none (one batch).
   std::vector<uint32_t> splits;
+  // When set, the re-encoded payloads and states are written there under the fixture
+  // names (spec-<prompt>.kvsp, rwkv7-state-<n>.kvsc), so that another platform can
+  // decode what this one encoded (scripts/determinism_aarch64.sh). Default: "" (none).
+  std::string emit_dir;
 };
 
 // Computes every item (reads the fixtures). Errors: only for missing prompts or an

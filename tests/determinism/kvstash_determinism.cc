@@ -3,13 +3,14 @@
 // naming each item that differs (docs/determinism.md).
 //
 //   kvstash_determinism [--manifest FILE] [--fixtures DIR] [--model GGUF] [--rwkv7 BIN]
-//                       [--threads N] [--splits A,B,...] [--json FILE] [--write]
+//                       [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR] [--write]
 //
 // Exit status: 0 all items equal the manifest; 1 some differ (their names are printed
 // as "DIFFERS <name>"); 2 usage or an unusable input. The SIMD path is chosen with
 // KVSTASH_CPU_PATH (common/cpu_path.h). --write regenerates the fixtures and the
 // manifest from this build (legitimate only when a format version changes or an item
-// is added); --json writes this run's digests for the variants table.
+// is added); --json writes this run's digests for the variants table; --emit writes
+// the payloads and states this build re-encoded, for another platform to decode.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,7 +28,8 @@ namespace {
 int Usage(const char* why) {
   std::fprintf(stderr,
                "kvstash_determinism: %s\nusage: kvstash_determinism [--manifest FILE] [--fixtures DIR] "
-               "[--model GGUF] [--rwkv7 BIN] [--threads N] [--splits A,B,...] [--json FILE] [--write]\n",
+               "[--model GGUF] [--rwkv7 BIN] [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR] "
+               "[--write]\n",
                why);
   return 2;
 }
@@ -80,6 +82,7 @@ int main(int argc, char** argv) {
       else if (a == "--model") model_path = *v;
       else if (a == "--rwkv7") rwkv7_path = *v;
       else if (a == "--json") json_out = *v;
+      else if (a == "--emit") in.emit_dir = *v;
       else if (a == "--threads") in.threads = std::stoi(*v);
       else if (a == "--splits") in.splits = ParseSplits(*v);
       else return Usage(("unknown option " + a).c_str());
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
     }
   }
   in.fixtures_dir = fixtures;
+  if (!in.emit_dir.empty()) std::filesystem::create_directories(in.emit_dir);
 
   auto smollm = model::LoadModel(model_path);
   if (!smollm.ok()) {
