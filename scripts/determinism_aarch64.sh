@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # The determinism manifest on aarch64 (issue 21, docs/determinism.md): a cross build of
 # the decoder libraries and the tool (cmake -DKVSTASH_DECODER_ONLY=ON with
-# scripts/aarch64-toolchain.cmake: Debian's g++-aarch64-linux-gnu, arm64 -dev packages
-# through multiarch; scripts/setup.sh installs them), run under qemu-aarch64:
+# scripts/aarch64-toolchain.cmake), run under qemu-aarch64. NOT in scripts/test.sh yet
+# (docs/determinism.md says why); packages, by hand:
+#   dpkg --add-architecture arm64 && apt-get update && apt-get install g++-aarch64-linux-gnu \
+#     qemu-user libopenblas-dev:arm64 libspdlog-dev:arm64 libxxhash-dev:arm64 \
+#     libzstd-dev:arm64 libssl-dev:arm64 libicu-dev:arm64
+# Steps:
 #   1. on aarch64: every manifest item, the x86-64-encoded payload and state fixtures
 #      decoded there; the payloads and states it encodes again are emitted;
 #   2. on x86-64 (this build's tool): the manifest again with the aarch64-encoded
@@ -25,14 +29,15 @@ for tool in aarch64-linux-gnu-g++ qemu-aarch64; do
   command -v "$tool" >/dev/null || { echo "$tool missing: run scripts/setup.sh" >&2; exit 1; }
 done
 
+mkdir -p "$DIR"
 t0=$(date +%s)
 cmake -S . -B "$DIR" -G Ninja -DCMAKE_TOOLCHAIN_FILE="$ROOT/scripts/aarch64-toolchain.cmake" \
-  -DKVSTASH_DECODER_ONLY=ON -DCMAKE_BUILD_TYPE=Release >"$DIR.configure.log" 2>&1 \
-  || { cat "$DIR.configure.log"; exit 1; }
-cmake --build "$DIR" -j "$JOBS" --target kvstash_determinism >"$DIR.build.log" 2>&1 \
-  || { tail -n 40 "$DIR.build.log"; exit 1; }
+  -DKVSTASH_DECODER_ONLY=ON -DCMAKE_BUILD_TYPE=Release >"$DIR/configure.log" 2>&1 \
+  || { cat "$DIR/configure.log"; exit 1; }
+cmake --build "$DIR" -j "$JOBS" --target kvstash_determinism >"$DIR/build.log" 2>&1 \
+  || { tail -n 40 "$DIR/build.log"; exit 1; }
 echo "built $DIR (aarch64) in $(( $(date +%s) - t0 ))s"
-file "$DIR/tests/determinism/kvstash_determinism" | grep -q aarch64 \
+readelf -h "$DIR/tests/determinism/kvstash_determinism" | grep -q AArch64 \
   || { echo "$DIR/tests/determinism/kvstash_determinism is not an aarch64 binary" >&2; exit 1; }
 
 emitted="$DIR/emitted"
@@ -43,7 +48,7 @@ echo "-- aarch64 (qemu-aarch64): manifest, x86-64-encoded fixtures"
 # qemu-user (measured: a hello-world linked with -lopenblas never reaches main); the
 # decoder does not use BLAS threads anyway.
 OPENBLAS_NUM_THREADS=1 qemu-aarch64 -L "$SYSROOT" "$DIR/tests/determinism/kvstash_determinism" --threads 2 --splits 1,33 \
-  --emit "$emitted" | tee "$DIR.run.log"
+  --emit "$emitted" | tee "$DIR/run.log"
 echo "aarch64 run: $(( $(date +%s) - t0 ))s"
 
 x86="${KVSTASH_DET_X86_TOOL:-}"
@@ -55,5 +60,5 @@ fi
 [[ -n "$x86" ]] || { echo "no x86-64 kvstash_determinism built (scripts/build.sh kvstash_determinism)" >&2; exit 1; }
 cp tests/determinism/fixtures/spec.kvsa tests/determinism/fixtures/rwkv7.kvss "$emitted/"
 echo "-- x86-64 ($x86): manifest, aarch64-encoded payloads and states"
-"$x86" --fixtures "$emitted" | tee "$DIR.x86.log"
+"$x86" --fixtures "$emitted" | tee "$DIR/x86.log"
 echo "determinism aarch64: both directions equal the manifest"

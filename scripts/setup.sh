@@ -41,17 +41,8 @@ TEST_PACKAGES=(
   chromium openssl                         # dashboard test (headless), TLS test certs
   python3 python3-venv python3-dev         # python3-dev: headers for pip install ./python
 )
-# The aarch64 determinism check (scripts/determinism_aarch64.sh): the cross compiler,
-# qemu-user and the arm64 -dev packages of the decoder libraries through multiarch
-# (dpkg --add-architecture arm64). Left out with KVSTASH_SKIP_CROSS=1.
-CROSS_PACKAGES=(
-  g++-aarch64-linux-gnu qemu-user
-  libopenblas-dev:arm64 libspdlog-dev:arm64 libxxhash-dev:arm64 libzstd-dev:arm64
-  libssl-dev:arm64 libicu-dev:arm64
-)
-[[ "${KVSTASH_SKIP_CROSS:-0}" == 1 ]] && CROSS_PACKAGES=()
 case "$PROFILE" in
-  full) APT_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}" "${CROSS_PACKAGES[@]}") ;;
+  full) APT_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
   server) APT_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
   *) echo "KVSTASH_SETUP_PROFILE must be full or server, not '$PROFILE'" >&2; exit 2 ;;
 esac
@@ -63,10 +54,6 @@ if [[ "${KVSTASH_SKIP_APT:-0}" != 1 ]]; then
   if ((${#missing[@]})); then
     log "installing Debian packages: ${missing[*]}"
     SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-    if [[ " ${missing[*]} " == *":arm64 "* ]] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
-      log "adding the arm64 architecture (multiarch) for the aarch64 cross build"
-      $SUDO dpkg --add-architecture arm64
-    fi
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   else
