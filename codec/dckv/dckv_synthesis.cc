@@ -1,10 +1,10 @@
 #include "codec/dckv/dckv_synthesis.h"
-#include "common/cpu_path.h"
 
 #include <algorithm>
 #include <bit>
 
 #include "codec/dckv/dckv_synthesis_internal.h"
+#include "common/cpu_path.h"
 
 namespace kvstash::dckv {
 namespace internal {

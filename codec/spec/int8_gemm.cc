@@ -1,5 +1,4 @@
 #include "codec/spec/int8_gemm.h"
-#include "common/cpu_path.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -11,6 +10,7 @@
 #include <vector>
 
 #include "codec/spec/det_math.h"
+#include "common/cpu_path.h"
 #include "common/result.h"
 
 namespace kvstash::spec {
