@@ -39,6 +39,17 @@ run_binaries() {  # $1 = folder with binaries; runs tests then benches
     KVSTASH_SOURCE_DIR="$ROOT" "$b" --benchmark_out="$LOGDIR/$(basename "$b").json" \
       --benchmark_out_format=json 2>&1 | tee "$LOGDIR/$(basename "$b").log" | tail -n 30
   done
+  # The determinism manifest (docs/determinism.md) on this machine's build. UNTESTED on a
+  # GPU so far (written without one); it checks the CPU decoders of the GPU build only:
+  # the CUDA predictor/decoders against the same fixtures are not wired in yet.
+  local det
+  det=$(find "$1" -maxdepth 4 -type f -perm -u+x -name kvstash_determinism | head -n 1)
+  if [[ -n "$det" ]]; then
+    echo "== kvstash_determinism (manifest tests/determinism/manifest.json)"
+    "$det" --manifest "$ROOT/tests/determinism/manifest.json" --fixtures "$ROOT/tests/determinism/fixtures" \
+      --model "$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf" 2>&1 | tee "$LOGDIR/determinism.log" | tail -n 20
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || fail=1
+  fi
   [[ $fail -eq 0 ]] && echo "gpu_check: all GPU tests passed" || echo "gpu_check: FAILURES"
   return $fail
 }
@@ -51,11 +62,11 @@ case "$MODE" in
     ;;
   --bundle)
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSTASH_CUDA=ON || exit 1
-    targets=$(cmake --build build-gpu --target help | grep -o -E '^[a-z0-9_]*gpu[a-z0-9_]*(tests|bench)' | sort -u)
+    targets="$(cmake --build build-gpu --target help | grep -o -E '^[a-z0-9_]*gpu[a-z0-9_]*(tests|bench)' | sort -u) kvstash_determinism"
     cmake --build build-gpu -j "$(nproc)" --target $targets || exit 1
     rm -rf "$BUNDLE"
     # shellcheck disable=SC2046
-    scripts/bundle.sh "$BUNDLE" $(gpu_binaries build-gpu) || exit 1
+    scripts/bundle.sh "$BUNDLE" $(gpu_binaries build-gpu) build-gpu/tests/determinism/kvstash_determinism || exit 1
     echo "bundle ready: run on the GPU machine with carry=[.gpu-bundle]: scripts/gpu_check.sh --from-bundle"
     ;;
   --from-bundle)

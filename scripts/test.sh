@@ -9,10 +9,14 @@
 #      against the build/kvstash-server just built;
 #   6. the vLLM connector tests (engines/vllm/tests, real vLLM in .venv-vllm, real
 #      kvstash-server from build/): installs the kvstash package into .venv-vllm first;
+#   6b. the determinism variants (docs/determinism.md): small decoder-only builds with
+#      gcc and clang, -O0 and -O3, x86-64-v4, run with forced SIMD paths, thread counts
+#      and batch splits against tests/determinism/manifest.json (build-det/); skip with
+#      KVSTASH_SKIP_CROSS=1 (the aarch64 qemu-user check is not in CI yet: see that page);
 #   7. optional (KVSTASH_TSAN=1): the store and server integration tests under
 #      ThreadSanitizer, the kvstash-server processes they start included (build-tsan/).
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
-# KVSTASH_SKIP_VLLM=1, KVSTASH_TSAN=1, KVSTASH_JOBS (parallel build jobs, default nproc).
+# KVSTASH_SKIP_VLLM=1, KVSTASH_SKIP_CROSS=1, KVSTASH_TSAN=1, KVSTASH_JOBS (parallel build jobs, default nproc).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -71,6 +75,11 @@ if [[ "${KVSTASH_SKIP_VLLM:-0}" != 1 && -x .venv-vllm/bin/python ]]; then
   .venv-vllm/bin/python -m pytest -q -p no:cacheprovider python/tests/test_codec.py -k torch
   KVSTASH_SERVER="$ROOT/build/kvstash-server" VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
     .venv-vllm/bin/python -m pytest -q -p no:cacheprovider engines/vllm/tests
+fi
+
+if [[ "${KVSTASH_SKIP_CROSS:-0}" != 1 ]]; then
+  step "determinism variants on x86-64 (build-det/)"
+  KVSTASH_JOBS="$JOBS" scripts/determinism_variants.sh
 fi
 
 if [[ "${KVSTASH_TSAN:-0}" == 1 ]]; then

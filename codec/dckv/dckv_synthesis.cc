@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "codec/dckv/dckv_synthesis_internal.h"
+#include "common/cpu_path.h"
 
 namespace kvstash::dckv {
 namespace internal {
@@ -45,8 +46,12 @@ PackedBasis PackBasis(std::span<const float> basis, uint32_t n_active, uint32_t 
 }
 
 bool SynthesisHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx2") && CpuPathAllowsAvx2();
   return has;
+#else
+  return false;
+#endif
 }
 
 void SynthesizeRows(const PackedBasis& basis, std::span<const float> mean, std::span<const float> coef,
@@ -54,7 +59,12 @@ void SynthesizeRows(const PackedBasis& basis, std::span<const float> mean, std::
   constexpr uint32_t P = kSynthesisPanel, TR = kSynthesisTileRows;
   const uint32_t na = basis.n_active, dims = basis.dims;
   const bool avx2 = path != SynthesisPath::kPortable && SynthesisHasAvx2();
+#if defined(__x86_64__)
   auto* tile_fn = avx2 ? &internal::SynthesisTileAvx2 : &internal::SynthesisTilePortable;
+#else
+  (void)avx2;
+  auto* tile_fn = &internal::SynthesisTilePortable;
+#endif
   // Rows holding a zero coefficient take the kernel's skip path.
   std::vector<uint8_t> has_zero(rows);
   for (uint32_t r = 0; r < rows; ++r) {

@@ -3,13 +3,19 @@
 
 #include "codec/entropy/rans.h"
 #include "codec/entropy/rans_decode_internal.h"
+#include "common/cpu_path.h"
 
 namespace kvstash::entropy {
 namespace {
 
 bool CpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2");
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
+                          CpuPathAllowsAvx2();
   return has;
+#else
+  return false;
+#endif
 }
 
 template <typename OutT>
@@ -47,9 +53,11 @@ Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_i
   in.table_index = table_index.empty() ? nullptr : table_index.data();
   in.tables = &tables;
   in.num_symbols = out.size();
+#if defined(__x86_64__)
   if (ResolveRansDecoder(decoder) == RansDecoder::kAvx2) {
     return internal::DecodeAvx2(in, out.data());
   }
+#endif
   return internal::DecodeScalar(in, out.data());
 }
 

@@ -1,6 +1,8 @@
 #include "codec/spec/int8_gemm.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <string>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "codec/spec/det_math.h"
+#include "common/cpu_path.h"
 #include "common/result.h"
 
 namespace kvstash::spec {
@@ -21,6 +24,7 @@ int32_t DotScalar(const TA* a, const int8_t* b, int k) {
   return s;
 }
 
+#if defined(__x86_64__)  // the AVX2 kernels (no other ISA has a SIMD path yet)
 __attribute__((target("avx2"))) inline int32_t HorizontalSum(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
@@ -65,10 +69,13 @@ __attribute__((target("avx2"))) int32_t DotAvx2(const TA* a, const int8_t* b, in
   return HorizontalSum(acc) + DotScalar(a + i, b + i, k - i);
 }
 
+#endif  // __x86_64__
+
 // Dot products of row a (length len) with rows b[j*ldb] for j in [0, n); out[j].
 template <typename TA>
 void DotRow(const TA* a, const int8_t* b, int ldb, int n, int len, bool avx2, int32_t* out) {
   int j = 0;
+#if defined(__x86_64__)
   if (avx2) {
     for (; j + 4 <= n; j += 4) {
       const int8_t* p = b + static_cast<size_t>(j) * ldb;
@@ -78,6 +85,9 @@ void DotRow(const TA* a, const int8_t* b, int ldb, int n, int len, bool avx2, in
     for (; j < n; ++j) out[j] = DotAvx2(a, b + static_cast<size_t>(j) * ldb, len);
     return;
   }
+#else
+  (void)avx2;  // false: CpuHasAvx2() is false off x86-64
+#endif
   for (; j < n; ++j) out[j] = DotScalar(a, b + static_cast<size_t>(j) * ldb, len);
 }
 
@@ -112,8 +122,12 @@ Status CheckShapes(size_t a, size_t b, size_t c, int m, int n, int k) {
 }  // namespace
 
 bool CpuHasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx2") && CpuPathAllowsAvx2();
   return has;
+#else
+  return false;
+#endif
 }
 
 Result<bool> UseAvx2(GemmBackend backend) {

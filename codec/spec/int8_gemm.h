@@ -33,7 +33,8 @@ namespace kvstash::spec {
 
 enum class GemmBackend { kAuto, kScalar, kAvx2 };
 
-// True when this CPU supports AVX2 (checked once with cpuid).
+// True when this CPU supports AVX2 (checked once with cpuid) and KVSTASH_CPU_PATH
+// allows it (common/cpu_path.h: "scalar" makes this false).
 bool CpuHasAvx2();
 
 // Whether `backend` runs the AVX2 code here: kScalar false, kAuto CpuHasAvx2(), kAvx2

@@ -135,7 +135,12 @@ Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& s
         const float* src = x.data() + static_cast<size_t>(i) * shape.k + k0;
         int16_t* dst = row + 2 * g * shape.group_pairs;
         float scale = 0.0f;
-        if (!(use && internal::QuantizeGroupAvx2(src, len, qmax, dst, &scale))) {
+#if defined(__x86_64__)
+        const bool simd = use && internal::QuantizeGroupAvx2(src, len, qmax, dst, &scale);
+#else
+        const bool simd = false;  // use is false off x86-64 (CpuHasAvx2)
+#endif
+        if (!simd) {
           if (bits == 16) {
             scale = QuantizeGroup<int16_t>(src, static_cast<size_t>(len), qmax, dst);
           } else {
@@ -174,11 +179,13 @@ Status GemmPacked(const PackedActivations& a, const PackedWeights& b, std::span<
   auto avx2 = UseAvx2(backend);
   if (!avx2.ok()) return avx2.status();
   ParallelRanges(b.blocks, threads, [&, use = *avx2](int begin, int end) {
+#if defined(__x86_64__)
     if (use) {
       internal::GemmPackedAvx2(a, b, out.data(), begin, end);
-    } else {
-      GemmPackedScalar(a, b, out.data(), begin, end);
+      return;
     }
+#endif
+    GemmPackedScalar(a, b, out.data(), begin, end);
   });
   return Status::Ok();
 }

@@ -53,6 +53,16 @@ std::string SpecPredictorOptions::VariantName() const {
   return group == 0 ? base : base + "-g" + std::to_string(group);
 }
 
+uint64_t PredictorCacheDigest(const PredictorCache& cache) {
+  Xxh3Hasher h;
+  for (size_t l = 0; l < cache.k.size(); ++l) {
+    for (const auto* t : {&cache.k[l], &cache.v[l]}) {
+      h.Update(std::span(reinterpret_cast<const uint8_t*>(t->data()), t->size() * sizeof(float)));
+    }
+  }
+  return h.Digest();
+}
+
 float CanonicalDot(const float* a, const float* b, uint32_t n) {
   return CanonicalDotInline(a, b, n);
 }
@@ -217,6 +227,7 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
   const int threads = std::max(1, options_.threads);
   // One scratch buffer per worker, sized for the longest row (keys 0..first+rows-1).
   const size_t row_scratch = static_cast<size_t>(first) + rows + 8;
+#if defined(__x86_64__)
   if (options_.backend != spec::GemmBackend::kScalar && spec::CpuHasAvx2()) {
     // A job is a tile of kTileTokens tokens x the query heads that share one kv head:
     // the tile's rows reuse each block of keys and values while it is in L1.
@@ -235,6 +246,7 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
     });
     return;
   }
+#endif
   std::vector<std::vector<float>> scratch(static_cast<size_t>(threads), std::vector<float>(row_scratch));
   ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
     const uint32_t t = job / c.n_heads, h = job % c.n_heads, g = h / group;
@@ -334,9 +346,13 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
     KVSTASH_RETURN_IF_ERROR(
         Project({{&L.w_gate, gate.data()}, {&L.w_up, up.data()}}, h.data(), T, &act_d, profile));
     sw.Skip();  // Project timed itself
+#if defined(__x86_64__)
     if (use_avx2) {
       avx2::SiluMul(gate.data(), up.data(), gate.size());
-    } else {
+    } else
+#endif
+    {
+      (void)use_avx2;
       for (size_t i = 0; i < gate.size(); ++i) gate[i] = DMul(spec::DetSilu(gate[i]), up[i]);
     }
     sw.Lap(&PredictorProfile::other_s);

@@ -97,6 +97,11 @@ struct PredictorCache {
   std::vector<std::vector<float>> v;  // per layer [tokens, n_kv_heads, head_dim]
 };
 
+// XXH3-64 over, for each layer in order, the K bytes then the V bytes (fp32
+// little-endian) of `cache`: the digest the golden tests (tests/spec/predictor_golden_test.cc)
+// and the determinism manifest (tests/determinism/) pin.
+uint64_t PredictorCacheDigest(const PredictorCache& cache);
+
 // Where a Run's time went (seconds of wall-clock time, accumulated over Runs given the
 // same object): the activation quantisation, the int GEMMs with their fp32 group
 // epilogue, causal attention, RMSNorm + RoPE, and the rest (embedding copy, residual

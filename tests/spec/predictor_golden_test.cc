@@ -75,13 +75,7 @@ class PredictorGoldenTest : public ::testing::Test {
       at = end;
     }
     EXPECT_EQ(cache.tokens, n);
-    Xxh3Hasher h;
-    for (size_t l = 0; l < cache.k.size(); ++l) {
-      for (const auto* t : {&cache.k[l], &cache.v[l]}) {
-        h.Update(std::span(reinterpret_cast<const uint8_t*>(t->data()), t->size() * sizeof(float)));
-      }
-    }
-    return h.Digest();
+    return PredictorCacheDigest(cache);
   }
 
   static inline Model* model_ = nullptr;

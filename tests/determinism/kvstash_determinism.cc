@@ -1,0 +1,174 @@
+// kvstash_determinism: computes every item of the determinism manifest on this build
+// and CPU (tests/determinism/determinism.h) and compares it with the committed manifest,
+// naming each item that differs (docs/determinism.md).
+//
+//   kvstash_determinism [--manifest FILE] [--fixtures DIR] [--model GGUF] [--rwkv7 BIN]
+//                       [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR] [--write]
+//
+// Exit status: 0 all items equal the manifest; 1 some differ (their names are printed
+// as "DIFFERS <name>"); 2 usage or an unusable input. The SIMD path is chosen with
+// KVSTASH_CPU_PATH (common/cpu_path.h). --write regenerates the fixtures and the
+// manifest from this build (legitimate only when a format version changes or an item
+// is added); --json writes this run's digests for the variants table; --emit writes
+// the payloads and states this build re-encoded, for another platform to decode.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/cpu_path.h"
+#include "common/file_bytes.h"
+#include "model/formats/model_loader.h"
+#include "tests/determinism/determinism.h"
+
+namespace {
+
+int Usage(const char* why) {
+  std::fprintf(stderr,
+               "kvstash_determinism: %s\nusage: kvstash_determinism [--manifest FILE] [--fixtures DIR] "
+               "[--model GGUF] [--rwkv7 BIN] [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR] "
+               "[--write]\n",
+               why);
+  return 2;
+}
+
+std::vector<uint32_t> ParseSplits(const std::string& s) {
+  std::vector<uint32_t> out;
+  size_t at = 0;
+  while (at < s.size()) {
+    size_t comma = s.find(',', at);
+    if (comma == std::string::npos) comma = s.size();
+    out.push_back(static_cast<uint32_t>(std::stoul(s.substr(at, comma - at))));
+    at = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace kvstash;
+  const std::string src = KVSTASH_SOURCE_DIR;
+  std::string manifest = src + "/tests/determinism/manifest.json";
+  std::string fixtures = src + "/tests/determinism/fixtures";
+  std::string model_path = src + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (const char* d = std::getenv("KVSTASH_MODELS_DIR"); d != nullptr && *d != '\0') {
+    model_path = std::string(d) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+  }
+  std::string rwkv7_path = src + "/../shared/models/tiny-rwkv-7v0-834K-FP32.bin";
+  if (const char* d = std::getenv("KVSTASH_SHARED_MODELS_DIR"); d != nullptr && *d != '\0') {
+    rwkv7_path = std::string(d) + "/tiny-rwkv-7v0-834K-FP32.bin";
+  }
+  std::string json_out;
+  bool write = false;
+  determinism::Inputs in;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= argc) return std::nullopt;
+      return std::string(argv[++i]);
+    };
+    std::optional<std::string> v;
+    if (a == "--write") {
+      write = true;
+      continue;
+    }
+    if (!(v = value())) return Usage(("missing value of " + a).c_str());
+    try {
+      if (a == "--manifest") manifest = *v;
+      else if (a == "--fixtures") fixtures = *v;
+      else if (a == "--model") model_path = *v;
+      else if (a == "--rwkv7") rwkv7_path = *v;
+      else if (a == "--json") json_out = *v;
+      else if (a == "--emit") in.emit_dir = *v;
+      else if (a == "--threads") in.threads = std::stoi(*v);
+      else if (a == "--splits") in.splits = ParseSplits(*v);
+      else return Usage(("unknown option " + a).c_str());
+    } catch (const std::exception&) {
+      return Usage(("bad value of " + a).c_str());
+    }
+  }
+  in.fixtures_dir = fixtures;
+  if (!in.emit_dir.empty()) std::filesystem::create_directories(in.emit_dir);
+
+  auto smollm = model::LoadModel(model_path);
+  if (!smollm.ok()) {
+    std::fprintf(stderr, "kvstash_determinism: %s: %s (run scripts/setup.sh)\n", model_path.c_str(),
+                 smollm.status().ToString().c_str());
+    return 2;
+  }
+  in.smollm = smollm->get();
+  std::optional<rwkv7::Rwkv7Model> rwkv;
+  if (std::filesystem::exists(rwkv7_path)) {
+    auto r = rwkv7::Rwkv7Model::Load(rwkv7_path);
+    if (!r.ok()) {
+      std::fprintf(stderr, "kvstash_determinism: %s: %s\n", rwkv7_path.c_str(), r.status().ToString().c_str());
+      return 2;
+    }
+    rwkv.emplace(std::move(r).value());
+    in.rwkv7 = &*rwkv;
+  }
+  std::printf("kvstash_determinism: KVSTASH_CPU_PATH=%s threads=%d splits=%zu\n", CpuPathName(), in.threads,
+              in.splits.size());
+
+  if (write) {
+    if (Status s = determinism::WriteFixtures(in); !s.ok()) {
+      std::fprintf(stderr, "kvstash_determinism --write: %s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
+  auto got = determinism::ComputeDigests(in);
+  if (!got.ok()) {
+    std::fprintf(stderr, "kvstash_determinism: %s\n", got.status().ToString().c_str());
+    return 2;
+  }
+  if (!json_out.empty()) {
+    if (Status s = determinism::WriteManifest(json_out, *got); !s.ok()) {
+      std::fprintf(stderr, "kvstash_determinism: %s\n", s.ToString().c_str());
+      return 2;
+    }
+  }
+  if (write) {
+    for (const auto& [name, value] : *got) {
+      if (value.rfind("error", 0) == 0) {
+        std::fprintf(stderr, "kvstash_determinism --write: %s = %s\n", name.c_str(), value.c_str());
+        return 2;
+      }
+    }
+    if (Status s = determinism::WriteManifest(manifest, *got); !s.ok()) {
+      std::fprintf(stderr, "kvstash_determinism: %s\n", s.ToString().c_str());
+      return 2;
+    }
+    std::printf("wrote %s (%zu items) and the fixtures in %s\n", manifest.c_str(), got->size(), fixtures.c_str());
+    return 0;
+  }
+
+  auto want = determinism::ReadManifest(manifest);
+  if (!want.ok()) {
+    std::fprintf(stderr, "kvstash_determinism: %s\n", want.status().ToString().c_str());
+    return 2;
+  }
+  if (in.rwkv7 == nullptr) {  // visible skip: the shared RWKV-7 file is not in the repository
+    std::printf("SKIPPED rwkv7.* items: %s not found (set KVSTASH_SHARED_MODELS_DIR)\n", rwkv7_path.c_str());
+    std::erase_if(*want, [](const auto& kv) { return kv.first.rfind("rwkv7.", 0) == 0; });
+  }
+  const std::vector<std::string> differ = determinism::CompareDigests(*want, *got);
+  for (const auto& [name, value] : *got) {
+    auto it = want->find(name);
+    const bool same = it != want->end() && it->second == value;
+    std::printf("%-8s %-44s %s%s\n", same ? "ok" : "DIFFERS", name.c_str(), value.c_str(),
+                same ? "" : (it == want->end() ? "  (not in manifest)" : ("  (manifest " + it->second + ")").c_str()));
+  }
+  for (const auto& [name, value] : *want) {
+    if (!got->contains(name)) std::printf("DIFFERS  %-44s (not computed; manifest %s)\n", name.c_str(), value.c_str());
+  }
+  if (!differ.empty()) {
+    std::printf("kvstash_determinism: %zu of %zu items differ from %s\n", differ.size(), want->size(),
+                manifest.c_str());
+    return 1;
+  }
+  std::printf("kvstash_determinism: all %zu items equal the manifest\n", want->size());
+  return 0;
+}
