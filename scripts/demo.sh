@@ -5,7 +5,8 @@
 #      so a later test run reuses it);
 #   3. `kvstash demo --start-server build/kvstash-server`: starts kvstash-server (RocksDB
 #      under ./data, dashboard URL printed), runs the shared-prefix RAG workload on
-#      SmolLM2-135M for the raw (bf16 baseline), spec and dckv codecs, prints the table
+#      SmolLM2-135M with llama.cpp as the engine (--engine reference: the embedded
+#      runtime) for the raw (baseline), spec and dckv codecs, prints the table
 #      (also written to data/demo.json) and stops the server (--keep-server leaves it
 #      running).
 # Usage: scripts/demo.sh [kvstash demo options...]   (scripts/demo.sh --help for them)
