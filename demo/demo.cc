@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "common/sha256.h"
@@ -35,15 +34,12 @@ int RunDemo(DemoOptions o) {
                                     o.keep_server, o.workload, o.gen_tokens, o.json, o.quiet});
   }
   const auto t_start = Clock::now();
-  std::vector<PrefixCodecKind> kinds;
-  for (const auto& c : o.codecs) {
-    auto k = ParsePrefixCodecKind(c);
-    if (!k.ok()) {
-      std::cerr << "kvstash demo: " << k.status().message() << "\n";
-      return 2;
-    }
-    kinds.push_back(*k);
+  auto parsed = ParseDemoCodecs(o.codecs);
+  if (!parsed.ok()) {
+    std::cerr << "kvstash demo: " << parsed.status().message() << "\n";
+    return 2;
   }
+  const std::vector<PrefixCodecKind> kinds = *parsed;
   const bool want_spec = std::count(kinds.begin(), kinds.end(), PrefixCodecKind::kSpec) > 0;
   const bool want_dckv = std::count(kinds.begin(), kinds.end(), PrefixCodecKind::kDckv) > 0;
 
@@ -110,12 +106,7 @@ int RunDemo(DemoOptions o) {
     co.model_fingerprint = *fingerprint;
     co.tenant = o.client.tenant;
     co.cache_salt = "demo-" + run_id;
-    Result<std::unique_ptr<PrefixCodec>> codec = Status::Internal("no codec");
-    switch (k) {
-      case PrefixCodecKind::kRaw: codec = PrefixCodec::CreateRaw(**model, co); break;
-      case PrefixCodecKind::kSpec: codec = PrefixCodec::CreateSpec(**model, predictor, artifacts->spec, co); break;
-      case PrefixCodecKind::kDckv: codec = PrefixCodec::CreateDckv(**model, artifacts->dckv, co); break;
-    }
+    auto codec = MakeDemoCodec(k, **model, predictor, *artifacts, co);
     if (!codec.ok()) return Fail(std::string("codec ") + PrefixCodecName(k), codec.status());
     auto row = RunDemoCodec(**model, *workload, reference.get(), **codec, client->get(), ro);
     if (!row.ok()) return Fail(std::string("run ") + PrefixCodecName(k), row.status());
@@ -133,38 +124,18 @@ int RunDemo(DemoOptions o) {
               artifacts->calibration_s, reference->wall_s);
 
   if (!o.json.empty()) {
-    nlohmann::json j;
-    j["rows"] = nlohmann::json::array();
-    for (const auto& r : rows) j["rows"].push_back(DemoRowJson(r));
-    j["acceptance"] = acceptance;
-    j["setup"] = {{"engine", "reference"},
-                  {"model", o.model_path},
-                  {"model_sha256", ToHex(*fingerprint)},
-                  {"documents", o.workload.documents},
-                  {"doc_tokens", o.workload.doc_tokens},
-                  {"requests_per_doc", o.workload.requests_per_doc},
-                  {"requests", workload->requests.size()},
-                  {"prompt_tokens", prompt_tokens},
-                  {"gen_tokens", o.gen_tokens},
-                  {"seed", o.workload.seed},
-                  {"chunk_tokens", 256},
-                  {"kv_dtype", "bf16"},
-                  {"dckv_rate", o.artifacts.dckv_rate},
-                  {"calibration_tokens", o.artifacts.cal_tokens},
-                  {"calibration_s", artifacts->calibration_s},
-                  {"reference_s", reference->wall_s},
-                  {"wall_s", wall_s},
-                  {"decode_device", "cpu"},
-                  {"run_id", run_id},
-                  {"predictor", predictor ? predictor->options().VariantName() : ""},
-                  {"sources", [&] {
-                     nlohmann::json a = nlohmann::json::array();
-                     for (const auto& d : workload->documents) a.push_back(d.source);
-                     return a;
-                   }()}};
-    std::ofstream f(o.json);
-    f << j.dump(2) << "\n";
-    if (!f) return Fail("writing " + o.json, Status::IOError(o.json));
+    DemoRunFacts facts;
+    facts.model_sha256 = ToHex(*fingerprint);
+    facts.requests = workload->requests.size();
+    facts.prompt_tokens = prompt_tokens;
+    facts.calibration_s = artifacts->calibration_s;
+    facts.reference_s = reference->wall_s;
+    facts.wall_s = wall_s;
+    facts.run_id = run_id;
+    facts.predictor = predictor ? predictor->options().VariantName() : "";
+    for (const auto& d : workload->documents) facts.sources.push_back(d.source);
+    const Status w = WriteDemoJson(o, rows, acceptance, facts, {{"engine", "reference"}, {"kv_dtype", "bf16"}}, nlohmann::json::object());
+    if (!w.ok()) return Fail("writing " + o.json, w);
   }
   FinishServer(o.start_server, o.keep_server, /*show_dashboard=*/true, &server);
   return acceptance["passed"].get<bool>() ? 0 : 1;

@@ -123,6 +123,26 @@ Result<dckv::DckvArtifact> CalibrateDckv(const model::Model& m, const std::vecto
 
 }  // namespace
 
+Result<std::vector<PrefixCodecKind>> ParseDemoCodecs(const std::vector<std::string>& names) {
+  std::vector<PrefixCodecKind> kinds;
+  for (const auto& c : names) {
+    KVSTASH_ASSIGN_OR_RETURN(PrefixCodecKind k, ParsePrefixCodecKind(c));
+    kinds.push_back(k);
+  }
+  return kinds;
+}
+
+Result<std::unique_ptr<PrefixCodec>> MakeDemoCodec(PrefixCodecKind kind, const model::Model& m,
+                                                   std::shared_ptr<const model::SpecPredictor> predictor,
+                                                   const DemoArtifacts& a, const PrefixCodecOptions& co) {
+  switch (kind) {
+    case PrefixCodecKind::kRaw: return PrefixCodec::CreateRaw(m, co);
+    case PrefixCodecKind::kSpec: return PrefixCodec::CreateSpec(m, std::move(predictor), a.spec, co);
+    case PrefixCodecKind::kDckv: return PrefixCodec::CreateDckv(m, a.dckv, co);
+  }
+  return Status::InvalidArgument("demo: unknown codec kind");
+}
+
 Result<DemoArtifacts> LoadOrCalibrateArtifacts(const model::Model& m, const Digest256& fingerprint,
                                                const model::SpecPredictor* predictor, bool want_spec,
                                                bool want_dckv, const DemoArtifactOptions& o) {

@@ -25,14 +25,17 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "codec/dckv/dckv_artifact.h"
 #include "codec/spec/spec_artifact.h"
 #include "common/kv_chunk.h"
 #include "common/prefix_key.h"
 #include "common/result.h"
+#include "kvstash/prefix_codec.h"
 #include "model/forward/model.h"
 #include "model/predictor/spec_predictor.h"
 
@@ -63,6 +66,16 @@ struct DemoArtifacts {
   double calibration_s = 0;                       // wall time spent calibrating
   uint64_t calibration_tokens = 0;                // tokens calibrated on (0 if all cached)
 };
+
+// The kinds of the demo's --codec names, in order. Errors: InvalidArgument naming an
+// unknown codec.
+Result<std::vector<PrefixCodecKind>> ParseDemoCodecs(const std::vector<std::string>& names);
+
+// The codec of `kind` over the demo's model and artifacts (`predictor`: spec's, may be
+// null otherwise). Errors: those of PrefixCodec::CreateRaw/CreateSpec/CreateDckv.
+Result<std::unique_ptr<PrefixCodec>> MakeDemoCodec(PrefixCodecKind kind, const model::Model& model,
+                                                   std::shared_ptr<const model::SpecPredictor> predictor,
+                                                   const DemoArtifacts& artifacts, const PrefixCodecOptions& options);
 
 // `predictor` may be null when !want_spec.
 Result<DemoArtifacts> LoadOrCalibrateArtifacts(const model::Model& model,

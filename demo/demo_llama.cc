@@ -1,7 +1,6 @@
 #include "demo/demo_llama.h"
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "common/sha256.h"
@@ -72,15 +71,12 @@ int RunLlamaDemo(const DemoOptions& o) {
     std::cerr << "kvstash demo: --kv-dtype must be f16 or bf16\n";
     return 2;
   }
-  std::vector<PrefixCodecKind> kinds;
-  for (const auto& c : o.codecs) {
-    auto k = ParsePrefixCodecKind(c);
-    if (!k.ok()) {
-      std::cerr << "kvstash demo: " << k.status().message() << "\n";
-      return 2;
-    }
-    kinds.push_back(*k);
+  auto parsed = ParseDemoCodecs(o.codecs);
+  if (!parsed.ok()) {
+    std::cerr << "kvstash demo: " << parsed.status().message() << "\n";
+    return 2;
   }
+  const std::vector<PrefixCodecKind> kinds = *parsed;
   const bool want_spec = std::count(kinds.begin(), kinds.end(), PrefixCodecKind::kSpec) > 0;
   const bool want_dckv = std::count(kinds.begin(), kinds.end(), PrefixCodecKind::kDckv) > 0;
 
@@ -171,12 +167,7 @@ int RunLlamaDemo(const DemoOptions& o) {
     co.tenant = client_options.tenant;
     co.cache_salt = "demo-llama-" + run_id;
     co.kv_dtype = o.llama_kv_dtype;
-    Result<std::unique_ptr<PrefixCodec>> codec = Status::Internal("no codec");
-    switch (k) {
-      case PrefixCodecKind::kRaw: codec = PrefixCodec::CreateRaw(**model, co); break;
-      case PrefixCodecKind::kSpec: codec = PrefixCodec::CreateSpec(**model, predictor, artifacts->spec, co); break;
-      case PrefixCodecKind::kDckv: codec = PrefixCodec::CreateDckv(**model, artifacts->dckv, co); break;
-    }
+    auto codec = MakeDemoCodec(k, **model, predictor, *artifacts, co);
     if (!codec.ok()) return Fail(std::string("codec ") + PrefixCodecName(k), codec.status());
     std::shared_ptr<const PrefixCodec> shared(std::move(codec).value());
     auto row = RunLlamaDemoCodec(lm->get(), *workload, &reference, shared, client, ro);
@@ -225,42 +216,22 @@ int RunLlamaDemo(const DemoOptions& o) {
               wall_s, load_s, artifacts->calibration_s, reference.wall_s);
 
   if (!o.json.empty()) {
-    nlohmann::json j;
-    j["rows"] = nlohmann::json::array();
-    for (const auto& r : rows) j["rows"].push_back(DemoRowJson(r));
-    j["acceptance"] = acceptance;
-    j["spec_bits_per_scalar"] = spec_bits;
-    j["setup"] = {{"engine", "llama.cpp"},
-                  {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off"},
-                  {"llama_threads", o.llama_threads},
-                  {"n_ctx", n_ctx},
-                  {"model", o.model_path},
-                  {"model_sha256", ToHex(*fingerprint)},
-                  {"documents", o.workload.documents},
-                  {"doc_tokens", o.workload.doc_tokens},
-                  {"requests_per_doc", o.workload.requests_per_doc},
-                  {"requests", workload->requests.size()},
-                  {"prompt_tokens", prompt_tokens},
-                  {"gen_tokens", o.gen_tokens},
-                  {"seed", o.workload.seed},
-                  {"chunk_tokens", 256},
-                  {"kv_dtype", DTypeName(o.llama_kv_dtype)},
-                  {"dckv_rate", o.artifacts.dckv_rate},
-                  {"calibration_tokens", o.artifacts.cal_tokens},
-                  {"calibration_s", artifacts->calibration_s},
-                  {"reference_s", reference.wall_s},
-                  {"wall_s", wall_s},
-                  {"decode_device", "cpu"},
-                  {"run_id", run_id},
-                  {"predictor", predictor ? predictor->options().VariantName() : ""},
-                  {"sources", [&] {
-                     nlohmann::json a = nlohmann::json::array();
-                     for (const auto& d : workload->documents) a.push_back(d.source);
-                     return a;
-                   }()}};
-    std::ofstream f(o.json);
-    f << j.dump(2) << "\n";
-    if (!f) return Fail("writing " + o.json, Status::IOError(o.json));
+    DemoRunFacts facts;
+    facts.model_sha256 = ToHex(*fingerprint);
+    facts.requests = workload->requests.size();
+    facts.prompt_tokens = prompt_tokens;
+    facts.calibration_s = artifacts->calibration_s;
+    facts.reference_s = reference.wall_s;
+    facts.wall_s = wall_s;
+    facts.run_id = run_id;
+    facts.predictor = predictor ? predictor->options().VariantName() : "";
+    for (const auto& d : workload->documents) facts.sources.push_back(d.source);
+    const Status w = WriteDemoJson(o, rows, acceptance, facts, {{"engine", "llama.cpp"},
+                                {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off"},
+                                {"llama_threads", o.llama_threads},
+                                {"n_ctx", n_ctx},
+                                {"kv_dtype", DTypeName(o.llama_kv_dtype)}}, {{"spec_bits_per_scalar", spec_bits}});
+    if (!w.ok()) return Fail("writing " + o.json, w);
   }
   FinishServer(o.start_server, o.keep_server, /*show_dashboard=*/true, &server);
   return acceptance["passed"].get<bool>() ? 0 : 1;

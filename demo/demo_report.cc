@@ -1,6 +1,7 @@
 #include "demo/demo_report.h"
 
 #include <cstdio>
+#include <fstream>
 
 namespace kvstash::demo {
 namespace {
@@ -86,6 +87,39 @@ std::string DemoTable(const std::vector<DemoCodecRow>& rows) {
     s += b;
   }
   return s;
+}
+
+Status WriteDemoJson(const DemoOptions& o, const std::vector<DemoCodecRow>& rows, const nlohmann::json& acceptance,
+                     const DemoRunFacts& f, const nlohmann::json& engine_setup, const nlohmann::json& extra) {
+  nlohmann::json j = extra.is_object() ? extra : nlohmann::json::object();
+  j["rows"] = nlohmann::json::array();
+  for (const auto& r : rows) j["rows"].push_back(DemoRowJson(r));
+  j["acceptance"] = acceptance;
+  nlohmann::json setup = {{"model", o.model_path},
+                          {"model_sha256", f.model_sha256},
+                          {"documents", o.workload.documents},
+                          {"doc_tokens", o.workload.doc_tokens},
+                          {"requests_per_doc", o.workload.requests_per_doc},
+                          {"requests", f.requests},
+                          {"prompt_tokens", f.prompt_tokens},
+                          {"gen_tokens", o.gen_tokens},
+                          {"seed", o.workload.seed},
+                          {"chunk_tokens", 256},
+                          {"dckv_rate", o.artifacts.dckv_rate},
+                          {"calibration_tokens", o.artifacts.cal_tokens},
+                          {"calibration_s", f.calibration_s},
+                          {"reference_s", f.reference_s},
+                          {"wall_s", f.wall_s},
+                          {"decode_device", "cpu"},
+                          {"run_id", f.run_id},
+                          {"predictor", f.predictor},
+                          {"sources", f.sources}};
+  for (const auto& [k, v] : engine_setup.items()) setup[k] = v;
+  j["setup"] = std::move(setup);
+  std::ofstream out(o.json);
+  out << j.dump(2) << "\n";
+  if (!out) return Status::IOError("cannot write " + o.json);
+  return Status::Ok();
 }
 
 }  // namespace kvstash::demo

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "demo/demo.h"
 #include "demo/demo_runner.h"
 
 namespace kvstash::demo {
@@ -29,5 +30,21 @@ nlohmann::json DemoAcceptance(const std::vector<DemoCodecRow>& rows);
 
 // Human-readable tables (summary and hit time breakdown).
 std::string DemoTable(const std::vector<DemoCodecRow>& rows);
+
+// What a run's "setup" object reports besides the options (both engines).
+struct DemoRunFacts {
+  std::string model_sha256;     // hex
+  uint64_t requests = 0, prompt_tokens = 0;
+  double calibration_s = 0, reference_s = 0, wall_s = 0;
+  std::string run_id, predictor;  // predictor: its variant name, "" without spec
+  std::vector<std::string> sources;  // the workload's documents
+};
+
+// Writes {"rows", "acceptance", "setup"} to options.json, plus `extra`'s keys at the top
+// level; "setup" holds the options, `facts` and `engine_setup`'s keys (engine, kv_dtype,
+// engine parameters). Errors: IOError when the file cannot be written.
+Status WriteDemoJson(const DemoOptions& options, const std::vector<DemoCodecRow>& rows,
+                     const nlohmann::json& acceptance, const DemoRunFacts& facts,
+                     const nlohmann::json& engine_setup, const nlohmann::json& extra);
 
 }  // namespace kvstash::demo
