@@ -39,9 +39,7 @@ int RunDemo(DemoOptions o) {
     std::cerr << "kvstash demo: " << parsed.status().message() << "\n";
     return 2;
   }
-  const std::vector<PrefixCodecKind> kinds = *parsed;
-  const bool want_spec = std::count(kinds.begin(), kinds.end(), PrefixCodecKind::kSpec) > 0;
-  const bool want_dckv = std::count(kinds.begin(), kinds.end(), PrefixCodecKind::kDckv) > 0;
+  const auto& [kinds, want_spec, want_dckv] = *parsed;
 
   // Server: ours (spawned) or the given one.
   DemoServer server;

@@ -123,13 +123,15 @@ Result<dckv::DckvArtifact> CalibrateDckv(const model::Model& m, const std::vecto
 
 }  // namespace
 
-Result<std::vector<PrefixCodecKind>> ParseDemoCodecs(const std::vector<std::string>& names) {
-  std::vector<PrefixCodecKind> kinds;
-  for (const auto& c : names) {
-    KVSTASH_ASSIGN_OR_RETURN(PrefixCodecKind k, ParsePrefixCodecKind(c));
-    kinds.push_back(k);
+Result<DemoCodecs> ParseDemoCodecs(const std::vector<std::string>& names) {
+  DemoCodecs c;
+  for (const auto& name : names) {
+    KVSTASH_ASSIGN_OR_RETURN(PrefixCodecKind k, ParsePrefixCodecKind(name));
+    c.kinds.push_back(k);
+    c.want_spec = c.want_spec || k == PrefixCodecKind::kSpec;
+    c.want_dckv = c.want_dckv || k == PrefixCodecKind::kDckv;
   }
-  return kinds;
+  return c;
 }
 
 Result<std::unique_ptr<PrefixCodec>> MakeDemoCodec(PrefixCodecKind kind, const model::Model& m,

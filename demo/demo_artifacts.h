@@ -67,9 +67,13 @@ struct DemoArtifacts {
   uint64_t calibration_tokens = 0;                // tokens calibrated on (0 if all cached)
 };
 
-// The kinds of the demo's --codec names, in order. Errors: InvalidArgument naming an
-// unknown codec.
-Result<std::vector<PrefixCodecKind>> ParseDemoCodecs(const std::vector<std::string>& names);
+// The demo's --codec names as kinds, in order, and which artifacts they need.
+struct DemoCodecs {
+  std::vector<PrefixCodecKind> kinds;
+  bool want_spec = false, want_dckv = false;
+};
+// Errors: InvalidArgument naming an unknown codec.
+Result<DemoCodecs> ParseDemoCodecs(const std::vector<std::string>& names);
 
 // The codec of `kind` over the demo's model and artifacts (`predictor`: spec's, may be
 // null otherwise). Errors: those of PrefixCodec::CreateRaw/CreateSpec/CreateDckv.

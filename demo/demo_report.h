@@ -26,7 +26,11 @@ nlohmann::json DemoRowJson(const DemoCodecRow& row);
 
 // {"token_hit_rate_over_50": bool, "hit_ttft_below_miss": bool, "no_mismatch": bool,
 //  "passed": bool} over all rows.
-nlohmann::json DemoAcceptance(const std::vector<DemoCodecRow>& rows);
+// Rows whose codec is in ttft_exempt are left out of the TTFT verdict (all rows count
+// when that leaves none); with an exemption the result also has
+// "hit_ttft_below_miss_codecs": the codecs checked, ", "-separated, or "all".
+nlohmann::json DemoAcceptance(const std::vector<DemoCodecRow>& rows,
+                              const std::vector<std::string>& ttft_exempt = {});
 
 // Human-readable tables (summary and hit time breakdown).
 std::string DemoTable(const std::vector<DemoCodecRow>& rows);
