@@ -78,6 +78,10 @@ Result<std::vector<TraceRequest>> ReadTrace(const std::string& path, uint32_t bl
                             "the source root; see its README.md; they are never copied into "
                             "the project)");
   }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Status::InvalidArgument("trace " + path + " is not a regular file");
+  }
   std::vector<TraceRequest> out;
   std::string line;
   uint64_t line_no = 0;
@@ -89,7 +93,8 @@ Result<std::vector<TraceRequest>> ReadTrace(const std::string& path, uint32_t bl
     if (j.is_discarded() || !j.is_object() || !j.contains("input_length") ||
         !j.contains("hash_ids") || !j["input_length"].is_number_unsigned() ||
         !j["hash_ids"].is_array()) {
-      return Status::InvalidArgument(where + ": not {input_length, hash_ids}");
+      return Status::InvalidArgument(where + ": not a JSON object with an unsigned input_length and a "
+                                     "hash_ids array");
     }
     TraceRequest r;
     r.input_length = j["input_length"].get<uint64_t>();
@@ -107,6 +112,7 @@ Result<std::vector<TraceRequest>> ReadTrace(const std::string& path, uint32_t bl
     }
     out.push_back(std::move(r));
   }
+  if (out.empty()) return Status::InvalidArgument("trace " + path + " has no requests");
   return out;
 }
 

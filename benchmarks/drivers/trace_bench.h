@@ -52,7 +52,8 @@ struct TraceRequest {
 
 // Reads a Mooncake-format JSONL trace (one object a line: input_length, hash_ids).
 // Errors: NotFound when the file is absent (the message says where traces live);
-// InvalidArgument for a line that is not such an object, a hash id above 2^32 - 1,
+// InvalidArgument for a folder or other non-file, a trace without requests, a line that
+// is not such an object, a hash id above 2^32 - 1,
 // or an input_length that does not fit its hash ids (512 * (n - 1) < len <= 512 * n).
 Result<std::vector<TraceRequest>> ReadTrace(const std::string& path, uint32_t block_tokens);
 

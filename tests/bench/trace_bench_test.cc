@@ -160,6 +160,10 @@ TEST(TraceBench, MissingAndMalformedTraces) {
   EXPECT_STATUS(ReadTrace(not_json.path(), 512), kInvalidArgument);
   TraceFile big_id(R"({"input_length": 10, "hash_ids": [4294967296]})" "\n");
   EXPECT_STATUS(ReadTrace(big_id.path(), 512), kInvalidArgument);
+  // Nothing to replay is an error, not an all-zero row.
+  TraceFile blank("\n  \n");
+  EXPECT_STATUS(ReadTrace(blank.path(), 512), kInvalidArgument);
+  EXPECT_STATUS(ReadTrace("/tmp", 512), kInvalidArgument);
 }
 
 // The whole run on the tiny trace with the committed codec results: one lru_sim row
