@@ -39,6 +39,8 @@ TEST_PACKAGES=(
   clang libclang-rt-14-dev                 # libFuzzer + sanitizer runtimes
   zstd redis-server                        # baselines, T2 tests
   chromium openssl                         # dashboard test (headless), TLS test certs
+  prometheus                               # promtool + a real scrape of deploy/ rules
+  iproute2                                 # ip netns / tc: bench link, fleet test
   python3 python3-venv python3-dev         # python3-dev: headers for pip install ./python
 )
 case "$PROFILE" in

@@ -96,6 +96,14 @@ Status ServerConfig::Validate() const {
   if (io_threads == 0 || worker_threads == 0) {
     return Status::InvalidArgument("io_threads and worker_threads must be >= 1");
   }
+  if (history_points == 0 || history_points > 100000) {
+    return Status::InvalidArgument("history_points must be 1..100000, not " +
+                                   std::to_string(history_points));
+  }
+  if (history_interval_ms != 0 && history_interval_ms < 100) {
+    return Status::InvalidArgument("history_interval_ms must be 0 (off) or >= 100, not " +
+                                   std::to_string(history_interval_ms));
+  }
   if (tls_cert_file.empty() != tls_key_file.empty()) {
     return Status::InvalidArgument("tls needs both cert_file and key_file");
   }
@@ -112,6 +120,7 @@ Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc) {
   KVSTASH_RETURN_IF_ERROR(OnlyKeys(doc, "config",
                                    {"listen", "port", "http_listen", "http_port", "server_id", "io_threads",
                                     "worker_threads", "limits", "drain_grace_ms", "drain_timeout_ms", "tenants",
+                                    "history_interval_ms", "history_points",
                                     "tls", "store", "chart_js", "ready_file"}));
   ServerConfig c;
   KVSTASH_RETURN_IF_ERROR(Read(doc, "listen", &c.listen));
@@ -123,6 +132,8 @@ Result<ServerConfig> ParseServerConfig(const nlohmann::json& doc) {
   KVSTASH_RETURN_IF_ERROR(Read(doc, "worker_threads", &c.worker_threads));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "drain_grace_ms", &c.drain_grace_ms));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "drain_timeout_ms", &c.drain_timeout_ms));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "history_interval_ms", &c.history_interval_ms));
+  KVSTASH_RETURN_IF_ERROR(Read(doc, "history_points", &c.history_points));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "chart_js", &c.chart_js));
   KVSTASH_RETURN_IF_ERROR(Read(doc, "ready_file", &c.ready_file));
   if (auto it = doc.find("limits"); it != doc.end()) {

@@ -10,6 +10,7 @@
 //                 "idle_timeout_ms": ..., "io_timeout_ms": ..., "hello_timeout_ms": ...,
 //                 "min_transfer_bytes_per_s": ... },
 //     "drain_grace_ms": 0, "drain_timeout_ms": 5000,
+//     "history_interval_ms": 5000, "history_points": 720,
 //     "tenants": [ { "name": "team-a", "credential": "s3cret",
 //                    "dckv_artifact": "dckv-g6-r8.kvda", "dckv_artifact_sha256": "<hex>" },
 //                  { "name": "team-b", "credential_sha256": "<64 hex digits>" } ],
@@ -86,6 +87,11 @@ struct ServerConfig {
   // cutting off what is left after drain_timeout_ms more. Defaults: 0 and 5000.
   uint32_t drain_grace_ms = 0;
   uint32_t drain_timeout_ms = 5000;
+  // GET /v1/history (server/stats_history.h): a sample of the headline numbers every
+  // history_interval_ms (0: none kept), the newest history_points of them (1..100000).
+  // Defaults: 5000 and 720 (one hour).
+  uint32_t history_interval_ms = 5000;
+  uint32_t history_points = 720;
   std::vector<TenantConfig> tenants;  // at least one. Default: none (an error).
   std::string tls_cert_file;          // PEM; TLS on the protocol port when set
   std::string tls_key_file;           // PEM private key (required with the cert)

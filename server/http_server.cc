@@ -70,6 +70,9 @@ http::response<http::string_body> Route(const http::request<http::string_body>& 
                    src.metrics_text());
   }
   if (target == "/v1/stats") return Respond(req, http::status::ok, "application/json", src.stats_json());
+  if (target == "/v1/history") {
+    return Respond(req, http::status::ok, "application/json", src.history_json());
+  }
   if (target == "/healthz") {
     const std::string detail = src.health_detail ? src.health_detail() : "";
     if (src.draining()) {

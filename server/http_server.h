@@ -2,6 +2,8 @@
 //
 //   GET /metrics                 Prometheus text exposition 0.0.4 (metrics.h)
 //   GET /v1/stats                the stats JSON document (docs/protocol.md §8)
+//   GET /v1/history              the server's samples of its headline numbers
+//                                (server/stats_history.h)
 //   GET /healthz                 "ok" while serving, 503 "draining" during shutdown;
 //                                then one line per degraded part ("T2 down ...")
 //   GET /dashboard               live dashboard page (server/web/dashboard.html)
@@ -38,6 +40,7 @@ inline constexpr int kMaxHttpConnections = 256;
 struct HttpSources {
   std::function<std::string()> metrics_text;  // /metrics body
   std::function<std::string()> stats_json;    // /v1/stats body
+  std::function<std::string()> history_json;  // /v1/history body
   std::function<bool()> draining;             // /healthz answers 503 when true
   std::string chart_js_path;                  // file served as chart.min.js
   // Lines appended to /healthz (degraded parts; empty when all is well). May be empty.

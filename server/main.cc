@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   std::optional<uint16_t> port, http_port;
   std::optional<uint32_t> io_threads, worker_threads, max_connections, max_in_flight,
       max_frame_bytes, idle_timeout_ms, io_timeout_ms, hello_timeout_ms, min_transfer_bytes_per_s,
-      drain_grace_ms,
+      drain_grace_ms, history_interval_ms, history_points,
       drain_timeout_ms;
   std::optional<std::string> memory_budget, disk_budget, http_listen;
   std::vector<std::string> tenants;
@@ -77,6 +77,11 @@ int main(int argc, char** argv) {
                      d.drain_grace_ms));
   app.add_option("--drain-timeout-ms", drain_timeout_ms,
                  def("Then: cut off connections still busy after this long", d.drain_timeout_ms));
+  app.add_option("--history-interval-ms", history_interval_ms,
+                 def("Sample the headline numbers for /v1/history this often (0: off)",
+                     d.history_interval_ms));
+  app.add_option("--history-points", history_points,
+                 def("Samples /v1/history keeps (the newest)", d.history_points));
   app.add_option("--tenant", tenants, "NAME=CREDENTIAL (repeatable; adds to the config's)");
   app.add_option("--tls-cert", tls_cert, "PEM certificate chain: TLS on the protocol port");
   app.add_option("--tls-key", tls_key, "PEM private key");
@@ -137,6 +142,8 @@ int main(int argc, char** argv) {
   if (tls_key) cfg.tls_key_file = *tls_key;
   if (ready_file) cfg.ready_file = *ready_file;
   if (chart_js) cfg.chart_js = *chart_js;
+  if (history_interval_ms) cfg.history_interval_ms = *history_interval_ms;
+  if (history_points) cfg.history_points = *history_points;
   // A --tenant replaces the config file's tenant of that name; two --tenant flags for one
   // name are a usage error (which credential was meant cannot be guessed).
   std::set<std::string> flag_tenants;

@@ -57,6 +57,22 @@ void Metrics::RecordMemory(protocol::Opcode op, const RequestMemory& m) {
   t.total.Record(m.total());
 }
 
+TrafficTotals Metrics::Totals() const {
+  TrafficTotals t;
+  for (const Op& o : ops_) {
+    t.requests += o.requests.load(kRelaxed);
+    t.errors += o.errors.load(kRelaxed);
+  }
+  t.tokens_requested = lookup_tokens_.load(kRelaxed);
+  t.tokens_hit = lookup_hit_tokens_.load(kRelaxed);
+  for (int c = 0; c < kTrackedCodecs; ++c) {
+    t.put_raw_bytes += put_raw_bytes_[c].load(kRelaxed);
+    t.put_stored_bytes += put_stored_bytes_[c].load(kRelaxed);
+  }
+  t.get_bytes = get_bytes_.load(kRelaxed);
+  return t;
+}
+
 // ---------------------------------------------------------------- rendering
 // Both renderings read the same tables below, so a family is named, described and
 // computed once: ScalarFamilies() (one value each), the per-codec, per-tier and
@@ -338,6 +354,55 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
   j["tiers"] = tiers;
   JsonScalars(j, ServerScalars(store));
   return j;
+}
+
+namespace {
+
+// A label value as the text exposition format writes it (\\, \", \n escaped).
+std::string EscapeLabelValue(const std::string& v) {
+  std::string out;
+  out.reserve(v.size());
+  for (char ch : v) {
+    if (ch == '\\') out += "\\\\";
+    else if (ch == '"') out += "\\\"";
+    else if (ch == '\n') out += "\\n";
+    else out += ch;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RenderTenantPrometheus(const std::vector<std::pair<std::string, TrafficTotals>>& tenants) {
+  struct Family {
+    const char* name;
+    const char* help;
+    uint64_t TrafficTotals::*field;
+  };
+  static const Family kFamilies[] = {
+      {"kvstash_tenant_requests_total", "Requests answered for the tenant (all opcodes).",
+       &TrafficTotals::requests},
+      {"kvstash_tenant_request_errors_total", "The tenant's requests answered with an error status.",
+       &TrafficTotals::errors},
+      {"kvstash_tenant_lookup_tokens_requested_total", "Tokens asked by the tenant's LOOKUPs.",
+       &TrafficTotals::tokens_requested},
+      {"kvstash_tenant_lookup_tokens_hit_total", "Tokens of the tenant's matched prefixes.",
+       &TrafficTotals::tokens_hit},
+      {"kvstash_tenant_put_raw_bytes_total", "Decoded KV bytes of the tenant's stored chunks.",
+       &TrafficTotals::put_raw_bytes},
+      {"kvstash_tenant_put_stored_bytes_total", "Payload bytes of the tenant's stored chunks, as stored.",
+       &TrafficTotals::put_stored_bytes},
+      {"kvstash_tenant_get_bytes_total", "Payload bytes sent to the tenant by GET hits.",
+       &TrafficTotals::get_bytes},
+  };
+  std::ostringstream o;
+  for (const Family& f : kFamilies) {
+    PrometheusFamily(o, f.name, "counter", f.help);
+    for (const auto& [name, t] : tenants) {
+      o << f.name << "{tenant=\"" << EscapeLabelValue(name) << "\"} " << t.*f.field << '\n';
+    }
+  }
+  return o.str();
 }
 
 }  // namespace kvstash::server

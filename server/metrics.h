@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -121,6 +122,25 @@ struct RequestMemory {
 // Codec ids tracked separately (CodecId values 0..7).
 inline constexpr int kTrackedCodecs = 8;
 
+// The headline traffic counters of one Metrics, summed over opcodes and codecs: what
+// the per-tenant families and the dashboard's per-tenant hit rate need.
+struct TrafficTotals {
+  uint64_t requests = 0, errors = 0;               // all opcodes
+  uint64_t tokens_requested = 0, tokens_hit = 0;   // LOOKUP
+  uint64_t put_raw_bytes = 0, put_stored_bytes = 0;  // PUT, all codecs
+  uint64_t get_bytes = 0;                          // GET hits, payload bytes sent
+  double hit_rate() const {
+    return tokens_requested ? static_cast<double>(tokens_hit) / tokens_requested : 0.0;
+  }
+};
+
+// The per-tenant Prometheus families, one sample per tenant and family:
+// kvstash_tenant_requests_total, kvstash_tenant_request_errors_total,
+// kvstash_tenant_lookup_tokens_{requested,hit}_total, kvstash_tenant_put_{raw,stored}_bytes_total,
+// kvstash_tenant_get_bytes_total, each labelled {tenant="NAME"} (label value escaped
+// as the exposition format requires: backslash, double quote, newline).
+std::string RenderTenantPrometheus(const std::vector<std::pair<std::string, TrafficTotals>>& tenants);
+
 class Metrics {
  public:
   // One finished request of `op` taking `micros`; `ok` false counts an error.
@@ -148,6 +168,8 @@ class Metrics {
   uint64_t open_connections() const { return open_.load(std::memory_order_relaxed); }
   void AddBytesIn(uint64_t n) { bytes_in_.fetch_add(n, std::memory_order_relaxed); }
   void AddBytesOut(uint64_t n) { bytes_out_.fetch_add(n, std::memory_order_relaxed); }
+  // The headline counters (a slightly racy but monotone view, like the renders).
+  TrafficTotals Totals() const;
 
   // Prometheus text exposition (with the store's occupancy).
   std::string RenderPrometheus(const StoreSnapshot& store) const;

@@ -398,8 +398,28 @@ nlohmann::json RequestHandler::TenantStatsJson(const std::string& tenant) const 
   return it->second->RenderTenantJson(tenant, limits_.server_id);
 }
 
+std::vector<std::pair<std::string, TrafficTotals>> RequestHandler::TenantTotals() const {
+  std::vector<std::pair<std::string, TrafficTotals>> out;
+  out.reserve(tenant_metrics_.size());
+  for (const auto& [name, m] : tenant_metrics_) out.emplace_back(name, m->Totals());
+  return out;
+}
+
 nlohmann::json RequestHandler::StatsJson() const {
-  return metrics_->RenderJson(store_->Snapshot(), limits_.server_id);
+  nlohmann::json j = metrics_->RenderJson(store_->Snapshot(), limits_.server_id);
+  nlohmann::json tenants = nlohmann::json::object();
+  for (const auto& [name, t] : TenantTotals()) {
+    tenants[name] = {{"requests", t.requests},
+                     {"errors", t.errors},
+                     {"tokens_requested", t.tokens_requested},
+                     {"tokens_hit", t.tokens_hit},
+                     {"hit_rate", t.hit_rate()},
+                     {"put_raw_bytes", t.put_raw_bytes},
+                     {"put_stored_bytes", t.put_stored_bytes},
+                     {"get_bytes", t.get_bytes}};
+  }
+  j["tenants"] = std::move(tenants);
+  return j;
 }
 
 std::string RequestHandler::HealthDetail() const {
@@ -413,7 +433,7 @@ std::string RequestHandler::HealthDetail() const {
 }
 
 std::string RequestHandler::PrometheusText() const {
-  return metrics_->RenderPrometheus(store_->Snapshot());
+  return metrics_->RenderPrometheus(store_->Snapshot()) + RenderTenantPrometheus(TenantTotals());
 }
 
 }  // namespace kvstash::server

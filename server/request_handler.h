@@ -76,10 +76,15 @@ class RequestHandler {
   // store's lookups are in memory): no hop to the worker pool and back.
   bool RunsInline(const protocol::FrameHeader& h) const;
 
-  // The /v1/stats document (operators: server-wide).
+  // The /v1/stats document (operators: server-wide), with "tenants": {name: {requests,
+  // errors, tokens_requested, tokens_hit, hit_rate, put_raw_bytes, put_stored_bytes,
+  // get_bytes}} for every configured tenant (docs/protocol.md §8).
   nlohmann::json StatsJson() const;
+  // Every configured tenant's headline counters, in name order.
+  std::vector<std::pair<std::string, TrafficTotals>> TenantTotals() const;
   // The STATS reply of `tenant`: that tenant's traffic only (Metrics::RenderTenantJson).
   nlohmann::json TenantStatsJson(const std::string& tenant) const;
+  // /metrics: the server-wide families, then the per-tenant ones (RenderTenantPrometheus).
   std::string PrometheusText() const;
   // Degraded parts for /healthz, one line each ("T2 down: ..."); empty when none.
   std::string HealthDetail() const;

@@ -25,6 +25,7 @@
 #include "common/logging.h"
 #include "server/connection.h"
 #include "server/http_server.h"
+#include "server/stats_history.h"
 #include "server/metrics.h"
 #include "server/request_handler.h"
 #include "server/tenant_codecs.h"
@@ -49,11 +50,19 @@ class Server::Impl {
         acceptor_(ioc_),
         signals_(ioc_),
         drain_timer_(ioc_),
+        history_(config_.history_points, config_.history_interval_ms),
+        history_timer_(ioc_),
         accept_strand_(asio::make_strand(ioc_)),
         http_(ioc_, HttpSources{[this] { return handler_->PrometheusText(); },
-                                [this] { return handler_->StatsJson().dump(1); },
+                                [this] { return DumpJson(handler_->StatsJson()); },
+                                [this] { return DumpJson(history_.Render()); },
                                 [this] { return draining_.load(); }, config_.chart_js,
                                 [this] { return handler_->HealthDetail(); }}) {}
+
+  // Tenant names come from flags as bytes: invalid UTF-8 is replaced, never thrown.
+  static std::string DumpJson(const nlohmann::json& j) {
+    return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
 
   Status WriteReadyFile() const {
     const std::string tmp = config_.ready_file + ".tmp";
@@ -121,6 +130,9 @@ class Server::Impl {
       KVSTASH_RETURN_IF_ERROR(WriteReadyFile());
       started_ = true;
     }
+    if (config_.history_interval_ms > 0) {
+      SampleHistory();  // the first sample at start: a dashboard opened now has a baseline
+    }
     for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
     if (std::error_code fs_ec; !std::filesystem::is_regular_file(config_.chart_js, fs_ec)) {
       KVSTASH_LOG_WARN("chart_js \"{}\" is not a readable file: /dashboard will show no charts "
@@ -132,6 +144,18 @@ class Server::Impl {
                      config_.http_listen, http_.port(),
                      tenants_.size());
     return Status::Ok();
+  }
+
+  // Records one /v1/history sample and re-arms the timer (ended by ioc_.stop()).
+  void SampleHistory() {
+    const int64_t unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+    history_.Record(unix_ms, handler_->StatsJson());
+    history_timer_.expires_after(std::chrono::milliseconds(config_.history_interval_ms));
+    history_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) SampleHistory();
+    });
   }
 
   void HandleSignals() {
@@ -271,6 +295,8 @@ class Server::Impl {
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;
+  StatsHistory history_;
+  asio::steady_timer history_timer_;  // runs SampleHistory on the I/O threads
   // The accept loop, the shutdown steps and the drain timer run on this strand: the
   // acceptor is closed there, never concurrently with an async_accept on another I/O
   // thread (a data race ThreadSanitizer found).

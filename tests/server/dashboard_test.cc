@@ -1,13 +1,17 @@
 // The /dashboard page in headless Chromium (Debian `chromium`): the page must load
-// Chart.js from the server itself, poll /v1/stats and render its five charts with the
-// live numbers of traffic this test generated. Saves a screenshot as a test artifact
+// Chart.js from the server itself, start its time charts from the server's history
+// (/v1/history, traffic from before the page opened), poll /v1/stats and render its six
+// charts (per-tenant hit rate included, axes in fixed ranges) with the live numbers of
+// traffic this test generated. Saves a screenshot as a test artifact
 // (<build>/test-artifacts/dashboard.png).
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "kvstash/client.h"
+#include "tests/server/http_get.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
@@ -49,7 +53,8 @@ TEST(DashboardTest, ChartsRenderLiveNumbersInHeadlessChromium) {
   if (chromium.empty()) GTEST_SKIP() << "chromium not installed (Debian package chromium)";
   testing::TempDir dir;
   testing::ServerProcess s;
-  ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), {"--tenant", "a=pa"}));
+  ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(),
+                    {"--tenant", "a=pa", "--tenant", "b=pb", "--history-interval-ms", "100"}));
   ClientOptions o;
   o.servers = {s.address()};
   o.tenant = "a";
@@ -70,6 +75,29 @@ TEST(DashboardTest, ChartsRenderLiveNumbersInHeadlessChromium) {
   constexpr int kLookups = 25;
   for (int i = 0; i < kLookups; ++i) ASSERT_OK(c->Lookup(chain).status());
   ASSERT_OK(c->Get(Key(1), Key(2)).status());
+  // Tenant b: 2 stored chunks, each lookup asks for those 2: hit rate 1. Server-wide:
+  // (25 * 64 + 25 * 32) / (25 * 128 + 25 * 32) = 2400 / 4000 = 0.6.
+  ClientOptions ob = o;
+  ob.tenant = "b";
+  ob.credential = "pb";
+  auto cb = Client::Create(ob).value();
+  for (uint32_t i = 1; i <= 2; ++i) {
+    PutChunk p;
+    p.route = Key(1);
+    p.key = Key(i);
+    if (i > 1) p.parent = Key(i - 1);
+    p.payload = RawPayload(16, i);
+    ASSERT_OK(cb->Put(p));
+  }
+  const std::vector<ChunkRef> chain_b(chain.begin(), chain.begin() + 2);
+  for (int i = 0; i < kLookups; ++i) ASSERT_OK(cb->Lookup(chain_b).status());
+  // Samples every 100 ms: the history holds this traffic before the page opens.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  const auto history = nlohmann::json::parse(testing::HttpGet(s.http_port(), "/v1/history").second);
+  ASSERT_GE(history["samples"].size(), 3u) << history.dump();
+  EXPECT_EQ(history["interval_ms"], 100);
+  EXPECT_EQ(history["samples"].back()["tokens_requested"], 4000);
+  EXPECT_EQ(history["samples"].back()["tenants"]["b"]["tokens_hit"], 800);
 
   const std::string url = "http://127.0.0.1:" + std::to_string(s.http_port()) + "/dashboard";
   const std::string dom = Capture(chromium + ChromiumFlags() + " --dump-dom '" + url + "' 2>/dev/null");
@@ -82,13 +110,27 @@ TEST(DashboardTest, ChartsRenderLiveNumbersInHeadlessChromium) {
   EXPECT_GE(status["updates"].get<int>(), 2) << text;
   EXPECT_TRUE(status["rendered"].get<bool>()) << text;
   EXPECT_GE(status["points"]["hitRate"].get<int>(), 2) << text;
+  // History loaded first: samples with lookups before the page's own polls.
+  EXPECT_GE(status["history_points"].get<int>(), 3) << text;
+  EXPECT_GT(status["points"]["hitRate"].get<int>(), status["updates"].get<int>()) << text;
+  EXPECT_GT(status["points"]["tenantHitRate"].get<int>(), 2 * status["updates"].get<int>()) << text;
+  EXPECT_EQ(status["tenants"], nlohmann::json::array({"a", "b"})) << text;
+  EXPECT_DOUBLE_EQ(status["tenant_hit_rates"]["a"].get<double>(), 0.5) << text;
+  EXPECT_DOUBLE_EQ(status["tenant_hit_rates"]["b"].get<double>(), 1.0) << text;
+  // Axes: rates 0..1, occupancy 0..100 %, latency on a log scale, bytes in units.
+  EXPECT_EQ(status["axes"]["hitRate"]["min"], 0) << text;
+  EXPECT_EQ(status["axes"]["hitRate"]["max"], 1) << text;
+  EXPECT_EQ(status["axes"]["tenantHitRate"]["max"], 1) << text;
+  EXPECT_EQ(status["axes"]["tiers"]["max"], 100) << text;
+  EXPECT_EQ(status["axes"]["latency"]["type"], "logarithmic") << text;
+  EXPECT_EQ(status["bytes_saved_tick"], "0 B") << text;
   EXPECT_GE(status["points"]["bytesSaved"].get<int>(), 2) << text;
   EXPECT_EQ(status["points"]["codecs"], 1) << text;     // raw
   EXPECT_EQ(status["points"]["tiers"], 1) << text;      // T0 (memory only)
   EXPECT_GE(status["points"]["latency"].get<int>(), 6) << text;  // p50 + p99 of >= 3 ops
-  EXPECT_DOUBLE_EQ(status["hit_rate"].get<double>(), 0.5) << text;
-  EXPECT_EQ(status["lookups"], kLookups) << text;
-  // Request memory: 4 raw PUTs of 136 + 16 x 128 bytes, no state.
+  EXPECT_DOUBLE_EQ(status["hit_rate"].get<double>(), 0.6) << text;
+  EXPECT_EQ(status["lookups"], 2 * kLookups) << text;
+  // Request memory: 6 raw PUTs of 136 + 16 x 128 bytes each, no state.
   EXPECT_DOUBLE_EQ(status["put_memory"].get<double>(), 2184.0) << text;
   EXPECT_EQ(status["state_stored"], 0) << text;
   EXPECT_EQ(status["codecs"], nlohmann::json::array({"raw"}));
@@ -99,7 +141,7 @@ TEST(DashboardTest, ChartsRenderLiveNumbersInHeadlessChromium) {
   }
   EXPECT_NE(dom.find("<span id=\"server-id\">127.0.0.1:"), std::string::npos);
   // The tiles show the same live hit rate.
-  EXPECT_NE(dom.find("id=\"hit-rate\">0.500<"), std::string::npos);
+  EXPECT_NE(dom.find("id=\"hit-rate\">0.600<"), std::string::npos);
 
   const std::string artifacts = std::string(KVSTASH_BUILD_DIR) + "/test-artifacts";
   std::filesystem::create_directories(artifacts);

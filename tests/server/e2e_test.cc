@@ -2,17 +2,10 @@
 // ports chosen at run time, driven by the client library and plain HTTP.
 #include <gtest/gtest.h>
 
-#include <utility>
-
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
-#include <future>
-#include <map>
 #include <condition_variable>
 #include <fstream>
+#include <future>
+#include <map>
 #include <mutex>
 
 #include "common/payload_format.h"
@@ -20,6 +13,7 @@
 #include "server/tenants.h"
 #include "store/redis_router.h"
 #include "tests/store/store_test_util.h"
+#include "tests/server/http_get.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
@@ -27,6 +21,7 @@
 namespace kvstash::server {
 namespace {
 
+using testing::HttpGet;
 using testing::Key;
 using testing::RawPayload;
 using testing::ServerProcess;
@@ -51,21 +46,6 @@ PutChunk Chunk(uint32_t key, std::optional<uint32_t> parent, std::vector<uint8_t
   if (parent) p.parent = Key(*parent);
   p.payload = std::move(payload);
   return p;
-}
-
-// GET over HTTP/1.1 with a raw socket; returns status line + body.
-std::pair<std::string, std::string> HttpGet(int port, const std::string& path) {
-  namespace asio = boost::asio;
-  asio::io_context ioc;
-  asio::ip::tcp::socket s(ioc);
-  s.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)});
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  asio::write(s, asio::buffer(req));
-  std::string all;
-  boost::system::error_code ec;
-  asio::read(s, asio::dynamic_buffer(all), ec);
-  const size_t eol = all.find("\r\n"), body = all.find("\r\n\r\n");
-  return {all.substr(0, eol), body == std::string::npos ? "" : all.substr(body + 4)};
 }
 
 const std::vector<std::string> kTenants = {"--tenant", "a=pa", "--tenant", "b=pb"};
@@ -122,6 +102,10 @@ TEST(E2eTest, EveryOpcodeTenantsAndHttpAgainstTheRealStore) {
   EXPECT_EQ(nlohmann::json::parse(json)["lookup"]["lookups"], 3);
   EXPECT_TRUE(nlohmann::json::parse(json)["tiers"][1]["enabled"].get<bool>());  // T1 (RocksDB)
   EXPECT_EQ(HttpGet(s.http_port(), "/healthz").second, "ok\n");
+  // One history sample from start-up at least (default interval 5 s).
+  auto history = nlohmann::json::parse(HttpGet(s.http_port(), "/v1/history").second);
+  EXPECT_EQ(history["interval_ms"], 5000);
+  EXPECT_GE(history["samples"].size(), 1u);
   EXPECT_NE(HttpGet(s.http_port(), "/dashboard").second.find("<canvas"), std::string::npos);
   EXPECT_EQ(HttpGet(s.http_port(), "/nope").first, "HTTP/1.1 404 Not Found");
   EXPECT_EQ(s.Kill(SIGTERM), 0);  // clean drain

@@ -17,6 +17,7 @@
 #include "server/payload_memory.h"
 #include "server/protocol/messages.h"
 #include "server/request_handler.h"
+#include "server/stats_history.h"
 #include "server/tenant_codecs.h"
 #include "server/tenants.h"
 #include "tests/server/memory_chunk_store.h"
@@ -39,7 +40,7 @@ TEST(ConfigTest, ParsesEveryFieldAndKeepsDefaults) {
     "limits": {"max_frame_bytes": 2048, "max_in_flight": 8, "idle_timeout_ms": 100},
     "tenants": [{"name": "a", "credential": "x"},
                 {"name": "b", "credential_sha256": "ff492ef788c89b555e6f738b33d2422f57dbb6656af2402155672c5f123a90af"}],
-    "store": {"memory_budget_bytes": 1000}, "ready_file": "/tmp/r"})");
+    "store": {"memory_budget_bytes": 1000}, "ready_file": "/tmp/r", "history_points": 60})");
   ASSERT_OK_AND_ASSIGN(ServerConfig c, ParseServerConfig(doc));
   ASSERT_OK(c.Validate());
   EXPECT_EQ(c.port, 9000);
@@ -51,6 +52,8 @@ TEST(ConfigTest, ParsesEveryFieldAndKeepsDefaults) {
   EXPECT_EQ(c.limits.io_timeout_ms, 10000u);  // default kept
   EXPECT_EQ(c.tenants.size(), 2u);
   EXPECT_EQ(c.store["memory_budget_bytes"], 1000);
+  EXPECT_EQ(c.history_points, 60u);
+  EXPECT_EQ(c.history_interval_ms, 5000u);  // default kept
   // The HTTP port stays on loopback whatever `listen` is, unless set on its own.
   EXPECT_EQ(c.listen, "0.0.0.0");
   EXPECT_EQ(c.http_listen, "127.0.0.1");
@@ -94,6 +97,13 @@ TEST(ConfigTest, RejectsTyposAndBadValues) {
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // bad hex
   c.tenants = {{"a", "x", ""}};
   ASSERT_OK(c.Validate());
+  c.history_points = 0;
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);  // history needs a point
+  c.history_points = 720;
+  c.history_interval_ms = 10;
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);  // sampling faster than 100 ms
+  c.history_interval_ms = 0;
+  ASSERT_OK(c.Validate());                        // 0: no history
   c.tls_cert_file = "cert.pem";
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // cert without key
   EXPECT_STATUS(LoadServerConfig("/nonexistent/kvstash.json"), kIOError);
@@ -201,6 +211,58 @@ TEST(MetricsTest, PrometheusAndJsonAgree) {
   EXPECT_DOUBLE_EQ(j["lookup"]["hit_rate"].get<double>(), 0.75);
   EXPECT_EQ(j["codecs"]["raw"]["stored_bytes"], 4232);
   EXPECT_EQ(j["requests"]["GET"]["errors"], 1);
+}
+
+TEST(MetricsTest, TenantFamiliesEscapeLabelValues) {
+  TrafficTotals t;
+  t.tokens_requested = 10;
+  t.tokens_hit = 4;
+  EXPECT_DOUBLE_EQ(t.hit_rate(), 0.4);
+  EXPECT_DOUBLE_EQ(TrafficTotals{}.hit_rate(), 0.0);
+  const std::string text = RenderTenantPrometheus({{"plain", t}, {"we\"ird\\na\nme", t}});
+  EXPECT_NE(text.find("kvstash_tenant_lookup_tokens_hit_total{tenant=\"plain\"} 4\n"), std::string::npos);
+  // The exposition format's escapes: \" for a quote, \\ for a backslash, \n for a newline.
+  EXPECT_NE(text.find("kvstash_tenant_lookup_tokens_requested_total{tenant=\"we\\\"ird\\\\na\\nme\"} 10\n"),
+            std::string::npos)
+      << text;
+  // 7 families, each with HELP, TYPE and one line per tenant.
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 7 * (2 + 2));
+}
+
+TEST(StatsHistoryTest, KeepsTheNewestSamplesOfTheHeadlineNumbers) {
+  StatsHistory h(2, 5000);
+  auto stats = [](uint64_t asked, uint64_t hit) {
+    return nlohmann::json{
+        {"lookup", {{"tokens_requested", asked}, {"tokens_hit", hit}}},
+        {"requests", {{"GET", {{"count", 3}, {"errors", 1}}}, {"PUT", {{"count", 4}, {"errors", 0}}}}},
+        {"bytes_raw", 900}, {"bytes_stored", 300}, {"bytes_saved", 600},
+        {"tiers", {{{"name", "T0"}, {"enabled", true}, {"bytes", 10}, {"budget_bytes", 100}, {"entries", 2}},
+                   {{"name", "T1"}, {"enabled", false}, {"bytes", 0}, {"budget_bytes", 0}, {"entries", 0}}}},
+        {"tenants", {{"a", {{"tokens_requested", asked}, {"tokens_hit", hit}, {"requests", 7}, {"errors", 1}}}}}};
+  };
+  h.Record(1000, stats(10, 5));
+  h.Record(6000, stats(20, 15));
+  h.Record(11000, stats(40, 35));
+  EXPECT_EQ(h.size(), 2u);
+  const auto doc = h.Render();
+  EXPECT_EQ(doc["interval_ms"], 5000);
+  EXPECT_EQ(doc["capacity"], 2);
+  ASSERT_EQ(doc["samples"].size(), 2u);
+  const auto& s = doc["samples"][0];  // the first sample was dropped
+  EXPECT_EQ(s["t_ms"], 6000);
+  EXPECT_EQ(s["tokens_requested"], 20);
+  EXPECT_EQ(s["tokens_hit"], 15);
+  EXPECT_EQ(s["requests"], 7);  // summed over opcodes
+  EXPECT_EQ(s["errors"], 1);
+  EXPECT_EQ(s["bytes_saved"], 600);
+  EXPECT_EQ(s["tiers"].size(), 1u);  // enabled tiers only
+  EXPECT_EQ(s["tiers"]["T0"]["budget_bytes"], 100);
+  EXPECT_EQ(s["tenants"]["a"]["tokens_hit"], 15);
+  EXPECT_EQ(doc["samples"][1]["tokens_requested"], 40);
+  // Missing fields read as 0 (an empty document is a valid sample).
+  h.Record(12000, nlohmann::json::object());
+  EXPECT_EQ(h.Render()["samples"][1]["tokens_requested"], 0);
+  EXPECT_TRUE(h.Render()["samples"][1]["tenants"].empty());
 }
 
 // A hand-built payload of `codec` over SmallLayout (128 bytes per bf16 position):
@@ -631,6 +693,18 @@ TEST_F(HandlerTest, StatsReplyShowsTheTenantsOwnTrafficOnly) {
   EXPECT_EQ(all["scope"], "server");
   EXPECT_EQ(all["requests"]["PUT"]["count"], 3);
   EXPECT_EQ(all["tiers"][0]["name"], "T0");
+  // ... with each tenant's headline numbers, in the document and in /metrics.
+  EXPECT_EQ(all["tenants"]["b"]["tokens_requested"], 48);
+  EXPECT_EQ(all["tenants"]["b"]["tokens_hit"], 32);
+  EXPECT_DOUBLE_EQ(all["tenants"]["b"]["hit_rate"].get<double>(), 32.0 / 48.0);
+  EXPECT_EQ(all["tenants"]["a"]["tokens_requested"], 0);
+  EXPECT_DOUBLE_EQ(all["tenants"]["a"]["hit_rate"].get<double>(), 0.0);
+  EXPECT_EQ(all["tenants"]["a"]["put_raw_bytes"], all["codecs"]["raw"]["raw_bytes"].get<uint64_t>() / 5);
+  const std::string text = handler_.PrometheusText();
+  EXPECT_NE(text.find("kvstash_tenant_lookup_tokens_hit_total{tenant=\"b\"} 32\n"), std::string::npos);
+  EXPECT_NE(text.find("kvstash_tenant_lookup_tokens_requested_total{tenant=\"b\"} 48\n"), std::string::npos);
+  EXPECT_NE(text.find("kvstash_tenant_lookup_tokens_hit_total{tenant=\"a\"} 0\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE kvstash_tenant_requests_total counter\n"), std::string::npos);
 }
 
 TEST_F(HandlerTest, ParentNotFoundNamesTheClientsKeyNeverTheScopedOne) {
