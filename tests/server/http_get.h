@@ -1,28 +1,49 @@
-// A minimal blocking HTTP/1.1 GET for tests of the server's HTTP port (/metrics,
-// /v1/stats, /v1/history): one request over a raw loopback socket, Connection: close.
+// A minimal blocking HTTP GET for tests of HTTP ports on loopback (kvstash-server's
+// /metrics, /v1/stats, /v1/history; Prometheus' API): one request over a raw socket,
+// Connection: close. HTTP/1.0 keeps servers that would chunk a reply (Go's) from doing so.
 #pragma once
 
 #include <utility>  // before Boost.Asio (g++ 12 bug, docs/platform-notes.md)
 
 #include <boost/asio.hpp>
+#include <cctype>
 #include <string>
 
 namespace kvstash::server::testing {
 
-// GETs `path` from 127.0.0.1:`port`; returns {status line, body}. Throws
-// boost::system::system_error when the connection is refused.
-inline std::pair<std::string, std::string> HttpGet(int port, const std::string& path) {
+// GETs `path` (already URL-encoded) from 127.0.0.1:`port` as HTTP/1.1, or HTTP/1.0 when
+// `http10`; returns {status line, body}. Throws boost::system::system_error when the
+// connection is refused.
+inline std::pair<std::string, std::string> HttpGet(int port, const std::string& path,
+                                                   bool http10 = false) {
   namespace asio = boost::asio;
   asio::io_context ioc;
   asio::ip::tcp::socket s(ioc);
   s.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)});
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  const std::string req = "GET " + path + (http10 ? " HTTP/1.0" : " HTTP/1.1") +
+                          "\r\nHost: x\r\nConnection: close\r\n\r\n";
   asio::write(s, asio::buffer(req));
   std::string all;
   boost::system::error_code ec;
   asio::read(s, asio::dynamic_buffer(all), ec);
   const size_t eol = all.find("\r\n"), body = all.find("\r\n\r\n");
   return {all.substr(0, eol), body == std::string::npos ? "" : all.substr(body + 4)};
+}
+
+// `text` percent-encoded for a URL query value (RFC 3986 unreserved characters kept).
+inline std::string UrlEncode(const std::string& text) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
 }
 
 }  // namespace kvstash::server::testing
