@@ -48,19 +48,39 @@ case "$PROFILE" in
   server) APT_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
   *) echo "KVSTASH_SETUP_PROFILE must be full or server, not '$PROFILE'" >&2; exit 2 ;;
 esac
-if [[ "${KVSTASH_SKIP_APT:-0}" != 1 ]]; then
-  missing=()
-  for p in "${APT_PACKAGES[@]}"; do
+# Installs those of the packages "$@" (after $1, their name in the log) that are not
+# installed yet, in one apt-get run; adds the arm64 architecture first when one is :arm64.
+apt_install_missing() {
+  local what="$1" p sudo=""
+  shift
+  local missing=()
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  if ((${#missing[@]})); then
-    log "installing Debian packages: ${missing[*]}"
-    SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  else
-    log "Debian packages present"
+  if ((${#missing[@]} == 0)); then
+    log "$what present"
+    return
   fi
+  log "installing $what: ${missing[*]}"
+  [[ $(id -u) -ne 0 ]] && sudo="sudo"
+  if printf '%s\n' "${missing[@]}" | grep -q ':arm64$'; then
+    dpkg --print-foreign-architectures | grep -qx arm64 || $sudo dpkg --add-architecture arm64
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+if [[ "${KVSTASH_SKIP_APT:-0}" != 1 ]]; then
+  apt_install_missing "Debian packages" "${APT_PACKAGES[@]}"
+fi
+
+# The aarch64 cross build of the determinism check (scripts/determinism_aarch64.sh,
+# docs/determinism.md): Debian's cross compiler, qemu-user, and the arm64 -dev packages
+# of the decoder's libraries through multiarch. Skip with KVSTASH_SETUP_CROSS=0.
+CROSS_PACKAGES=(g++-aarch64-linux-gnu qemu-user libopenblas-dev:arm64 libspdlog-dev:arm64
+                libxxhash-dev:arm64 libzstd-dev:arm64 libssl-dev:arm64 libicu-dev:arm64)
+if [[ "$PROFILE" == full && "${KVSTASH_SETUP_CROSS:-1}" == 1 && "${KVSTASH_SKIP_APT:-0}" != 1 \
+      && "$(dpkg --print-architecture)" == amd64 ]]; then
+  apt_install_missing "aarch64 cross packages" "${CROSS_PACKAGES[@]}"
 fi
 
 if [[ "$PROFILE" == server ]]; then

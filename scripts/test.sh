@@ -12,8 +12,9 @@
 #   6b. the determinism variants (docs/determinism.md): the clang -O3 decoder-only build
 #      run with forced SIMD paths, thread counts and batch splits against
 #      tests/determinism/manifest.json (build-det/; KVSTASH_DETERMINISM_ROWS=. runs the
-#      full gcc/clang x -O0/-O3/x86-64-v4 table); skip with
-#      KVSTASH_SKIP_CROSS=1 (the aarch64 qemu-user check is not in CI yet: see that page);
+#      full gcc/clang x -O0/-O3/x86-64-v4 table); then the aarch64 cross build
+#      (build-aarch64/) run under qemu-user against the manifest, and its payloads
+#      decoded on x86-64 (scripts/determinism_aarch64.sh); skip both with KVSTASH_SKIP_CROSS=1;
 #   7. optional (KVSTASH_TSAN=1): the store and server integration tests under
 #      ThreadSanitizer, the kvstash-server processes they start included (build-tsan/).
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
@@ -85,6 +86,8 @@ if [[ "${KVSTASH_SKIP_CROSS:-0}" != 1 ]]; then
   # (KVSTASH_DETERMINISM_ROWS=. runs it here too).
   step "determinism variants on x86-64 (build-det/, rows: ${KVSTASH_DETERMINISM_ROWS:-clang-O3})"
   KVSTASH_JOBS="$JOBS" scripts/determinism_variants.sh "${KVSTASH_DETERMINISM_ROWS:-clang-O3}"
+  step "determinism on aarch64 under qemu-user (build-aarch64/): both directions"
+  KVSTASH_JOBS="$JOBS" scripts/determinism_aarch64.sh
 fi
 
 if [[ "${KVSTASH_TSAN:-0}" == 1 ]]; then

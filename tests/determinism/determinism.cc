@@ -1,6 +1,7 @@
 #include "tests/determinism/determinism.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "codec/dckv/dckv_codec.h"
 #include "codec/entropy/table_set.h"
 #include "codec/spec/spec_artifact.h"
 #include "codec/spec/spec_calibration.h"
@@ -26,6 +28,7 @@
 #include "model/predictor/spec_predictor.h"
 #include "model/rwkv7/rwkv7_predictor.h"
 #include "model/rwkv7/rwkv7_state.h"
+#include "tests/dckv/dckv_hand_artifact.h"
 
 namespace kvstash::determinism {
 namespace {
@@ -39,6 +42,8 @@ constexpr uint32_t kStateEvery = 256;    // RWKV-7 state boundaries (bytes of te
 constexpr uint32_t kStateBytes = 512;    //   evaluated text
 constexpr uint32_t kStateCalBytes = 1024;  // calibration text (fixtures only)
 constexpr int kRwkvGroup = 32;           // the golden RWKV-7 predictor (int8-g32)
+constexpr uint32_t kDckvTokens = 40;     // dckv: the hand artifact's chunk of 40 rows
+constexpr uint32_t kDckvOffset = 5;      //   at positions [5, 45)
 
 std::string Hex(uint64_t v) {
   char buf[24];
@@ -171,7 +176,7 @@ void SmolLmItems(const Inputs& in, const std::vector<std::vector<uint32_t>>& pro
   }
 
   const Digest256 fingerprint{};  // payload fixtures are coded with an all-zero model fingerprint
-  for (size_t i = 0; i < prompts.size(); ++i) {
+  for (size_t i = 0; i < std::min(prompts.size(), in.prompts); ++i) {
     const std::string name = PromptName(i);
     model::PredictorCache cache;
     const Status run = RunSplit(**p, prompts[i], in.splits, &cache);
@@ -251,7 +256,54 @@ void Rwkv7Items(const Inputs& in, Digests* out) {
   }
 }
 
+// The dckv payload of the hand artifact: its quantised rows (fixed formula)
+// reconstructed and encoded (a lossy re-encode of a decoded chunk is not the same
+// payload, so both platforms encode these rows: fixtures/dckv-hand.kvdp on x86-64).
+Result<std::vector<uint8_t>> HandDckvPayload(const dckv::DckvCodec& codec) {
+  KVSTASH_ASSIGN_OR_RETURN(
+      KvChunk chunk, codec.Reconstruct(dckv::testing::HandQuantized(codec.artifact(), kDckvTokens), kDckvOffset));
+  return codec.Encode(chunk.view(), kDckvOffset, kDckvOffset + kDckvTokens, Digest256{});
+}
+
+// The dckv items: the hand artifact (fixed integer formulas: the same bytes on every
+// machine), the committed payload decoded, and this build's encoding of the same rows.
+void DckvItems(const Inputs& in, Digests* out) {
+  const dckv::DckvArtifact a = dckv::testing::HandArtifact();
+  (*out)["dckv.hand.artifact"] = Hex(Xxh3_64(a.Serialize()));
+  auto codec = dckv::DckvCodec::Create(a);
+  if (!codec.ok()) {
+    (*out)["dckv.hand.decoded"] = (*out)["dckv.hand.encoded"] = Error(codec.status());
+    return;
+  }
+  codec->set_threads(static_cast<uint32_t>(in.threads));
+  auto encoded = HandDckvPayload(*codec);
+  (*out)["dckv.hand.encoded"] = encoded.ok() ? Emit(in, "dckv-hand.kvdp", *encoded, Hex(Xxh3_64(*encoded)))
+                                             : Error(encoded.status());
+  auto payload = ReadFileBytes(Fixture(in, "dckv-hand.kvdp"));
+  if (!payload.ok()) {
+    (*out)["dckv.hand.decoded"] = Error(payload.status());
+    return;
+  }
+  auto chunk = codec->Decode(*payload, Digest256{});
+  (*out)["dckv.hand.decoded"] = chunk.ok() ? Hex(chunk->ContentChecksum()) : Error(chunk.status());
+}
+
+Status WriteDckvFixture(const Inputs& in) {
+  KVSTASH_ASSIGN_OR_RETURN(auto codec, dckv::DckvCodec::Create(dckv::testing::HandArtifact()));
+  KVSTASH_ASSIGN_OR_RETURN(auto payload, HandDckvPayload(codec));
+  return WriteFileBytes(Fixture(in, "dckv-hand.kvdp"), payload);
+}
+
 }  // namespace
+
+bool OutsidePrompts(const std::string& item, size_t prompts) {
+  const size_t at = item.find(".eval");
+  if (at == std::string::npos) return false;
+  size_t end = at + 5;
+  while (end < item.size() && std::isdigit(static_cast<unsigned char>(item[end]))) ++end;
+  if (end == at + 5 || end >= item.size() || item[end] != '.') return false;
+  return std::stoul(item.substr(at + 5, end - at - 5)) >= prompts;
+}
 
 Result<Digests> ComputeDigests(const Inputs& in) {
   if (in.smollm == nullptr) return Status::InvalidArgument("determinism: no SmolLM2 model");
@@ -259,6 +311,7 @@ Result<Digests> ComputeDigests(const Inputs& in) {
   Digests out;
   SmolLmItems(in, prompts, &out);
   if (in.rwkv7 != nullptr) Rwkv7Items(in, &out);
+  DckvItems(in, &out);
   return out;
 }
 
@@ -267,6 +320,7 @@ Status WriteFixtures(const Inputs& in) {
     return Status::InvalidArgument("determinism: --write needs both the SmolLM2 and the RWKV-7 model");
   }
   std::filesystem::create_directories(in.fixtures_dir);
+  KVSTASH_RETURN_IF_ERROR(WriteDckvFixture(in));
   const model::Model& m = *in.smollm;
   const KvLayout L = Layout(m.config);
   model::SpecPredictorOptions po;

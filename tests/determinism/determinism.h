@@ -17,6 +17,15 @@
 //   rwkv7.spec-state.artifact.tables     as spec.artifact.tables, for fixtures/rwkv7.kvss
 //   rwkv7.spec-state@<n>.decoded         checksum of fixtures/rwkv7-state-<n>.kvsc decoded
 //   rwkv7.spec-state@<n>.reencoded       XXH3-64 of the state encoded again
+//   dckv.hand.artifact                   XXH3-64 of the hand-built dckv artifact
+//                                        (tests/dckv/dckv_hand_artifact.h: fixed integer
+//                                        formulas, no calibration: the same bytes anywhere)
+//   dckv.hand.decoded                    KvChunk::ContentChecksum() of the committed
+//                                        payload fixtures/dckv-hand.kvdp (40 rows) decoded:
+//                                        rANS, dequantisation and synthesis (scalar/AVX2)
+//   dckv.hand.encoded                    XXH3-64 of this build's encoding of the same rows
+//                                        (the artifact's quantised rows, fixed formula,
+//                                        reconstructed): the fixture's bytes
 //
 // A value is "0x" + 16 hex digits, or "error: <status>" when the item could not be
 // computed (a decode that returns Mismatch, a fixture that does not parse): such a
@@ -29,6 +38,7 @@
 // Thread-safety: functions are reentrant; the models are read only.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -57,7 +67,15 @@ struct Inputs {
   // names (spec-<prompt>.kvsp, rwkv7-state-<n>.kvsc), so that another platform can
   // decode what this one encoded (scripts/determinism_aarch64.sh). Default: "" (none).
   std::string emit_dir;
+  // Only the first `prompts` evaluation prompts (their predictor.*.evalN.kv and
+  // spec.evalN.* items); the others are not computed. For emulated runs
+  // (qemu-user), where each prompt costs minutes. Default: all (2).
+  size_t prompts = SIZE_MAX;
 };
+
+// Whether `item` belongs to an evaluation prompt at or past `prompts` (the items
+// Inputs::prompts leaves out): its name has ".evalN." with N >= prompts.
+bool OutsidePrompts(const std::string& item, size_t prompts);
 
 // Computes every item (reads the fixtures). Errors: only for missing prompts or an
 // unusable model; a per-item failure becomes that item's "error: ..." value.

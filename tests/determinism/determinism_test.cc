@@ -133,5 +133,16 @@ TEST_F(DeterminismTest, FlippedManifestBitIsNamed) {
   EXPECT_EQ(CompareDigests(manifest_, missing), std::vector<std::string>{"predictor.w8a16-g128.eval1.kv"});
 }
 
+TEST(DeterminismSubsetTest, OutsidePromptsNamesTheItemsOfLaterPrompts) {
+  EXPECT_FALSE(OutsidePrompts("predictor.w8a16-g128.eval0.kv", 1));
+  EXPECT_TRUE(OutsidePrompts("predictor.w8a16-g128.eval1.kv", 1));
+  EXPECT_TRUE(OutsidePrompts("spec.eval1.decoded", 1));
+  EXPECT_FALSE(OutsidePrompts("spec.eval1.decoded", 2));
+  EXPECT_TRUE(OutsidePrompts("spec.eval12.reencoded", 2));
+  EXPECT_FALSE(OutsidePrompts("spec.artifact.tables", 0));
+  EXPECT_FALSE(OutsidePrompts("rwkv7.spec-state@256.decoded", 0));
+  EXPECT_FALSE(OutsidePrompts("spec.evaluation.x", 0));  // not ".evalN."
+}
+
 }  // namespace
 }  // namespace kvstash::determinism

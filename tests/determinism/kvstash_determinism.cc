@@ -3,14 +3,17 @@
 // naming each item that differs (docs/determinism.md).
 //
 //   kvstash_determinism [--manifest FILE] [--fixtures DIR] [--model GGUF] [--rwkv7 BIN]
-//                       [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR] [--write]
+//                       [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR]
+//                       [--prompts N] [--write]
 //
 // Exit status: 0 all items equal the manifest; 1 some differ (their names are printed
 // as "DIFFERS <name>"); 2 usage or an unusable input. The SIMD path is chosen with
 // KVSTASH_CPU_PATH (common/cpu_path.h). --write regenerates the fixtures and the
 // manifest from this build (legitimate only when a format version changes or an item
 // is added); --json writes this run's digests for the variants table; --emit writes
-// the payloads and states this build re-encoded, for another platform to decode.
+// the payloads and states this build re-encoded, for another platform to decode;
+// --prompts N computes and compares only the first N evaluation prompts' items (the
+// others are reported as skipped: emulated runs, scripts/determinism_aarch64.sh).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,7 +32,7 @@ int Usage(const char* why) {
   std::fprintf(stderr,
                "kvstash_determinism: %s\nusage: kvstash_determinism [--manifest FILE] [--fixtures DIR] "
                "[--model GGUF] [--rwkv7 BIN] [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR] "
-               "[--write]\n",
+               "[--prompts N] [--write]\n",
                why);
   return 2;
 }
@@ -85,11 +88,13 @@ int main(int argc, char** argv) {
       else if (a == "--emit") in.emit_dir = *v;
       else if (a == "--threads") in.threads = std::stoi(*v);
       else if (a == "--splits") in.splits = ParseSplits(*v);
+      else if (a == "--prompts") in.prompts = std::stoul(*v);
       else return Usage(("unknown option " + a).c_str());
     } catch (const std::exception&) {
       return Usage(("bad value of " + a).c_str());
     }
   }
+  if (write && in.prompts != SIZE_MAX) return Usage("--write computes every item: drop --prompts");
   in.fixtures_dir = fixtures;
   if (!in.emit_dir.empty()) std::filesystem::create_directories(in.emit_dir);
 
@@ -153,6 +158,11 @@ int main(int argc, char** argv) {
   if (in.rwkv7 == nullptr) {  // visible skip: the shared RWKV-7 file is not in the repository
     std::printf("SKIPPED rwkv7.* items: %s not found (set KVSTASH_SHARED_MODELS_DIR)\n", rwkv7_path.c_str());
     std::erase_if(*want, [](const auto& kv) { return kv.first.rfind("rwkv7.", 0) == 0; });
+  }
+  if (in.prompts != SIZE_MAX) {  // visible skip: a subset run (--prompts)
+    const size_t before = want->size();
+    std::erase_if(*want, [&](const auto& kv) { return determinism::OutsidePrompts(kv.first, in.prompts); });
+    std::printf("SKIPPED %zu items of evaluation prompts >= %zu (--prompts)\n", before - want->size(), in.prompts);
   }
   const std::vector<std::string> differ = determinism::CompareDigests(*want, *got);
   for (const auto& [name, value] : *got) {

@@ -12,6 +12,7 @@
 
 #include "kvstash/client.h"
 #include "tests/server/http_get.h"
+#include "tests/server/raw_chain.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
@@ -20,7 +21,6 @@ namespace kvstash::server {
 namespace {
 
 using testing::Key;
-using testing::RawPayload;
 
 std::string FindChromium() {
   for (const char* p : {"/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"}) {
@@ -62,16 +62,8 @@ TEST(DashboardTest, ChartsRenderLiveNumbersInHeadlessChromium) {
   auto c = Client::Create(o).value();
   // Traffic with a known hit rate: 4 stored chunks of 16 tokens, each lookup asks for
   // 8 chunks, so tokens hit / tokens asked = 0.5 exactly.
-  for (uint32_t i = 1; i <= 4; ++i) {
-    PutChunk p;
-    p.route = Key(1);
-    p.key = Key(i);
-    if (i > 1) p.parent = Key(i - 1);
-    p.payload = RawPayload(16, i);
-    ASSERT_OK(c->Put(p));
-  }
-  std::vector<ChunkRef> chain;
-  for (uint32_t i = 1; i <= 8; ++i) chain.push_back({Key(i), 16});
+  ASSERT_OK(testing::PutRawChain(*c, 4, 16));
+  const std::vector<ChunkRef> chain = testing::RawChainRefs(8, 16);
   constexpr int kLookups = 25;
   for (int i = 0; i < kLookups; ++i) ASSERT_OK(c->Lookup(chain).status());
   ASSERT_OK(c->Get(Key(1), Key(2)).status());
@@ -81,15 +73,8 @@ TEST(DashboardTest, ChartsRenderLiveNumbersInHeadlessChromium) {
   ob.tenant = "b";
   ob.credential = "pb";
   auto cb = Client::Create(ob).value();
-  for (uint32_t i = 1; i <= 2; ++i) {
-    PutChunk p;
-    p.route = Key(1);
-    p.key = Key(i);
-    if (i > 1) p.parent = Key(i - 1);
-    p.payload = RawPayload(16, i);
-    ASSERT_OK(cb->Put(p));
-  }
-  const std::vector<ChunkRef> chain_b(chain.begin(), chain.begin() + 2);
+  ASSERT_OK(testing::PutRawChain(*cb, 2, 16));
+  const std::vector<ChunkRef> chain_b = testing::RawChainRefs(2, 16);
   for (int i = 0; i < kLookups; ++i) ASSERT_OK(cb->Lookup(chain_b).status());
   // Samples every 100 ms: the history holds this traffic before the page opens.
   std::this_thread::sleep_for(std::chrono::milliseconds(600));

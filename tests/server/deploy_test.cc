@@ -19,6 +19,7 @@
 
 #include "kvstash/client.h"
 #include "tests/server/http_get.h"
+#include "tests/server/raw_chain.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
@@ -30,8 +31,6 @@ namespace {
 
 using nlohmann::json;
 using testing::HttpGet;
-using testing::Key;
-using testing::RawPayload;
 using testing::UrlEncode;
 
 const std::string kDeploy = std::string(KVSTASH_SOURCE_DIR) + "/deploy";
@@ -182,20 +181,9 @@ TEST(DeployTest, RealPrometheusScrapesAServerAndEvaluatesTheRulesAndDashboardQue
     return Client::Create(o).value();
   };
   auto a = connect("a", "pa"), b = connect("b", "pb");
-  std::vector<ChunkRef> chain;
-  for (uint32_t i = 1; i <= 8; ++i) {
-    if (i <= 4) {
-      PutChunk p;
-      p.route = Key(1);
-      p.key = Key(i);
-      if (i > 1) p.parent = Key(i - 1);
-      p.payload = RawPayload(16, i);
-      ASSERT_OK(a->Put(p));
-      if (i <= 2) ASSERT_OK(b->Put(p));
-    }
-    chain.push_back({Key(i), 16});
-  }
-  const std::vector<ChunkRef> chain_b(chain.begin(), chain.begin() + 2);
+  ASSERT_OK(testing::PutRawChain(*a, 4, 16));
+  ASSERT_OK(testing::PutRawChain(*b, 2, 16));
+  const std::vector<ChunkRef> chain = testing::RawChainRefs(8, 16), chain_b = testing::RawChainRefs(2, 16);
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(4);
   int lookups = 0;
   while (std::chrono::steady_clock::now() < until) {
