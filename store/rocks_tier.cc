@@ -8,6 +8,8 @@
 
 #include <cstring>
 
+#include "store/rocks_logger.h"
+
 namespace kvstash::store {
 namespace {
 
@@ -38,6 +40,9 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
   db_opts.create_if_missing = true;
   db_opts.create_missing_column_families = true;
   db_opts.max_background_jobs = 2;
+  // RocksDB's info log goes to our logger, not a LOG file on the data disk (a full
+  // disk must not abort the process: store/rocks_logger.h).
+  db_opts.info_log = MakeRocksLogger();
   if (o.env) db_opts.env = o.env.get();
 
   std::shared_ptr<rocksdb::Cache> cache = rocksdb::NewLRUCache(o.block_cache_bytes);
