@@ -251,6 +251,7 @@ Status Client::Impl::Init() {
   }
   pools_.resize(opts_.servers.size());
   next_conn_.assign(opts_.servers.size(), 0);
+  down_until_.assign(opts_.servers.size(), Clock::time_point::min());
   for (size_t s = 0; s < pools_.size(); ++s) {
     for (uint32_t i = 0; i < opts_.connections_per_server; ++i) {
       pools_[s].push_back(
@@ -293,11 +294,33 @@ uint32_t Client::Impl::ReadyMaxFrame(size_t server) {
 
 void Client::Impl::Submit(size_t server, Opcode op, uint16_t flags, std::vector<uint8_t> body,
                           const CallOptions& call, FrameDone done) {
+  Start({server}, op, flags, std::move(body), call, std::move(done));
+}
+
+void Client::Impl::SubmitRouted(const StoredKey& route, Opcode op, uint16_t flags,
+                                std::vector<uint8_t> body, const CallOptions& call,
+                                FrameDone done) {
+  Start(RendezvousOrder(opts_.servers, route), op, flags, std::move(body), call, std::move(done));
+}
+
+size_t Client::Impl::PickServer(const Call& c) const {
+  if (opts_.down_server_skip.count() > 0) {
+    const Clock::time_point now = Clock::now();
+    for (size_t s : c.order) {
+      if (down_until_[s] <= now) return s;
+    }
+  }
+  return c.order.front();
+}
+
+void Client::Impl::Start(std::vector<size_t> order, Opcode op, uint16_t flags,
+                         std::vector<uint8_t> body, const CallOptions& call, FrameDone done) {
   auto c = std::make_shared<Call>();
   c->opcode = static_cast<uint8_t>(op);
   c->flags = flags;
   c->body = std::move(body);
-  c->server = server;
+  c->order = std::move(order);
+  c->server = c->order.front();
   c->deadline = Clock::now() + call.deadline.value_or(opts_.default_deadline);
   c->done = std::move(done);
   asio::post(ioc_, [this, c] {
@@ -319,6 +342,7 @@ void Client::Impl::Submit(size_t server, Opcode op, uint16_t flags, std::vector<
 void Client::Impl::Send(const CallPtr& c) {
   if (c->finished) return;
   ++c->attempt;
+  c->server = PickServer(*c);
   auto& pool = pools_[c->server];
   // Prefer a ready connection, round robin.
   Conn* conn = nullptr;
@@ -352,6 +376,7 @@ void Client::Impl::Send(const CallPtr& c) {
         if (k->generation != g) return;
         if (s.ok()) {
           k->state = Conn::State::kReady;
+          down_until_[k->server] = Clock::time_point::min();
           auto waiting = std::move(k->waiting);
           k->waiting.clear();
           for (auto& w : waiting) {
@@ -361,7 +386,12 @@ void Client::Impl::Send(const CallPtr& c) {
           }
           return;
         }
-        // Connection failed or was lost: every call on it fails this attempt.
+        // Connection failed or was lost: every call on it fails this attempt. A failed
+        // connect marks the server down, so that the retries of routed calls fail over
+        // (a rejected HELLO is not a down server; a lost connection is retried first).
+        if (k->state == Conn::State::kConnecting && s.IsRetryable()) {
+          down_until_[k->server] = Clock::now() + opts_.down_server_skip;
+        }
         ++k->generation;
         k->state = Conn::State::kIdle;
         k->transport->Close();
@@ -446,6 +476,10 @@ void Client::Impl::AttemptFailed(const CallPtr& c, Status s) {
   if (c->finished) return;
   if (!s.IsRetryable() || c->attempt >= opts_.max_attempts) {
     Finish(c, s);
+    return;
+  }
+  if (PickServer(*c) != c->server) {  // failover: another server, no backoff
+    asio::post(ioc_, [this, c] { Send(c); });
     return;
   }
   const uint32_t shift = std::min<uint32_t>(c->attempt - 1, 20);
