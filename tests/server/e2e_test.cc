@@ -20,6 +20,7 @@
 #include "server/tenants.h"
 #include "store/redis_router.h"
 #include "tests/store/store_test_util.h"
+#include "tests/server/http_get.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
@@ -27,6 +28,7 @@
 namespace kvstash::server {
 namespace {
 
+using testing::HttpGet;
 using testing::Key;
 using testing::RawPayload;
 using testing::ServerProcess;
@@ -51,21 +53,6 @@ PutChunk Chunk(uint32_t key, std::optional<uint32_t> parent, std::vector<uint8_t
   if (parent) p.parent = Key(*parent);
   p.payload = std::move(payload);
   return p;
-}
-
-// GET over HTTP/1.1 with a raw socket; returns status line + body.
-std::pair<std::string, std::string> HttpGet(int port, const std::string& path) {
-  namespace asio = boost::asio;
-  asio::io_context ioc;
-  asio::ip::tcp::socket s(ioc);
-  s.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)});
-  const std::string req = "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
-  asio::write(s, asio::buffer(req));
-  std::string all;
-  boost::system::error_code ec;
-  asio::read(s, asio::dynamic_buffer(all), ec);
-  const size_t eol = all.find("\r\n"), body = all.find("\r\n\r\n");
-  return {all.substr(0, eol), body == std::string::npos ? "" : all.substr(body + 4)};
 }
 
 const std::vector<std::string> kTenants = {"--tenant", "a=pa", "--tenant", "b=pb"};

@@ -179,6 +179,8 @@ std::unique_ptr<RedisServer> RedisServer::Start(const std::string& dir, bool clu
     args.insert(args.end(), {"redis-server", "--port", ps, "--bind", launch.host,
                              "--save", "", "--appendonly", "no", "--daemonize", "no",
                              "--dir", dir, "--logfile", dir + "/redis-" + ps + ".log"});
+    // Off loopback (a test's own network namespace), protected mode refuses clients.
+    if (launch.host != "127.0.0.1") args.insert(args.end(), {"--protected-mode", "no"});
     if (cluster) {
       args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file",
                                dir + "/nodes-" + ps + ".conf", "--cluster-node-timeout",
