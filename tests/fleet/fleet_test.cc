@@ -23,9 +23,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "kvstash/client.h"
+#include "server/config.h"
 #include "tests/fleet/fleet_load.h"
 #include "tests/fleet/netns_lab.h"
 #include "tests/server/http_get.h"
@@ -179,11 +182,17 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
     if (owner[c] == kVictim) victims.push_back(c);
   }
   ASSERT_GT(victims.size(), 40u);
-  auto served = [&](Client& cl, const std::vector<size_t>& which, LoadCounts* counts) {
+  // Visits chains[which] without putting; reports and checks the counts under
+  // `phase`; returns how many chains were served whole.
+  auto served = [&](Client& cl, const std::vector<size_t>& which, const char* phase) {
     std::vector<FleetChain> subset;
     for (size_t c : which) subset.push_back(chains[c]);
+    LoadCounts counts;
     size_t whole = 0;
-    for (size_t s : VisitAll(cl, subset, false, kThreads, call, counts)) whole += s == 2;
+    for (size_t s : VisitAll(cl, subset, false, kThreads, call, &counts)) whole += s == 2;
+    Report(phase, counts);
+    std::printf("[fleet] %s: %zu of %zu chains served whole\n", phase, whole, which.size());
+    ExpectClean(counts);
     return whole;
   };
 
@@ -202,13 +211,7 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
     }
     Report("kill -9 node, restart", load);
     ExpectClean(load);
-    LoadCounts check;
-    const size_t whole = served(*client, victims, &check);
-    Report("restarted node's chains", check);
-    std::printf("[fleet] restarted node serves %zu of its %zu acknowledged chains\n", whole,
-                victims.size());
-    ExpectClean(check);
-    EXPECT_EQ(whole, victims.size());
+    EXPECT_EQ(served(*client, victims, "restarted node's chains"), victims.size());
   }
 
   // 3. kill -9 it again, delete its disk, restart: its chains come from T2.
@@ -217,12 +220,7 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
     std::filesystem::remove_all(DataDir(kVictim));
     ASSERT_OK(StartNode(kVictim));
     ASSERT_OK(client->Ping(kVictim));  // a connect that works clears the down mark
-    LoadCounts check;
-    const size_t whole = served(*client, victims, &check);
-    Report("node without its disk", check);
-    std::printf("[fleet] node without its disk serves %zu of its %zu chains from T2\n", whole,
-                victims.size());
-    ExpectClean(check);
+    const size_t whole = served(*client, victims, "node without its disk (T2)");
     EXPECT_GE(whole * 2, victims.size()) << "most of the node's chunks were demoted to T2";
     EXPECT_GT(NodeStats(kVictim)["tiers"][2]["hits"].get<uint64_t>(), 0u);
   }
@@ -245,20 +243,13 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
       }
     }
     const double fraction = static_cast<double>(moved.size()) / static_cast<double>(chains.size());
-    LoadCounts check;
-    const size_t stayed_whole = served(*grown, stayed, &check);
-    const size_t moved_whole = served(*grown, moved, &check);
-    Report("four nodes", check);
-    std::printf("[fleet] fourth node: %zu of %zu chains moved (%.3f, expected ~0.25); "
-                "%zu of %zu moved chains found in T2 by the new node, %zu of %zu others "
-                "still on their nodes\n",
-                moved.size(), chains.size(), fraction, moved_whole, moved.size(), stayed_whole,
-                stayed.size());
+    std::printf("[fleet] fourth node: %zu of %zu chains moved (%.3f, expected ~0.25)\n",
+                moved.size(), chains.size(), fraction);
     EXPECT_GE(fraction, 0.15);
     EXPECT_LE(fraction, 0.35);
-    ExpectClean(check);
-    EXPECT_EQ(stayed_whole, stayed.size());
-    EXPECT_GE(moved_whole * 2, moved.size());
+    EXPECT_EQ(served(*grown, stayed, "4 nodes: chains that stayed"), stayed.size());
+    // The new node finds the moved chains in T2 where they had been demoted.
+    EXPECT_GE(served(*grown, moved, "4 nodes: moved chains") * 2, moved.size());
     client = std::move(grown);
   }
 
@@ -325,6 +316,34 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   std::printf("[fleet] scenario took %.1f s\n", total_s);
   EXPECT_LT(total_s, 120.0);
+}
+
+// docker/compose.yaml and the config it gives its nodes describe the shape FleetTest
+// runs: three kvstash nodes with their own names and server ids, six Redis nodes
+// joined as 3 masters with one replica each, every Redis node a T2 endpoint.
+TEST(FleetComposeTest, ComposeFileHasTheShapeTheFleetTestRuns) {
+  const std::string dir = std::string(KVSTASH_SOURCE_DIR) + "/docker/";
+  std::ifstream in(dir + "compose.yaml");
+  ASSERT_TRUE(in) << dir << "compose.yaml";
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::regex kvstash_service(R"re(\n  kvstash-([0-9]+):\n    <<: \*kvstash-node\n    command: \[[^\]]*"--server-id", "kvstash-([0-9]+)"\])re");
+  const std::regex redis_service(R"(\n  redis-[0-9]+: \*redis-node(?=\n))");
+  size_t nodes = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), kvstash_service);
+       it != std::sregex_iterator(); ++it, ++nodes) {
+    EXPECT_EQ((*it)[1], (*it)[2]) << "service and server id differ";
+  }
+  EXPECT_EQ(nodes, 3u);
+  const auto redis = std::distance(std::sregex_iterator(text.begin(), text.end(), redis_service),
+                                   std::sregex_iterator());
+  EXPECT_EQ(redis, 6);
+  EXPECT_NE(text.find("--cluster-replicas 1 "), std::string::npos);
+  EXPECT_NE(text.find("tests/fleet/fleet_test.cc"), std::string::npos);
+  ASSERT_OK_AND_ASSIGN(server::ServerConfig config, server::LoadServerConfig(dir + "kvstash-server.json"));
+  std::vector<std::string> endpoints = config.store["redis"]["endpoints"];
+  std::vector<std::string> want;
+  for (int i = 1; i <= 6; ++i) want.push_back("redis-" + std::to_string(i) + ":6379");
+  EXPECT_EQ(endpoints, want);
 }
 
 }  // namespace
