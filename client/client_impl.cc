@@ -1,6 +1,10 @@
 // The connection logic of kvstash::Client (client_impl.h).
 #include "client/client_impl.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 namespace kvstash {
 
 using namespace client_detail;  // Call, Conn: this file's own types
@@ -74,6 +78,8 @@ struct Conn {
   std::vector<CallPtr> waiting;  // calls queued while connecting
   std::deque<std::vector<uint8_t>> outq;
   bool writing = false;
+  // The connection was lost because the peer stopped acknowledging (ETIMEDOUT).
+  bool peer_timed_out = false;
 };
 
 }  // namespace client_detail
@@ -99,6 +105,7 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
                                       std::string host, std::string port, std::string tls_name,
                                       bool tls_verify, std::string hello_frame,
                                       std::chrono::milliseconds timeout,
+                                      std::chrono::milliseconds unacked_timeout,
                                       std::function<void(Conn*, uint64_t, Status)> on_ready,
                                       std::function<void(Conn*, uint64_t, Frame)> on_frame) {
   auto ex = co_await asio::this_coro::executor;
@@ -116,6 +123,14 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
   auto results = co_await resolver.async_resolve(host, port, asio::redirect_error(asio::use_awaitable, ec));
   if (!ec) co_await asio::async_connect(t->lowest(), results, asio::redirect_error(asio::use_awaitable, ec));
   if (!ec) t->lowest().set_option(tcp::no_delay(true), ec);
+  if (!ec && unacked_timeout.count() > 0) {
+    // Sent bytes the peer's host does not acknowledge this long abort the connection
+    // (ETIMEDOUT): a host that vanished is noticed (ClientOptions::unacked_timeout).
+    const unsigned int ms = static_cast<unsigned int>(unacked_timeout.count());
+    if (setsockopt(t->lowest().native_handle(), IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)) != 0) {
+      KVSTASH_LOG_WARN("TCP_USER_TIMEOUT not set on the connection to {}:{}", host, port);
+    }
+  }
   if (!ec && t->tls) {
     if (!SetTlsName(*t->tls, tls_name, tls_verify)) {
       ec = asio::error::invalid_argument;
@@ -177,7 +192,9 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
       size_t n = co_await t->ReadSome(asio::buffer(tail.data(), tail.size()), ec);
       if (c->generation != gen) co_return;
       if (ec) {
-        on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
+        c->peer_timed_out = ec == asio::error::timed_out;
+        c->peer_timed_out = ec == asio::error::timed_out;
+      on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
         co_return;
       }
       auto o = c->parser.CommitBody(n);
@@ -191,6 +208,7 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
     size_t n = co_await t->ReadSome(asio::buffer(buf), ec);
     if (c->generation != gen) co_return;
     if (ec) {
+      c->peer_timed_out = ec == asio::error::timed_out;
       on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
       co_return;
     }
@@ -361,6 +379,7 @@ void Client::Impl::Send(const CallPtr& c) {
       conn->transport->Close();
       conn->transport = std::make_shared<Transport>(ioc_, tls_ctx_.get());
       conn->max_frame = std::numeric_limits<uint32_t>::max();
+      conn->peer_timed_out = false;
       conn->parser = protocol::FrameParser(opts_.max_reply_bytes,
                                            protocol::FrameParser::Direction::kReplies);
       conn->outq.clear();
@@ -387,9 +406,10 @@ void Client::Impl::Send(const CallPtr& c) {
           return;
         }
         // Connection failed or was lost: every call on it fails this attempt. A failed
-        // connect marks the server down, so that the retries of routed calls fail over
-        // (a rejected HELLO is not a down server; a lost connection is retried first).
-        if (k->state == Conn::State::kConnecting && s.IsRetryable()) {
+        // connect, or a connection whose peer stopped acknowledging (its host is gone),
+        // marks the server down, so that the retries of routed calls fail over (a
+        // rejected HELLO is not a down server; another lost connection is retried first).
+        if ((k->state == Conn::State::kConnecting || k->peer_timed_out) && s.IsRetryable()) {
           down_until_[k->server] = Clock::now() + opts_.down_server_skip;
         }
         ++k->generation;
@@ -425,7 +445,8 @@ void Client::Impl::Send(const CallPtr& c) {
                                                                    : opts_.tls.server_name,
                                      opts_.tls.verify_peer,
                                      std::string(frame.begin(), frame.end()),
-                                     opts_.connect_timeout, on_state, on_frame),
+                                     opts_.connect_timeout, opts_.unacked_timeout, on_state,
+                                     on_frame),
                      [](std::exception_ptr e) { LogFailure("client connection", e); });
     }
     return;

@@ -136,7 +136,9 @@ class FleetTest : public ::testing::Test {
     o.tenant = "fleet";
     o.credential = "secret";
     o.default_deadline = kDeadline;
+    // Scaled to the 2 s deadline: a vanished host is noticed after 0.5 s.
     o.connect_timeout = std::chrono::milliseconds(500);
+    o.unacked_timeout = std::chrono::milliseconds(500);
     return Client::Create(o).value();
   }
 
@@ -226,6 +228,26 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
     const size_t whole = served(*client, victims, "node without its disk (T2)");
     EXPECT_GE(whole * 2, victims.size()) << "most of the node's chunks were demoted to T2";
     EXPECT_GT(NodeStats(kVictim)["tiers"][2]["hits"].get<uint64_t>(), 0u);
+  }
+
+  // 3b. The node's host drops off the network (link down: no RST, packets vanish): the
+  // calls in flight to it fail over once its host stops acknowledging.
+  {
+    LoadCounts load;
+    {
+      LoadRun run(*client, chains, kThreads, call, &load);
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::string out;
+      ASSERT_EQ(store::testing::RunProgram({"ip", "-n", lab_->name(node_host_[kVictim]), "link",
+                                            "set", "eth0", "down"}, &out), 0) << out;
+      std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+      ASSERT_EQ(store::testing::RunProgram({"ip", "-n", lab_->name(node_host_[kVictim]), "link",
+                                            "set", "eth0", "up"}, &out), 0) << out;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      run.Stop();
+    }
+    Report("host off the network", load);
+    ExpectClean(load);
   }
 
   // 4. A fourth node: the chains whose rendezvous winner is the new node move, no other.

@@ -18,7 +18,8 @@
 // connection fails is retried with exponential backoff and jitter, up to
 // `max_attempts`, while its deadline allows; other statuses are returned at once.
 //
-// Failover: when connecting to a server fails (refused, unreachable, timed out), that
+// Failover: when connecting to a server fails (refused, unreachable, timed out), or an
+// open connection's peer stops acknowledging (ClientOptions::unacked_timeout), that
 // server is marked down for ClientOptions::down_server_skip. A call routed by a chain
 // key (Lookup, Put, Get, Delete, Pin) goes, at each attempt, to the first server of the
 // chain's rendezvous order (RendezvousOrder) that is not marked down, so a dead
@@ -91,10 +92,17 @@ struct ClientOptions {
   uint32_t max_reply_bytes = 1u << 30;
   // Deadline of connecting + TLS handshake + HELLO to a server. Default: 2 s.
   std::chrono::milliseconds connect_timeout{2000};
-  // How long a server whose connect failed is skipped by routed calls (failover, see
-  // the file comment). 0: no failover (routed calls keep trying the chain's owner).
-  // Default: 1 s.
+  // How long a server whose connect failed (or whose host stopped acknowledging, see
+  // unacked_timeout) is skipped by routed calls (failover, see the file comment).
+  // 0: no failover (routed calls keep trying the chain's owner). Default: 1 s.
   std::chrono::milliseconds down_server_skip{1000};
+  // A connection whose sent bytes the server's host leaves unacknowledged this long is
+  // aborted (Linux TCP_USER_TIMEOUT) and the server marked down: a host that vanished
+  // without closing its connections (power, network) fails over instead of holding
+  // every call on it until its deadline. Keep it above the slowest link's queueing
+  // delay and shorter than the deadlines; 0: the kernel's default (about 15 minutes).
+  // Default: 3 s.
+  std::chrono::milliseconds unacked_timeout{3000};
   ClientTlsOptions tls;
   // Ask PUT and GET replies for the request memory (PutResult::memory,
   // GetResult::memory; docs/protocol.md §5.7). A server older than that addition
