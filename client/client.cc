@@ -33,7 +33,9 @@ size_t RendezvousPick(std::span<const std::string> servers, const StoredKey& key
 
 std::vector<size_t> RendezvousOrder(std::span<const std::string> servers, const StoredKey& key) {
   std::vector<std::pair<uint64_t, size_t>> scored;
-  for (size_t i = 0; i < servers.size(); ++i) scored.emplace_back(RendezvousScore(servers[i], key), i);
+  for (size_t i = 0; i < servers.size(); ++i) {
+    scored.emplace_back(RendezvousScore(servers[i], key), i);
+  }
   // Highest score first; a tie goes to the lower index, as in RendezvousPick.
   std::stable_sort(scored.begin(), scored.end(),
                    [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -120,11 +122,11 @@ void Client::LookupAsync(std::vector<ChunkRef> chain, bool require_state,
   req.require_state = require_state;
   for (const ChunkRef& c : chain) req.keys.push_back({c.key, c.tokens});
   impl_->SubmitRouted(chain[0].key, Opcode::kLookup, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  auto m = DecodeReply<protocol::LookupReply>(std::move(r));
-                  if (!m.ok()) return done(m.status());
-                  done(LookupResult{m->matched_chunks, m->matched_tokens});
-                });
+                      [done = std::move(done)](Result<Frame> r) {
+                        auto m = DecodeReply<protocol::LookupReply>(std::move(r));
+                        if (!m.ok()) return done(m.status());
+                        done(LookupResult{m->matched_chunks, m->matched_tokens});
+                      });
 }
 
 std::future<Result<LookupResult>> Client::LookupAsync(std::vector<ChunkRef> chain,
@@ -157,17 +159,17 @@ void Client::PutWithResultAsync(PutChunk chunk, std::function<void(Result<PutRes
   req.state_record = std::move(chunk.state_record);
   req.memory = impl_->options().request_memory;
   impl_->SubmitRouted(route, Opcode::kPut, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  auto m = DecodeReply<protocol::PutReply>(std::move(r));
-                  if (!m.ok()) return done(m.status());
-                  PutResult out{m->stored_bytes, std::nullopt};
-                  if (m->memory) {
-                    out.memory = RequestMemory{m->stored_bytes, m->memory->raw_positions,
-                                               m->memory->raw_position_bytes,
-                                               m->memory->state_bytes};
-                  }
-                  done(std::move(out));
-                });
+                      [done = std::move(done)](Result<Frame> r) {
+                        auto m = DecodeReply<protocol::PutReply>(std::move(r));
+                        if (!m.ok()) return done(m.status());
+                        PutResult out{m->stored_bytes, std::nullopt};
+                        if (m->memory) {
+                          out.memory = RequestMemory{m->stored_bytes, m->memory->raw_positions,
+                                                     m->memory->raw_position_bytes,
+                                                     m->memory->state_bytes};
+                        }
+                        done(std::move(out));
+                      });
 }
 
 std::future<Result<PutResult>> Client::PutWithResultAsync(PutChunk chunk, const CallOptions& call) {
@@ -199,18 +201,20 @@ void Client::GetAsync(const StoredKey& route, const StoredKey& key, GetOptions g
                       std::function<void(Result<GetResult>)> done, const CallOptions& call) {
   protocol::GetRequest req{key, get.decoded, get.with_state, impl_->options().request_memory};
   impl_->SubmitRouted(route, Opcode::kGet, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  if (!r.ok()) return done(r.status());
-                  auto m = protocol::GetReply::DecodeOwned(r->header.flags, std::move(r->body));
-                  if (!m.ok()) return done(m.status());
-                  GetResult out{std::move(m->payload), std::move(m->state_record), std::nullopt};
-                  if (m->memory) {
-                    out.memory = RequestMemory{out.payload.size(), m->memory->raw_positions,
-                                               m->memory->raw_position_bytes,
-                                               m->memory->state_bytes};
-                  }
-                  done(std::move(out));
-                });
+                      [done = std::move(done)](Result<Frame> r) {
+                        if (!r.ok()) return done(r.status());
+                        auto m = protocol::GetReply::DecodeOwned(r->header.flags,
+                                                                 std::move(r->body));
+                        if (!m.ok()) return done(m.status());
+                        GetResult out{std::move(m->payload), std::move(m->state_record),
+                                      std::nullopt};
+                        if (m->memory) {
+                          out.memory = RequestMemory{out.payload.size(), m->memory->raw_positions,
+                                                     m->memory->raw_position_bytes,
+                                                     m->memory->state_bytes};
+                        }
+                        done(std::move(out));
+                      });
 }
 
 std::future<Result<GetResult>> Client::GetAsync(const StoredKey& route, const StoredKey& key,
@@ -229,11 +233,11 @@ void Client::DeleteAsync(const StoredKey& route, const StoredKey& key,
                          std::function<void(Result<bool>)> done, const CallOptions& call) {
   protocol::DeleteRequest req{key};
   impl_->SubmitRouted(route, Opcode::kDelete, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  auto m = DecodeReply<protocol::DeleteReply>(std::move(r));
-                  if (!m.ok()) return done(m.status());
-                  done(m->existed);
-                });
+                      [done = std::move(done)](Result<Frame> r) {
+                        auto m = DecodeReply<protocol::DeleteReply>(std::move(r));
+                        if (!m.ok()) return done(m.status());
+                        done(m->existed);
+                      });
 }
 
 std::future<Result<bool>> Client::DeleteAsync(const StoredKey& route, const StoredKey& key,
@@ -251,9 +255,9 @@ void Client::PinAsync(const StoredKey& route, const StoredKey& key, bool pin,
                       std::function<void(Status)> done, const CallOptions& call) {
   protocol::PinRequest req{key, pin};
   impl_->SubmitRouted(route, Opcode::kPin, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  done(DecodeReply<protocol::PinReply>(std::move(r)).status());
-                });
+                      [done = std::move(done)](Result<Frame> r) {
+                        done(DecodeReply<protocol::PinReply>(std::move(r)).status());
+                      });
 }
 
 std::future<Status> Client::PinAsync(const StoredKey& route, const StoredKey& key, bool pin,

@@ -127,7 +127,8 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
     // Sent bytes the peer's host does not acknowledge this long abort the connection
     // (ETIMEDOUT): a host that vanished is noticed (ClientOptions::unacked_timeout).
     const unsigned int ms = static_cast<unsigned int>(unacked_timeout.count());
-    if (setsockopt(t->lowest().native_handle(), IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof(ms)) != 0) {
+    if (setsockopt(t->lowest().native_handle(), IPPROTO_TCP, TCP_USER_TIMEOUT, &ms,
+                   sizeof(ms)) != 0) {
       KVSTASH_LOG_WARN("TCP_USER_TIMEOUT not set on the connection to {}:{}", host, port);
     }
   }
@@ -193,8 +194,7 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
       if (c->generation != gen) co_return;
       if (ec) {
         c->peer_timed_out = ec == asio::error::timed_out;
-        c->peer_timed_out = ec == asio::error::timed_out;
-      on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
+        on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
         co_return;
       }
       auto o = c->parser.CommitBody(n);

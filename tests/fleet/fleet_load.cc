@@ -110,7 +110,8 @@ std::vector<size_t> VisitAll(Client& client, const std::vector<FleetChain>& chai
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&, t] {
-      for (size_t c = static_cast<size_t>(t); c < chains.size(); c += static_cast<size_t>(threads)) {
+      const size_t step = static_cast<size_t>(threads);
+      for (size_t c = static_cast<size_t>(t); c < chains.size(); c += step) {
         stored[c] = VisitChain(client, chains[c], put_missing, call, counts);
       }
     });

@@ -283,18 +283,18 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
   {
     std::vector<FleetChain> mixed = chains;
     for (FleetChain& c : MakeFleetChains(2, 160, 2)) mixed.push_back(std::move(c));
+    auto redis_says = [&](int n, const char* cmd, const std::string& what) {
+      return RedisReplyText(redis_[n]->host(), redis_[n]->port(), cmd).find(what) !=
+             std::string::npos;
+    };
     int master = -1, replica = -1;
-    for (size_t n = 0; n < redis_.size(); ++n) {
-      const std::string info = RedisReplyText(redis_[n]->host(), redis_[n]->port(), "INFO replication");
-      if (master < 0 && info.find("role:master") != std::string::npos) master = static_cast<int>(n);
+    for (int n = 0; n < static_cast<int>(redis_.size()); ++n) {
+      if (master < 0 && redis_says(n, "INFO replication", "role:master")) master = n;
     }
     ASSERT_GE(master, 0);
     const std::string of_master = "master_port:" + std::to_string(redis_[master]->port());
-    for (size_t n = 0; n < redis_.size(); ++n) {
-      if (RedisReplyText(redis_[n]->host(), redis_[n]->port(), "INFO replication").find(of_master) !=
-          std::string::npos) {
-        replica = static_cast<int>(n);
-      }
+    for (int n = 0; n < static_cast<int>(redis_.size()); ++n) {
+      if (redis_says(n, "INFO replication", of_master)) replica = n;
     }
     ASSERT_GE(replica, 0);
     LoadCounts load;
@@ -310,10 +310,8 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
       bool took_over = false;
       while (!took_over && std::chrono::steady_clock::now() - killed < std::chrono::seconds(20)) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        took_over = RedisReplyText(redis_[replica]->host(), redis_[replica]->port(),
-                                   "INFO replication").find("role:master") != std::string::npos &&
-                    RedisReplyText(redis_[replica]->host(), redis_[replica]->port(),
-                                   "CLUSTER INFO").find("cluster_state:ok") != std::string::npos;
+        took_over = redis_says(replica, "INFO replication", "role:master") &&
+                    redis_says(replica, "CLUSTER INFO", "cluster_state:ok");
       }
       failover_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
       ASSERT_TRUE(took_over) << "the replica did not take over within 20 s";
@@ -351,7 +349,9 @@ TEST(FleetComposeTest, ComposeFileHasTheShapeTheFleetTestRuns) {
   std::ifstream in(dir + "compose.yaml");
   ASSERT_TRUE(in) << dir << "compose.yaml";
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::regex kvstash_service(R"re(\n  kvstash-([0-9]+):\n    <<: \*kvstash-node\n    command: \[[^\]]*"--server-id", "kvstash-([0-9]+)"\])re");
+  const std::regex kvstash_service(
+      R"re(\n  kvstash-([0-9]+):\n    <<: \*kvstash-node\n)re"
+      R"re(    command: \[[^\]]*"--server-id", "kvstash-([0-9]+)"\])re");
   const std::regex redis_service(R"(\n  redis-[0-9]+: \*redis-node(?=\n))");
   size_t nodes = 0;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), kvstash_service);
@@ -364,7 +364,8 @@ TEST(FleetComposeTest, ComposeFileHasTheShapeTheFleetTestRuns) {
   EXPECT_EQ(redis, 6);
   EXPECT_NE(text.find("--cluster-replicas 1 "), std::string::npos);
   EXPECT_NE(text.find("tests/fleet/fleet_test.cc"), std::string::npos);
-  ASSERT_OK_AND_ASSIGN(server::ServerConfig config, server::LoadServerConfig(dir + "kvstash-server.json"));
+  ASSERT_OK_AND_ASSIGN(server::ServerConfig config,
+                       server::LoadServerConfig(dir + "kvstash-server.json"));
   std::vector<std::string> endpoints = config.store["redis"]["endpoints"];
   std::vector<std::string> want;
   for (int i = 1; i <= 6; ++i) want.push_back("redis-" + std::to_string(i) + ":6379");

@@ -6,8 +6,9 @@
 //
 // Needs root (CAP_NET_ADMIN + CAP_SYS_ADMIN): Unsupported() says why not. Names carry
 // the creating process id and a letter per lab of that process (namespaces
-// kvf<pid><l>-<i>, bridge kvf<pid><l>b, host-side veths kvf<pid><l>h<i>); the destructor removes everything the lab made, and SweepStale()
-// removes what labs of processes that no longer exist left behind (a test killed -9).
+// kvf<pid><l>-<i>, bridge kvf<pid><l>b, host-side veths kvf<pid><l>h<i>); the
+// destructor removes everything the lab made, and SweepStale() removes what labs of
+// processes that no longer exist left behind (a test killed -9).
 //
 // Thread-safety: none; build and destroy a lab on one thread. Enter() moves only the
 // calling thread (threads it creates afterwards start in that namespace too).
