@@ -10,7 +10,8 @@
 // Under load from 4 client threads (fleet_load.h: SmolLM2-sized chunks whose bytes are
 // a function of their key): kill -9 one node (its chains fail over, misses not
 // errors, within the call deadline), restart it (it serves its acknowledged chains
-// again), kill it and delete its disk before restarting (it serves them from T2), add
+// again), kill it and delete its disk before restarting (it serves them from T2), take
+// its host off the network (link down: calls fail over once it stops acknowledging), add
 // a fourth node (about 1/4 of the chains move; moved chains are found in T2), kill one
 // Redis master (T2 degrades, the replica takes over, T2 recovers). Wrong KV and
 // errors must be 0 throughout; every phase prints its counts.
