@@ -1,24 +1,47 @@
 #include "kvstash/client.h"
 
+#include <algorithm>
+
 #include "client/client_impl.h"
 
 namespace kvstash {
 
 using namespace client_detail;
 
+namespace {
+
+uint64_t RendezvousScore(const std::string& server, const StoredKey& key) {
+  std::string buf = server;
+  buf.append(reinterpret_cast<const char*>(key.data()), key.size());
+  return Xxh3_64(buf);
+}
+
+}  // namespace
+
 size_t RendezvousPick(std::span<const std::string> servers, const StoredKey& key) {
   size_t best = 0;
   uint64_t best_score = 0;
   for (size_t i = 0; i < servers.size(); ++i) {
-    std::string buf = servers[i];
-    buf.append(reinterpret_cast<const char*>(key.data()), key.size());
-    const uint64_t score = Xxh3_64(buf);
+    const uint64_t score = RendezvousScore(servers[i], key);
     if (i == 0 || score > best_score) {
       best = i;
       best_score = score;
     }
   }
   return best;
+}
+
+std::vector<size_t> RendezvousOrder(std::span<const std::string> servers, const StoredKey& key) {
+  std::vector<std::pair<uint64_t, size_t>> scored;
+  for (size_t i = 0; i < servers.size(); ++i) {
+    scored.emplace_back(RendezvousScore(servers[i], key), i);
+  }
+  // Highest score first; a tie goes to the lower index, as in RendezvousPick.
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<size_t> out;
+  for (const auto& [score, i] : scored) out.push_back(i);
+  return out;
 }
 
 Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& address) {
@@ -98,12 +121,12 @@ void Client::LookupAsync(std::vector<ChunkRef> chain, bool require_state,
   protocol::LookupRequest req;
   req.require_state = require_state;
   for (const ChunkRef& c : chain) req.keys.push_back({c.key, c.tokens});
-  impl_->Submit(ServerFor(chain[0].key), Opcode::kLookup, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  auto m = DecodeReply<protocol::LookupReply>(std::move(r));
-                  if (!m.ok()) return done(m.status());
-                  done(LookupResult{m->matched_chunks, m->matched_tokens});
-                });
+  impl_->SubmitRouted(chain[0].key, Opcode::kLookup, req.Flags(), EncodeBody(req), call,
+                      [done = std::move(done)](Result<Frame> r) {
+                        auto m = DecodeReply<protocol::LookupReply>(std::move(r));
+                        if (!m.ok()) return done(m.status());
+                        done(LookupResult{m->matched_chunks, m->matched_tokens});
+                      });
 }
 
 std::future<Result<LookupResult>> Client::LookupAsync(std::vector<ChunkRef> chain,
@@ -124,7 +147,7 @@ void Client::PutWithResultAsync(PutChunk chunk, std::function<void(Result<PutRes
     done(Status::InvalidArgument("Put without a payload"));
     return;
   }
-  const size_t server = ServerFor(chunk.route);
+  const StoredKey route = chunk.route;
   protocol::PutRequest req;
   req.key = chunk.key;
   req.parent = chunk.parent;
@@ -135,18 +158,18 @@ void Client::PutWithResultAsync(PutChunk chunk, std::function<void(Result<PutRes
   req.payload = std::move(chunk.payload);
   req.state_record = std::move(chunk.state_record);
   req.memory = impl_->options().request_memory;
-  impl_->Submit(server, Opcode::kPut, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  auto m = DecodeReply<protocol::PutReply>(std::move(r));
-                  if (!m.ok()) return done(m.status());
-                  PutResult out{m->stored_bytes, std::nullopt};
-                  if (m->memory) {
-                    out.memory = RequestMemory{m->stored_bytes, m->memory->raw_positions,
-                                               m->memory->raw_position_bytes,
-                                               m->memory->state_bytes};
-                  }
-                  done(std::move(out));
-                });
+  impl_->SubmitRouted(route, Opcode::kPut, req.Flags(), EncodeBody(req), call,
+                      [done = std::move(done)](Result<Frame> r) {
+                        auto m = DecodeReply<protocol::PutReply>(std::move(r));
+                        if (!m.ok()) return done(m.status());
+                        PutResult out{m->stored_bytes, std::nullopt};
+                        if (m->memory) {
+                          out.memory = RequestMemory{m->stored_bytes, m->memory->raw_positions,
+                                                     m->memory->raw_position_bytes,
+                                                     m->memory->state_bytes};
+                        }
+                        done(std::move(out));
+                      });
 }
 
 std::future<Result<PutResult>> Client::PutWithResultAsync(PutChunk chunk, const CallOptions& call) {
@@ -177,19 +200,21 @@ Status Client::Put(const PutChunk& chunk, const CallOptions& call) {
 void Client::GetAsync(const StoredKey& route, const StoredKey& key, GetOptions get,
                       std::function<void(Result<GetResult>)> done, const CallOptions& call) {
   protocol::GetRequest req{key, get.decoded, get.with_state, impl_->options().request_memory};
-  impl_->Submit(ServerFor(route), Opcode::kGet, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  if (!r.ok()) return done(r.status());
-                  auto m = protocol::GetReply::DecodeOwned(r->header.flags, std::move(r->body));
-                  if (!m.ok()) return done(m.status());
-                  GetResult out{std::move(m->payload), std::move(m->state_record), std::nullopt};
-                  if (m->memory) {
-                    out.memory = RequestMemory{out.payload.size(), m->memory->raw_positions,
-                                               m->memory->raw_position_bytes,
-                                               m->memory->state_bytes};
-                  }
-                  done(std::move(out));
-                });
+  impl_->SubmitRouted(route, Opcode::kGet, req.Flags(), EncodeBody(req), call,
+                      [done = std::move(done)](Result<Frame> r) {
+                        if (!r.ok()) return done(r.status());
+                        auto m = protocol::GetReply::DecodeOwned(r->header.flags,
+                                                                 std::move(r->body));
+                        if (!m.ok()) return done(m.status());
+                        GetResult out{std::move(m->payload), std::move(m->state_record),
+                                      std::nullopt};
+                        if (m->memory) {
+                          out.memory = RequestMemory{out.payload.size(), m->memory->raw_positions,
+                                                     m->memory->raw_position_bytes,
+                                                     m->memory->state_bytes};
+                        }
+                        done(std::move(out));
+                      });
 }
 
 std::future<Result<GetResult>> Client::GetAsync(const StoredKey& route, const StoredKey& key,
@@ -207,12 +232,12 @@ Result<GetResult> Client::Get(const StoredKey& route, const StoredKey& key, GetO
 void Client::DeleteAsync(const StoredKey& route, const StoredKey& key,
                          std::function<void(Result<bool>)> done, const CallOptions& call) {
   protocol::DeleteRequest req{key};
-  impl_->Submit(ServerFor(route), Opcode::kDelete, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  auto m = DecodeReply<protocol::DeleteReply>(std::move(r));
-                  if (!m.ok()) return done(m.status());
-                  done(m->existed);
-                });
+  impl_->SubmitRouted(route, Opcode::kDelete, req.Flags(), EncodeBody(req), call,
+                      [done = std::move(done)](Result<Frame> r) {
+                        auto m = DecodeReply<protocol::DeleteReply>(std::move(r));
+                        if (!m.ok()) return done(m.status());
+                        done(m->existed);
+                      });
 }
 
 std::future<Result<bool>> Client::DeleteAsync(const StoredKey& route, const StoredKey& key,
@@ -229,10 +254,10 @@ Result<bool> Client::Delete(const StoredKey& route, const StoredKey& key, const 
 void Client::PinAsync(const StoredKey& route, const StoredKey& key, bool pin,
                       std::function<void(Status)> done, const CallOptions& call) {
   protocol::PinRequest req{key, pin};
-  impl_->Submit(ServerFor(route), Opcode::kPin, req.Flags(), EncodeBody(req), call,
-                [done = std::move(done)](Result<Frame> r) {
-                  done(DecodeReply<protocol::PinReply>(std::move(r)).status());
-                });
+  impl_->SubmitRouted(route, Opcode::kPin, req.Flags(), EncodeBody(req), call,
+                      [done = std::move(done)](Result<Frame> r) {
+                        done(DecodeReply<protocol::PinReply>(std::move(r)).status());
+                      });
 }
 
 std::future<Status> Client::PinAsync(const StoredKey& route, const StoredKey& key, bool pin,

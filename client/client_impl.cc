@@ -1,6 +1,10 @@
 // The connection logic of kvstash::Client (client_impl.h).
 #include "client/client_impl.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 namespace kvstash {
 
 using namespace client_detail;  // Call, Conn: this file's own types
@@ -74,6 +78,8 @@ struct Conn {
   std::vector<CallPtr> waiting;  // calls queued while connecting
   std::deque<std::vector<uint8_t>> outq;
   bool writing = false;
+  // The connection was lost because the peer stopped acknowledging (ETIMEDOUT).
+  bool peer_timed_out = false;
 };
 
 }  // namespace client_detail
@@ -99,6 +105,7 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
                                       std::string host, std::string port, std::string tls_name,
                                       bool tls_verify, std::string hello_frame,
                                       std::chrono::milliseconds timeout,
+                                      std::chrono::milliseconds unacked_timeout,
                                       std::function<void(Conn*, uint64_t, Status)> on_ready,
                                       std::function<void(Conn*, uint64_t, Frame)> on_frame) {
   auto ex = co_await asio::this_coro::executor;
@@ -116,6 +123,15 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
   auto results = co_await resolver.async_resolve(host, port, asio::redirect_error(asio::use_awaitable, ec));
   if (!ec) co_await asio::async_connect(t->lowest(), results, asio::redirect_error(asio::use_awaitable, ec));
   if (!ec) t->lowest().set_option(tcp::no_delay(true), ec);
+  if (!ec && unacked_timeout.count() > 0) {
+    // Sent bytes the peer's host does not acknowledge this long abort the connection
+    // (ETIMEDOUT): a host that vanished is noticed (ClientOptions::unacked_timeout).
+    const unsigned int ms = static_cast<unsigned int>(unacked_timeout.count());
+    if (setsockopt(t->lowest().native_handle(), IPPROTO_TCP, TCP_USER_TIMEOUT, &ms,
+                   sizeof(ms)) != 0) {
+      KVSTASH_LOG_WARN("TCP_USER_TIMEOUT not set on the connection to {}:{}", host, port);
+    }
+  }
   if (!ec && t->tls) {
     if (!SetTlsName(*t->tls, tls_name, tls_verify)) {
       ec = asio::error::invalid_argument;
@@ -177,6 +193,7 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
       size_t n = co_await t->ReadSome(asio::buffer(tail.data(), tail.size()), ec);
       if (c->generation != gen) co_return;
       if (ec) {
+        c->peer_timed_out = ec == asio::error::timed_out;
         on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
         co_return;
       }
@@ -191,6 +208,7 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
     size_t n = co_await t->ReadSome(asio::buffer(buf), ec);
     if (c->generation != gen) co_return;
     if (ec) {
+      c->peer_timed_out = ec == asio::error::timed_out;
       on_ready(c, gen, Status::Unavailable("connection lost: " + ec.message()));
       co_return;
     }
@@ -251,6 +269,7 @@ Status Client::Impl::Init() {
   }
   pools_.resize(opts_.servers.size());
   next_conn_.assign(opts_.servers.size(), 0);
+  down_until_.assign(opts_.servers.size(), Clock::time_point::min());
   for (size_t s = 0; s < pools_.size(); ++s) {
     for (uint32_t i = 0; i < opts_.connections_per_server; ++i) {
       pools_[s].push_back(
@@ -293,11 +312,33 @@ uint32_t Client::Impl::ReadyMaxFrame(size_t server) {
 
 void Client::Impl::Submit(size_t server, Opcode op, uint16_t flags, std::vector<uint8_t> body,
                           const CallOptions& call, FrameDone done) {
+  Start({server}, op, flags, std::move(body), call, std::move(done));
+}
+
+void Client::Impl::SubmitRouted(const StoredKey& route, Opcode op, uint16_t flags,
+                                std::vector<uint8_t> body, const CallOptions& call,
+                                FrameDone done) {
+  Start(RendezvousOrder(opts_.servers, route), op, flags, std::move(body), call, std::move(done));
+}
+
+size_t Client::Impl::PickServer(const Call& c) const {
+  if (opts_.down_server_skip.count() > 0) {
+    const Clock::time_point now = Clock::now();
+    for (size_t s : c.order) {
+      if (down_until_[s] <= now) return s;
+    }
+  }
+  return c.order.front();
+}
+
+void Client::Impl::Start(std::vector<size_t> order, Opcode op, uint16_t flags,
+                         std::vector<uint8_t> body, const CallOptions& call, FrameDone done) {
   auto c = std::make_shared<Call>();
   c->opcode = static_cast<uint8_t>(op);
   c->flags = flags;
   c->body = std::move(body);
-  c->server = server;
+  c->order = std::move(order);
+  c->server = c->order.front();
   c->deadline = Clock::now() + call.deadline.value_or(opts_.default_deadline);
   c->done = std::move(done);
   asio::post(ioc_, [this, c] {
@@ -319,6 +360,7 @@ void Client::Impl::Submit(size_t server, Opcode op, uint16_t flags, std::vector<
 void Client::Impl::Send(const CallPtr& c) {
   if (c->finished) return;
   ++c->attempt;
+  c->server = PickServer(*c);
   auto& pool = pools_[c->server];
   // Prefer a ready connection, round robin.
   Conn* conn = nullptr;
@@ -337,6 +379,7 @@ void Client::Impl::Send(const CallPtr& c) {
       conn->transport->Close();
       conn->transport = std::make_shared<Transport>(ioc_, tls_ctx_.get());
       conn->max_frame = std::numeric_limits<uint32_t>::max();
+      conn->peer_timed_out = false;
       conn->parser = protocol::FrameParser(opts_.max_reply_bytes,
                                            protocol::FrameParser::Direction::kReplies);
       conn->outq.clear();
@@ -352,6 +395,7 @@ void Client::Impl::Send(const CallPtr& c) {
         if (k->generation != g) return;
         if (s.ok()) {
           k->state = Conn::State::kReady;
+          down_until_[k->server] = Clock::time_point::min();
           auto waiting = std::move(k->waiting);
           k->waiting.clear();
           for (auto& w : waiting) {
@@ -361,7 +405,13 @@ void Client::Impl::Send(const CallPtr& c) {
           }
           return;
         }
-        // Connection failed or was lost: every call on it fails this attempt.
+        // Connection failed or was lost: every call on it fails this attempt. A failed
+        // connect, or a connection whose peer stopped acknowledging (its host is gone),
+        // marks the server down, so that the retries of routed calls fail over (a
+        // rejected HELLO is not a down server; another lost connection is retried first).
+        if ((k->state == Conn::State::kConnecting || k->peer_timed_out) && s.IsRetryable()) {
+          down_until_[k->server] = Clock::now() + opts_.down_server_skip;
+        }
         ++k->generation;
         k->state = Conn::State::kIdle;
         k->transport->Close();
@@ -395,7 +445,8 @@ void Client::Impl::Send(const CallPtr& c) {
                                                                    : opts_.tls.server_name,
                                      opts_.tls.verify_peer,
                                      std::string(frame.begin(), frame.end()),
-                                     opts_.connect_timeout, on_state, on_frame),
+                                     opts_.connect_timeout, opts_.unacked_timeout, on_state,
+                                     on_frame),
                      [](std::exception_ptr e) { LogFailure("client connection", e); });
     }
     return;
@@ -446,6 +497,10 @@ void Client::Impl::AttemptFailed(const CallPtr& c, Status s) {
   if (c->finished) return;
   if (!s.IsRetryable() || c->attempt >= opts_.max_attempts) {
     Finish(c, s);
+    return;
+  }
+  if (PickServer(*c) != c->server) {  // failover: another server, no backoff
+    asio::post(ioc_, [this, c] { Send(c); });
     return;
   }
   const uint32_t shift = std::min<uint32_t>(c->attempt - 1, 20);

@@ -54,7 +54,10 @@ struct Call {
   uint8_t opcode = 0;
   uint16_t flags = 0;
   std::vector<uint8_t> body;
-  size_t server = 0;
+  // Servers in preference order: the chain's rendezvous order for a routed call, one
+  // server for a call by server index. Each attempt picks (Client::Impl::PickServer).
+  std::vector<size_t> order;
+  size_t server = 0;  // server of the current attempt
   Clock::time_point deadline;
   uint32_t attempt = 0;
   FrameDone done;
@@ -76,15 +79,24 @@ class Client::Impl {
   Status Init();
   void Stop();
   size_t ServerFor(const StoredKey& route) const { return RendezvousPick(opts_.servers, route); }
-  // Starts a call on the I/O thread; `done` runs there exactly once.
+  // Starts a call to server `server` on the I/O thread; `done` runs there exactly once.
   void Submit(size_t server, Opcode op, uint16_t flags, std::vector<uint8_t> body,
               const CallOptions& call, FrameDone done);
+  // Same for a call routed by the chain key `route`: each attempt goes to the first
+  // server of route's rendezvous order that is not marked down (failover, client.h).
+  void SubmitRouted(const StoredKey& route, Opcode op, uint16_t flags, std::vector<uint8_t> body,
+                    const CallOptions& call, FrameDone done);
   const ClientOptions& options() const { return opts_; }
   // Smallest max_frame_bytes among server `server`'s ready connections (0: none ready).
   uint32_t ReadyMaxFrame(size_t server);
 
  private:
   friend struct client_detail::Conn;
+  void Start(std::vector<size_t> order, Opcode op, uint16_t flags, std::vector<uint8_t> body,
+             const CallOptions& call, FrameDone done);
+  // The server of c's next attempt: the first of c->order not marked down (the first
+  // of all when every one is).
+  size_t PickServer(const client_detail::Call& c) const;
   void Send(const client_detail::CallPtr& c);
   void Finish(const client_detail::CallPtr& c, Result<Frame> r);
   void AttemptFailed(const client_detail::CallPtr& c, Status s);
@@ -99,6 +111,8 @@ class Client::Impl {
   std::vector<Endpoint> endpoints_;
   std::vector<std::vector<std::unique_ptr<client_detail::Conn>>> pools_;
   std::vector<size_t> next_conn_;
+  // Per server: routed calls skip it until then (its last connect failed).
+  std::vector<Clock::time_point> down_until_;
   std::unique_ptr<asio::ssl::context> tls_ctx_;  // set when options.tls.enabled
   std::mt19937_64 rng_{0x6b76636c};
   bool stopped_ = false;

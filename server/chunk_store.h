@@ -50,6 +50,7 @@ struct StoreSnapshot {
     uint64_t entries = 0, bytes = 0, budget_bytes = 0;
     uint64_t hits = 0, evictions = 0, promotions = 0;
     bool up = true;  // false: enabled but unreachable (T2 Redis down, reconnecting)
+    uint64_t errors = 0;  // failed operations of the engine behind the tier (RocksDB, Redis)
   };
   std::vector<Tier> tiers;
   uint64_t checksum_failures = 0;  // entries the store dropped for a failed checksum

@@ -199,6 +199,9 @@ const TierField kTierFields[] = {
      [](const StoreSnapshot::Tier& t) { return t.evictions; }},
     {"kvstash_tier_promotions_total", "counter", "Entries promoted into this tier by a hit below it.",
      "promotions", [](const StoreSnapshot::Tier& t) { return t.promotions; }},
+    {"kvstash_tier_errors_total", "counter",
+     "Failed operations of the engine behind each tier (RocksDB, Redis).", "errors",
+     [](const StoreSnapshot::Tier& t) { return t.errors; }},
     {"kvstash_tier_up", "gauge", "1 when the tier is reachable, 0 while it is down (T2: Redis, reconnecting).",
      "up", [](const StoreSnapshot::Tier& t) { return static_cast<uint64_t>(t.up ? 1 : 0); }},
 };

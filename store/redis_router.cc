@@ -189,6 +189,18 @@ Status RedisRouter::LoadSlots(int node_index) {
   return Status::Ok();
 }
 
+Status RedisRouter::ReloadSlots(int unreachable) {
+  Status last = Status::Unavailable("Redis: no other node to read the slot map from");
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (static_cast<int>(i) == unreachable) continue;
+    Status s = EnsureConnected(nodes_[i]);
+    if (s.ok()) s = LoadSlots(static_cast<int>(i));
+    if (s.ok()) return s;
+    last = s;
+  }
+  return last;
+}
+
 std::vector<Result<RedisReply>> RedisRouter::Execute(std::span<const RedisCommand> commands) {
   std::lock_guard lock(mu_);
   const size_t n = commands.size();
@@ -198,6 +210,7 @@ std::vector<Result<RedisReply>> RedisRouter::Execute(std::span<const RedisComman
   std::vector<size_t> pending(n);
   for (size_t i = 0; i < n; ++i) pending[i] = i;
 
+  bool reloaded = false;  // the slot map was re-read after a node was unreachable
   for (int round = 0; round <= options_.max_redirects && !pending.empty(); ++round) {
     std::vector<std::vector<size_t>> by_node(nodes_.size());
     for (size_t i : pending) {
@@ -214,6 +227,16 @@ std::vector<Result<RedisReply>> RedisRouter::Execute(std::span<const RedisComman
       Status cs = EnsureConnected(node);
       if (!cs.ok()) {
         for (size_t i : by_node[ni]) results[i] = cs;
+        // Failover: its slots may have a new master now (nodes_ may grow here; `node`
+        // is not used again).
+        if (cluster_ && !reloaded) {
+          reloaded = true;
+          if (ReloadSlots(static_cast<int>(ni)).ok()) {
+            for (size_t i : by_node[ni]) {
+              if (target[i] < 0) retry.push_back(i);
+            }
+          }
+        }
         continue;
       }
       std::vector<const char*> argv;

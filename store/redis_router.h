@@ -7,8 +7,12 @@
 // that slot's owner and retries there; an ASK reply retries once on the named node
 // preceded by ASKING; TRYAGAIN / CLUSTERDOWN retry. Commands for one node are
 // pipelined (all appended, then all replies read), one batch per node per round.
-// A broken connection is reopened once per round; a node that cannot be reached
-// fails its commands with Unavailable.
+// A broken connection is reopened once per round. In a cluster, a node that cannot
+// be reached makes the router re-read the slot map (CLUSTER SLOTS) from another
+// known node, at most once per Execute, and retry that node's commands where the new
+// map sends them: after a replica has taken over a dead master's slots, commands go
+// to it (before the takeover they fail). A command whose node still cannot be
+// reached fails with Unavailable.
 //
 // Thread-safety: Execute may be called from several threads; calls are serialised by
 // an internal mutex (one connection per node).
@@ -79,6 +83,9 @@ class RedisRouter {
   void Disconnect(Node& node);
   int NodeFor(const std::string& host, int port);
   Status LoadSlots(int node);
+  // LoadSlots from the first known node other than `unreachable` that answers.
+  // Errors: Unavailable when none does.
+  Status ReloadSlots(int unreachable);
 
   RedisRouterOptions options_;
   mutable std::mutex mu_;

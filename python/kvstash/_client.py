@@ -63,7 +63,9 @@ class Client:
     A chain lives on one server, chosen by rendezvous hashing of its first chunk's
     stored key (`route`); every call takes that route besides the key it acts on.
     Calls are pipelined on pooled connections, retried with backoff on retryable
-    failures within their deadline.
+    failures within their deadline. A server whose connect fails is skipped for 1 s:
+    its chains' calls go to their next rendezvous choice meanwhile (misses there, not
+    errors; the C++ client.h, "Failover"); with one server, its calls fail.
 
     Thread-safety: every method may be called from any thread; the sync methods
     release the GIL while they wait. The `*_async` methods return awaitables of the

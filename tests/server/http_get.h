@@ -1,30 +1,36 @@
-// A minimal blocking HTTP GET for tests of HTTP ports on loopback (kvstash-server's
-// /metrics, /v1/stats, /v1/history; Prometheus' API): one request over a raw socket,
-// Connection: close. HTTP/1.0 keeps servers that would chunk a reply (Go's) from doing so.
+// HttpGet: one plain HTTP GET over a raw socket, for tests of HTTP ports (the server's
+// /metrics, /v1/stats, /v1/history, /healthz; Prometheus' API). Blocking; thread-safe
+// (no shared state). HTTP/1.0 keeps servers that would chunk a reply (Go's) from doing so.
 #pragma once
 
 #include <utility>  // before Boost.Asio (g++ 12 bug, docs/platform-notes.md)
 
-#include <boost/asio.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <cctype>
 #include <string>
 
 namespace kvstash::server::testing {
 
-// GETs `path` (already URL-encoded) from 127.0.0.1:`port` as HTTP/1.1, or HTTP/1.0 when
-// `http10`; returns {status line, body}. Throws boost::system::system_error when the
-// connection is refused.
+// GET `path` (already URL-encoded) from host:port as HTTP/1.1, or HTTP/1.0 when
+// `http10`; returns the status line and the body ({"", ""} when the connection fails).
+// Sockets open in the calling thread's network namespace.
 inline std::pair<std::string, std::string> HttpGet(int port, const std::string& path,
+                                                   const std::string& host = "127.0.0.1",
                                                    bool http10 = false) {
   namespace asio = boost::asio;
   asio::io_context ioc;
   asio::ip::tcp::socket s(ioc);
-  s.connect({asio::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)});
+  boost::system::error_code ec;
+  s.connect({asio::ip::make_address(host), static_cast<uint16_t>(port)}, ec);
+  if (ec) return {"", ""};
   const std::string req = "GET " + path + (http10 ? " HTTP/1.0" : " HTTP/1.1") +
                           "\r\nHost: x\r\nConnection: close\r\n\r\n";
-  asio::write(s, asio::buffer(req));
+  asio::write(s, asio::buffer(req), ec);
   std::string all;
-  boost::system::error_code ec;
   asio::read(s, asio::dynamic_buffer(all), ec);
   const size_t eol = all.find("\r\n"), body = all.find("\r\n\r\n");
   return {all.substr(0, eol), body == std::string::npos ? "" : all.substr(body + 4)};

@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "common/payload_format.h"
@@ -463,6 +464,46 @@ TEST_F(LoopbackTest, ClientRetriesUntilAServerAppearsAndHonoursDeadlines) {
   EXPECT_STATUS(patient->Ping(0, quick), kDeadlineExceeded);
 }
 
+TEST_F(LoopbackTest, ADeadServersChainsFailOverAsMissesWithinTheDeadline) {
+  // Two servers, the first of which is dead (nothing listens on its port): the chains it
+  // owns are misses on the second, not errors, and then live there.
+  StartServer();
+  uint16_t dead_port;
+  {
+    tcp::acceptor acc(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    dead_port = acc.local_endpoint().port();
+  }
+  ClientOptions o;
+  o.servers = {"127.0.0.1:" + std::to_string(dead_port),
+               "127.0.0.1:" + std::to_string(server_->port())};
+  o.tenant = "a";
+  o.credential = "pa";
+  auto c = Client::Create(o).value();
+  uint32_t root = 1;
+  while (c->ServerFor(Key(root)) != 0) ++root;  // a chain the dead server owns
+  EXPECT_EQ(RendezvousOrder(o.servers, Key(root)), (std::vector<size_t>{0, 1}));
+  CallOptions call;
+  call.deadline = std::chrono::milliseconds(1000);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<ChunkRef> chain = {{Key(root), 16}};
+  ASSERT_OK_AND_ASSIGN(LookupResult miss, c->Lookup(chain, false, call));
+  EXPECT_EQ(miss.matched_chunks, 0u);
+  EXPECT_STATUS(c->Get(Key(root), Key(root), {}, call), kNotFound);
+  PutChunk p = Chunk(root, std::nullopt);
+  p.route = Key(root);
+  ASSERT_OK(c->Put(p, call));
+  ASSERT_OK_AND_ASSIGN(LookupResult hit, c->Lookup(chain, false, call));
+  EXPECT_EQ(hit.matched_chunks, 1u);
+  ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(root), Key(root), {}, call));
+  EXPECT_EQ(g.payload, RawPayload(16, root));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
+  EXPECT_EQ(c->ServerFor(Key(root)), 0u);  // still its owner, once it is back
+  // Without failover the dead owner's chain is an error.
+  o.down_server_skip = std::chrono::milliseconds(0);
+  auto strict = Client::Create(o).value();
+  EXPECT_STATUS(strict->Lookup(chain, false, call), kUnavailable);
+}
+
 TEST_F(LoopbackTest, TlsOnTheProtocolPort) {
   // A throw-away self-signed certificate (openssl CLI, Debian package openssl).
   const std::string dir = ::testing::TempDir() + "kvstash-tls-" + std::to_string(getpid());
@@ -701,6 +742,22 @@ TEST(ClientOptionsTest, ServerAddressesAreValidated) {
   ASSERT_OK_AND_ASSIGN(hp, SplitHostPort("kv.example:65535"));
   EXPECT_EQ(hp.first, "kv.example");
   EXPECT_EQ(hp.second, 65535);
+}
+
+TEST(RendezvousTest, OrderStartsWithThePickAndListsEveryServerOnce) {
+  std::vector<std::string> four = {"10.0.0.1:7470", "10.0.0.2:7470", "10.0.0.3:7470",
+                                   "10.0.0.4:7470"};
+  std::vector<std::string> without_owner;
+  for (uint32_t i = 0; i < 500; ++i) {
+    const std::vector<size_t> order = RendezvousOrder(four, Key(i));
+    ASSERT_EQ(order.size(), 4u);
+    EXPECT_EQ(order[0], RendezvousPick(four, Key(i)));
+    EXPECT_EQ(std::set<size_t>(order.begin(), order.end()).size(), 4u);
+    // The second choice is the owner once the first is gone (where failover goes).
+    without_owner = four;
+    without_owner.erase(without_owner.begin() + static_cast<std::ptrdiff_t>(order[0]));
+    EXPECT_EQ(without_owner[RendezvousPick(without_owner, Key(i))], four[order[1]]) << i;
+  }
 }
 
 TEST(RendezvousTest, SpreadsChainsAndMovesOnlyTheRemovedServersChains) {

@@ -1,6 +1,7 @@
 // Test payloads: codec-kRaw chunk payloads with deterministic contents, and keys.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -14,6 +15,16 @@ namespace kvstash::server::testing {
 // A small bf16 layout (2 layers, 2 KV heads, head_dim 8): 128 bytes per token.
 inline KvLayout SmallLayout() { return KvLayout{2, 2, 8, DType::kBF16}; }
 
+// The codec-kRaw payload of chunk `c`.
+inline std::vector<uint8_t> RawPayloadOf(const KvChunk& c) {
+  PayloadHeader h;
+  h.codec = CodecId::kRaw;
+  h.layout = c.layout;
+  h.tokens = c.tokens;
+  h.content_checksum = c.ContentChecksum();
+  return BuildPayload(h, c.data).value();
+}
+
 // A codec-kRaw payload of `tokens` tokens whose bytes depend on `seed`.
 inline std::vector<uint8_t> RawPayload(uint32_t tokens, uint32_t seed,
                                        KvLayout layout = SmallLayout()) {
@@ -23,12 +34,27 @@ inline std::vector<uint8_t> RawPayload(uint32_t tokens, uint32_t seed,
     x = x * 1664525u + 1013904223u;
     b = static_cast<uint8_t>(x >> 24);
   }
-  PayloadHeader h;
-  h.codec = CodecId::kRaw;
-  h.layout = layout;
-  h.tokens = tokens;
-  h.content_checksum = c.ContentChecksum();
-  return BuildPayload(h, c.data).value();
+  return RawPayloadOf(c);
+}
+
+// A codec-kRaw payload whose KV bytes are a function of every byte of `key` (a
+// SplitMix64 stream seeded from it): a GET that returns any other key's chunk differs.
+inline std::vector<uint8_t> KeyedPayload(const StoredKey& key, uint32_t tokens,
+                                         KvLayout layout = SmallLayout()) {
+  KvChunk c = KvChunk::Zeros(layout, tokens);
+  uint64_t s = 0;
+  std::memcpy(&s, key.data(), 8);
+  uint64_t t = 0;
+  std::memcpy(&t, key.data() + 8, 8);
+  s ^= t * 0x9E3779B97F4A7C15ull;
+  for (size_t i = 0; i < c.data.size(); i += 8) {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    std::memcpy(c.data.data() + i, &z, std::min<size_t>(8, c.data.size() - i));
+  }
+  return RawPayloadOf(c);
 }
 
 inline StoredKey Key(uint32_t i) {

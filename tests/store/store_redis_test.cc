@@ -429,6 +429,54 @@ TEST_F(StoreRedisCluster, FollowsMovedAfterASlotChangesOwner) {
   EXPECT_EQ(Admin(nodes_[target]->port(), {"GET", key}).str, "after-move");
 }
 
+TEST(StoreRedisFailover, RouterFollowsAReplicaThatTookOverADeadMaster) {
+  if (!RedisInstalled()) GTEST_SKIP() << "redis-server/redis-cli not installed";
+  TempDir dir;
+  std::vector<std::unique_ptr<RedisServer>> nodes;
+  std::string error;
+  ClusterLaunch shape;
+  shape.replicas_per_master = 1;
+  shape.node.cluster_node_timeout_ms = 1000;
+  ASSERT_TRUE(StartCluster(dir.path(), &nodes, &error, shape)) << error;
+  std::vector<std::string> endpoints;
+  for (const auto& n : nodes) endpoints.push_back(n->endpoint());
+  auto router = RedisRouter::Connect({endpoints, 500, 2000, 5}).value();
+  std::vector<RedisCommand> sets, gets;
+  for (int i = 0; i < 300; ++i) {
+    const std::string key = "f" + std::to_string(i);
+    sets.push_back({key, {"SET", key, "v" + std::to_string(i)}});
+    gets.push_back({key, {"GET", key}});
+  }
+  for (auto& r : router->Execute(sets)) ASSERT_TRUE(r.ok());
+  int master = -1;
+  for (size_t n = 0; n < nodes.size() && master < 0; ++n) {
+    if (RedisReplyText(nodes[n]->host(), nodes[n]->port(), "INFO replication")
+            .find("role:master") != std::string::npos) {
+      master = static_cast<int>(n);
+    }
+  }
+  ASSERT_GE(master, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // replication is async
+  nodes[master]->Kill();
+  // Degraded until a replica takes over (about the node timeout); then every key reads
+  // again, and a value is never another key's.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  size_t readable = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    auto got = router->Execute(gets);
+    readable = 0;
+    for (int i = 0; i < 300; ++i) {
+      if (!got[i].ok()) continue;
+      ASSERT_EQ(got[i]->str, "v" + std::to_string(i));
+      ++readable;
+    }
+    if (readable == 300) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(readable, 300u) << "the router did not follow the failover";
+  for (auto& r : router->Execute(sets)) EXPECT_TRUE(r.ok()) << r.status().ToString();
+}
+
 TEST_F(StoreRedisCluster, DemotionPromotionAndAPoolSharedByTwoStores) {
   TempDir a_dir, b_dir;
   ExerciseDemotionAndPromotion(DemotingOptions(a_dir.path() + "/first", Endpoints()));

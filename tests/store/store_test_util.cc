@@ -51,24 +51,6 @@ int FreePort(bool need_bus) {
   return 0;
 }
 
-std::string RedisCommandText(int port, const char* cmd) {
-  timeval tv{1, 0};
-  redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);
-  if (c == nullptr || c->err) {
-    if (c) redisFree(c);
-    return "";
-  }
-  redisSetTimeout(c, tv);
-  auto* r = static_cast<redisReply*>(redisCommand(c, cmd));
-  std::string out;
-  if (r != nullptr) {
-    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) out.assign(r->str, r->len);
-    freeReplyObject(r);
-  }
-  redisFree(c);
-  return out;
-}
-
 bool OnPath(const char* prog) {
   const char* path = std::getenv("PATH");
   if (path == nullptr) return false;
@@ -158,8 +140,34 @@ Chain MakeChain(const Digest256& ns, uint64_t seed, size_t n_chunks, size_t payl
 
 bool RedisInstalled() { return OnPath("redis-server") && OnPath("redis-cli"); }
 
+std::string RedisReplyText(const std::string& host, int port, const char* cmd) {
+  timeval tv{1, 0};
+  redisContext* c = redisConnectWithTimeout(host.c_str(), port, tv);
+  if (c == nullptr || c->err) {
+    if (c) redisFree(c);
+    return "";
+  }
+  redisSetTimeout(c, tv);
+  auto* r = static_cast<redisReply*>(redisCommand(c, cmd));
+  std::string out;
+  if (r != nullptr) {
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) out.assign(r->str, r->len);
+    freeReplyObject(r);
+  }
+  redisFree(c);
+  return out;
+}
+
 std::unique_ptr<RedisServer> RedisServer::Start(const std::string& dir, bool cluster,
                                                 std::string* error, int fixed_port) {
+  RedisLaunch launch;
+  launch.port = fixed_port;
+  return Start(dir, cluster, error, launch);
+}
+
+std::unique_ptr<RedisServer> RedisServer::Start(const std::string& dir, bool cluster,
+                                                std::string* error, const RedisLaunch& launch) {
+  const int fixed_port = launch.port;
   for (int attempt = 0; attempt < (fixed_port != 0 ? 1 : 3); ++attempt) {
     const int port = fixed_port != 0 ? fixed_port : FreePort(cluster);
     if (port == 0) {
@@ -167,12 +175,18 @@ std::unique_ptr<RedisServer> RedisServer::Start(const std::string& dir, bool clu
       return nullptr;
     }
     const std::string ps = std::to_string(port);
-    std::vector<std::string> args = {"redis-server", "--port", ps, "--bind", "127.0.0.1",
-                                     "--save", "", "--appendonly", "no", "--daemonize", "no",
-                                     "--dir", dir, "--logfile", dir + "/redis-" + ps + ".log"};
+    std::vector<std::string> args = launch.launcher;
+    args.insert(args.end(), {"redis-server", "--port", ps, "--bind", launch.host,
+                             "--save", "", "--appendonly", "no", "--daemonize", "no",
+                             "--dir", dir, "--logfile", dir + "/redis-" + ps + ".log"});
+    // Off loopback (a test's own network namespace), protected mode refuses clients.
+    if (launch.host != "127.0.0.1") args.insert(args.end(), {"--protected-mode", "no"});
     if (cluster) {
       args.insert(args.end(), {"--cluster-enabled", "yes", "--cluster-config-file",
-                               dir + "/nodes-" + ps + ".conf", "--cluster-node-timeout", "5000"});
+                               dir + "/nodes-" + ps + ".conf", "--cluster-node-timeout",
+                               std::to_string(launch.cluster_node_timeout_ms),
+                               // a replica whose link broke long ago still takes over
+                               "--cluster-replica-validity-factor", "0"});
     }
     const pid_t pid = fork();
     if (pid == 0) {
@@ -182,14 +196,15 @@ std::unique_ptr<RedisServer> RedisServer::Start(const std::string& dir, bool clu
       int devnull = open("/dev/null", O_RDWR);
       dup2(devnull, 1);
       dup2(devnull, 2);
-      execvp("redis-server", argv.data());
+      execvp(argv[0], argv.data());
       _exit(127);
     }
     std::unique_ptr<RedisServer> s(new RedisServer());
     s->pid_ = pid;
+    s->host_ = launch.host;
     s->port_ = port;
     for (int i = 0; i < 100; ++i) {
-      if (RedisCommandText(port, "PING") == "PONG") return s;
+      if (RedisReplyText(launch.host, port, "PING") == "PONG") return s;
       int st = 0;
       if (waitpid(pid, &st, WNOHANG) == pid) {
         s->pid_ = -1;
@@ -202,12 +217,15 @@ std::unique_ptr<RedisServer> RedisServer::Start(const std::string& dir, bool clu
   return nullptr;
 }
 
-RedisServer::~RedisServer() {
+void RedisServer::Kill() {
   if (pid_ > 0) {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
 }
+
+RedisServer::~RedisServer() { Kill(); }
 
 int RunProgram(const std::vector<std::string>& args, std::string* out) {
   int fds[2];
@@ -234,30 +252,43 @@ int RunProgram(const std::vector<std::string>& args, std::string* out) {
 }
 
 bool StartCluster(const std::string& dir, std::vector<std::unique_ptr<RedisServer>>* nodes,
-                  std::string* error) {
+                  std::string* error, const ClusterLaunch& launch) {
   std::vector<std::string> args = {"redis-cli", "--cluster", "create"};
-  for (int i = 0; i < 3; ++i) {
-    auto s = RedisServer::Start(dir, /*cluster=*/true, error);
+  const int n = launch.masters * (1 + launch.replicas_per_master);
+  for (int i = 0; i < n; ++i) {
+    RedisLaunch node = launch.node;
+    if (node.port != 0) node.port += i;
+    auto s = RedisServer::Start(dir, /*cluster=*/true, error, node);
     if (!s) return false;
     args.push_back(s->endpoint());
     nodes->push_back(std::move(s));
   }
-  args.insert(args.end(), {"--cluster-replicas", "0", "--cluster-yes"});
+  args.insert(args.end(), {"--cluster-replicas", std::to_string(launch.replicas_per_master),
+                           "--cluster-yes"});
   std::string out;
   if (RunProgram(args, &out) != 0) {
     *error = "redis-cli --cluster create failed: " + out;
     return false;
   }
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < 400; ++i) {
     bool all_ok = true;
-    for (const auto& n : *nodes) {
-      all_ok = all_ok && RedisCommandText(n->port(), "CLUSTER INFO").find("cluster_state:ok") !=
-                             std::string::npos;
+    for (const auto& node : *nodes) {
+      all_ok = all_ok && RedisReplyText(node->host(), node->port(), "CLUSTER INFO")
+                                 .find("cluster_state:ok") != std::string::npos;
+      if (launch.replicas_per_master > 0) {
+        // A replica is ready to take over once its link is up; a master is ready when
+        // it has its replicas.
+        const std::string repl = RedisReplyText(node->host(), node->port(), "INFO replication");
+        all_ok = all_ok && (repl.find("master_link_status:up") != std::string::npos ||
+                            repl.find("connected_slaves:" +
+                                      std::to_string(launch.replicas_per_master)) !=
+                                std::string::npos);
+      }
     }
     if (all_ok) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  *error = "cluster_state did not become ok";
+  *error = "cluster_state did not become ok (or replicas did not link)";
   return false;
 }
 

@@ -63,28 +63,39 @@ def test_dockerfile_builds_with_the_ci_scripts():
     assert re.findall(r"^EXPOSE (.*)$", text, re.M) == ["7470 7471"]
 
 
-def test_compose_wires_kvstash_to_a_redis_cluster():
+def test_compose_runs_three_kvstash_nodes_on_a_redis_cluster_with_replicas():
+    # The shape tests/fleet/fleet_test.cc runs: 3 nodes, 3 Redis masters + 3 replicas.
     compose = yaml.safe_load(read("compose.yaml"))
     services = compose["services"]
     nodes = sorted(s for s in services if re.fullmatch(r"redis-\d", s))
-    assert nodes == ["redis-1", "redis-2", "redis-3"]
+    assert nodes == [f"redis-{i}" for i in range(1, 7)]
     for n in nodes:
         assert "--cluster-enabled yes" in services[n]["command"]
         assert "--port 6379" in services[n]["command"]
     init = services["redis-cluster-init"]
     assert set(init["depends_on"]) == set(nodes)
     assert "--cluster create" in init["command"][0]
-    kv = services["kvstash"]
-    assert kv["build"]["dockerfile"] == "docker/Dockerfile"
-    assert os.path.exists(os.path.join(DOCKER, kv["build"]["context"], kv["build"]["dockerfile"]))
-    assert kv["depends_on"]["redis-cluster-init"]["condition"] == "service_completed_successfully"
+    assert "--cluster-replicas 1" in init["command"][0]
     config = json.loads(read("kvstash-server.json"))
-    # The protocol port is published; the HTTP port (server-wide stats) only on the
-    # host's loopback.
-    assert kv["ports"] == [f"{config['port']}:{config['port']}",
-                           f"127.0.0.1:{config['http_port']}:{config['http_port']}"]
     assert config["store"]["redis"]["endpoints"] == [f"{n}:6379" for n in nodes]
-    assert any(v.endswith(":" + config["store"]["path"]) for v in kv["volumes"])
+    kvs = sorted(s for s in services if re.fullmatch(r"kvstash-\d", s))
+    assert kvs == ["kvstash-1", "kvstash-2", "kvstash-3"]
+    volumes = set()
+    for i, name in enumerate(kvs):
+        kv = services[name]
+        assert kv["build"]["dockerfile"] == "docker/Dockerfile"
+        assert os.path.exists(os.path.join(DOCKER, kv["build"]["context"], kv["build"]["dockerfile"]))
+        assert kv["depends_on"]["redis-cluster-init"]["condition"] == "service_completed_successfully"
+        assert kv["command"][-2:] == ["--server-id", name]
+        # The protocol port is published; the HTTP port (server-wide stats) only on the
+        # host's loopback; node i on host ports 7470 + 2i and 7471 + 2i.
+        assert kv["ports"] == [f"{config['port'] + 2 * i}:{config['port']}",
+                               f"127.0.0.1:{config['http_port'] + 2 * i}:{config['http_port']}"]
+        (volume,) = kv["volumes"]
+        assert volume.endswith(":" + config["store"]["path"])
+        volumes.add(volume.split(":")[0])
+    assert len(volumes) == 3  # a disk per node
+    assert volumes == set(compose["volumes"])
 
 
 def test_shipped_credential_is_the_documented_one():

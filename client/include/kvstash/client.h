@@ -18,6 +18,19 @@
 // connection fails is retried with exponential backoff and jitter, up to
 // `max_attempts`, while its deadline allows; other statuses are returned at once.
 //
+// Failover: when connecting to a server fails (refused, unreachable, timed out), or an
+// open connection's peer stops acknowledging (ClientOptions::unacked_timeout), that
+// server is marked down for ClientOptions::down_server_skip. A call routed by a chain
+// key (Lookup, Put, Get, Delete, Pin) goes, at each attempt, to the first server of the
+// chain's rendezvous order (RendezvousOrder) that is not marked down, so a dead
+// node's chains fail over to their second-choice server without waiting for the
+// deadline: their Lookups and Gets there are misses (matched 0, NotFound) rather
+// than errors, and their Puts land there. Moving to another server skips the
+// backoff. When every server is marked down the owner is tried. A node that comes
+// back is used again once its mark expires; entries put elsewhere meanwhile are not
+// moved back (a chain's key always names the same bytes, so no caller ever reads
+// wrong KV, only misses). Calls addressed by server index (Stats, Ping) never fail over.
+//
 // All socket work runs on one I/O thread owned by the client. Sync calls block the
 // caller; async calls return a std::future or invoke a callback on that I/O thread (callbacks must not block and must not call sync
 // methods of the same client).
@@ -79,6 +92,17 @@ struct ClientOptions {
   uint32_t max_reply_bytes = 1u << 30;
   // Deadline of connecting + TLS handshake + HELLO to a server. Default: 2 s.
   std::chrono::milliseconds connect_timeout{2000};
+  // How long a server whose connect failed (or whose host stopped acknowledging, see
+  // unacked_timeout) is skipped by routed calls (failover, see the file comment).
+  // 0: no failover (routed calls keep trying the chain's owner). Default: 1 s.
+  std::chrono::milliseconds down_server_skip{1000};
+  // A connection whose sent bytes the server's host leaves unacknowledged this long is
+  // aborted (Linux TCP_USER_TIMEOUT) and the server marked down: a host that vanished
+  // without closing its connections (power, network) fails over instead of holding
+  // every call on it until its deadline. Keep it above the slowest link's queueing
+  // delay and shorter than the deadlines; 0: the kernel's default (about 15 minutes).
+  // Default: 3 s.
+  std::chrono::milliseconds unacked_timeout{3000};
   ClientTlsOptions tls;
   // Ask PUT and GET replies for the request memory (PutResult::memory,
   // GetResult::memory; docs/protocol.md §5.7). A server older than that addition
@@ -164,7 +188,8 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Index into options.servers of the server owning the chain whose first chunk key
-  // is `route` (rendezvous hashing, see the file comment).
+  // is `route` (rendezvous hashing, see the file comment). The owner whether or not
+  // it is marked down (calls fail over from a down owner; see the file comment).
   size_t ServerFor(const StoredKey& route) const;
 
   // Longest stored run from chain[0] (chain non-empty; routed by chain[0].key).
@@ -234,5 +259,10 @@ Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& addres
 // Rendezvous choice among `servers` for `key` (exposed for tests and other clients).
 // REQUIRES: servers non-empty.
 size_t RendezvousPick(std::span<const std::string> servers, const StoredKey& key);
+
+// Every index into `servers`, highest rendezvous score for `key` first: the owner,
+// then the server its chains fail over to, and so on. RendezvousOrder(s, k)[0] ==
+// RendezvousPick(s, k). REQUIRES: servers non-empty.
+std::vector<size_t> RendezvousOrder(std::span<const std::string> servers, const StoredKey& key);
 
 }  // namespace kvstash
