@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -30,6 +31,23 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Result<std::vector<std::vector<uint8_t>>> GetChainPayloads(Client* client, std::span<const ChunkKey> keys, uint32_t n) {
+  std::vector<std::future<Result<GetResult>>> gets;
+  for (uint32_t c = 0; c < n; ++c) gets.push_back(client->GetAsync(keys[0].stored(), keys[c].stored()));
+  std::vector<std::vector<uint8_t>> payloads;
+  Status status;
+  for (auto& f : gets) {  // wait for every GET, keep the first error
+    auto g = f.get();
+    if (!g.ok()) {
+      if (status.ok()) status = g.status();
+      continue;
+    }
+    payloads.push_back(std::move(g->payload));
+  }
+  if (!status.ok()) return status;
+  return payloads;
 }
 
 void LogSoftmax(std::span<const float> logits, float* out) {
@@ -174,22 +192,12 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
       row.matched_tokens += matched;
       const double store_before = ServerGetUs(client);
       t0 = Clock::now();
-      std::vector<std::future<Result<GetResult>>> gets;
-      for (uint32_t c = 0; c < matched_chunks; ++c) gets.push_back(client->GetAsync(keys[0].stored(), keys[c].stored()));
-      std::vector<std::vector<uint8_t>> payloads;
-      Status get_status;
-      for (auto& f : gets) {
-        auto g = f.get();
-        if (!g.ok()) {
-          if (get_status.ok()) get_status = g.status();
-          continue;
-        }
-        payloads.push_back(std::move(g->payload));
-      }
+      auto got = GetChainPayloads(client, keys, matched_chunks);
       const double get_ms = Ms(t0, Clock::now());
       const double store_after = ServerGetUs(client);
       const double store_ms = store_before >= 0 && store_after >= 0 ? (store_after - store_before) / 1000.0 : 0.0;
-      KVSTASH_RETURN_IF_ERROR(get_status);
+      KVSTASH_RETURN_IF_ERROR(got.status());
+      const std::vector<std::vector<uint8_t>> payloads = std::move(got).value();
       PrefixRestoreStats rs;
       auto restored = codec.Restore(prefix, payloads, &rs);
       if (!restored.ok()) {

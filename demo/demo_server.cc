@@ -29,14 +29,16 @@ Status DemoServer::Start(const DemoServerOptions& o) {
   if (ec) return Status::Unavailable("cannot create " + o.data_dir + ": " + ec.message());
   const std::string ready = o.data_dir + "/.demo-ready.json";
   std::filesystem::remove(ready, ec);
-  std::vector<std::string> argv = {o.binary,
-                                   "--port", std::to_string(o.port),
-                                   "--http-port", std::to_string(o.http_port),
-                                   "--listen", "127.0.0.1",
-                                   "--data-dir", o.data_dir,
-                                   "--tenant", o.tenant + "=" + o.credential,
-                                   "--ready-file", ready,
-                                   "--log-level", "warn"};
+  std::vector<std::string> argv = o.launcher;
+  argv.insert(argv.end(), {o.binary,
+                           "--port", std::to_string(o.port),
+                           "--http-port", std::to_string(o.http_port),
+                           "--listen", o.listen,
+                           "--tenant", o.tenant + "=" + o.credential,
+                           "--ready-file", ready,
+                           "--log-level", "warn"});
+  if (!o.memory_only) argv.insert(argv.end(), {"--data-dir", o.data_dir});
+  argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());
   std::vector<char*> cargs;
   for (auto& a : argv) cargs.push_back(a.data());
   cargs.push_back(nullptr);
@@ -46,11 +48,11 @@ Status DemoServer::Start(const DemoServerOptions& o) {
     posix_spawn_file_actions_addopen(&fa, 1, o.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
   }
-  const int rc = posix_spawn(&pid_, o.binary.c_str(), &fa, nullptr, cargs.data(), environ);
+  const int rc = posix_spawnp(&pid_, cargs[0], &fa, nullptr, cargs.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     pid_ = -1;
-    return Status::Unavailable("cannot start " + o.binary + ": " + std::strerror(rc));
+    return Status::Unavailable(std::string("cannot start ") + cargs[0] + ": " + std::strerror(rc));
   }
   const auto deadline = std::chrono::steady_clock::now() + o.ready_timeout;
   while (std::chrono::steady_clock::now() < deadline) {

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "kvstash/client.h"
 #include "common/result.h"
@@ -28,6 +29,13 @@ struct DemoServerOptions {
   uint16_t http_port = 7471;           // 0: any free port. Default: 7471.
   std::string tenant, credential;      // the one tenant of the demo
   std::string log_file;                // server stdout/stderr; "" = inherit
+  std::string listen = "127.0.0.1";    // protocol address. Default: 127.0.0.1
+  // No RocksDB: memory tier only (data_dir still holds the ready file). Default: false.
+  bool memory_only = false;
+  // Words run before the binary, e.g. {"ip", "netns", "exec", NAME} to start the server
+  // in a network namespace (found on PATH). Default: none.
+  std::vector<std::string> launcher;
+  std::vector<std::string> extra_args;  // appended to the server's flags. Default: none.
   std::chrono::seconds ready_timeout{60};
 };
 
