@@ -17,12 +17,12 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 
 struct redisContext;
 
@@ -75,17 +75,18 @@ class RedisRouter {
     redisContext* ctx = nullptr;
   };
   explicit RedisRouter(const RedisRouterOptions& options) : options_(options) {}
-  Status EnsureConnected(Node& node);
-  void Disconnect(Node& node);
-  int NodeFor(const std::string& host, int port);
-  Status LoadSlots(int node);
+  Status EnsureConnected(Node& node) KVSTASH_REQUIRES(mu_);
+  void Disconnect(Node& node) KVSTASH_REQUIRES(mu_);
+  int NodeFor(const std::string& host, int port) KVSTASH_REQUIRES(mu_);
+  Status LoadSlots(int node) KVSTASH_REQUIRES(mu_);
 
   RedisRouterOptions options_;
-  mutable std::mutex mu_;
-  std::vector<Node> nodes_;
-  std::array<int16_t, 16384> slots_{};  // slot -> node index, -1 unknown
+  mutable Mutex mu_;
+  std::vector<Node> nodes_ KVSTASH_GUARDED_BY(mu_);
+  std::array<int16_t, 16384> slots_ KVSTASH_GUARDED_BY(mu_) = {};  // slot -> node index, -1 unknown
+  // Written by LoadSlots during Connect only, before the router is shared: read freely.
   bool cluster_ = false;
-  uint64_t redirects_ = 0;
+  uint64_t redirects_ KVSTASH_GUARDED_BY(mu_) = 0;
 };
 
 // Splits "host:port". Errors: InvalidArgument.
