@@ -40,6 +40,10 @@
 #define KVSTASH_GUARDED_BY(mu) KVSTASH_THREAD_ANNOTATION_(guarded_by(mu))
 // A pointer field whose pointee is read or written only with `mu` held.
 #define KVSTASH_PT_GUARDED_BY(mu) KVSTASH_THREAD_ANNOTATION_(pt_guarded_by(mu))
+// Lock order: this capability is taken before / after those (checked by
+// -Wthread-safety-beta, which scripts/thread_safety.sh turns on).
+#define KVSTASH_ACQUIRED_BEFORE(...) KVSTASH_THREAD_ANNOTATION_(acquired_before(__VA_ARGS__))
+#define KVSTASH_ACQUIRED_AFTER(...) KVSTASH_THREAD_ANNOTATION_(acquired_after(__VA_ARGS__))
 // A function called with these capabilities held exclusively / at least shared.
 #define KVSTASH_REQUIRES(...) KVSTASH_THREAD_ANNOTATION_(requires_capability(__VA_ARGS__))
 #define KVSTASH_REQUIRES_SHARED(...) \

@@ -7,8 +7,10 @@
 #
 # Usage: scripts/thread_safety.sh              self-test, then the tree
 #        scripts/thread_safety.sh --self-test  only the self-test: a snippet that reads a
-#                                              KVSTASH_GUARDED_BY field without its lock
-#                                              must be reported, its fixed twin must not
+#                                              KVSTASH_GUARDED_BY field without its lock,
+#                                              and one that takes two mutexes against
+#                                              their KVSTASH_ACQUIRED_BEFORE order, must be
+#                                              reported, their fixed twin must not
 # Needs a configured build folder (scripts/build.sh; CMAKE_EXPORT_COMPILE_COMMANDS is
 # on, so configure alone is enough) and clang++.
 # Environment:
@@ -21,10 +23,11 @@ cd "$ROOT"
 BUILD_DIR="${KVSTASH_BUILD_DIR:-build}"
 CLANGXX="${KVSTASH_CLANGXX:-clang++}"
 JOBS="${KVSTASH_JOBS:-$(nproc)}"
-# Boost 1.74's asio enables co_await for gcc only; clang 14 with libstdc++'s <coroutine>
-# handles it when asked.
-FLAGS=(-fsyntax-only -Wthread-safety -Werror=thread-safety -DBOOST_ASIO_HAS_CO_AWAIT
-       -DBOOST_ASIO_HAS_STD_COROUTINE)
+# -Wthread-safety-beta adds the lock-order check (KVSTASH_ACQUIRED_BEFORE). Boost 1.74's
+# asio enables co_await for gcc only; clang 14 with libstdc++'s <coroutine> handles it
+# when asked.
+FLAGS=(-fsyntax-only -Wthread-safety -Wthread-safety-beta -Werror=thread-safety
+       -DBOOST_ASIO_HAS_CO_AWAIT -DBOOST_ASIO_HAS_STD_COROUTINE)
 
 self_test() {
   local dir
@@ -37,14 +40,17 @@ class Counter {
   void Add() { kvstash::MutexLock lock(mu_); ++n_; }
 #ifdef KVSTASH_SELF_TEST_BAD
   int Read() { return n_; }  // no lock: must be reported
+  void Both() { kvstash::MutexLock b(second_); kvstash::MutexLock a(mu_); }  // wrong order
 #else
   int Read() { kvstash::MutexLock lock(mu_); return n_; }
+  void Both() { kvstash::MutexLock a(mu_); kvstash::MutexLock b(second_); }
 #endif
  private:
-  kvstash::Mutex mu_;
+  kvstash::Mutex mu_ KVSTASH_ACQUIRED_BEFORE(second_);
+  kvstash::Mutex second_;
   int n_ KVSTASH_GUARDED_BY(mu_) = 0;
 };
-int main() { Counter c; c.Add(); return c.Read(); }
+int main() { Counter c; c.Add(); c.Both(); return c.Read(); }
 EOF
   if ! "$CLANGXX" -std=c++20 -I"$ROOT" "${FLAGS[@]}" "$dir/snippet.cc" 2> "$dir/good.log"; then
     cat "$dir/good.log" >&2
@@ -52,13 +58,16 @@ EOF
     return 1
   fi
   if "$CLANGXX" -std=c++20 -I"$ROOT" "${FLAGS[@]}" -DKVSTASH_SELF_TEST_BAD "$dir/snippet.cc" \
-       2> "$dir/bad.log" || ! grep -q "requires holding mutex 'mu_'" "$dir/bad.log"; then
+       2> "$dir/bad.log" || ! grep -q "requires holding mutex 'mu_'" "$dir/bad.log" ||
+     ! grep -q "mutex 'mu_' must be acquired before 'second_'" "$dir/bad.log"; then
     cat "$dir/bad.log" >&2
-    echo "thread_safety: self-test FAILED: an unlocked read of a guarded field was not reported" >&2
+    echo "thread_safety: self-test FAILED: an unlocked read of a guarded field or a lock" \
+         "order violation was not reported" >&2
     return 1
   fi
-  echo "thread_safety: self-test ok (an unlocked read of a GUARDED_BY field is an error:" \
-       "$(grep -m1 -o "reading variable.*" "$dir/bad.log"))"
+  echo "thread_safety: self-test ok, reported as errors:" \
+       "$(grep -o "reading variable.*requires holding mutex '[a-z_]*'" "$dir/bad.log");" \
+       "$(grep -o "mutex '[a-z_]*' must be acquired before '[a-z_]*'" "$dir/bad.log")"
 }
 
 self_test

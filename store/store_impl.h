@@ -89,7 +89,7 @@ class Store::Impl {
   std::unique_ptr<RocksTier> t1_;
   std::unique_ptr<RedisTier> t2_;
 
-  Mutex write_mu_;
+  Mutex write_mu_ KVSTASH_ACQUIRED_BEFORE(index_mu_);
   mutable SharedMutex index_mu_;
   PrefixIndex index_ KVSTASH_GUARDED_BY(index_mu_);
   const uint64_t max_entries_;  // index_.max_entries(), fixed at construction
