@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README.md; .ci/run calls it). Runs set-up, then:
 #   1. configure + build (CUDA kernels too when nvcc exists) and run every ctest test;
+#   1b. clang's -Wthread-safety over the library code as an error (scripts/thread_safety.sh:
+#      build/compile_commands.json, syntax only); skip with KVSTASH_SKIP_TSA=1;
 #   2. an AddressSanitizer + UBSan build of the unit tests (label "unit");
 #   3. every libFuzzer target under fuzz/ for KVSTASH_FUZZ_SECONDS (default 60) each;
 #   4. the Python tests of tools/ (pytest);
@@ -18,7 +20,8 @@
 #   7. optional (KVSTASH_TSAN=1): the store and server integration tests under
 #      ThreadSanitizer, the kvstash-server processes they start included (build-tsan/).
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
-# KVSTASH_SKIP_VLLM=1, KVSTASH_SKIP_CROSS=1, KVSTASH_TSAN=1, KVSTASH_JOBS (parallel build jobs, default nproc).
+# KVSTASH_SKIP_VLLM=1, KVSTASH_SKIP_CROSS=1, KVSTASH_SKIP_TSA=1, KVSTASH_TSAN=1,
+# KVSTASH_JOBS (parallel build jobs, default nproc).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -36,6 +39,11 @@ KVSTASH_BUILD_DIR=build scripts/build.sh
 
 step "tests (ctest)"
 ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 1500
+
+if [[ "${KVSTASH_SKIP_TSA:-0}" != 1 ]]; then
+  step "clang -Wthread-safety (scripts/thread_safety.sh)"
+  KVSTASH_BUILD_DIR=build KVSTASH_JOBS="$JOBS" scripts/thread_safety.sh
+fi
 
 if [[ "${KVSTASH_SKIP_SANITIZE:-0}" != 1 ]]; then
   step "unit tests under ASan + UBSan (build-asan/)"

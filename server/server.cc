@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/logging.h"
+#include "common/thread_annotations.h"
 #include "server/connection.h"
 #include "server/http_server.h"
 #include "server/stats_history.h"
@@ -229,7 +230,7 @@ class Server::Impl {
       metrics_.ConnectionOpened();
       const uint64_t id = next_id_++;
       auto handle = StartConnection(ioc_, std::move(socket), id, conn_ctx_);
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       // It may have closed already (on another I/O thread).
       if (closed_early_.erase(id) == 0) conns_[id] = handle;
     }
@@ -243,7 +244,7 @@ class Server::Impl {
     acceptor_.close(ec);
     std::vector<std::shared_ptr<ConnectionHandle>> open;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (auto& [id, c] : conns_) {
         if (auto s = c.lock()) open.push_back(std::move(s));
       }
@@ -261,25 +262,25 @@ class Server::Impl {
   void OnClose(uint64_t id) {
     metrics_.ConnectionClosed();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (conns_.erase(id) == 0) closed_early_.insert(id);
     }
     if (drain_started_) asio::post(ioc_, [this] { MaybeFinishDrain(); });
   }
 
-  void MaybeFinishDrain() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void MaybeFinishDrain() KVSTASH_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (conns_.empty()) {
       drain_timer_.cancel();
       StopLocked();
     }
   }
 
-  void Stop() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Stop() KVSTASH_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     StopLocked();
   }
-  void StopLocked() {
+  void StopLocked() KVSTASH_REQUIRES(mu_) {
     work_.reset();
     ioc_.stop();
   }
@@ -310,9 +311,10 @@ class Server::Impl {
   std::atomic<bool> drain_started_{false};  // grace over: connections are closing
   bool started_ = false;                    // Start() wrote the ready file
   uint16_t port_ = 0;
-  std::mutex mu_;
-  std::map<uint64_t, std::weak_ptr<ConnectionHandle>> conns_;  // GUARDED_BY(mu_)
-  std::set<uint64_t> closed_early_;  // closed before AcceptLoop registered them; GUARDED_BY(mu_)
+  Mutex mu_;
+  std::map<uint64_t, std::weak_ptr<ConnectionHandle>> conns_ KVSTASH_GUARDED_BY(mu_);
+  // Closed before AcceptLoop registered them.
+  std::set<uint64_t> closed_early_ KVSTASH_GUARDED_BY(mu_);
   std::atomic<uint64_t> next_id_{1};
 };
 

@@ -53,7 +53,7 @@ void StatsHistory::Record(int64_t unix_ms, const json& stats) {
   }
   s["tenants"] = std::move(tenants);
 
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   samples_.push_back(std::move(s));
   while (samples_.size() > capacity_) samples_.pop_front();
 }
@@ -61,14 +61,14 @@ void StatsHistory::Record(int64_t unix_ms, const json& stats) {
 json StatsHistory::Render() const {
   json samples = json::array();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     for (const json& s : samples_) samples.push_back(s);
   }
   return {{"interval_ms", interval_ms_}, {"capacity", capacity_}, {"samples", std::move(samples)}};
 }
 
 size_t StatsHistory::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return samples_.size();
 }
 

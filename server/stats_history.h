@@ -20,9 +20,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 
 #include <nlohmann/json.hpp>
+
+#include "common/thread_annotations.h"
 
 namespace kvstash::server {
 
@@ -43,8 +44,8 @@ class StatsHistory {
  private:
   const size_t capacity_;
   const uint32_t interval_ms_;
-  mutable std::mutex mu_;
-  std::deque<nlohmann::json> samples_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  std::deque<nlohmann::json> samples_ KVSTASH_GUARDED_BY(mu_);
 };
 
 }  // namespace kvstash::server

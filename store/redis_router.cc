@@ -81,6 +81,8 @@ Status ParseEndpoint(const std::string& endpoint, std::string* host, int* port) 
 Result<std::unique_ptr<RedisRouter>> RedisRouter::Connect(const RedisRouterOptions& options) {
   if (options.endpoints.empty()) return Status::InvalidArgument("no Redis endpoints");
   std::unique_ptr<RedisRouter> r(new RedisRouter(options));
+  // Not shared yet: uncontended, held so that the helpers' REQUIRES(mu_) hold.
+  MutexLock lock(r->mu_);
   r->slots_.fill(-1);
   for (const std::string& ep : options.endpoints) {
     std::string host;
@@ -105,12 +107,12 @@ RedisRouter::~RedisRouter() {
 }
 
 size_t RedisRouter::node_count() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return nodes_.size();
 }
 
 uint64_t RedisRouter::redirects() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return redirects_;
 }
 
@@ -202,7 +204,7 @@ Status RedisRouter::ReloadSlots(int unreachable) {
 }
 
 std::vector<Result<RedisReply>> RedisRouter::Execute(std::span<const RedisCommand> commands) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   const size_t n = commands.size();
   std::vector<Result<RedisReply>> results(n, Status::Unavailable("Redis: not sent"));
   std::vector<int> target(n, -1);      // node override from ASK

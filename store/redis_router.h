@@ -19,14 +19,15 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 
 struct redisContext;
 
@@ -79,20 +80,22 @@ class RedisRouter {
     redisContext* ctx = nullptr;
   };
   explicit RedisRouter(const RedisRouterOptions& options) : options_(options) {}
-  Status EnsureConnected(Node& node);
-  void Disconnect(Node& node);
-  int NodeFor(const std::string& host, int port);
-  Status LoadSlots(int node);
+  Status EnsureConnected(Node& node) KVSTASH_REQUIRES(mu_);
+  void Disconnect(Node& node) KVSTASH_REQUIRES(mu_);
+  int NodeFor(const std::string& host, int port) KVSTASH_REQUIRES(mu_);
+  Status LoadSlots(int node) KVSTASH_REQUIRES(mu_);
   // LoadSlots from the first known node other than `unreachable` that answers.
   // Errors: Unavailable when none does.
-  Status ReloadSlots(int unreachable);
+  Status ReloadSlots(int unreachable) KVSTASH_REQUIRES(mu_);
 
   RedisRouterOptions options_;
-  mutable std::mutex mu_;
-  std::vector<Node> nodes_;
-  std::array<int16_t, 16384> slots_{};  // slot -> node index, -1 unknown
-  bool cluster_ = false;
-  uint64_t redirects_ = 0;
+  mutable Mutex mu_;
+  std::vector<Node> nodes_ KVSTASH_GUARDED_BY(mu_);
+  std::array<int16_t, 16384> slots_ KVSTASH_GUARDED_BY(mu_) = {};  // slot -> node index, -1 unknown
+  // Written by LoadSlots (under mu_: at Connect, and again when a failover reloads the
+  // slot map); read by cluster() without the lock, hence atomic.
+  std::atomic<bool> cluster_{false};
+  uint64_t redirects_ KVSTASH_GUARDED_BY(mu_) = 0;
 };
 
 // Splits "host:port". Errors: InvalidArgument.

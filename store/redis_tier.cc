@@ -44,7 +44,7 @@ RedisTier::RedisTier(std::string prefix, RedisRouterOptions options,
 
 RedisTier::~RedisTier() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   stop_cv_.notify_all();
@@ -54,12 +54,14 @@ RedisTier::~RedisTier() {
 void RedisTier::Reconnect() {
   constexpr std::chrono::milliseconds kFirst{250}, kMax{30000};
   std::chrono::milliseconds wait = kFirst;
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   while (!stop_) {
-    if (stop_cv_.wait_for(lock, wait, [this] { return stop_; })) return;
-    lock.unlock();
+    if (stop_cv_.wait_for(lock.native(), wait, [this]() KVSTASH_REQUIRES(mu_) { return stop_; })) {
+      return;
+    }
+    lock.Unlock();
     auto router = RedisRouter::Connect(options_);
-    lock.lock();
+    lock.Lock();
     if (router.ok()) {
       router_ = std::move(router).value();
       up_ = true;
@@ -72,7 +74,7 @@ void RedisTier::Reconnect() {
 }
 
 std::shared_ptr<RedisRouter> RedisTier::Router() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return router_;
 }
 

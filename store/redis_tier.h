@@ -22,7 +22,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <optional>
 #include <span>
@@ -31,6 +30,7 @@
 
 #include "common/prefix_key.h"
 #include "common/result.h"
+#include "common/thread_annotations.h"
 #include "store/meta_record.h"
 #include "store/redis_router.h"
 #include "store/store_options.h"
@@ -74,17 +74,17 @@ class RedisTier {
  private:
   RedisTier(std::string prefix, RedisRouterOptions options, std::shared_ptr<RedisRouter> router);
   // The router, or null while down.
-  std::shared_ptr<RedisRouter> Router() const;
+  std::shared_ptr<RedisRouter> Router() const KVSTASH_EXCLUDES(mu_);
   // Runs commands; all Unavailable while down. Keeps up_ current.
   std::vector<Result<RedisReply>> Execute(std::span<const RedisCommand> commands);
-  void Reconnect();  // the background thread's loop
+  void Reconnect() KVSTASH_EXCLUDES(mu_);  // the background thread's loop
 
   const std::string prefix_;
   const RedisRouterOptions options_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable stop_cv_;
-  bool stop_ = false;                    // guarded by mu_
-  std::shared_ptr<RedisRouter> router_;  // guarded by mu_
+  bool stop_ KVSTASH_GUARDED_BY(mu_) = false;
+  std::shared_ptr<RedisRouter> router_ KVSTASH_GUARDED_BY(mu_);
   std::atomic<bool> up_{false};
   std::thread reconnect_;
 };

@@ -82,7 +82,8 @@ Result<VerifyReport> Store::VerifyAll() { return impl_->VerifyAll(); }
 Store::Impl::Impl(const StoreOptions& o)
     : opts_(o),
       index_(o.index_budget_bytes, o.eviction, o.eviction_samples, o.lfu_decay_accesses,
-             o.seed, !o.redis.endpoints.empty()) {
+             o.seed, !o.redis.endpoints.empty()),
+      max_entries_(index_.max_entries()) {
   on_[0] = o.memory_budget_bytes > 0;
   on_[1] = !o.path.empty();
   on_[2] = !o.redis.endpoints.empty();
@@ -99,7 +100,7 @@ Status Store::Impl::Init() {
   if ((on_[1] && budget_[1] == 0) || (on_[2] && budget_[2] == 0)) {
     return Status::InvalidArgument("store options: a tier that is on has a byte budget of 0");
   }
-  if (index_.max_entries() == 0) {
+  if (max_entries_ == 0) {
     return Status::InvalidArgument(
         "store options: index_budget_bytes " + std::to_string(opts_.index_budget_bytes) +
         " below the minimum " + std::to_string(PrefixIndex::MaxBytesForEntries(1)));
@@ -118,10 +119,10 @@ Status Store::Impl::Init() {
     KVSTASH_RETURN_IF_ERROR(LoadIndex());
     if (on_[2]) {
       // Reopened with a smaller remote_budget_bytes: back within it before serving.
-      std::lock_guard wl(write_mu_);
+      MutexLock wl(write_mu_);
       bool over;
       {
-        std::shared_lock lock(index_mu_);
+        ReaderLock lock(index_mu_);
         over = bytes_[2] > budget_[2];
       }
       if (over) EvictUntil(2, budget_[2], {});
@@ -161,7 +162,7 @@ Status Store::Impl::LoadIndex() {
   std::vector<uint8_t> state(rows.size(), kTodo);
   std::vector<uint32_t> ids(rows.size(), kNoEntry);
   std::vector<size_t> path;
-  std::unique_lock lock(index_mu_);
+  WriterLock lock(index_mu_);
   for (size_t r = 0; r < rows.size(); ++r) {
     // Walk up to an ancestor already decided, a root or a missing parent; then decide
     // root-first. An entry is kept only when its parent was kept (orphans and parent
@@ -186,7 +187,7 @@ Status Store::Impl::LoadIndex() {
         if (keep) parent = ids[p->second];
       }
       keep = keep && ((m.tiers & kMetaInT1) || ((m.tiers & kMetaInT2) && on_[2])) &&
-             index_.size() < index_.max_entries();
+             index_.size() < max_entries_;
       if (!keep) {
         state[*it] = kOut;
         drop.push_back(row.key);
@@ -214,7 +215,7 @@ Status Store::Impl::LoadIndex() {
       state[*it] = kIn;
     }
   }
-  lock.unlock();
+  lock.Unlock();
   if (!drop.empty()) {
     KVSTASH_LOG_WARN("store: dropping {} unreadable, orphaned or over-budget chunk records "
                      "at open", drop.size());
@@ -228,11 +229,11 @@ Status Store::Impl::LoadIndex() {
 Store::Impl::~Impl() {
   if (!t1_) return;
   // Persist access statistics of entries hit since they were written, then flush.
-  std::lock_guard wl(write_mu_);
+  MutexLock wl(write_mu_);
   RocksTier::Batch b = t1_->NewBatch();
   {
-    std::shared_lock lock(index_mu_);
-    index_.ForEach([&](uint32_t id) {
+    ReaderLock lock(index_mu_);
+    index_.ForEach([&](uint32_t id) KVSTASH_REQUIRES_SHARED(index_mu_) {
       const IndexEntry& e = index_.at(id);
       if (e.hits != 0 && (e.flags & (kInT1 | kInT2))) b.PutMeta(e.key, EncodeMetaRecord(MetaOf(id)));
     });
@@ -305,7 +306,7 @@ Result<LookupResult> Store::Impl::Lookup(std::span<const StoredKey> keys, bool h
   std::vector<uint32_t> tokens;
   std::vector<uint8_t> has_state;
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     for (const StoredKey& k : keys) {
       const uint32_t id = index_.Find(k);
       if (id == kNoEntry) break;
@@ -351,7 +352,7 @@ StoreStats Store::Impl::Stats() const {
   StoreStats s;
   s.t2_up = !t2_ || t2_->up();
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     for (int t = 0; t < kNumTiers; ++t) {
       s.tiers[t].entries = entries_[t];
       s.tiers[t].bytes = bytes_[t];

@@ -23,7 +23,7 @@ bool Store::Impl::EvictUntil(int slot, uint64_t target, const std::vector<uint32
   for (;;) {
     uint32_t victim;
     {
-      std::unique_lock lock(index_mu_);  // PickVictim advances the sampler
+      WriterLock lock(index_mu_);  // PickVictim advances the sampler
       const uint64_t current = slot == kAnySlot ? index_.size() : bytes_[slot];
       if (current <= target) return true;
       victim = index_.PickVictim(slot, excluded);
@@ -42,7 +42,7 @@ Result<RedisTier::Item> Store::Impl::ReadForDemotion(uint32_t id) {
   RedisTier::Item item;
   uint8_t flags;
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     const IndexEntry& e = index_.at(id);
     item.key = e.key;
     item.meta = MetaOf(id);
@@ -79,12 +79,12 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
   MetaRecord meta;
   StoredKey key;
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     flags = index_.at(id).flags;
     key = index_.at(id).key;
     meta = MetaOf(id);
   }
-  auto remove = [&]() -> Status {
+  auto remove = [&]() KVSTASH_REQUIRES(write_mu_) -> Status {
     KVSTASH_ASSIGN_OR_RETURN(uint64_t removed, RemoveSubtrees({id}));
     (void)removed;
     if (slot == kAnySlot) c_.index_evictions++; else c_.evictions[slot]++;
@@ -96,7 +96,7 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
   // The copy is written even when the entry is flagged in T2 already: that flag on an
   // entry with a local copy means "Redis may hold a copy" (possibly an older version,
   // see Put), so only a fresh write makes the Redis copy the current one.
-  auto demote = [&]() -> bool {
+  auto demote = [&]() KVSTASH_REQUIRES(write_mu_) -> bool {
     const uint64_t bytes = meta.payload_bytes + meta.state_bytes;
     const uint64_t counted = (flags & kInT2) ? bytes : 0;  // already in bytes_[2]
     std::vector<uint32_t> keep = protect;
@@ -113,13 +113,13 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
 
   if (slot == 0) {
     if (flags & kInT1) {  // T0 is a cache in front of T1: drop the memory copy
-      std::unique_lock lock(index_mu_);
+      WriterLock lock(index_mu_);
       SetFlagsLocked(id, flags & ~kInT0);
       c_.evictions[0]++;
       return Status::Ok();
     }
     if (t2_ && demote()) {
-      std::unique_lock lock(index_mu_);
+      WriterLock lock(index_mu_);
       SetFlagsLocked(id, (flags & ~kInT0) | kInT2);
       c_.evictions[0]++;
       return Status::Ok();
@@ -143,7 +143,7 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
     }
     if (!demote()) return remove();
     {
-      std::unique_lock lock(index_mu_);
+      WriterLock lock(index_mu_);
       flags = index_.at(id).flags | kInT2;
       SetFlagsLocked(id, flags);
     }
@@ -156,7 +156,7 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
       t1_write_failed_ = true;
       return s;
     }
-    std::unique_lock lock(index_mu_);
+    WriterLock lock(index_mu_);
     SetFlagsLocked(id, flags & ~(kInT0 | kInT1));
     c_.evictions[1]++;
     return Status::Ok();
@@ -175,7 +175,7 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
         return s;
       }
     }
-    std::unique_lock lock(index_mu_);
+    WriterLock lock(index_mu_);
     SetFlagsLocked(id, flags & ~kInT2);
     c_.evictions[2]++;
     return Status::Ok();
@@ -187,7 +187,7 @@ Result<uint64_t> Store::Impl::RemoveSubtrees(const std::vector<uint32_t>& roots)
   std::vector<uint32_t> order;
   std::vector<StoredKey> t1_keys, t2_keys;
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     std::unordered_set<uint32_t> seen;
     for (uint32_t root : roots) {
       if (seen.count(root) || !index_.at(root).live()) continue;
@@ -217,16 +217,16 @@ Result<uint64_t> Store::Impl::RemoveSubtrees(const std::vector<uint32_t>& roots)
       return s;
     }
   }
-  std::unique_lock lock(index_mu_);
+  WriterLock lock(index_mu_);
   for (uint32_t id : order) RemoveLocked(id);
   return static_cast<uint64_t>(order.size());
 }
 
 void Store::Impl::DropKeys(const std::vector<StoredKey>& keys) {
-  std::lock_guard wl(write_mu_);
+  MutexLock wl(write_mu_);
   std::vector<uint32_t> roots;
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     for (const StoredKey& k : keys) {
       const uint32_t id = index_.Find(k);
       if (id != kNoEntry) roots.push_back(id);
@@ -244,14 +244,14 @@ void Store::Impl::PromoteToMemory(uint32_t id, const SharedBytes& payload,
   uint64_t bytes;
   StoredKey key;
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     const IndexEntry& e = index_.at(id);
     if (!on_[0] || !e.live() || (e.flags & kInT0)) return;
     bytes = e.bytes();
     key = e.key;
   }
   if (bytes > budget_[0] || !EvictUntil(0, budget_[0] - bytes, {id})) return;
-  std::unique_lock lock(index_mu_);
+  WriterLock lock(index_mu_);
   IndexEntry& e = index_.at(id);
   if (!e.live() || e.key != key || (e.flags & kInT0)) return;
   auto rec = std::make_shared<MemoryRecord>();
@@ -268,7 +268,7 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
   uint32_t id, parent = kNoEntry;
   std::vector<uint32_t> protect;
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     id = index_.Find(item.key);
     if (id == kNoEntry && (m.flags & kMetaHasParent)) {
       parent = index_.Find(m.parent);
@@ -278,12 +278,12 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
   if (id != kNoEntry) protect.push_back(id);
   if (parent != kNoEntry) protect.push_back(parent);
   std::sort(protect.begin(), protect.end());
-  if (id == kNoEntry && !EvictUntil(kAnySlot, index_.max_entries() - 1, protect)) return;
+  if (id == kNoEntry && !EvictUntil(kAnySlot, max_entries_ - 1, protect)) return;
   const int durable = t1_ ? 1 : 0;
   if (bytes > budget_[durable] || !EvictUntil(durable, budget_[durable] - bytes, protect)) return;
   {
     // Evictions above never remove protected entries, but re-check before linking.
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     if (id != kNoEntry && (!index_.at(id).live() || index_.at(id).key != item.key)) return;
     if (parent != kNoEntry && (!index_.at(parent).live() || index_.at(parent).key != m.parent)) {
       return;
@@ -295,7 +295,7 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
     meta.flags &= static_cast<uint16_t>(~kMetaPinned);
     if (id != kNoEntry) {
       // The entry keeps its local link (T1's meta must agree with the index).
-      std::shared_lock lock(index_mu_);
+      ReaderLock lock(index_mu_);
       const IndexEntry& e = index_.at(id);
       if (e.flags & kPinned) meta.flags |= kMetaPinned;
       meta.flags &= static_cast<uint16_t>(~kMetaHasParent);
@@ -319,7 +319,7 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
   }
   bool over_remote_budget;
   {
-    std::unique_lock lock(index_mu_);
+    WriterLock lock(index_mu_);
     if (id == kNoEntry) {
       id = index_.Insert(item.key, parent, 0);
       IndexEntry& e = index_.at(id);

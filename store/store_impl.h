@@ -8,14 +8,14 @@
 // - index_mu_ (shared) guards the PrefixIndex and the per-tier accounting; readers
 //   (Lookup, Get's planning) take it shared, writers take it exclusively and briefly,
 //   never across I/O. Lock order: write_mu_ before index_mu_.
+// The annotations (common/thread_annotations.h) let clang check both rules.
 #pragma once
 
 #include <atomic>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <vector>
 
+#include "common/thread_annotations.h"
 #include "store/meta_record.h"
 #include "store/prefix_index.h"
 #include "store/redis_tier.h"
@@ -50,47 +50,54 @@ class Store::Impl {
 
   // --- index bookkeeping; REQUIRES index_mu_ held exclusively.
   // Sets an entry's flags and keeps bytes_/entries_/pinned_ in step.
-  void SetFlagsLocked(uint32_t id, uint8_t flags);
+  void SetFlagsLocked(uint32_t id, uint8_t flags) KVSTASH_REQUIRES(index_mu_);
   // Removes a childless entry and its accounting.
-  void RemoveLocked(uint32_t id);
+  void RemoveLocked(uint32_t id) KVSTASH_REQUIRES(index_mu_);
   // The meta record describing entry `id` now (REQUIRES index_mu_ held, any mode).
-  MetaRecord MetaOf(uint32_t id) const;
+  MetaRecord MetaOf(uint32_t id) const KVSTASH_REQUIRES_SHARED(index_mu_);
 
   // --- writers; REQUIRES write_mu_ held, index_mu_ not held.
   // Evicts from tier `slot` until its bytes are <= target (false: no candidate left
   // outside `protect`, sorted ids). kAnySlot: until the index has <= target entries.
   // A demotion to T2 first evicts from T2 (EvictUntil(2, ...), same `protect`) so that
   // T2 stays within remote_budget_bytes.
-  bool EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect);
-  Status EvictOne(int slot, uint32_t id, const std::vector<uint32_t>& protect);
+  bool EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect)
+      KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);
+  Status EvictOne(int slot, uint32_t id, const std::vector<uint32_t>& protect)
+      KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);
   // Removes the entries of `roots` and all descendants from every tier; returns the
   // number removed. Errors: IOError from T1 (nothing removed then).
-  Result<uint64_t> RemoveSubtrees(const std::vector<uint32_t>& roots);
+  Result<uint64_t> RemoveSubtrees(const std::vector<uint32_t>& roots)
+      KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);
   // Drops the entries with these keys (checksum failure, vanished remote copy).
   // REQUIRES: write_mu_ NOT held (takes it).
-  void DropKeys(const std::vector<StoredKey>& keys);
+  void DropKeys(const std::vector<StoredKey>& keys) KVSTASH_EXCLUDES(write_mu_, index_mu_);
   // Promotion of Get hits (T1 -> T0, T2 -> T1 and T0).
-  void PromoteToMemory(uint32_t id, const SharedBytes& payload, const SharedBytes& state);
-  void PromoteFromRemote(const RedisTier::Item& item);
+  void PromoteToMemory(uint32_t id, const SharedBytes& payload, const SharedBytes& state)
+      KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);
+  void PromoteFromRemote(const RedisTier::Item& item)
+      KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);
   // Reads an entry's bytes from T0 or T1 for a demotion (nullopt: not readable).
-  Result<RedisTier::Item> ReadForDemotion(uint32_t id);
+  Result<RedisTier::Item> ReadForDemotion(uint32_t id)
+      KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);
 
-  Status LoadIndex();
-  Status PutChunks(std::span<const ChunkPut> chunks);
+  Status LoadIndex() KVSTASH_EXCLUDES(index_mu_);
+  Status PutChunks(std::span<const ChunkPut> chunks) KVSTASH_EXCLUDES(write_mu_, index_mu_);
 
   StoreOptions opts_;
   bool on_[kNumTiers] = {};
   std::unique_ptr<RocksTier> t1_;
   std::unique_ptr<RedisTier> t2_;
 
-  std::mutex write_mu_;
-  mutable std::shared_mutex index_mu_;
-  PrefixIndex index_;                     // guarded by index_mu_
-  uint64_t bytes_[kNumTiers] = {};        // guarded by index_mu_
-  uint64_t entries_[kNumTiers] = {};      // guarded by index_mu_
-  uint64_t pinned_ = 0;                   // guarded by index_mu_
+  Mutex write_mu_ KVSTASH_ACQUIRED_BEFORE(index_mu_);
+  mutable SharedMutex index_mu_;
+  PrefixIndex index_ KVSTASH_GUARDED_BY(index_mu_);
+  const uint64_t max_entries_;  // index_.max_entries(), fixed at construction
+  uint64_t bytes_[kNumTiers] KVSTASH_GUARDED_BY(index_mu_) = {};
+  uint64_t entries_[kNumTiers] KVSTASH_GUARDED_BY(index_mu_) = {};
+  uint64_t pinned_ KVSTASH_GUARDED_BY(index_mu_) = 0;
   uint64_t budget_[kNumTiers] = {};
-  bool t1_write_failed_ = false;          // guarded by write_mu_
+  bool t1_write_failed_ KVSTASH_GUARDED_BY(write_mu_) = false;
   Counters c_;
 };
 

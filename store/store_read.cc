@@ -46,7 +46,7 @@ Result<std::vector<ChunkData>> Store::Impl::Get(std::span<const StoredKey> keys)
   };
   std::vector<Plan> plan(n);
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     for (size_t i = 0; i < n; ++i) {
       out[i].key = keys[i];
       Plan& p = plan[i];
@@ -193,7 +193,7 @@ Result<std::vector<ChunkData>> Store::Impl::Get(std::span<const StoredKey> keys)
   uint64_t misses = 0;
   {
     const uint32_t now_s = static_cast<uint32_t>(NowMs() / 1000);
-    std::unique_lock lock(index_mu_);
+    WriterLock lock(index_mu_);
     for (size_t i = 0; i < n; ++i) {
       if (!out[i].found) {
         ++misses;
@@ -210,15 +210,15 @@ Result<std::vector<ChunkData>> Store::Impl::Get(std::span<const StoredKey> keys)
   c_.get_misses += misses;
 
   // Promotions are best effort: skipped when another writer holds the store.
-  std::unique_lock wl(write_mu_, std::try_to_lock);
-  if (wl.owns_lock()) {
+  if (write_mu_.TryLock()) {
+    MutexLock wl(write_mu_, std::adopt_lock);
     for (auto& [i, item] : from_remote) PromoteFromRemote(item);
     if (on_[0]) {
       for (size_t i = 0; i < n; ++i) {
         if (!out[i].found || out[i].tier == Tier::kMemory) continue;
         uint32_t id;
         {
-          std::shared_lock lock(index_mu_);
+          ReaderLock lock(index_mu_);
           id = index_.Find(keys[i]);
         }
         if (id != kNoEntry) PromoteToMemory(id, out[i].payload, out[i].state);
@@ -229,14 +229,14 @@ Result<std::vector<ChunkData>> Store::Impl::Get(std::span<const StoredKey> keys)
 }
 
 Result<VerifyReport> Store::Impl::VerifyAll() {
-  std::lock_guard wl(write_mu_);
+  MutexLock wl(write_mu_);
   VerifyReport report;
   std::vector<uint32_t> bad_ids;
   std::vector<uint32_t> disk_ids;
   std::vector<StoredKey> disk_keys;
   {
-    std::shared_lock lock(index_mu_);
-    index_.ForEach([&](uint32_t id) {
+    ReaderLock lock(index_mu_);
+    index_.ForEach([&](uint32_t id) KVSTASH_REQUIRES_SHARED(index_mu_) {
       const IndexEntry& e = index_.at(id);
       if (e.t0) {
         ++report.entries;
@@ -265,7 +265,7 @@ Result<VerifyReport> Store::Impl::VerifyAll() {
       bool ok = false;
       if (values[j].found && !values[j].corrupt) {
         auto meta = CheckDiskValue(values[j]);
-        std::shared_lock lock(index_mu_);
+        ReaderLock lock(index_mu_);
         const IndexEntry& e = index_.at(disk_ids[b + j]);
         ok = meta.ok() && meta->payload_checksum == e.payload_checksum &&
              meta->state_checksum == e.state_checksum;

@@ -63,7 +63,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   const uint64_t now_ms = NowMs();
   const int durable = t1_ ? 1 : 0;  // the tier every Put must land in
 
-  std::lock_guard wl(write_mu_);
+  MutexLock wl(write_mu_);
   auto fail = [](Status s) { return s; };
   if (t1_ && t1_write_failed_) {
     // Busy while RocksDB's own background recovery runs; the write below then
@@ -83,7 +83,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   uint64_t old_bytes[kNumTiers];
   uint64_t new_entries = 0;
   auto resolve = [&]() -> Status {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     std::fill(existing.begin(), existing.end(), kNoEntry);
     std::fill(parent_id.begin(), parent_id.end(), kNoEntry);
     std::fill(parent_pos.begin(), parent_pos.end(), -1);
@@ -144,12 +144,17 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
     return fail(Status::ResourceExhausted(std::string(TierName(Tier(durable))) +
                                           " is full of pinned or in-use entries"));
   }
-  if (new_entries > index_.max_entries() ||
-      !EvictUntil(kAnySlot, index_.max_entries() - new_entries, protect)) {
+  if (new_entries > max_entries_ ||
+      !EvictUntil(kAnySlot, max_entries_ - new_entries, protect)) {
     return fail(Status::ResourceExhausted("index budget full of pinned or in-use entries"));
   }
   if (Status s = resolve(); !s.ok()) return fail(s);
-  if (index_.size() + new_entries > index_.max_entries()) {
+  bool index_full;
+  {
+    ReaderLock lock(index_mu_);
+    index_full = index_.size() + new_entries > max_entries_;
+  }
+  if (index_full) {
     return fail(Status::ResourceExhausted("index budget full of pinned or in-use entries"));
   }
 
@@ -175,7 +180,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   if (t1_) {
     RocksTier::Batch batch = t1_->NewBatch();
     {
-      std::shared_lock lock(index_mu_);
+      ReaderLock lock(index_mu_);
       for (size_t i = 0; i < n; ++i) {
         if (existing[i] != kNoEntry && (index_.at(existing[i]).flags & kPinned)) {
           metas[i].flags |= kMetaPinned;  // an overwrite keeps the pin
@@ -210,7 +215,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   std::vector<StoredKey> stale_remote;
   std::vector<uint32_t> stale_ids;
   {
-    std::unique_lock lock(index_mu_);
+    WriterLock lock(index_mu_);
     std::vector<uint32_t> ids(n);
     for (size_t i = 0; i < n; ++i) {
       const ChunkPut& c = chunks[i];
@@ -257,7 +262,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   if (!stale_remote.empty()) {
     // The Redis copies of overwritten entries are older versions: remove them.
     std::vector<Status> deleted = t2_->Delete(stale_remote);
-    std::unique_lock lock(index_mu_);
+    WriterLock lock(index_mu_);
     for (size_t j = 0; j < stale_remote.size(); ++j) {
       if (!deleted[j].ok()) {
         c_.errors[2]++;
@@ -275,10 +280,10 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
 }
 
 Result<uint64_t> Store::Impl::Delete(std::span<const StoredKey> keys) {
-  std::lock_guard wl(write_mu_);
+  MutexLock wl(write_mu_);
   std::vector<uint32_t> roots;
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     for (const StoredKey& k : keys) {
       const uint32_t id = index_.Find(k);
       if (id != kNoEntry) roots.push_back(id);
@@ -290,12 +295,12 @@ Result<uint64_t> Store::Impl::Delete(std::span<const StoredKey> keys) {
 }
 
 Result<uint64_t> Store::Impl::SetPinned(std::span<const StoredKey> keys, bool pinned) {
-  std::lock_guard wl(write_mu_);
+  MutexLock wl(write_mu_);
   std::vector<uint32_t> ids;
   std::optional<RocksTier::Batch> batch;
   if (t1_) batch.emplace(t1_->NewBatch());
   {
-    std::shared_lock lock(index_mu_);
+    ReaderLock lock(index_mu_);
     for (const StoredKey& k : keys) {
       const uint32_t id = index_.Find(k);
       if (id == kNoEntry) continue;
@@ -317,7 +322,7 @@ Result<uint64_t> Store::Impl::SetPinned(std::span<const StoredKey> keys, bool pi
       return s;
     }
   }
-  std::unique_lock lock(index_mu_);
+  WriterLock lock(index_mu_);
   for (uint32_t id : ids) {
     const uint8_t f = index_.at(id).flags;
     SetFlagsLocked(id, static_cast<uint8_t>(pinned ? (f | kPinned) : (f & ~kPinned)));

@@ -61,7 +61,7 @@ LlamaSession::LlamaSession(llama_model* model, ContextPtr ctx, StateLayout layou
 LlamaSession::~LlamaSession() {
   (void)Flush();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -69,7 +69,7 @@ LlamaSession::~LlamaSession() {
 }
 
 LlamaSessionStats LlamaSession::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 
@@ -154,13 +154,13 @@ Result<EvalResult> LlamaSession::PrefillMiss(std::span<const llama_token> tokens
   out.prefill_ms = Ms(t0, Clock::now());
   out.evaluated_tokens = out.prompt_tokens;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.prompts;
   }
   // Chunks already stored need no PUT (a LOOKUP hit the caller chose not to use).
   const Status put = QueuePut(ids, lookup, lookup.matched_chunks, &out);
   if (!put.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.puts_failed;
     if (first_put_error_.ok()) first_put_error_ = put;
   }
@@ -190,7 +190,7 @@ Result<EvalResult> LlamaSession::RestoreHit(std::span<const llama_token> tokens,
     KVSTASH_ASSIGN_OR_RETURN(EvalResult miss, PrefillMiss(tokens, lookup));
     miss.fallback = st;
     miss.restore_ms = out.restore_ms;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.fallbacks;
     return miss;
   }
@@ -203,14 +203,14 @@ Result<EvalResult> LlamaSession::RestoreHit(std::span<const llama_token> tokens,
   out.prefill_ms = Ms(t1, Clock::now());
   out.evaluated_tokens = n - restore_tokens;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.prompts;
     ++stats_.hits;
   }
   if (lookup.matched_chunks < lookup.keys.size()) {
     const Status put = QueuePut(ids, lookup, lookup.matched_chunks, &out);
     if (!put.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ++stats_.puts_failed;
       if (first_put_error_.ok()) first_put_error_ = put;
     }
@@ -310,23 +310,25 @@ Status LlamaSession::QueuePut(std::span<const uint32_t> tokens, const LlamaLooku
   }
   out->export_ms = Ms(t0, Clock::now());
   out->queued_chunks = static_cast<uint32_t>(job.chunks.size());
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return queue_.size() < options_.max_queued_puts || stop_; });
+  MutexLock lock(mu_);
+  cv_.wait(lock.native(), [&]() KVSTASH_REQUIRES(mu_) {
+    return queue_.size() < options_.max_queued_puts || stop_;
+  });
   queue_.push_back(std::move(job));
   cv_.notify_all();
   return Status::Ok();
 }
 
 void LlamaSession::PutLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    cv_.wait(lock.native(), [&]() KVSTASH_REQUIRES(mu_) { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stop_ and nothing left
     PutJob job = std::move(queue_.front());
     queue_.pop_front();
     busy_ = true;
     cv_.notify_all();  // room in the queue
-    lock.unlock();
+    lock.Unlock();
 
     PrefixEncodeStats es;
     Status st;
@@ -346,7 +348,7 @@ void LlamaSession::PutLoop() {
     }
 
     const auto t2 = Clock::now();
-    lock.lock();
+    lock.Lock();
     busy_ = false;
     stats_.encode_ms += Ms(t0, t1);
     stats_.put_ms += Ms(t1, t2);
@@ -364,8 +366,8 @@ void LlamaSession::PutLoop() {
 }
 
 Status LlamaSession::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
+  MutexLock lock(mu_);
+  cv_.wait(lock.native(), [&]() KVSTASH_REQUIRES(mu_) { return queue_.empty() && !busy_; });
   Status st = first_put_error_;
   first_put_error_ = Status::Ok();
   return st;

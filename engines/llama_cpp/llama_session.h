@@ -48,12 +48,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_annotations.h"
 #include "engines/llama_cpp/llama_engine.h"
 #include "engines/llama_cpp/llama_state.h"
 #include "kvstash/client.h"
@@ -174,12 +174,12 @@ class LlamaSession {
                  uint32_t restore_chunks, uint32_t restore_tokens, EvalResult* out);
   // Exports the sequence (holding the whole prompt) and queues chunks [first, end).
   Status QueuePut(std::span<const uint32_t> tokens, const LlamaLookup& chain,
-                  uint32_t first_chunk, EvalResult* out);
+                  uint32_t first_chunk, EvalResult* out) KVSTASH_EXCLUDES(mu_);
   // The chain of tokens [0, chain_tokens) (0 = all), without a LOOKUP.
   Result<LlamaLookup> ChainOf(std::span<const llama_token> tokens, uint32_t chain_tokens) const;
   // InvalidArgument unless `lookup` is a chain of a prefix of these tokens.
   static Status CheckLookup(std::span<const llama_token> tokens, const LlamaLookup& lookup);
-  void PutLoop();
+  void PutLoop() KVSTASH_EXCLUDES(mu_);
 
   llama_model* model_;
   ContextPtr ctx_;
@@ -188,13 +188,13 @@ class LlamaSession {
   std::shared_ptr<const PrefixCodec> codec_;
   LlamaSessionOptions options_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::condition_variable cv_;
-  std::deque<PutJob> queue_;    // guarded by mu_
-  bool busy_ = false;           // guarded by mu_: the PUT thread holds a job
-  bool stop_ = false;           // guarded by mu_
-  Status first_put_error_;      // guarded by mu_
-  LlamaSessionStats stats_;     // guarded by mu_
+  std::deque<PutJob> queue_ KVSTASH_GUARDED_BY(mu_);
+  bool busy_ KVSTASH_GUARDED_BY(mu_) = false;  // the PUT thread holds a job
+  bool stop_ KVSTASH_GUARDED_BY(mu_) = false;
+  Status first_put_error_ KVSTASH_GUARDED_BY(mu_);
+  LlamaSessionStats stats_ KVSTASH_GUARDED_BY(mu_);
   std::thread put_thread_;
 };
 
