@@ -114,10 +114,14 @@ const bool kRegistered = RegisterCommand(
       auto o = std::make_shared<BenchLinkOptions>();
       cmd->add_option("--json", o->json, "Write {setup, rows, crossover} to FILE as JSON");
       cmd->add_option("--rate", o->rates, "Link rate, e.g. 10G 1G 100M 10M (repeatable). Default: those four");
-      cmd->add_option("--rtt-ms", o->bench.rtt_ms, "Round-trip time of the link")->capture_default_str();
+      cmd->add_option("--rtt-ms", o->bench.rtt_ms, "Round-trip time of the link")
+          ->check(CLI::Range(0.0, 10000.0))
+          ->capture_default_str();
       cmd->add_option("--codec", o->bench.codecs, "raw, spec, dckv (repeatable). Default: all three");
       cmd->add_option("--tokens", o->bench.tokens, "Prefix tokens")->capture_default_str();
-      cmd->add_option("--chunk-tokens", o->bench.chunk_tokens, "Tokens per chunk")->capture_default_str();
+      cmd->add_option("--chunk-tokens", o->bench.chunk_tokens, "Tokens per chunk")
+          ->check(CLI::Range(1u, 1u << 20))
+          ->capture_default_str();
       cmd->add_option("--reps", o->bench.reps, "Restores per (rate, codec) at most")->capture_default_str();
       cmd->add_option("--max-cell-seconds", o->bench.max_cell_s,
                       "Wire-time budget per (rate, codec): fewer reps at slow rates")

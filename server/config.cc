@@ -53,6 +53,34 @@ bool IsHex64(const std::string& s) {
   return true;
 }
 
+// Well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF)
+// without control characters (U+0000..U+001F, U+007F).
+bool IsPrintableUtf8(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int n = 0;
+    uint32_t cp = 0, min = 0;
+    if ((c & 0xe0) == 0xc0) n = 1, cp = c & 0x1f, min = 0x80;
+    else if ((c & 0xf0) == 0xe0) n = 2, cp = c & 0x0f, min = 0x800;
+    else if ((c & 0xf8) == 0xf0) n = 3, cp = c & 0x07, min = 0x10000;
+    else return false;
+    if (i + static_cast<size_t>(n) >= s.size()) return false;
+    for (int k = 1; k <= n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (d & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
 }  // namespace
 
 Status ServerConfig::Validate() const {
@@ -66,6 +94,11 @@ Status ServerConfig::Validate() const {
   for (const TenantConfig& t : tenants) {
     if (t.name.empty() || t.name.size() > 255) {
       return Status::InvalidArgument("tenant name must be 1..255 bytes");
+    }
+    // Tenant names become Prometheus label values and JSON keys: one that is not UTF-8
+    // would make /metrics unscrapeable for the whole node.
+    if (!IsPrintableUtf8(t.name)) {
+      return Status::InvalidArgument("tenant name must be UTF-8 without control characters");
     }
     if (!names.insert(t.name).second) {
       return Status::InvalidArgument("tenant \"" + t.name + "\" is listed twice");

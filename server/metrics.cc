@@ -11,9 +11,11 @@ namespace {
 
 constexpr auto kRelaxed = std::memory_order_relaxed;
 
+constexpr int kNamedCodecs = 6;
+
 std::string CodecName(int codec) {
-  static const char* kNames[] = {"raw", "spec", "dckv", "byteplane", "kvtc", "zstd"};
-  if (codec >= 0 && codec < 6) return kNames[codec];
+  static const char* kNames[kNamedCodecs] = {"raw", "spec", "dckv", "byteplane", "kvtc", "zstd"};
+  if (codec >= 0 && codec < kNamedCodecs) return kNames[codec];
   return "codec" + std::to_string(codec);
 }
 
@@ -253,8 +255,10 @@ std::string Metrics::RenderPrometheus(const StoreSnapshot& store) const {
   PrometheusFamily(o, "kvstash_put_chunks_total", "counter", "Chunks stored by PUT, by codec.");
   PrometheusFamily(o, "kvstash_put_raw_bytes_total", "counter", "Decoded KV bytes of stored chunks, by codec.");
   PrometheusFamily(o, "kvstash_put_stored_bytes_total", "counter", "Payload bytes as stored, by codec.");
+  // Every named codec from the start, at 0: a series that first appears with its
+  // first PUT hides that increase from rate() (Prometheus sees no earlier sample).
   for (int c = 0; c < kTrackedCodecs; ++c) {
-    if (put_chunks_[c].load(kRelaxed) == 0) continue;
+    if (put_chunks_[c].load(kRelaxed) == 0 && c >= kNamedCodecs) continue;
     const std::string label = "{codec=\"" + CodecName(c) + "\"} ";
     o << "kvstash_put_chunks_total" << label << put_chunks_[c].load(kRelaxed) << '\n'
       << "kvstash_put_raw_bytes_total" << label << put_raw_bytes_[c].load(kRelaxed) << '\n'

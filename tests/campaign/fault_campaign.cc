@@ -21,11 +21,14 @@
 // with a seed unique to the key, so any bytes a GET returns are checkable alone.
 //
 // Usage: fault_campaign --server-bin PATH [--work-dir DIR] [--json FILE]
-//                       [--only NAME] [--seconds S]
+//                       [--only full_disk|redis_restart|bad_clients|sigterm] [--seconds S]
+// --work-dir defaults to a fresh mkdtemp folder under /tmp; --seconds (load per phase,
+// > 0) to 6. Exit status 2 for a usage error.
 #include <signal.h>
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -62,7 +65,7 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kTokens = 16;  // RawPayload(16, ...): 2184 bytes
 
 struct Options {
-  std::string server_bin, work_dir = "/tmp/kvstash-fault-campaign", json_out, only;
+  std::string server_bin, work_dir, json_out, only;
   double seconds = 6;  // load per scenario phase
 };
 
@@ -452,28 +455,48 @@ bool Clean(const nlohmann::json& j) {
   return true;
 }
 
+int Usage(const std::string& why) {
+  std::cerr << "fault_campaign: " << why
+            << "\nusage: fault_campaign --server-bin PATH [--work-dir DIR] [--json FILE]"
+               " [--only full_disk|redis_restart|bad_clients|sigterm] [--seconds S > 0]\n";
+  return 2;
+}
+
 int Main(int argc, char** argv) {
   Options o;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string a = argv[i], v = argv[i + 1];
+  const std::pair<const char*, nlohmann::json (*)(const Options&)> scenarios[] = {
+      {"full_disk", FullDisk}, {"redis_restart", RedisRestart}, {"bad_clients", BadClients}, {"sigterm", Sigterm}};
+  for (int i = 1; i < argc; i += 2) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return Usage("missing value of " + a);
+    const std::string v = argv[i + 1];
     if (a == "--server-bin") o.server_bin = v;
     else if (a == "--work-dir") o.work_dir = v;
     else if (a == "--json") o.json_out = v;
     else if (a == "--only") o.only = v;
-    else if (a == "--seconds") o.seconds = std::stod(v);
-    else {
-      std::cerr << "fault_campaign: unknown option " << a << "\n";
-      return 2;
+    else if (a == "--seconds") {
+      size_t used = 0;
+      try {
+        o.seconds = std::stod(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != v.size() || !(o.seconds > 0)) return Usage("--seconds takes a number > 0, not " + v);
+    } else {
+      return Usage("unknown option " + a);
     }
   }
-  if (o.server_bin.empty()) {
-    std::cerr << "usage: fault_campaign --server-bin PATH [--work-dir DIR] [--json FILE] [--only NAME] "
-                 "[--seconds S]\n";
-    return 2;
+  if (o.server_bin.empty()) return Usage("--server-bin is required");
+  if (!o.only.empty() && std::none_of(std::begin(scenarios), std::end(scenarios),
+                                      [&](const auto& s) { return o.only == s.first; })) {
+    return Usage("no scenario named " + o.only);
+  }
+  if (o.work_dir.empty()) {
+    char tmpl[] = "/tmp/kvstash-fault-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return Usage(std::string("mkdtemp: ") + std::strerror(errno));
+    o.work_dir = tmpl;
   }
   std::filesystem::create_directories(o.work_dir);
-  const std::pair<const char*, nlohmann::json (*)(const Options&)> scenarios[] = {
-      {"full_disk", FullDisk}, {"redis_restart", RedisRestart}, {"bad_clients", BadClients}, {"sigterm", Sigterm}};
   nlohmann::json report = {{"seconds_per_phase", o.seconds}};
   bool ran_all = true;
   for (const auto& [name, run] : scenarios) {

@@ -88,7 +88,12 @@ int main(int argc, char** argv) {
       else if (a == "--emit") in.emit_dir = *v;
       else if (a == "--threads") in.threads = std::stoi(*v);
       else if (a == "--splits") in.splits = ParseSplits(*v);
-      else if (a == "--prompts") in.prompts = std::stoul(*v);
+      else if (a == "--prompts") {
+        size_t used = 0;
+        const unsigned long n = std::stoul(*v, &used);
+        if (used != v->size() || n < 1 || n > 2 || (*v)[0] == '-') return Usage("--prompts takes 1 or 2");
+        in.prompts = n;
+      }
       else return Usage(("unknown option " + a).c_str());
     } catch (const std::exception&) {
       return Usage(("bad value of " + a).c_str());

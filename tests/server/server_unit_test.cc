@@ -95,6 +95,13 @@ TEST(ConfigTest, RejectsTyposAndBadValues) {
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // both forms
   c.tenants = {{"a", "", "zz"}};
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // bad hex
+  for (const char* bad : {"bad\xffutf", "ctl\nname", "nul\x01", "over\xc0\xafl", "sur\xed\xa0\x80",
+                          "cut\xe2\x82"}) {
+    c.tenants = {{bad, "x", ""}};
+    EXPECT_STATUS(c.Validate(), kInvalidArgument) << bad;  // not printable UTF-8
+  }
+  c.tenants = {{"\xc3\xa9quipe-\xe2\x82\xac-\xf0\x9f\x98\x80 b", "x", ""}};  // é, €, U+1F600, space
+  ASSERT_OK(c.Validate());
   c.tenants = {{"a", "x", ""}};
   ASSERT_OK(c.Validate());
   c.history_points = 0;
@@ -202,6 +209,9 @@ TEST(MetricsTest, PrometheusAndJsonAgree) {
   EXPECT_NE(text.find("kvstash_lookup_tokens_hit_total 768\n"), std::string::npos);
   EXPECT_NE(text.find("kvstash_lookup_token_hit_rate 0.75\n"), std::string::npos);
   EXPECT_NE(text.find("kvstash_put_raw_bytes_total{codec=\"raw\"} 4096\n"), std::string::npos);
+  // Codecs without a PUT yet are there at 0 (rate() must see their first increase).
+  EXPECT_NE(text.find("kvstash_put_chunks_total{codec=\"dckv\"} 0\n"), std::string::npos);
+  EXPECT_EQ(text.find("codec=\"codec6\""), std::string::npos);
   EXPECT_NE(text.find("kvstash_request_duration_seconds_bucket{op=\"LOOKUP\",le=\"0.0002\"} 1\n"),
             std::string::npos);
   EXPECT_NE(text.find("kvstash_request_duration_seconds_bucket{op=\"LOOKUP\",le=\"0.0001\"} 0\n"),
