@@ -63,6 +63,17 @@ using server::testing::ServerProcess;
 using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kTokens = 16;  // RawPayload(16, ...): 2184 bytes
+constexpr const char* kTenant = "f";  // the one tenant every scenario's server knows
+constexpr const char* kCredential = "pf";
+
+// Options of a client of the server at `address` as that tenant.
+ClientOptions ClientFor(const std::string& address) {
+  ClientOptions o;
+  o.servers = {address};
+  o.tenant = kTenant;
+  o.credential = kCredential;
+  return o;
+}
 
 struct Options {
   std::string server_bin, work_dir, json_out, only;
@@ -120,10 +131,7 @@ class Load {
 
  private:
   void Work(uint32_t w) {
-    ClientOptions o;
-    o.servers = {address_};
-    o.tenant = "f";
-    o.credential = "pf";
+    ClientOptions o = ClientFor(address_);
     o.default_deadline = std::chrono::milliseconds(2000);
     o.max_attempts = 2;
     std::unique_ptr<Client> c;
@@ -213,11 +221,7 @@ class Load {
 
 // GETs every acknowledged seed: absent counts as lost when `promised`, else a miss.
 void Verify(const std::string& address, const std::vector<uint32_t>& acked, bool promised, Tally* t) {
-  ClientOptions o;
-  o.servers = {address};
-  o.tenant = "f";
-  o.credential = "pf";
-  auto c = Client::Create(o);
+  auto c = Client::Create(ClientFor(address));
   if (!c.ok()) {
     t->errors++;
     t->Example("verify: " + c.status().ToString());
@@ -241,7 +245,7 @@ void Verify(const std::string& address, const std::vector<uint32_t>& acked, bool
   }
 }
 
-std::vector<std::string> Tenant() { return {"--tenant", "f=pf"}; }
+std::vector<std::string> Tenant() { return {"--tenant", std::string(kTenant) + "=" + kCredential}; }
 
 void Sleep(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
@@ -317,7 +321,8 @@ nlohmann::json RedisRestart(const Options& o) {
   const int port = redis->port();
   const std::string cfg = o.work_dir + "/redis-restart.json";
   std::filesystem::remove_all(o.work_dir + "/redis-db");
-  std::ofstream(cfg) << "{\"tenants\": [{\"name\": \"f\", \"credential\": \"pf\"}],"
+  std::ofstream(cfg) << "{\"tenants\": [{\"name\": \"" << kTenant << "\", \"credential\": \"" << kCredential
+                     << "\"}],"
                      << " \"store\": {\"path\": \"" << o.work_dir << "/redis-db\","
                      << " \"memory_budget_bytes\": " << 64 * 2184 << ", \"disk_budget_bytes\": " << 256 * 2184
                      << ", \"remote_budget_bytes\": " << (256ull << 20) << ", \"redis\": {\"endpoints\": [\""
