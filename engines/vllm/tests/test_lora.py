@@ -47,13 +47,6 @@ def out(r, j):
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
-    d = os.environ.get("KVSTASH_VLLM_TEST_LOGS") or str(tmp_path_factory.mktemp("logs"))
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-@pytest.fixture(scope="module")
 def prompts():
     """The first document's two questions: [first, second]."""
     return [p for _, p in demo_prompts(1, DOC_TOKENS, 2)]
