@@ -46,14 +46,14 @@ Status WithTables(std::span<const int32_t> block_ids, const void* const* layers,
   void* dev = nullptr;
   KVSTASH_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&dev, total, stream));
   // Pageable source: cudaMemcpyAsync returns once `staging` has been read.
-  Status s = CudaStatus(cudaMemcpyAsync(dev, staging.data(), total, cudaMemcpyHostToDevice, stream),
-                        "paged KV: upload tables");
-  if (s.ok()) {
+  const Status uploaded = CudaStatus(cudaMemcpyAsync(dev, staging.data(), total, cudaMemcpyHostToDevice, stream),
+                                     "paged KV: upload tables");
+  if (uploaded.ok()) {
     launch(static_cast<const int32_t*>(static_cast<const void*>(static_cast<uint8_t*>(dev) + ids_at)), dev);
-    s = CudaStatus(cudaGetLastError(), "paged KV: kernel launch");
   }
-  const Status f = CudaStatus(cudaFreeAsync(dev, stream), "paged KV: cudaFreeAsync");
-  return s.ok() ? f : s;
+  const Status launched = uploaded.ok() ? CudaStatus(cudaGetLastError(), "paged KV: kernel launch") : uploaded;
+  const Status freed = CudaStatus(cudaFreeAsync(dev, stream), "paged KV: cudaFreeAsync");
+  return launched.ok() ? freed : launched;
 }
 
 }  // namespace

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .cuda_layout import CudaPagedKv
 from .layout import LayoutError, TileOrder, cpu_attention_isa
 from .metadata import KvstashConnectorMetadata, LoadOp, SaveOp
 from .stats import Counters, failure_reason
@@ -64,6 +65,7 @@ class WorkerSide:
         self.layers: list[torch.Tensor] = []
         self.layer_names: list[str] = []
         self.order: TileOrder | None = None
+        self.cuda: CudaPagedKv | None = None  # set when the caches are CUDA tensors
         self.H = self.D = 0
         self._failed_blocks: set[int] = set()
         self._pool = ThreadPoolExecutor(max_workers=cfg.get_parallelism, thread_name_prefix="kvstash-get")
@@ -87,15 +89,20 @@ class WorkerSide:
         self.H, self.D = int(H), int(D2 // 2)
         if first.dtype != self.model_dtype:
             raise LayoutError(f"KV cache dtype {first.dtype} != model dtype {self.model_dtype}")
-        isa = cpu_attention_isa(self.model_dtype, self.B, self.D, self.kv_cache_dtype)
-        self.order = TileOrder.probe(self.B, self.D, self.H, first.dtype, isa)
-        for n in names:
-            self.order.check_cache(kv_caches[n], self.H)
+        if first.device.type == "cuda":  # cuda_layout.py: GPU decode and kernel scatter/gather
+            self.cuda = CudaPagedKv.create([kv_caches[n] for n in names], self.B, self.C, self.model_dtype)
+            where = f"CUDA {first.device}"
+        else:
+            isa = cpu_attention_isa(self.model_dtype, self.B, self.D, self.kv_cache_dtype)
+            self.order = TileOrder.probe(self.B, self.D, self.H, first.dtype, isa)
+            for n in names:
+                self.order.check_cache(kv_caches[n], self.H)
+            where = f"CPU isa {isa}"
         self.layers = [kv_caches[n] for n in names]
         self.layer_names = names
         self.codecs = self._make_codecs(len(names), self.H, self.D)
-        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, CPU isa %s",
-                 len(names), self.H, self.D, self.B, self.C, isa)
+        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, %s",
+                 len(names), self.H, self.D, self.B, self.C, where)
 
     # ------------------------------------------------------------------ load
     def start_load_kv(self, meta: KvstashConnectorMetadata) -> None:
@@ -116,10 +123,15 @@ class WorkerSide:
             route = keys[0].stored
             dl = self.cfg.get_deadline_ms
             payloads = list(self._pool.map(lambda k: self.client.get(route, k.stored, deadline_ms=dl), keys))
-            arrays = codec.restore_chunks(op.tokens, keys, payloads)
-            if len(arrays) != op.n_chunks:
-                raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
-            self._scatter(op, arrays)
+            if self.cuda is not None:
+                self.cuda.load(codec, op.tokens, keys, payloads, op.block_ids, op.first_block, op.n_chunks)
+                arrays = None
+            else:
+                arrays = codec.restore_chunks(op.tokens, keys, payloads)
+            if arrays is not None:
+                if len(arrays) != op.n_chunks:
+                    raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
+                self._scatter(op, arrays)
         except Exception as e:
             reason = failure_reason(e)
             bad = op.block_ids[op.first_block:]
@@ -170,6 +182,8 @@ class WorkerSide:
                 self.counters.add(saves_dropped=1)
 
     def _gather(self, block_ids: list[int]) -> torch.Tensor:
+        if self.cuda is not None:
+            return self.cuda.gather(block_ids)
         ids = torch.tensor(block_ids, dtype=torch.int64)
         T = len(block_ids) * self.B
         buf = torch.empty(len(self.layers), 2, T, self.H, self.D, dtype=self.layers[0].dtype)
