@@ -313,6 +313,13 @@ Status PrefixCodec::CheckRestoreInputs(std::span<const uint32_t> tokens, std::sp
   return Status::Ok();
 }
 
+Status PrefixCodec::PredictForRestore(std::span<const uint32_t> tokens, uint32_t n_payloads,
+                                      model::PredictorCache* out) const {
+  const uint64_t covered = std::min<uint64_t>(TokensOfChunks(tokens.size(), n_payloads), tokens.size());
+  double ms = 0;
+  return Predict(tokens.first(covered), out, &ms);
+}
+
 Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, uint32_t token_offset,
                                        uint32_t tokens, const model::PredictorCache* prediction) const {
   // The header must describe this chunk of this chain before any decoder trusts it.

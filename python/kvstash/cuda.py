@@ -44,12 +44,16 @@ except AttributeError as e:  # the default, CUDA-free build
 
 DeviceDecoder = _cuda.DeviceDecoder
 """DeviceDecoder(codec: PrefixCodec, stream: int = 0): restores the codec's payloads into
-CUDA tensors. `where` is "gpu" (dckv, bf16: gpu::DeviceDckvDecoder; bytes reach the
-tensor only after the content checksum verified them) or "cpu" (raw, spec, f16 dckv,
-dckv with a correction net: decoded and verified by the codec on the CPU, then copied).
+CUDA tensors. `where` is "gpu" (bf16 dckv without a correction net:
+gpu::DeviceDckvDecoder, whose bytes reach the tensor only after the content checksum
+verified them; spec: gpu::DeviceSpecDecoder against the predictor's K/V, computed on the
+CPU as restore_chunks does, verified by the content checksum before the call returns)
+or "cpu" (raw, f16 dckv, dckv with a correction net: decoded and verified by the codec
+on the CPU, then copied).
 restore_chunks_into(tokens, keys, payloads, outs, stream=0): outs[i] receives chain
 chunk i (shape [n_layers, 2, keys[i].tokens, H, D]); raises like
-PrefixCodec.restore_chunks and never writes unverified bytes."""
+PrefixCodec.restore_chunks. After an error, the failing chunk's tensor (and later ones)
+must not be used: its contents are unspecified (the earlier ones hold verified chunks)."""
 
 __all__ = ["DeviceDecoder", "device_available", "gather_chunk", "scatter_chunk"]
 

@@ -114,3 +114,39 @@ def test_scatter_and_gather_equal_torch_indexing(order):
         kc.scatter_chunk(chunk, layers, [6, 2, 99, 0, 5], first, B)  # block 99 of 9
     with pytest.raises(kvstash.InvalidArgumentError):
         kc.scatter_chunk(chunk, layers, block_ids[:2], first, B)  # table too short
+
+
+@needs_module
+def test_spec_restore_on_the_gpu_equals_the_cpu_restore(model_path, tmp_path):
+    torch = device()
+    import os
+
+    import kvstash.cuda as kc
+    from conftest import ROOT
+    ref = kvstash.ReferenceModel.load(model_path)
+    with open(os.path.join(ROOT, "docs/format/keys.md"), encoding="utf-8") as f:
+        tokens = ref.tokenize(f.read())[:2 * 64 + 37]
+    with open(os.path.join(ROOT, "docs/protocol.md"), encoding="utf-8") as f:
+        doc = ref.tokenize(f.read())[:128]
+    art = str(tmp_path / "spec.kvsa")
+    assert ref.calibrate_spec([doc], art, chunk_tokens=64) > 0
+    codec = kvstash.PrefixCodec.spec(model_path, art, kvstash.PrefixCodecOptions(
+        FP, chunk_tokens=64, tenant="pytest"), threads=2)
+    kv = ref.prefill_kv(tokens)
+    keys = codec.chain_keys(tokens)
+    chunks, b = [], 0
+    for k in keys:
+        chunks.append(np.ascontiguousarray(kv[:, :, b:b + k.tokens]))
+        b += k.tokens
+    payloads = [p.payload for p in codec.encode_chunks(tokens, keys, chunks)]
+    dec = kc.DeviceDecoder(codec)
+    assert dec.where == "gpu"
+    L, _, _, H, D = kv.shape
+    outs = [torch.zeros((L, 2, k.tokens, H, D), dtype=torch.bfloat16, device="cuda") for k in keys]
+    dec.restore_chunks_into(tokens, keys, payloads, outs)
+    for o, c in zip(outs, codec.restore_chunks(tokens, keys, payloads)):
+        assert np.array_equal(o.cpu().view(torch.int16).numpy().view(np.uint16), c)
+    bad = bytearray(payloads[1])
+    bad[len(bad) // 2] ^= 0x10
+    with pytest.raises(kvstash.CorruptionError):
+        dec.restore_chunks_into(tokens, keys, [payloads[0], bytes(bad)], outs[:2])

@@ -232,6 +232,14 @@ class PrefixCodec {
   // The dckv codec of a dckv PrefixCodec (its artifact, for a GPU decoder); null for
   // raw and spec.
   const dckv::DckvCodec* dckv_codec() const { return dckv_.get(); }
+  // The spec artifact of a spec PrefixCodec (for a GPU decoder); null otherwise.
+  const spec::SpecArtifact* spec_artifact() const { return spec_artifact_.get(); }
+  // spec only: the predictor's K/V of the tokens the first `n_payloads` chunks of the
+  // chain of `tokens` cover, what RestoreKvChunks decodes against (slice chunk i with
+  // spec::PredictedSlice(*out, layout(), i * chunk_tokens, ...)). Ok and nothing for
+  // raw and dckv. Errors: the predictor's.
+  Status PredictForRestore(std::span<const uint32_t> tokens, uint32_t n_payloads,
+                           model::PredictorCache* out) const;
 
   // Tokens covered by the first `chunks` chunks of the chain of a `prefix_tokens`-token
   // prefix.

@@ -10,10 +10,10 @@ from the tensors. Supported: bf16/f16 caches of that shape whose content dim has
 dtype than the model's), MLA (3-D caches), anything else.
 
 Load: the codec's payloads are restored into CUDA staging chunks by
-kvstash.cuda.DeviceDecoder (dckv decodes on the GPU; raw and spec are decoded and
-verified on the CPU, then copied): every chunk is verified by its content checksum
-BEFORE it is written into a staging tensor, and only staging tensors that were
-verified are scattered into the engine's blocks (one kernel per chunk, on the current
+kvstash.cuda.DeviceDecoder (dckv and spec decode on the GPU, spec's predictor on the
+CPU; raw is verified on the CPU, then copied): every chunk is verified by its content
+checksum before restore_chunks_into returns, and a load whose restore raised scatters
+nothing, so only verified staging tensors reach the engine's blocks (one kernel per chunk, on the current
 stream, synchronised before the load returns). Save: one gather kernel copies the
 chunks' blocks of every layer into a canonical CUDA tensor, which is copied to host
 memory (synchronously: the blocks may be freed once the step ends) for the background

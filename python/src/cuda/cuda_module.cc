@@ -2,11 +2,13 @@
 // `pip install ./python -C cmake.define.KVSTASH_PYTHON_CUDA=ON` (nvcc required; see
 // python/CMakeLists.txt). Exposes:
 //   - DeviceDecoder(codec, stream): restores a PrefixCodec's payloads into torch CUDA
-//     tensors (any DLPack CUDA array). dckv decodes on the GPU (gpu::DeviceDckvDecoder,
-//     device_out variant: bytes land in the tensor only after the content checksum
-//     verified them); raw and spec are decoded and verified on the CPU by the codec
-//     (RestoreKvChunks) and then copied host-to-device (spec: gpu::DeviceSpecDecoder
-//     is not wired in yet).
+//     tensors (any DLPack CUDA array). dckv (bf16, no correction net) and spec decode
+//     on the GPU (gpu::DeviceDckvDecoder / gpu::DeviceSpecDecoder, device_out variants;
+//     spec's predictor runs on the CPU as for restore_chunks); raw and other dckv
+//     artifacts are decoded and verified on the CPU by the codec (RestoreKvChunks) and
+//     copied host-to-device. A chunk that fails its checks raises: dckv never wrote its
+//     tensor, spec's holds unspecified bytes; either way the caller must not use the
+//     failing chunk's tensor (the vLLM connector never scatters it).
 //   - scatter_chunk / gather_chunk: gpu_kernels/kv_blocks.h between a canonical CUDA
 //     chunk and an engine's per-layer paged CUDA caches, whose strides are read from
 //     the tensors (common/paged_kv.h says which layouts that covers).
@@ -40,6 +42,7 @@
 #include "gpu_kernels/cuda_check.h"
 #include "gpu_kernels/dckv_decode.h"
 #include "gpu_kernels/kv_blocks.h"
+#include "gpu_kernels/spec_payload_decode.h"
 #include "native.h"
 #include "py_codec.h"
 
@@ -214,13 +217,20 @@ class DeviceDecoder {
         r = gpu::DeviceDckvDecoder::Create(dk->artifact(), StreamOf(stream));
       }
       dckv_ = std::make_unique<gpu::DeviceDckvDecoder>(ValueOrThrow(std::move(r)));
-      (void)cudaGetDevice(&device_);
+    } else if (const spec::SpecArtifact* sa = codec_->codec->spec_artifact(); sa != nullptr) {
+      Result<gpu::DeviceSpecDecoder> r = Status::Internal("unset");
+      {
+        nb::gil_scoped_release release;
+        r = gpu::DeviceSpecDecoder::Create(*sa, StreamOf(stream));
+      }
+      spec_ = std::make_unique<gpu::DeviceSpecDecoder>(ValueOrThrow(std::move(r)));
     }
+    (void)cudaGetDevice(&device_);
   }
 
   // "gpu" when payloads decode on the device, "cpu" when they decode on the host
   // (verified there) and are then copied to the device.
-  std::string where() const { return dckv_ ? "gpu" : "cpu"; }
+  std::string where() const { return dckv_ || spec_ ? "gpu" : "cpu"; }
 
   void RestoreInto(nb::handle tokens, const std::vector<ChunkKey>& keys, nb::handle payload_seq,
                    const std::vector<CudaArray>& outs, uintptr_t stream) const {
@@ -245,7 +255,7 @@ class DeviceDecoder {
       if (device >= 0 && outs[i].device_id() != device) ThrowInvalid(what + ": on another device");
       device = outs[i].device_id();
     }
-    if (dckv_ && device != device_) ThrowInvalid("outs: on another device than the decoder's");
+    if ((dckv_ || spec_) && device != device_) ThrowInvalid("outs: on another device than the decoder's");
     std::vector<uint8_t*> dst;
     for (const CudaArray& o : outs) dst.push_back(static_cast<uint8_t*>(o.data()));
     Status s;
@@ -253,7 +263,10 @@ class DeviceDecoder {
       nb::gil_scoped_release release;
       DeviceScope scope(device);
       s = scope.status();
-      if (s.ok()) s = dckv_ ? RestoreOnDevice(t, keys, payloads, dst, stream) : RestoreOnHost(t, keys, payloads, dst, stream);
+      if (s.ok()) {
+        s = dckv_ || spec_ ? RestoreOnDevice(t, keys, payloads, dst, stream)
+                           : RestoreOnHost(t, keys, payloads, dst, stream);
+      }
     }
     ThrowIfError(s);
   }
@@ -264,10 +277,17 @@ class DeviceDecoder {
                          uintptr_t stream) const {
     const PrefixCodec& c = *codec_->codec;
     KVSTASH_RETURN_IF_ERROR(c.CheckRestoreInputs(t, keys, payloads));
+    model::PredictorCache prediction;  // spec: the predictor's K/V of the covered tokens
+    if (spec_) KVSTASH_RETURN_IF_ERROR(c.PredictForRestore(t, static_cast<uint32_t>(payloads.size()), &prediction));
+    const uint32_t C = c.options().chunk_tokens;
     for (size_t i = 0; i < payloads.size(); ++i) {
       const uint64_t bytes = c.layout().DataBytes(keys[i].tokens);
-      KVSTASH_ASSIGN_OR_RETURN(KvChunk k, dckv_->Decode(payloads[i], c.options().model_fingerprint,
-                                                        StreamOf(stream), dst[i], bytes));
+      const uint32_t first = static_cast<uint32_t>(i) * C;
+      Result<KvChunk> r =
+          dckv_ ? dckv_->Decode(payloads[i], c.options().model_fingerprint, StreamOf(stream), dst[i], bytes)
+                : spec_->Decode(payloads[i], spec::PredictedSlice(prediction, c.layout(), first, first + keys[i].tokens),
+                                c.options().model_fingerprint, StreamOf(stream), dst[i], bytes);
+      KVSTASH_ASSIGN_OR_RETURN(KvChunk k, std::move(r));
       if (!(k.layout == c.layout()) || k.tokens != keys[i].tokens) {
         return Status::Mismatch("decoded chunk has another shape than the chain's chunk");
       }
@@ -290,6 +310,7 @@ class DeviceDecoder {
   nb::object codec_obj_;  // keeps the PrefixCodec alive
   PyCodec* codec_ = nullptr;
   std::unique_ptr<gpu::DeviceDckvDecoder> dckv_;
+  std::unique_ptr<gpu::DeviceSpecDecoder> spec_;
   int device_ = -1;
 };
 
@@ -331,18 +352,18 @@ void BindCuda(nb::module_& m) {
       nb::arg("stream") = 0,
       "The inverse of scatter_chunk: reads chunk tokens [t_begin, t_end) from the caches into `chunk`.");
   nb::class_<DeviceDecoder>(m, "DeviceDecoder",
-                            "Restores a PrefixCodec's payloads into CUDA tensors (dckv on the GPU; raw and spec "
+                            "Restores a PrefixCodec's payloads into CUDA tensors (dckv and spec on the GPU; raw "
                             "verified on the CPU, then copied). Thread-safe; releases the GIL.")
       .def(nb::init<nb::object, uintptr_t>(), nb::arg("codec"), nb::arg("stream") = 0,
-           "Uploads what the codec's GPU decoder needs (dckv artifact) on the current device. Raises "
+           "Uploads what the codec's GPU decoder needs (dckv or spec artifact) on the current device. Raises "
            "UnavailableError without a device.")
       .def_prop_ro("where", &DeviceDecoder::where, "'gpu' or 'cpu': where payloads are decoded.")
       .def("restore_chunks_into", &DeviceDecoder::RestoreInto, nb::arg("tokens"), nb::arg("keys"),
            nb::arg("payloads"), nb::arg("outs"), nb::arg("stream") = 0,
            "Decodes and verifies the payloads of chain chunks [0, len(payloads)) as restore_chunks does and "
            "writes chunk i into outs[i] (C-contiguous CUDA [n_layers, 2, keys[i].tokens, n_kv_heads, "
-           "head_dim], 16-bit). Synchronises `stream`. Nothing unverified is ever written: on an error "
-           "the outs[i] of the failing chunk are untouched (the earlier ones hold verified chunks).");
+           "head_dim], 16-bit). Synchronises `stream`. On an error the tensors of the failing chunk and "
+           "later ones must not be used (earlier ones hold verified chunks).");
 }
 
 }  // namespace kvstash::py
