@@ -6,7 +6,10 @@ tensor per attention layer of logical shape [num_blocks, n_kv_heads, block_size,
 the KV cache group's KVCacheLayout), the same logical shape as the CPU backend but a
 plain strided layout: kvstash.cuda's kernels (gpu_kernels/kv_blocks.h) read the strides
 from the tensors. Supported: bf16/f16 caches of that shape whose content dim has stride
-1. Refused with LayoutError at register_kv_caches: quantized caches (fp8, nvfp4: another
+1. The tensors' block_size may be a kernel block size that divides the scheduler's
+(vLLM's create_kv_cache_views splits each manager block into `ratio` dense kernel
+blocks, manager block b = kernel blocks b * ratio .. b * ratio + ratio - 1): the block
+tables are expanded accordingly (kernel_block_ids). Refused with LayoutError at register_kv_caches: quantized caches (fp8, nvfp4: another
 dtype than the model's), MLA (3-D caches), anything else.
 
 Load: the codec's payloads are restored into CUDA staging chunks by
@@ -50,6 +53,11 @@ def scatter_plan(first_block: int, n_chunks: int, chunk_tokens: int,
     return plan
 
 
+def kernel_block_ids(block_ids: list[int], ratio: int) -> list[int]:
+    """The kernel block table of a manager block table (each block -> `ratio` blocks)."""
+    return [b * ratio + r for b in block_ids for r in range(ratio)]
+
+
 def cuda_module():
     """kvstash.cuda, or LayoutError saying how to build it."""
     try:
@@ -66,9 +74,11 @@ class CudaPagedKv:
     """The CUDA layers of one worker. Construct through `create`, which checks them."""
 
     def __init__(self, kc: Any, layers: list[torch.Tensor], n_kv_heads: int, head_dim: int,
-                 block_size: int, chunk_tokens: int):
+                 block_size: int, kernel_block_size: int, chunk_tokens: int):
         self.kc, self.layers = kc, layers
         self.H, self.D, self.B, self.C = n_kv_heads, head_dim, block_size, chunk_tokens
+        self.KB = kernel_block_size               # tokens per block of the tensors
+        self.ratio = block_size // kernel_block_size
         self.device = layers[0].device
         self.dtype = layers[0].dtype
         self._decoders: dict[int, tuple[Any, Any]] = {}
@@ -83,9 +93,9 @@ class CudaPagedKv:
         if first.dim() != 4 or first.shape[3] % 2:
             raise LayoutError(f"CUDA KV cache {tuple(first.shape)}: expected vLLM's [blocks, kv_heads, "
                               "block_size, 2 * head_dim] (MLA and other layouts are not supported)")
-        _, H, B, D2 = (int(s) for s in first.shape)
-        if B != block_size:
-            raise LayoutError(f"KV cache block size {B} != scheduler block size {block_size}")
+        _, H, KB, D2 = (int(s) for s in first.shape)
+        if KB < 1 or block_size % KB:
+            raise LayoutError(f"CUDA KV cache block size {KB} does not divide the scheduler block size {block_size}")
         if first.dtype not in (torch.bfloat16, torch.float16) or first.dtype != model_dtype:
             raise LayoutError(f"CUDA KV cache dtype {first.dtype}: only unquantized bf16/f16 caches of the "
                               f"model's dtype {model_dtype} are supported")
@@ -98,7 +108,7 @@ class CudaPagedKv:
         ok, why = kc.device_available()
         if not ok:
             raise LayoutError(f"CUDA KV caches but the kvstash CUDA module sees no device: {why}")
-        return CudaPagedKv(kc, layers, H, D2 // 2, B, chunk_tokens)
+        return CudaPagedKv(kc, layers, H, D2 // 2, block_size, KB, chunk_tokens)
 
     def _stream(self) -> int:
         return torch.cuda.current_stream(self.device).cuda_stream
@@ -132,7 +142,8 @@ class CudaPagedKv:
                 raise LayoutError(f"{len(outs)} payloads for a load of {n_chunks} chunks")
             self._decoder(codec).restore_chunks_into(tokens, keys, payloads, outs, stream)
             for j, first_token, t_begin in scatter_plan(first_block, n_chunks, C, B):
-                self.kc.scatter_chunk(outs[j], self.layers, block_ids[:(j + 1) * bpc], first_token, B,
+                table = kernel_block_ids(block_ids[:(j + 1) * bpc], self.ratio)
+                self.kc.scatter_chunk(outs[j], self.layers, table, first_token, self.KB,
                                       t_begin=t_begin, stream=stream)
             torch.cuda.current_stream(self.device).synchronize()
 
@@ -141,5 +152,6 @@ class CudaPagedKv:
         T = len(block_ids) * self.B
         with torch.cuda.device(self.device):
             buf = torch.empty((len(self.layers), 2, T, self.H, self.D), dtype=self.dtype, device=self.device)
-            self.kc.gather_chunk(self.layers, block_ids, 0, self.B, buf, stream=self._stream())
+            self.kc.gather_chunk(self.layers, kernel_block_ids(block_ids, self.ratio), 0, self.KB, buf,
+                                 stream=self._stream())
             return buf.cpu()  # synchronises the current stream

@@ -14,6 +14,8 @@ Save (wait_for_save, after the forward wrote the step's KV): copy the chunks' bl
   so the blocks may be freed as soon as the step ends), then encode and PUT them on the
   background save thread. A full queue drops the save (saves_dropped) rather than
   stalling the engine; a failed PUT is counted (save_failures) and otherwise harmless.
+CUDA caches: the same steps on the GPU (cuda_layout.CudaPagedKv, selected by
+  register_kv_caches; docs/engines/vllm.md "GPU: CUDA KV caches").
 Thread-safety: hooks run on vLLM's worker thread; the save thread only touches its own
 job, the client (thread-safe) and the counters (locked).
 """
@@ -80,6 +82,8 @@ class WorkerSide:
             raise LayoutError("no KV cache tensors to register")
         names = sorted(kv_caches, key=_layer_index)
         first = kv_caches[names[0]]
+        if first.device.type == "cuda":  # cuda_layout.py: GPU decode and kernel scatter/gather
+            return self._register_cuda_kv_caches(names, kv_caches)
         if first.dim() != 4:
             raise LayoutError(f"KV cache of {names[0]} is {tuple(first.shape)}: expected the CPU "
                               "backend's [blocks, kv_heads, block_size, 2 * head_dim]")
@@ -89,20 +93,25 @@ class WorkerSide:
         self.H, self.D = int(H), int(D2 // 2)
         if first.dtype != self.model_dtype:
             raise LayoutError(f"KV cache dtype {first.dtype} != model dtype {self.model_dtype}")
-        if first.device.type == "cuda":  # cuda_layout.py: GPU decode and kernel scatter/gather
-            self.cuda = CudaPagedKv.create([kv_caches[n] for n in names], self.B, self.C, self.model_dtype)
-            where = f"CUDA {first.device}"
-        else:
-            isa = cpu_attention_isa(self.model_dtype, self.B, self.D, self.kv_cache_dtype)
-            self.order = TileOrder.probe(self.B, self.D, self.H, first.dtype, isa)
-            for n in names:
-                self.order.check_cache(kv_caches[n], self.H)
-            where = f"CPU isa {isa}"
+        isa = cpu_attention_isa(self.model_dtype, self.B, self.D, self.kv_cache_dtype)
+        self.order = TileOrder.probe(self.B, self.D, self.H, first.dtype, isa)
+        for n in names:
+            self.order.check_cache(kv_caches[n], self.H)
         self.layers = [kv_caches[n] for n in names]
         self.layer_names = names
         self.codecs = self._make_codecs(len(names), self.H, self.D)
-        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, %s",
-                 len(names), self.H, self.D, self.B, self.C, where)
+        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, CPU isa %s",
+                 len(names), self.H, self.D, self.B, self.C, isa)
+
+    def _register_cuda_kv_caches(self, names: list[str], kv_caches: dict[str, torch.Tensor]) -> None:
+        """CUDA caches: checked and moved by cuda_layout.CudaPagedKv (LayoutError if it cannot)."""
+        self.layers = [kv_caches[n] for n in names]
+        self.cuda = CudaPagedKv.create(self.layers, self.B, self.C, self.model_dtype)
+        self.H, self.D = self.cuda.H, self.cuda.D
+        self.layer_names = names
+        self.codecs = self._make_codecs(len(names), self.H, self.D)
+        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d (kernel block %d), chunk %d, CUDA %s",
+                 len(names), self.H, self.D, self.B, self.cuda.KB, self.C, self.layers[0].device)
 
     # ------------------------------------------------------------------ load
     def start_load_kv(self, meta: KvstashConnectorMetadata) -> None:
@@ -123,12 +132,10 @@ class WorkerSide:
             route = keys[0].stored
             dl = self.cfg.get_deadline_ms
             payloads = list(self._pool.map(lambda k: self.client.get(route, k.stored, deadline_ms=dl), keys))
-            if self.cuda is not None:
+            if self.cuda is not None:  # restore on the GPU (verified), scatter with the kernel
                 self.cuda.load(codec, op.tokens, keys, payloads, op.block_ids, op.first_block, op.n_chunks)
-                arrays = None
             else:
                 arrays = codec.restore_chunks(op.tokens, keys, payloads)
-            if arrays is not None:
                 if len(arrays) != op.n_chunks:
                     raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
                 self._scatter(op, arrays)

@@ -8,7 +8,7 @@ Run: .venv-vllm/bin/python -m pytest -q engines/vllm/tests/test_cuda_layout.py  
 import pytest
 import torch
 
-from kvstash_vllm.cuda_layout import CudaPagedKv, cuda_module, scatter_plan
+from kvstash_vllm.cuda_layout import CudaPagedKv, cuda_module, kernel_block_ids, scatter_plan
 from kvstash_vllm.layout import LayoutError
 
 
@@ -18,6 +18,12 @@ def test_scatter_plan_matches_the_cpu_rule():
     assert scatter_plan(0, 2, 256, 16) == [(0, 0, 0), (1, 256, 0)]
     assert scatter_plan(32, 2, 256, 16) == []          # everything already cached
     assert scatter_plan(3, 1, 8, 2) == [(0, 0, 6)]      # 4 blocks of 2: the last one only
+
+
+def test_kernel_block_ids_split_manager_blocks():
+    assert kernel_block_ids([3, 0, 5], 1) == [3, 0, 5]
+    # 64-token manager blocks as 16-token kernel blocks: block 3 = kernel blocks 12..15.
+    assert kernel_block_ids([3, 0], 4) == [12, 13, 14, 15, 0, 1, 2, 3]
 
 
 def _module_or_none():
@@ -77,3 +83,29 @@ def test_load_and_save_on_cuda_caches():
     assert np.array_equal(saved.view(torch.int16).numpy().view(np.uint16), ref)
     with pytest.raises(LayoutError):
         CudaPagedKv.create([layers[0].to(torch.float16)], B, C, torch.bfloat16)
+    with pytest.raises(LayoutError):
+        CudaPagedKv.create(layers, 6, C, torch.bfloat16)  # 4-token blocks do not divide 6
+
+
+def test_kernel_blocks_smaller_than_the_scheduler_blocks():
+    _gpu()
+    import numpy as np
+
+    import kvstash
+    L, H, D, C, N = 1, 2, 8, 8, 12  # scheduler blocks of 4 tokens, kernel blocks of 2
+    codec = kvstash.PrefixCodec.raw(kvstash.KvLayout(L, H, D), kvstash.PrefixCodecOptions(
+        bytes(32), chunk_tokens=C, tenant="t", kv_dtype="bf16"))
+    tokens = list(range(C))
+    keys = codec.chain_keys(tokens)
+    chunk = np.random.default_rng(9).integers(0, 2**16, (L, 2, C, H, D), dtype=np.uint16)
+    payloads = [p.payload for p in codec.encode_chunks(tokens, keys, [chunk])]
+    layers = [torch.zeros((N, H, 2, 2 * D), dtype=torch.bfloat16, device="cuda")]
+    paged = CudaPagedKv.create(layers, 4, C, torch.bfloat16)
+    assert (paged.KB, paged.ratio) == (2, 2)
+    paged.load(codec, tokens, keys, payloads, [5, 2], first_block=0, n_chunks=1)
+    for t in range(C):  # manager block [5, 2][t // 4] -> kernel block 2 * that + (t % 4) // 2
+        kblk, slot = 2 * [5, 2][t // 4] + (t % 4) // 2, t % 2
+        got = layers[0][kblk, :, slot].view(torch.int16).cpu().numpy().view(np.uint16)
+        assert np.array_equal(got[:, :D], chunk[0, 0, t]) and np.array_equal(got[:, D:], chunk[0, 1, t])
+    saved = paged.gather([5, 2])
+    assert np.array_equal(saved.view(torch.int16).numpy().view(np.uint16), chunk)
