@@ -139,6 +139,9 @@ Layers DescribeLayers(const std::vector<CudaArray>& layers, const std::string& l
   } else {
     ThrowInvalid("layout: expected blocks_heads_slots, kv_first or block_first, got " + layout);
   }
+  for (size_t i = 0; i < f.ndim(); ++i) {  // expanded (stride 0) dims would alias elements
+    if (f.shape(i) > 1 && f.stride(i) == 0) ThrowInvalid("layers[0]: a dimension of stride 0 (an expanded view)");
+  }
   if (x.block_size != block_size) {
     ThrowInvalid("layers[0]: block size " + std::to_string(x.block_size) + ", the engine's " +
                  std::to_string(block_size));
