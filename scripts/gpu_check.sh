@@ -47,16 +47,21 @@ run_binaries() {  # $1 = folder with binaries; runs tests then benches
     KVSTASH_SOURCE_DIR="$ROOT" "$b" --benchmark_out="$LOGDIR/$(basename "$b").json" \
       --benchmark_out_format=json 2>&1 | tee "$LOGDIR/$(basename "$b").log" | tail -n 30
   done
-  # The determinism manifest (docs/determinism.md) on this machine's build. UNTESTED on a
-  # GPU so far (written without one); it checks the CPU decoders of the GPU build only:
-  # the CUDA predictor/decoders against the same fixtures are not wired in yet.
-  local det
+  # The determinism manifest (docs/determinism.md): every CPU item of this build, and
+  # with --cuda the CUDA predictor (SpecPredictorCuda), spec decoder (DeviceSpecDecoder)
+  # and dckv decoder (DeviceDckvDecoder) as cuda:<item>, each equal to the manifest's
+  # <item>. Needs models/ (94 MB: more than the lent device machine's 64 MiB carry, so
+  # --from-bundle there skips it, visibly).
+  local det model="$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf"
   det=$(find "$1" -maxdepth 4 -type f -perm -u+x -name kvstash_determinism | head -n 1)
-  if [[ -n "$det" ]]; then
-    echo "== kvstash_determinism (manifest tests/determinism/manifest.json)"
-    "$det" --manifest "$ROOT/tests/determinism/manifest.json" --fixtures "$ROOT/tests/determinism/fixtures" \
-      --model "$ROOT/models/SmolLM2-135M-Instruct.Q4_1.gguf" 2>&1 | tee "$LOGDIR/determinism.log" | tail -n 20
+  if [[ -n "$det" && -f "$model" ]]; then
+    echo "== kvstash_determinism --cuda (manifest tests/determinism/manifest.json)"
+    "$det" --cuda --manifest "$ROOT/tests/determinism/manifest.json" --fixtures "$ROOT/tests/determinism/fixtures" \
+      --model "$model" --splits 1,33 --json "$LOGDIR/determinism.json" 2>&1 | tee "$LOGDIR/determinism.log" | tail -n 30
     [[ ${PIPESTATUS[0]} -eq 0 ]] || fail=1
+  else
+    echo "SKIPPED kvstash_determinism --cuda: ${det:-no kvstash_determinism binary} / $model absent" \
+      | tee "$LOGDIR/determinism.log"
   fi
   [[ $fail -eq 0 ]] && echo "gpu_check: all GPU tests passed" || echo "gpu_check: FAILURES"
   return $fail
