@@ -102,13 +102,19 @@ Result<DeviceDckvDecoder> DeviceDckvDecoder::Create(dckv::DckvArtifact artifact,
 
 Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
                                           const Digest256& model_fingerprint,
-                                          cudaStream_t stream) const {
+                                          cudaStream_t stream, uint8_t* device_out,
+                                          uint64_t device_out_bytes) const {
   const Model& m = *model_;
   const dckv::DckvArtifact& a = m.codec->artifact();
   KVSTASH_ASSIGN_OR_RETURN(dckv::DckvParsedPayload parsed, m.codec->SplitPayload(payload, model_fingerprint));
   const dckv::DckvQuantized& q = parsed.q;
   if (q.out_dtype != DType::kBF16) {
     return Status::NotSupported("dckv GPU decoder: f16 payloads decode on the CPU only");
+  }
+  if (device_out != nullptr && device_out_bytes != m.codec->OutputLayout().DataBytes(q.tokens)) {
+    return Status::InvalidArgument("dckv GPU decoder: device_out has " + std::to_string(device_out_bytes) +
+                                   " bytes, the chunk " +
+                                   std::to_string(m.codec->OutputLayout().DataBytes(q.tokens)));
   }
   const uint32_t hr = a.HeadRow();
   const uint64_t per_token = 2ull * a.n_layers * hr;
@@ -247,6 +253,11 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
   }
   if (out.ContentChecksum() != parsed.content_checksum) {
     return Status::Corruption("dckv: decoded content checksum mismatch (GPU decoder)");
+  }
+  if (device_out != nullptr) {  // the verified bytes, never the unverified workspace
+    KVSTASH_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(device_out, out.data.data(), out.data.size(), cudaMemcpyHostToDevice, stream));
+    KVSTASH_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   }
   return out;
 }

@@ -14,6 +14,8 @@ Save (wait_for_save, after the forward wrote the step's KV): copy the chunks' bl
   so the blocks may be freed as soon as the step ends), then encode and PUT them on the
   background save thread. A full queue drops the save (saves_dropped) rather than
   stalling the engine; a failed PUT is counted (save_failures) and otherwise harmless.
+CUDA caches: the same steps on the GPU (cuda_layout.CudaPagedKv, selected by
+  register_kv_caches; docs/engines/vllm.md "GPU: CUDA KV caches").
 Thread-safety: hooks run on vLLM's worker thread; the save thread only touches its own
 job, the client (thread-safe) and the counters (locked).
 """
@@ -30,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .cuda_layout import CudaPagedKv
 from .layout import LayoutError, TileOrder, cpu_attention_isa
 from .metadata import KvstashConnectorMetadata, LoadOp, SaveOp
 from .stats import Counters, failure_reason
@@ -64,6 +67,7 @@ class WorkerSide:
         self.layers: list[torch.Tensor] = []
         self.layer_names: list[str] = []
         self.order: TileOrder | None = None
+        self.cuda: CudaPagedKv | None = None  # set when the caches are CUDA tensors
         self.H = self.D = 0
         self._failed_blocks: set[int] = set()
         self._pool = ThreadPoolExecutor(max_workers=cfg.get_parallelism, thread_name_prefix="kvstash-get")
@@ -78,6 +82,8 @@ class WorkerSide:
             raise LayoutError("no KV cache tensors to register")
         names = sorted(kv_caches, key=_layer_index)
         first = kv_caches[names[0]]
+        if first.device.type == "cuda":  # cuda_layout.py: GPU decode and kernel scatter/gather
+            return self._register_cuda_kv_caches(names, kv_caches)
         if first.dim() != 4:
             raise LayoutError(f"KV cache of {names[0]} is {tuple(first.shape)}: expected the CPU "
                               "backend's [blocks, kv_heads, block_size, 2 * head_dim]")
@@ -96,6 +102,16 @@ class WorkerSide:
         self.codecs = self._make_codecs(len(names), self.H, self.D)
         log.info("kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, CPU isa %s",
                  len(names), self.H, self.D, self.B, self.C, isa)
+
+    def _register_cuda_kv_caches(self, names: list[str], kv_caches: dict[str, torch.Tensor]) -> None:
+        """CUDA caches: checked and moved by cuda_layout.CudaPagedKv (LayoutError if it cannot)."""
+        self.layers = [kv_caches[n] for n in names]
+        self.cuda = CudaPagedKv.create(self.layers, self.B, self.C, self.model_dtype)
+        self.H, self.D = self.cuda.H, self.cuda.D
+        self.layer_names = names
+        self.codecs = self._make_codecs(len(names), self.H, self.D)
+        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d (kernel block %d), chunk %d, CUDA %s",
+                 len(names), self.H, self.D, self.B, self.cuda.KB, self.C, self.layers[0].device)
 
     # ------------------------------------------------------------------ load
     def start_load_kv(self, meta: KvstashConnectorMetadata) -> None:
@@ -116,10 +132,13 @@ class WorkerSide:
             route = keys[0].stored
             dl = self.cfg.get_deadline_ms
             payloads = list(self._pool.map(lambda k: self.client.get(route, k.stored, deadline_ms=dl), keys))
-            arrays = codec.restore_chunks(op.tokens, keys, payloads)
-            if len(arrays) != op.n_chunks:
-                raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
-            self._scatter(op, arrays)
+            if self.cuda is not None:  # restore on the GPU (verified), scatter with the kernel
+                self.cuda.load(codec, op.tokens, keys, payloads, op.block_ids, op.first_block, op.n_chunks)
+            else:
+                arrays = codec.restore_chunks(op.tokens, keys, payloads)
+                if len(arrays) != op.n_chunks:
+                    raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
+                self._scatter(op, arrays)
         except Exception as e:
             reason = failure_reason(e)
             bad = op.block_ids[op.first_block:]
@@ -170,6 +189,8 @@ class WorkerSide:
                 self.counters.add(saves_dropped=1)
 
     def _gather(self, block_ids: list[int]) -> torch.Tensor:
+        if self.cuda is not None:
+            return self.cuda.gather(block_ids)
         ids = torch.tensor(block_ids, dtype=torch.int64)
         T = len(block_ids) * self.B
         buf = torch.empty(len(self.layers), 2, T, self.H, self.D, dtype=self.layers[0].dtype)
