@@ -23,6 +23,7 @@ for b in "${BINARIES[@]}"; do targets+=("$(basename "$b")"); done
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVSTASH_SANITIZE=ON \
       -DKVSTASH_CUDA=OFF -DKVSTASH_BENCHMARKS=OFF >/dev/null
+commit="$(git rev-parse HEAD)"   # the tree the build compiles
 t0=$(date +%s)
 cmake --build build-asan -j "$JOBS" --target "${targets[@]}" >build-asan/asan_integration.build.log 2>&1 \
   || { tail -n 40 build-asan/asan_integration.build.log; exit 1; }
@@ -50,9 +51,9 @@ if ((reports > 0)); then
   rc=3
   head -n 60 build-asan/asan/report.*
 fi
-.venv/bin/python - "$JSON" "$build_s" "$reports" "${rows[@]}" <<'PY'
-import json, os, subprocess, sys
-out, build_s, reports, *rows = sys.argv[1:]
+.venv/bin/python - "$JSON" "$commit" "$build_s" "$reports" "${rows[@]}" <<'PY'
+import json, os, sys
+out, commit, build_s, reports, *rows = sys.argv[1:]
 runs = {}
 for r in rows:
     name, status, secs = r.split("|")
@@ -65,7 +66,7 @@ d = {"campaign": "ASan + UBSan over the store, server, CLI and hybrid-server int
                  "(gcc Debug, -fsanitize=address,undefined -fno-sanitize-recover=all; the kvstash-server "
                  "processes they start are the same ASan build)",
      "command": "scripts/asan_integration.sh",
-     "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+     "git_commit": commit,
      "build_s": int(build_s), "machine_load_1m": round(os.getloadavg()[0], 2),
      "sanitizer_reports": int(reports), "runs": runs,
      "clean": int(reports) == 0 and all(r["failures"] == 0 and r["exit_status"] == 0 for r in runs.values())}
