@@ -8,7 +8,8 @@
 #   4. the Python tests of tools/ (pytest);
 #   5. the kvstash Python package: pip install ./python into .venv (scikit-build-core +
 #      nanobind, build folder build-python/, ccache), then its pytest suite python/tests
-#      against the build/kvstash-server just built;
+#      against the build/kvstash-server just built; with CUDA, the optional CUDA module
+#      built as a wheel (build-python-cuda/) and its tests run without a device;
 #   6. the vLLM connector tests (engines/vllm/tests, real vLLM in .venv-vllm, real
 #      kvstash-server from build/): installs the kvstash package into .venv-vllm first;
 #   6b. the determinism variants (docs/determinism.md): decoder-only builds clang -O0,
@@ -20,6 +21,7 @@
 #   7. optional (KVSTASH_TSAN=1): the store and server integration tests under
 #      ThreadSanitizer, the kvstash-server processes they start included (build-tsan/).
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
+#   KVSTASH_SKIP_PYTHON_CUDA=1 (the CUDA module's compile check),
 # KVSTASH_SKIP_VLLM=1, KVSTASH_SKIP_CROSS=1, KVSTASH_SKIP_TSA=1, KVSTASH_TSAN=1,
 # KVSTASH_JOBS (parallel build jobs, default nproc).
 set -euo pipefail
@@ -77,6 +79,19 @@ step "Python tests (tools/)"
 step "Python package (pip install ./python, python/tests)"
 CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv/bin/pip install -q ./python
 KVSTASH_SERVER_BIN="$ROOT/build/kvstash-server" .venv/bin/python -m pytest -q -rs python/tests
+
+# The optional CUDA module (python/src/cuda) must keep compiling: a wheel built in its own
+# folder (build-python-cuda/, so the default install above stays incremental), unpacked
+# and imported by the CUDA tests without a device (~1.5 min warm, ~7 min cold).
+if [[ "${KVSTASH_SKIP_PYTHON_CUDA:-0}" != 1 ]] && grep -q '^KVSTASH_CUDA:BOOL=ON' build/CMakeCache.txt; then
+  step "Python CUDA module (pip wheel -C cmake.define.KVSTASH_PYTHON_CUDA=ON, build-python-cuda/)"
+  rm -rf build-python-cuda/wheel build-python-cuda/unpacked
+  CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv/bin/pip wheel -q --no-deps ./python -w build-python-cuda/wheel \
+      -C cmake.define.KVSTASH_PYTHON_CUDA=ON -C build-dir=../build-python-cuda
+  .venv/bin/python -m zipfile -e build-python-cuda/wheel/kvstash-*.whl build-python-cuda/unpacked
+  PYTHONPATH="$ROOT/build-python-cuda/unpacked" .venv/bin/python -m pytest -q -rs -p no:cacheprovider \
+      python/tests/test_cuda.py
+fi
 
 if [[ "${KVSTASH_SKIP_VLLM:-0}" != 1 && -x .venv-vllm/bin/python ]]; then
   step "vLLM connector tests (.venv-vllm)"
