@@ -155,38 +155,44 @@ class WorkerSide:
             raise RuntimeError(f"chain has {len(keys)} full chunks, {n_chunks} expected")
         return keys[:n_chunks]
 
-    def _fetch(self, op: LoadOp) -> tuple[list, int]:
-        """GET + verify + decode: (arrays [L, 2, C, H, D] per chunk, payload bytes).
-        Touches no engine state. Raises on any failure."""
+    def _fetch(self, op: LoadOp) -> tuple[Any, list, list[bytes]]:
+        """GET the load's chunks (the network part): (codec, keys, payloads). Touches no
+        engine state. Raises on any failure."""
         codec = self.codecs.get(op.ns)
         keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
         route = keys[0].stored
         dl = self.cfg.get_deadline_ms
         payloads = list(self._pool.map(lambda k: self.client.get(route, k.stored, deadline_ms=dl), keys))
+        return codec, keys, payloads
+
+    def _restore_into_blocks(self, op: LoadOp, codec: Any, keys: list, payloads: list[bytes]) -> None:
+        """Verify + decode the payloads and write them into the request's blocks: the one
+        place that depends on where the KV cache lives (CPU: restore_chunks + _scatter).
+        Raises on any failure (then nothing may read the blocks: they are reported failed)."""
         arrays = codec.restore_chunks(op.tokens, keys, payloads)
         if len(arrays) != op.n_chunks:
             raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
-        return arrays, sum(len(p) for p in payloads)
+        self._scatter(op, arrays)
 
     def _load(self, op: LoadOp, job: LoadJob | None = None) -> set[int]:
-        """Fetches and scatters one load; returns the blocks that failed (empty: loaded).
+        """Fetches and restores one load; returns the blocks that failed (empty: loaded).
         A cancelled job (its request finished) is not decoded or scattered."""
         t0 = time.perf_counter()
         try:
             if job is not None and job.cancelled:
                 self.counters.add(loads_cancelled=1)
                 return set()
-            arrays, nbytes = self._fetch(op)
+            codec, keys, payloads = self._fetch(op)
             if job is not None and job.cancelled:
                 self.counters.add(loads_cancelled=1)
                 return set()
-            self._scatter(op, arrays)
+            self._restore_into_blocks(op, codec, keys, payloads)
         except Exception as e:
             return self._fail(op, e)
         finally:
             self.counters.add(load_ms=(time.perf_counter() - t0) * 1e3)
         loaded = (len(op.block_ids) - op.first_block) * self.B
-        self.counters.add(loads=1, loaded_tokens=loaded, load_bytes=nbytes)
+        self.counters.add(loads=1, loaded_tokens=loaded, load_bytes=sum(len(p) for p in payloads))
         return set()
 
     def _fail(self, op: LoadOp, e: BaseException) -> set[int]:
