@@ -13,7 +13,8 @@ cache OFF so every reuse is kvstash's, VLLM_ENABLE_V1_MULTIPROCESSING=0, 1 threa
   per codec: process 1 serves question 0 (miss: prefill + save), then per load mode a
   FRESH process serves questions 1..repeats one at a time, loading the stored prefix
   chunks: runs[codec] with asynchronous loads (async_load, the default),
-  runs[codec + "_sync"] with async_load false (the load inside the engine step).
+  runs[codec + "_sync"] with async_load false (the load inside the engine step). Loading
+  processes do not save (save false), so every mode loads exactly what process 1 stored.
 TTFT is vLLM's own first_token_latency per request (RequestStateStats); reported as
 the median (and all values). Bytes moved: the connector's load_bytes (payload bytes
 received by process 2) and save_bytes, next to the bf16 bytes of the loaded tokens.
@@ -174,7 +175,7 @@ def main(argv=None):
                 name = codec if mode == "async" else f"{codec}_sync"
                 lcfg = connector_config([srv.address], codec=codec, chunk_tokens=a.chunk_tokens,
                                         get_deadline_ms=30000, put_deadline_ms=60000,
-                                        async_load=(mode == "async"), **extra)
+                                        async_load=(mode == "async"), save=False, **extra)
                 loader = engine(lcfg, f"{name}-load")
                 try:
                     ttft, tokens, w = serve_one_by_one(loader, timed, a.max_tokens)
