@@ -43,6 +43,7 @@ class ConnectorConfig:
     get_parallelism: int = 4             # concurrent chunk GETs (all loads together)
     async_load: bool = True              # load between steps (vLLM parks the request); False: in the step
     load_concurrency: int = 2            # async mode: loads in flight at once (background threads)
+    idle_wait_ms: int = 5                # async mode: a step with nothing to compute waits this long for a load
     max_pending_saves: int = 16          # queued saves; beyond: dropped and counted
     cache_multimodal: bool = False       # cache requests with multimodal inputs, keyed by their digests
     save: bool = True                    # store prefixes (also requires kv_role producer/both)
@@ -99,6 +100,8 @@ class ConnectorConfig:
             raise ConfigError("tenant: must not be empty")
         if self.chunk_tokens < 0:
             raise ConfigError("chunk_tokens: must be >= 0")
+        if self.idle_wait_ms < 0:
+            raise ConfigError("idle_wait_ms: must be >= 0")
         for key in ("lookup_deadline_ms", "get_deadline_ms", "put_deadline_ms",
                     "get_parallelism", "max_pending_saves", "codec_threads", "load_concurrency"):
             if getattr(self, key) <= 0:

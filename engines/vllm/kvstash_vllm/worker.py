@@ -49,7 +49,6 @@ from .stats import Counters, failure_reason
 log = logging.getLogger("kvstash_vllm")
 
 _LAYER_RE = re.compile(r"(\d+)")
-IDLE_WAIT_S = 0.005      # an engine step with no forward waits this long for a load to finish
 
 
 def _layer_index(name: str) -> int:
@@ -144,7 +143,7 @@ class WorkerSide:
         if self._loader is None:
             return set()
         self.loads.cancel(finished_req_ids)
-        done = self.loads.take_done(IDLE_WAIT_S if idle else 0.0)
+        done = self.loads.take_done(self.cfg.idle_wait_ms / 1e3 if idle else 0.0)
         for job in done:
             self._report_failed(job.failed_blocks)
         return {job.req_id for job in done}

@@ -32,6 +32,7 @@ def test_servers_forms():
     ({"save": 1}, "true or false"),
     ({"async_load": "yes"}, "true or false"),
     ({"load_concurrency": 0}, "must be > 0"),
+    ({"idle_wait_ms": -1}, "must be >= 0"),
     ({"model_fingerprint": "abc"}, "64 hex"),
     ({"tenant": ""}, "tenant"),
     ({"credential_file": "/nonexistent"}, "credential_file"),
