@@ -111,6 +111,8 @@ const bool kRegistered = RegisterCommand(
     "bench link",
     "Restore a SmolLM2 prefix over a shaped link (netns + tbf; needs root) vs recomputing it",
     [](CLI::App* cmd) {
+      cmd->footer("Exit status: 0 done; 1 error; 2 usage error; 77 skipped (not root or no CAP_NET_ADMIN, "
+                  "no ip or tc, no /dev/net/tun: the message says which).");
       auto o = std::make_shared<BenchLinkOptions>();
       cmd->add_option("--json", o->json, "Write {setup, rows, crossover} to FILE as JSON");
       cmd->add_option("--rate", o->rates, "Link rate, e.g. 10G 1G 100M 10M (repeatable). Default: those four");

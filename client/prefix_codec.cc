@@ -292,15 +292,38 @@ Result<std::vector<PutChunk>> PrefixCodec::EncodeChunks(std::span<const uint32_t
   return out;
 }
 
-Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, uint32_t token_offset,
-                                       uint32_t tokens, const model::PredictorCache* prediction) const {
-  // The header must describe this chunk of this chain before any decoder trusts it.
+Status PrefixCodec::CheckPosition(std::span<const uint8_t> payload, uint32_t token_offset, uint32_t tokens) {
   KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
   if (h.tokens != tokens || h.token_offset != token_offset) {
     return Status::Mismatch("payload covers tokens [" + std::to_string(h.token_offset) + ", +" +
                             std::to_string(h.tokens) + "), the chain's chunk is [" +
                             std::to_string(token_offset) + ", +" + std::to_string(tokens) + ")");
   }
+  return Status::Ok();
+}
+
+Status PrefixCodec::CheckRestoreInputs(std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
+                                       std::span<const std::vector<uint8_t>> payloads) const {
+  if (payloads.empty()) return Status::InvalidArgument("Restore: no payloads");
+  KVSTASH_RETURN_IF_ERROR(CheckChain(tokens, keys));
+  if (payloads.size() > keys.size()) return Status::InvalidArgument("Restore: more payloads than chunks");
+  for (uint32_t i = 0; i < payloads.size(); ++i) {
+    KVSTASH_RETURN_IF_ERROR(CheckPosition(payloads[i], i * options_.chunk_tokens, keys[i].tokens));
+  }
+  return Status::Ok();
+}
+
+Status PrefixCodec::PredictForRestore(std::span<const uint32_t> tokens, uint32_t n_payloads,
+                                      model::PredictorCache* out) const {
+  const uint64_t covered = std::min<uint64_t>(TokensOfChunks(tokens.size(), n_payloads), tokens.size());
+  double ms = 0;
+  return Predict(tokens.first(covered), out, &ms);
+}
+
+Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, uint32_t token_offset,
+                                       uint32_t tokens, const model::PredictorCache* prediction) const {
+  // The header must describe this chunk of this chain before any decoder trusts it.
+  KVSTASH_RETURN_IF_ERROR(CheckPosition(payload, token_offset, tokens));
   switch (options_.kind) {
     case PrefixCodecKind::kRaw:
       return DecodeRaw(payload, layout_, options_.model_fingerprint);

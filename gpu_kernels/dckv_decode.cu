@@ -11,6 +11,7 @@
 #include "codec/entropy/rans_segments.h"
 #include "gpu_kernels/cuda_check.h"
 #include "gpu_kernels/dckv_decode.cuh"
+#include "gpu_kernels/device_arena.h"
 #include "gpu_kernels/rans_decode.h"
 
 namespace kvstash::gpu {
@@ -21,31 +22,6 @@ constexpr int kThreads = 256;
 unsigned Blocks(uint64_t n) {
   return static_cast<unsigned>(std::clamp<uint64_t>((n + kThreads - 1) / kThreads, 1, 65535));
 }
-
-// One device allocation carved into 256-byte aligned parts; freed on destruction.
-class DeviceArena {
- public:
-  DeviceArena() = default;
-  DeviceArena(DeviceArena&& o) noexcept : base_(std::exchange(o.base_, nullptr)) {}
-  DeviceArena& operator=(DeviceArena&&) = delete;
-  ~DeviceArena() {
-    if (base_ != nullptr) (void)cudaFree(base_);
-  }
-  // Reserves `bytes` and returns the part's offset (before Allocate).
-  static uint64_t Reserve(uint64_t* total, uint64_t bytes) {
-    const uint64_t at = *total;
-    *total += (bytes + 255) / 256 * 256;
-    return at;
-  }
-  Status Allocate(uint64_t total) { return CudaStatus(cudaMalloc(&base_, std::max<uint64_t>(total, 256)), "dckv: cudaMalloc"); }
-  template <typename T>
-  T* at(uint64_t offset) const {
-    return reinterpret_cast<T*>(static_cast<uint8_t*>(base_) + offset);
-  }
-
- private:
-  void* base_ = nullptr;
-};
 
 // Host bytes of a vector appended to a staging buffer at a reserved offset.
 template <typename T>
@@ -116,7 +92,7 @@ Result<DeviceDckvDecoder> DeviceDckvDecoder::Create(dckv::DckvArtifact artifact,
   Stage(&staging, m->even_tables, even);
   Stage(&staging, m->odd_tables, odd);
   Stage(&staging, m->embed, a.conditioning.embed_bf16);
-  KVSTASH_RETURN_IF_ERROR(m->arena.Allocate(total));
+  KVSTASH_RETURN_IF_ERROR(m->arena.Allocate(total, "dckv: cudaMalloc"));
   KVSTASH_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(m->arena.at<uint8_t>(0), staging.data(), total, cudaMemcpyHostToDevice, stream));
   KVSTASH_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -126,13 +102,19 @@ Result<DeviceDckvDecoder> DeviceDckvDecoder::Create(dckv::DckvArtifact artifact,
 
 Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
                                           const Digest256& model_fingerprint,
-                                          cudaStream_t stream) const {
+                                          cudaStream_t stream, uint8_t* device_out,
+                                          uint64_t device_out_bytes) const {
   const Model& m = *model_;
   const dckv::DckvArtifact& a = m.codec->artifact();
   KVSTASH_ASSIGN_OR_RETURN(dckv::DckvParsedPayload parsed, m.codec->SplitPayload(payload, model_fingerprint));
   const dckv::DckvQuantized& q = parsed.q;
   if (q.out_dtype != DType::kBF16) {
     return Status::NotSupported("dckv GPU decoder: f16 payloads decode on the CPU only");
+  }
+  if (device_out != nullptr && device_out_bytes != m.codec->OutputLayout().DataBytes(q.tokens)) {
+    return Status::InvalidArgument("dckv GPU decoder: device_out has " + std::to_string(device_out_bytes) +
+                                   " bytes, the chunk " +
+                                   std::to_string(m.codec->OutputLayout().DataBytes(q.tokens)));
   }
   const uint32_t hr = a.HeadRow();
   const uint64_t per_token = 2ull * a.n_layers * hr;
@@ -166,7 +148,7 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
     const uint64_t w_sin = DeviceArena::Reserve(&total, static_cast<uint64_t>(R) * half * 4);
     const uint64_t w_out = DeviceArena::Reserve(&total, out.data.size());
     DeviceArena w;
-    KVSTASH_RETURN_IF_ERROR(w.Allocate(total));
+    KVSTASH_RETURN_IF_ERROR(w.Allocate(total, "dckv: cudaMalloc"));
     auto upload = [&](uint64_t at, const void* src, uint64_t bytes) {
       return bytes == 0 ? Status::Ok()
                         : CudaStatus(cudaMemcpyAsync(w.at<uint8_t>(at), src, bytes, cudaMemcpyHostToDevice, stream),
@@ -271,6 +253,11 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
   }
   if (out.ContentChecksum() != parsed.content_checksum) {
     return Status::Corruption("dckv: decoded content checksum mismatch (GPU decoder)");
+  }
+  if (device_out != nullptr) {  // the verified bytes, never the unverified workspace
+    KVSTASH_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(device_out, out.data.data(), out.data.size(), cudaMemcpyHostToDevice, stream));
+    KVSTASH_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   }
   return out;
 }

@@ -70,8 +70,16 @@ class DeviceDckvDecoder {
   // Decodes a dckv payload to the canonical bf16 chunk (codec().OutputLayout()),
   // byte for byte what DckvCodec::Decode returns. Errors: see above; NotSupported for
   // an f16 payload (f16 output decodes on the CPU only, DckvCodec::Decode).
+  //
+  // When `device_out` is not null it must point to device memory of exactly
+  // OutputLayout().DataBytes(tokens) bytes (tokens: the payload header's;
+  // InvalidArgument otherwise, checked before decoding): the decoded chunk's data bytes
+  // are left there too, in KvChunk::data order. They are written only AFTER the content
+  // checksum has verified them (copied from the verified host chunk, one host-to-device
+  // copy on `stream`, synchronised), so on any error device_out is untouched.
   Result<KvChunk> Decode(std::span<const uint8_t> payload, const Digest256& model_fingerprint,
-                         cudaStream_t stream) const;
+                         cudaStream_t stream, uint8_t* device_out = nullptr,
+                         uint64_t device_out_bytes = 0) const;
 
  private:
   struct Model;  // device copy of the artifact (dckv_decode.cu)

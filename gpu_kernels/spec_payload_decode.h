@@ -21,7 +21,7 @@
 //   differs from the encoder's; Corruption for a malformed body, a damaged rANS stream
 //   (the lowest failing stream's segment status) or a content checksum mismatch;
 //   InvalidArgument for a prediction of the wrong shape or a `device_out` of the wrong
-//   size; NotSupported for f32 payloads (spec codes bf16, f16 and fp8 only).
+//   size or (bf16/f16) an odd address.
 // Thread-safety: immutable after Create; Decode may run concurrently (each call owns
 //   its workspace), on the device Create was called on.
 #pragma once

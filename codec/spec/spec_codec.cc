@@ -130,9 +130,9 @@ Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
   return BuildPayload(h, body);
 }
 
-Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
-                                  const PredictedChunk& prediction,
-                                  const Digest256& model_fingerprint, int threads) {
+Result<SpecPayloadParts> SplitSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
+                                          const PredictedChunk& prediction,
+                                          const Digest256& model_fingerprint) {
   KVSTASH_ASSIGN_OR_RETURN(PayloadView pv, ParsePayload(payload));
   const PayloadHeader& h = pv.header;
   if (h.codec != CodecId::kSpec) return Status::Mismatch("payload is not a spec payload");
@@ -143,22 +143,20 @@ Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const 
     return Status::Mismatch("spec payload was encoded with another artifact");
   }
   KVSTASH_RETURN_IF_ERROR(CheckShapes(artifact, h.layout, h.tokens, prediction));
-  const KvLayout& L = h.layout;
-  const bool fp8 = L.dtype == DType::kFP8E4M3;
-  const size_t n = L.ScalarsPerTensor(h.tokens);
-  const uint32_t n_streams = 2 * L.n_layers;
-
+  const uint32_t n_streams = 2 * h.layout.n_layers;
   ByteReader r(pv.body);
   uint64_t digest = 0;
   uint32_t streams = 0;
   if (!r.U64(&digest) || !r.U32(&streams) || streams != n_streams) {
     return Status::Corruption("spec body header malformed");
   }
-  if (digest != prediction.Digest(L)) {
+  if (digest != prediction.Digest(h.layout)) {
     return Status::Mismatch("spec: the decoder's predictor output differs from the encoder's");
   }
-  KvChunk out = KvChunk::Zeros(L, h.tokens);
-  for (float& s : out.scales) {
+  SpecPayloadParts parts;
+  parts.header = h;
+  parts.scales.resize(h.layout.NumScales());
+  for (float& s : parts.scales) {
     uint32_t b = 0;
     if (!r.U32(&b)) return Status::Corruption("spec body truncated in scales");
     s = FromBits(b);
@@ -167,10 +165,25 @@ Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const 
   for (uint32_t& s : sizes) {
     if (!r.U32(&s)) return Status::Corruption("spec body truncated in stream sizes");
   }
-  std::vector<std::span<const uint8_t>> stream_bytes(n_streams);
+  parts.streams.resize(n_streams);
   for (uint32_t s = 0; s < n_streams; ++s) {
-    if (!r.Take(sizes[s], &stream_bytes[s])) return Status::Corruption("spec stream truncated");
+    if (!r.Take(sizes[s], &parts.streams[s])) return Status::Corruption("spec stream truncated");
   }
+  if (r.remaining() != 0) return Status::Corruption("spec body has trailing bytes");
+  return parts;
+}
+
+Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
+                                  const PredictedChunk& prediction,
+                                  const Digest256& model_fingerprint, int threads) {
+  KVSTASH_ASSIGN_OR_RETURN(SpecPayloadParts parts, SplitSpecPayload(artifact, payload, prediction, model_fingerprint));
+  const PayloadHeader& h = parts.header;
+  const KvLayout& L = h.layout;
+  const bool fp8 = L.dtype == DType::kFP8E4M3;
+  const size_t n = L.ScalarsPerTensor(h.tokens);
+  const uint32_t n_streams = 2 * L.n_layers;
+  KvChunk out = KvChunk::Zeros(L, h.tokens);
+  out.scales = parts.scales;
   const uint32_t workers = static_cast<uint32_t>(std::clamp(threads, 1, static_cast<int>(n_streams)));
   std::vector<StreamScratch> scratch(workers, StreamScratch(n, fp8));
   KVSTASH_RETURN_IF_ERROR(ForEachStream(n_streams, static_cast<int>(workers), [&](uint32_t w, uint32_t s) -> Status {
@@ -184,10 +197,10 @@ Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const 
       return Status::Corruption("spec body: " + st.message());
     }
     if (fp8) {
-      KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(stream_bytes[s], x.table, *artifact.tables, x.symbols8));
+      KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(parts.streams[s], x.table, *artifact.tables, x.symbols8));
       for (size_t i = 0; i < n; ++i) x.symbols[i] = x.symbols8[i];
     } else {
-      KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(stream_bytes[s], x.table, *artifact.tables, x.symbols));
+      KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(parts.streams[s], x.table, *artifact.tables, x.symbols));
     }
     std::span<uint8_t> t = kv == 0 ? out.MutableK(l) : out.MutableV(l);
     for (size_t i = 0; i < n; ++i) {
@@ -200,7 +213,6 @@ Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const 
     }
     return Status::Ok();
   }));
-  if (r.remaining() != 0) return Status::Corruption("spec body has trailing bytes");
   if (out.ContentChecksum() != h.content_checksum) {
     return Status::Corruption("spec: decoded chunk fails its content checksum");
   }

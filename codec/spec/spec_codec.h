@@ -65,6 +65,22 @@ Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
                                                const Digest256& model_fingerprint,
                                                uint32_t token_offset, int threads = 1);
 
+// A spec payload parsed and checked by SplitSpecPayload, before any stream is decoded.
+// The spans point into the payload, which must outlive this.
+struct SpecPayloadParts {
+  PayloadHeader header;
+  std::vector<float> scales;                       // [2 * n_layers], fp8 only; else empty
+  std::vector<std::span<const uint8_t>> streams;   // [2 * n_layers], layer-major, K then V
+};
+
+// Parses a payload produced by EncodeSpecPayload and checks that it is one for this
+// artifact, model and prediction (shape and digest). What every decoder runs first
+// (DecodeSpecPayload here, gpu::DeviceSpecDecoder). Errors: as DecodeSpecPayload,
+// except the stream and content-checksum ones, which only decoding finds.
+Result<SpecPayloadParts> SplitSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
+                                          const PredictedChunk& prediction,
+                                          const Digest256& model_fingerprint);
+
 // Decodes a payload produced by EncodeSpecPayload. Errors: Corruption for a malformed
 // or damaged payload or a content checksum mismatch after decoding; Mismatch for a
 // payload of another codec, artifact, model, or a prediction that differs from the

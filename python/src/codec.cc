@@ -25,6 +25,7 @@
 #include "kvstash/prefix_codec.h"
 #include "model/formats/model_loader.h"
 #include "native.h"
+#include "py_codec.h"
 
 namespace kvstash::py {
 namespace {
@@ -33,13 +34,6 @@ namespace {
 struct PyCodecOptions {
   PrefixCodecOptions o;
   bool kind_set = false;
-};
-
-// A codec and what it borrows (destroyed codec first).
-struct PyCodec {
-  std::unique_ptr<model::Model> model;
-  std::shared_ptr<const model::SpecPredictor> predictor;
-  std::unique_ptr<PrefixCodec> codec;
 };
 
 PrefixCodecOptions OptionsFor(const PyCodecOptions& po, PrefixCodecKind kind) {

@@ -29,32 +29,17 @@
 #include "model/rwkv7/rwkv7_predictor.h"
 #include "model/rwkv7/rwkv7_state.h"
 #include "tests/dckv/dckv_hand_artifact.h"
+#include "tests/determinism/determinism_items.h"
 
 namespace kvstash::determinism {
 namespace {
 
-constexpr uint32_t kPromptTokens = 64;   // tokens per prompt
-constexpr uint32_t kPrompts = 2;         // evaluation documents used
-constexpr uint32_t kChunkBegin = 56;     // spec payloads code [kChunkBegin, kPromptTokens)
 constexpr uint32_t kCalDocTokens = 256;  // spec calibration: documents of 256 tokens
 constexpr uint64_t kCalTokens = 512;     //   and 512 tokens in all (fixtures only)
 constexpr uint32_t kStateEvery = 256;    // RWKV-7 state boundaries (bytes of text)
 constexpr uint32_t kStateBytes = 512;    //   evaluated text
 constexpr uint32_t kStateCalBytes = 1024;  // calibration text (fixtures only)
 constexpr int kRwkvGroup = 32;           // the golden RWKV-7 predictor (int8-g32)
-constexpr uint32_t kDckvTokens = 40;     // dckv: the hand artifact's chunk of 40 rows
-constexpr uint32_t kDckvOffset = 5;      //   at positions [5, 45)
-
-std::string Hex(uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016" PRIx64, v);
-  return buf;
-}
-std::string Error(const Status& s) { return "error: " + s.ToString(); }
-
-const KvLayout Layout(const model::ModelConfig& c) {
-  return KvLayout{c.n_layers, c.n_kv_heads, c.head_dim, DType::kBF16};
-}
 
 // XXH3-64 over the arrays a decoder builds from a table set (decode entries and
 // symbols, the packed layout when present, the encoder's per-table offsets).
@@ -75,35 +60,6 @@ uint64_t TablesDigest(const entropy::TableSet& t) {
   return h.Digest();
 }
 
-Result<std::vector<std::vector<uint32_t>>> Prompts(const model::Model& m) {
-  KVSTASH_ASSIGN_OR_RETURN(model::Corpus c, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kEvaluation,
-                                                            kPromptTokens, kPrompts * kPromptTokens));
-  std::vector<std::vector<uint32_t>> out;
-  for (const auto& d : c.documents) {
-    if (d.tokens.size() == kPromptTokens) out.push_back(d.tokens);
-    if (out.size() == kPrompts) break;
-  }
-  if (out.size() != kPrompts) return Status::NotFound("determinism: fewer than 2 evaluation documents of 64 tokens");
-  return out;
-}
-
-std::string PromptName(size_t i) { return "eval" + std::to_string(i); }
-
-// Runs the predictor over `tokens` in the batches of `splits`.
-Status RunSplit(const model::SpecPredictor& p, std::span<const uint32_t> tokens,
-                const std::vector<uint32_t>& splits, model::PredictorCache* cache) {
-  size_t at = 0;
-  std::vector<uint32_t> ends;
-  for (uint32_t s : splits) {
-    if (s > at && s < tokens.size()) ends.push_back(s);
-  }
-  ends.push_back(static_cast<uint32_t>(tokens.size()));
-  for (uint32_t e : ends) {
-    KVSTASH_RETURN_IF_ERROR(p.Run(tokens.subspan(at, e - at), cache));
-    at = e;
-  }
-  return Status::Ok();
-}
 
 // The RWKV-7 predictor's (or model's) states every kStateEvery tokens of `t`.
 template <typename Step>
@@ -137,7 +93,6 @@ Result<std::vector<uint32_t>> ByteText(model::CorpusSplit split, uint32_t n) {
   return Status::NotFound("determinism: no corpus file of " + std::to_string(n) + " bytes");
 }
 
-std::string Fixture(const Inputs& in, const std::string& name) { return in.fixtures_dir + "/" + name; }
 
 // Writes `bytes` to emit_dir/name when emit_dir is set; a failure becomes the item's error.
 std::string Emit(const Inputs& in, const std::string& name, const std::vector<uint8_t>& bytes,

@@ -54,6 +54,10 @@ namespace kvstash::determinism {
 // name -> "0x0123456789abcdef" (or "error: ...").
 using Digests = std::map<std::string, std::string>;
 
+// Items computed by the CUDA paths are named kCudaPrefix + the manifest item they must
+// equal (determinism_cuda.h).
+inline constexpr char kCudaPrefix[] = "cuda:";
+
 struct Inputs {
   const model::Model* smollm = nullptr;      // SmolLM2-135M-Instruct Q4_1 (REQUIRED)
   const rwkv7::Rwkv7Model* rwkv7 = nullptr;  // tiny RWKV-7; null: rwkv7.* items absent

@@ -4,7 +4,7 @@
 //
 //   kvstash_determinism [--manifest FILE] [--fixtures DIR] [--model GGUF] [--rwkv7 BIN]
 //                       [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR]
-//                       [--prompts N] [--write]
+//                       [--prompts N] [--cuda] [--write]
 //
 // Exit status: 0 all items equal the manifest; 1 some differ (their names are printed
 // as "DIFFERS <name>"); 2 usage or an unusable input. The SIMD path is chosen with
@@ -13,7 +13,10 @@
 // is added); --json writes this run's digests for the variants table; --emit writes
 // the payloads and states this build re-encoded, for another platform to decode;
 // --prompts N computes and compares only the first N evaluation prompts' items (the
-// others are reported as skipped: emulated runs, scripts/determinism_aarch64.sh).
+// others are reported as skipped: emulated runs, scripts/determinism_aarch64.sh);
+// --cuda also computes the items of the CUDA predictor and decoders, named "cuda:" +
+// the manifest item each must equal (tests/determinism/determinism_cuda.h; builds
+// with KVSTASH_CUDA only; exit 2 without a device).
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +28,9 @@
 #include "common/file_bytes.h"
 #include "model/formats/model_loader.h"
 #include "tests/determinism/determinism.h"
+#ifdef KVSTASH_HAVE_CUDA
+#include "tests/determinism/determinism_cuda.h"
+#endif
 
 namespace {
 
@@ -32,7 +38,7 @@ int Usage(const char* why) {
   std::fprintf(stderr,
                "kvstash_determinism: %s\nusage: kvstash_determinism [--manifest FILE] [--fixtures DIR] "
                "[--model GGUF] [--rwkv7 BIN] [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR] "
-               "[--prompts N] [--write]\n",
+               "[--prompts N] [--cuda] [--write]\n",
                why);
   return 2;
 }
@@ -66,6 +72,7 @@ int main(int argc, char** argv) {
   }
   std::string json_out;
   bool write = false;
+  bool cuda = false;
   determinism::Inputs in;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -74,8 +81,8 @@ int main(int argc, char** argv) {
       return std::string(argv[++i]);
     };
     std::optional<std::string> v;
-    if (a == "--write") {
-      write = true;
+    if (a == "--write" || a == "--cuda") {
+      (a == "--write" ? write : cuda) = true;
       continue;
     }
     if (!(v = value())) return Usage(("missing value of " + a).c_str());
@@ -100,6 +107,10 @@ int main(int argc, char** argv) {
     }
   }
   if (write && in.prompts != SIZE_MAX) return Usage("--write computes every item: drop --prompts");
+  if (write && cuda) return Usage("--write writes the CPU reference: drop --cuda");
+#ifndef KVSTASH_HAVE_CUDA
+  if (cuda) return Usage("--cuda: this build has no CUDA (configure with KVSTASH_CUDA=ON)");
+#endif
   in.fixtures_dir = fixtures;
   if (!in.emit_dir.empty()) std::filesystem::create_directories(in.emit_dir);
 
@@ -134,6 +145,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kvstash_determinism: %s\n", got.status().ToString().c_str());
     return 2;
   }
+#ifdef KVSTASH_HAVE_CUDA
+  if (cuda) {
+    auto on_gpu = determinism::ComputeCudaDigests(in);
+    if (!on_gpu.ok()) {
+      std::fprintf(stderr, "kvstash_determinism: %s\n", on_gpu.status().ToString().c_str());
+      return 2;
+    }
+    got->insert(on_gpu->begin(), on_gpu->end());
+  }
+#endif
   if (!json_out.empty()) {
     if (Status s = determinism::WriteManifest(json_out, *got); !s.ok()) {
       std::fprintf(stderr, "kvstash_determinism: %s\n", s.ToString().c_str());
@@ -168,6 +189,12 @@ int main(int argc, char** argv) {
     const size_t before = want->size();
     std::erase_if(*want, [&](const auto& kv) { return determinism::OutsidePrompts(kv.first, in.prompts); });
     std::printf("SKIPPED %zu items of evaluation prompts >= %zu (--prompts)\n", before - want->size(), in.prompts);
+  }
+  // Each cuda:<item> must equal the manifest's <item> (the GPU computes a subset).
+  const std::string prefix = determinism::kCudaPrefix;
+  for (const auto& [name, value] : *got) {
+    if (name.rfind(prefix, 0) != 0) continue;
+    if (auto it = want->find(name.substr(prefix.size())); it != want->end()) (*want)[name] = it->second;
   }
   const std::vector<std::string> differ = determinism::CompareDigests(*want, *got);
   for (const auto& [name, value] : *got) {

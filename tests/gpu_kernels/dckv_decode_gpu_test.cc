@@ -60,6 +60,11 @@ void ExpectSameDecode(const Decoders& d, const dckv::DckvRows& rows, uint32_t of
   EXPECT_TRUE(gpu->layout == cpu.layout) << what;
   EXPECT_EQ(gpu->tokens, cpu.tokens) << what;
   EXPECT_EQ(gpu->data, cpu.data) << what;
+  // The device_out variant leaves the same verified bytes in device memory.
+  testing::DeviceBuffer<uint8_t> dev(cpu.data.size());
+  auto again = d.gpu.Decode(payload, kModel, nullptr, dev.get(), cpu.data.size());
+  ASSERT_TRUE(again.ok()) << what << ": " << again.status().ToString();
+  EXPECT_EQ(dev.ToHost(), cpu.data) << what;
 }
 
 TEST(DckvDecodeGpu, PlainArtifactDecodesLikeTheCpu) {
@@ -146,6 +151,15 @@ TEST(DckvDecodeGpu, DamageIsCorruptionAndAnotherModelIsMismatch) {
 
   // A wrong content checksum in the header.
   EXPECT_STATUS(d.gpu.Decode(Rebuild(payload, body, 1), kModel, nullptr), kCorruption);
+  // device_out: a wrong size is refused before decoding; a chunk that decodes fully but
+  // fails the content checksum never reaches it (NEVER scatter unverified bytes).
+  const std::vector<uint8_t> sentinel(d.cpu.OutputLayout().DataBytes(100), 0xA5);
+  testing::DeviceBuffer<uint8_t> dev(sentinel);
+  EXPECT_STATUS(d.gpu.Decode(payload, kModel, nullptr, dev.get(), sentinel.size() - 2), kInvalidArgument);
+  EXPECT_STATUS(d.gpu.Decode(Rebuild(payload, body, 1), kModel, nullptr, dev.get(), sentinel.size()), kCorruption);
+  EXPECT_EQ(dev.ToHost(), sentinel);
+  ASSERT_OK(d.gpu.Decode(payload, kModel, nullptr, dev.get(), sentinel.size()).status());
+  EXPECT_EQ(dev.ToHost(), d.cpu.Decode(payload, kModel)->data);
 
   // A truncated stream (the directory no longer adds up), a truncated payload.
   damaged.assign(body.begin(), body.end() - 2);

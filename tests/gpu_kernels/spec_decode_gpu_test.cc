@@ -1,11 +1,13 @@
-// The CUDA spec tensor decoder against the CPU codec: payloads encoded by
-// codec/spec/spec_codec.h decode on the GPU to the same bytes as DecodeSpecPayload
+// The CUDA spec decoders against the CPU codec: payloads encoded by
+// codec/spec/spec_codec.h decode on the GPU (DeviceSpecDecoder, gpu_kernels/
+// spec_payload_decode.h; also into caller device memory) to the same bytes as DecodeSpecPayload
 // (bf16 and fp8, token counts 1 .. past one 64 Ki-symbol segment, every bit pattern of
 // the dtype), and the GPU contexts equal spec::ComputeContexts bit for bit over a sweep
 // of predictions with NaN, +-Inf, +-0, subnormals, saturating and tie values. Damaged
 // streams are reported as Corruption. Argument checks run without a device; the rest
 // skips visibly when there is none (scripts/gpu_check.sh runs it on a GPU machine).
 #include "gpu_kernels/spec_decode.h"
+#include "gpu_kernels/spec_payload_decode.h"
 
 #include <gtest/gtest.h>
 
@@ -130,47 +132,6 @@ Result<std::vector<uint8_t>> DecodeTensorOnGpu(const ContextConfig& cfg, const D
   return d_out.ToHost();
 }
 
-// Decodes a spec payload tensor by tensor on the GPU (body layout: spec_codec.h).
-Result<KvChunk> GpuDecode(const spec::SpecArtifact& art, const std::vector<uint8_t>& payload,
-                          const Fixture& f, size_t c) {
-  KVSTASH_ASSIGN_OR_RETURN(PayloadView pv, ParsePayload(payload));
-  const KvLayout& L = pv.header.layout;
-  const bool fp8 = L.dtype == DType::kFP8E4M3;
-  const uint64_t n = L.ScalarsPerTensor(pv.header.tokens);
-  ByteReader r(pv.body);
-  uint64_t digest = 0;
-  uint32_t streams = 0;
-  if (!r.U64(&digest) || !r.U32(&streams) || streams != 2 * L.n_layers) {
-    return Status::Corruption("body header");
-  }
-  KvChunk out = KvChunk::Zeros(L, pv.header.tokens);
-  for (float& s : out.scales) {
-    uint32_t b = 0;
-    if (!r.U32(&b)) return Status::Corruption("scales");
-    s = FromBits(b);
-  }
-  std::vector<uint32_t> sizes(streams);
-  for (uint32_t& s : sizes) {
-    if (!r.U32(&s)) return Status::Corruption("sizes");
-  }
-  KVSTASH_ASSIGN_OR_RETURN(DeviceRansTables tables, DeviceRansTables::Upload(*art.tables, nullptr));
-  for (uint32_t l = 0; l < L.n_layers; ++l) {
-    for (uint32_t kv = 0; kv < 2; ++kv) {
-      std::span<const uint8_t> stream;
-      if (!r.Take(sizes[2 * l + kv], &stream)) return Status::Corruption("stream");
-      const std::vector<float>& mu = (kv == 0 ? f.pred_k : f.pred_v)[c][l];
-      KVSTASH_ASSIGN_OR_RETURN(
-          std::vector<uint8_t> bytes,
-          DecodeTensorOnGpu(art.contexts, tables, mu, art.Log2Sigma(l, kv),
-                            fp8 ? out.scales[2 * l + kv] : 1.0f, stream));
-      if (bytes.size() != n * (fp8 ? 1 : 2)) return Status::Internal("tensor size");
-      std::span<uint8_t> t = kv == 0 ? out.MutableK(l) : out.MutableV(l);
-      std::copy(bytes.begin(), bytes.end(), t.begin());
-    }
-  }
-  return out;
-}
-
 class SpecDecodeGpuTest : public ::testing::TestWithParam<DType> {};
 
 TEST_P(SpecDecodeGpuTest, DecodesCpuPayloadsToTheSameBytes) {
@@ -188,14 +149,48 @@ TEST_P(SpecDecodeGpuTest, DecodesCpuPayloadsToTheSameBytes) {
   const spec::SpecArtifact art = Calibrate(f, 2);
   Digest256 model{};
   model[3] = 7;
+  ASSERT_OK_AND_ASSIGN(DeviceSpecDecoder decoder, DeviceSpecDecoder::Create(art, nullptr));
   for (size_t c = 2; c < f.chunks.size(); ++c) {
     ASSERT_OK_AND_ASSIGN(auto payload, spec::EncodeSpecPayload(art, f.chunks[c].view(), f.Prediction(c), model, 0));
     ASSERT_OK_AND_ASSIGN(KvChunk cpu, spec::DecodeSpecPayload(art, payload, f.Prediction(c), model));
-    ASSERT_OK_AND_ASSIGN(KvChunk gpu, GpuDecode(art, payload, f, c));
+    DeviceBuffer<uint8_t> on_device(cpu.data.size());
+    ASSERT_OK_AND_ASSIGN(KvChunk gpu, decoder.Decode(payload, f.Prediction(c), model, nullptr, on_device.get(),
+                                                     cpu.data.size()));
     EXPECT_EQ(gpu.data, cpu.data) << "chunk " << c << " tokens " << f.chunks[c].tokens;
     EXPECT_EQ(gpu.data, f.chunks[c].data) << "chunk " << c;
+    EXPECT_EQ(on_device.ToHost(), cpu.data) << "device_out of chunk " << c;
     EXPECT_EQ(gpu.scales, cpu.scales);
   }
+}
+
+// Every error of the CPU decoder, with the same code, from the whole-payload decoder.
+TEST_P(SpecDecodeGpuTest, PayloadErrorsAreTheCpuDecodersErrors) {
+  KVSTASH_SKIP_WITHOUT_GPU();
+  Fixture f;
+  f.layout = {kLayers, kHeads, kDim, GetParam()};
+  std::mt19937 rng(13);
+  for (int i = 0; i < 4; ++i) f.Add(64, false, rng);
+  const spec::SpecArtifact art = Calibrate(f, 2);
+  Digest256 model{};
+  model[0] = 1;
+  ASSERT_OK_AND_ASSIGN(DeviceSpecDecoder decoder, DeviceSpecDecoder::Create(art, nullptr));
+  ASSERT_OK_AND_ASSIGN(auto payload, spec::EncodeSpecPayload(art, f.chunks[2].view(), f.Prediction(2), model, 0));
+  auto both = [&](std::span<const uint8_t> p, const spec::PredictedChunk& pred, const Digest256& m,
+                  Status::Code want) {
+    EXPECT_TRUE(::kvstash::testing::HasCode(spec::DecodeSpecPayload(art, p, pred, m), want));
+    EXPECT_TRUE(::kvstash::testing::HasCode(decoder.Decode(p, pred, m, nullptr), want));
+  };
+  Digest256 other_model = model;
+  other_model[0] = 2;
+  both(payload, f.Prediction(2), other_model, Status::Code::kMismatch);
+  both(payload, f.Prediction(3), model, Status::Code::kMismatch);  // another prediction
+  std::vector<uint8_t> damaged = payload;
+  damaged[damaged.size() - 9] ^= 0x10;  // inside the last stream
+  both(damaged, f.Prediction(2), model, Status::Code::kCorruption);
+  std::vector<uint8_t> truncated(payload.begin(), payload.end() - 1);
+  both(truncated, f.Prediction(2), model, Status::Code::kCorruption);
+  DeviceBuffer<uint8_t> small(8);
+  EXPECT_STATUS(decoder.Decode(payload, f.Prediction(2), model, nullptr, small.get(), 8), kInvalidArgument);
 }
 
 TEST_P(SpecDecodeGpuTest, DamagedStreamIsCorruption) {

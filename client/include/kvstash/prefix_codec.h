@@ -219,6 +219,28 @@ class PrefixCodec {
                                                std::span<const std::vector<uint8_t>> payloads,
                                                PrefixRestoreStats* stats = nullptr) const;
 
+  // The checks RestoreKvChunks makes before it decodes: keys are the chain of `tokens`,
+  // 1 <= payloads.size() <= keys.size(), and payload i's header covers chain chunk i's
+  // tokens. For callers that decode the payloads with another decoder of this codec's
+  // format (the CUDA decoders of the Python package, python/src/cuda_module.cc), which
+  // then verify the codec, artifact, model and content checksum themselves.
+  // Errors: InvalidArgument (chain, count), Corruption (unparsable header), Mismatch
+  // (a payload of another position or length).
+  Status CheckRestoreInputs(std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
+                            std::span<const std::vector<uint8_t>> payloads) const;
+
+  // The dckv codec of a dckv PrefixCodec (its artifact, for a GPU decoder); null for
+  // raw and spec.
+  const dckv::DckvCodec* dckv_codec() const { return dckv_.get(); }
+  // The spec artifact of a spec PrefixCodec (for a GPU decoder); null otherwise.
+  const spec::SpecArtifact* spec_artifact() const { return spec_artifact_.get(); }
+  // spec only: the predictor's K/V of the tokens the first `n_payloads` chunks of the
+  // chain of `tokens` cover, what RestoreKvChunks decodes against (slice chunk i with
+  // spec::PredictedSlice(*out, layout(), i * chunk_tokens, ...)). Ok and nothing for
+  // raw and dckv. Errors: the predictor's.
+  Status PredictForRestore(std::span<const uint32_t> tokens, uint32_t n_payloads,
+                           model::PredictorCache* out) const;
+
   // Tokens covered by the first `chunks` chunks of the chain of a `prefix_tokens`-token
   // prefix.
   uint64_t TokensOfChunks(uint64_t prefix_tokens, uint32_t chunks) const;
@@ -238,6 +260,8 @@ class PrefixCodec {
                                          const model::PredictorCache* prediction) const;
   Result<KvChunk> DecodeOne(std::span<const uint8_t> payload, uint32_t token_offset,
                             uint32_t tokens, const model::PredictorCache* prediction) const;
+  // Mismatch unless the payload's header covers [token_offset, token_offset + tokens).
+  static Status CheckPosition(std::span<const uint8_t> payload, uint32_t token_offset, uint32_t tokens);
 
   const model::Model* model_;  // null for CreateRaw(layout, ...)
   PrefixCodecOptions options_;

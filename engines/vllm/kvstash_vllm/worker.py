@@ -24,6 +24,10 @@ Save (wait_for_save, after the forward wrote the step's KV): copy the chunks' bl
   so the blocks may be freed as soon as the step ends), then encode and PUT them on the
   background save thread. A full queue drops the save (saves_dropped) rather than
   stalling the engine; a failed PUT is counted (save_failures) and otherwise harmless.
+CUDA caches: the same steps on the GPU (cuda_layout.CudaPagedKv, selected by
+  register_kv_caches; docs/engines/vllm.md "GPU: CUDA KV caches"); in async mode its
+  restore + scatter kernel runs on the load thread and is synchronised before the load
+  counts as done, so finished_recving never precedes the KV.
 Thread-safety: hooks run on vLLM's worker thread; load threads touch only their job's
 blocks (reserved for it, see above), the client and codecs (thread-safe), the counters
 and the tracker (locked); the save thread only its own job, the client and counters.
@@ -42,6 +46,7 @@ import numpy as np
 import torch
 
 from .async_loads import LoadJob, LoadTracker
+from .cuda_layout import CudaPagedKv
 from .layout import LayoutError, TileOrder, cpu_attention_isa
 from .metadata import KvstashConnectorMetadata, LoadOp, SaveOp
 from .stats import Counters, failure_reason
@@ -76,6 +81,7 @@ class WorkerSide:
         self.layers: list[torch.Tensor] = []
         self.layer_names: list[str] = []
         self.order: TileOrder | None = None
+        self.cuda: CudaPagedKv | None = None  # set when the caches are CUDA tensors
         self.H = self.D = 0
         self._failed_blocks: set[int] = set()
         self._pool = ThreadPoolExecutor(max_workers=cfg.get_parallelism, thread_name_prefix="kvstash-get")
@@ -95,6 +101,8 @@ class WorkerSide:
             raise LayoutError("no KV cache tensors to register")
         names = sorted(kv_caches, key=_layer_index)
         first = kv_caches[names[0]]
+        if first.device.type == "cuda":  # cuda_layout.py: GPU decode and kernel scatter/gather
+            return self._register_cuda_kv_caches(names, kv_caches)
         if first.dim() != 4:
             raise LayoutError(f"KV cache of {names[0]} is {tuple(first.shape)}: expected the CPU "
                               "backend's [blocks, kv_heads, block_size, 2 * head_dim]")
@@ -113,6 +121,16 @@ class WorkerSide:
         self.codecs = self._make_codecs(len(names), self.H, self.D)
         log.info("kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, CPU isa %s",
                  len(names), self.H, self.D, self.B, self.C, isa)
+
+    def _register_cuda_kv_caches(self, names: list[str], kv_caches: dict[str, torch.Tensor]) -> None:
+        """CUDA caches: checked and moved by cuda_layout.CudaPagedKv (LayoutError if it cannot)."""
+        self.layers = [kv_caches[n] for n in names]
+        self.cuda = CudaPagedKv.create(self.layers, self.B, self.C, self.model_dtype)
+        self.H, self.D = self.cuda.H, self.cuda.D
+        self.layer_names = names
+        self.codecs = self._make_codecs(len(names), self.H, self.D)
+        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d (kernel block %d), chunk %d, CUDA %s",
+                 len(names), self.H, self.D, self.B, self.cuda.KB, self.C, self.layers[0].device)
 
     # ------------------------------------------------------------------ load
     def start_load_kv(self, meta: KvstashConnectorMetadata) -> None:
@@ -166,8 +184,12 @@ class WorkerSide:
 
     def _restore_into_blocks(self, op: LoadOp, codec: Any, keys: list, payloads: list[bytes]) -> None:
         """Verify + decode the payloads and write them into the request's blocks: the one
-        place that depends on where the KV cache lives (CPU: restore_chunks + _scatter).
+        place that depends on where the KV cache lives (CUDA: cuda_layout; CPU: restore_chunks
+        + _scatter).
         Raises on any failure (then nothing may read the blocks: they are reported failed)."""
+        if self.cuda is not None:  # restore on the GPU (verified), scatter with the kernel
+            self.cuda.load(codec, op.tokens, keys, payloads, op.block_ids, op.first_block, op.n_chunks)
+            return
         arrays = codec.restore_chunks(op.tokens, keys, payloads)
         if len(arrays) != op.n_chunks:
             raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
@@ -245,6 +267,8 @@ class WorkerSide:
                 self.counters.add(saves_dropped=1)
 
     def _gather(self, block_ids: list[int]) -> torch.Tensor:
+        if self.cuda is not None:
+            return self.cuda.gather(block_ids)
         ids = torch.tensor(block_ids, dtype=torch.int64)
         T = len(block_ids) * self.B
         buf = torch.empty(len(self.layers), 2, T, self.H, self.D, dtype=self.layers[0].dtype)

@@ -27,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 MODEL = os.path.join(ROOT, "models", "smollm2-135m-hf")
 GGUF = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+LORA_DIR = os.path.join(ROOT, "models", "lora")     # tools/make_lora_adapters.py
 MARK = "@@kvstash@@"
 
 SYSTEM_PROMPTS = [
@@ -160,14 +161,15 @@ class Engine:
 
     def __init__(self, kv_transfer_config: dict | None, block_size: int = 32,
                  enable_prefix_caching: bool = False, log_path: str | None = None,
-                 max_model_len: int = 2048, timeout_s: float = 600):
+                 max_model_len: int = 2048, timeout_s: float = 600, max_lora_rank: int = 0):
         env = dict(os.environ)
         env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         env.setdefault("OMP_NUM_THREADS", "1")
         env["PYTHONPATH"] = os.path.join(ROOT, "engines", "vllm") + os.pathsep + env.get("PYTHONPATH", "")
         spec = {"model": MODEL, "kv_transfer_config": kv_transfer_config, "block_size": block_size,
-                "enable_prefix_caching": enable_prefix_caching, "max_model_len": max_model_len}
+                "enable_prefix_caching": enable_prefix_caching, "max_model_len": max_model_len,
+                "max_lora_rank": max_lora_rank}
         self.log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.timeout_s = timeout_s
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "runner.py"), json.dumps(spec)],
@@ -194,10 +196,12 @@ class Engine:
         self.proc.stdin.flush()
         return self._reply()
 
-    def generate(self, prompts, max_tokens=8, salts=None, serial=True, flush_each=False) -> dict:
-        """Greedy outputs; serial (default): one prompt at a time (see runner.py)."""
+    def generate(self, prompts, max_tokens=8, salts=None, serial=True, flush_each=False, loras=None) -> dict:
+        """Greedy outputs; serial (default): one prompt at a time (see runner.py).
+        loras: per prompt None or (name, int id, adapter folder); needs max_lora_rank > 0."""
         return self.call(cmd="generate", prompts=[list(p) for p in prompts], max_tokens=max_tokens,
-                         salts=salts, serial=serial, flush_each=flush_each)
+                         salts=salts, serial=serial, flush_each=flush_each,
+                         loras=[list(lo) if lo else None for lo in loras] if loras else None)
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -1,10 +1,10 @@
 """One vLLM engine in this process, driven by JSON lines on stdin (harness.Engine).
 
 argv[1]: {"model", "kv_transfer_config" (dict or null), "block_size",
-          "enable_prefix_caching", "max_model_len"}
+          "enable_prefix_caching", "max_model_len", "max_lora_rank" (0 or absent: LoRA off)}
 Commands (one JSON object per line) and replies (a line "@@kvstash@@" + JSON):
   {"cmd": "generate", "prompts": [[ids]], "max_tokens": N, "salts": [str|null]|null,
-   "serial": bool, "flush_each": bool}
+   "loras": [[name, int id, path]|null]|null, "serial": bool, "flush_each": bool}
       -> {"tokens": [[ids]], "logprobs": [[logprob of each chosen token]], "cached":
           [num_cached_tokens], "ttft_s": [vLLM first-token latency], "wall_s",
           "first_token_ts"/"last_token_ts": [engine-core monotonic timestamps, s],
@@ -99,6 +99,7 @@ def main():
     spec = json.loads(sys.argv[1])
     from vllm import LLM, SamplingParams
     from vllm.config import KVTransferConfig
+    from vllm.lora.request import LoRARequest
     ktc = spec.get("kv_transfer_config")
     kwargs = dict(model=spec["model"], dtype="bfloat16", enforce_eager=True,
                   max_model_len=spec.get("max_model_len", 2048), block_size=spec.get("block_size", 32),
@@ -106,6 +107,8 @@ def main():
                   disable_log_stats=False, seed=0)
     if ktc:
         kwargs["kv_transfer_config"] = KVTransferConfig(**ktc)
+    if spec.get("max_lora_rank"):
+        kwargs.update(enable_lora=True, max_lora_rank=spec["max_lora_rank"], max_loras=2)
     t0 = time.time()
     llm = LLM(**kwargs)
     reply({"ready": True, "startup_s": time.time() - t0})
@@ -130,17 +133,18 @@ def main():
                 if salt:
                     p["cache_salt"] = salt
                 prompts.append(p)
+            loras = [LoRARequest(*lo) if lo else None for lo in (cmd.get("loras") or [None] * len(prompts))]
             sp = SamplingParams(temperature=0.0, max_tokens=cmd.get("max_tokens", 8), ignore_eos=True,
                                 logprobs=1)
             t = time.time()
             if cmd.get("serial"):
                 outs = []
-                for p in prompts:
-                    outs += llm.generate([p], sp, use_tqdm=False)
+                for p, lo in zip(prompts, loras):
+                    outs += llm.generate([p], sp, use_tqdm=False, lora_request=lo)
                     if cmd.get("flush_each"):
                         flush(120)
             else:
-                outs = llm.generate(prompts, sp, use_tqdm=False)
+                outs = llm.generate(prompts, sp, use_tqdm=False, lora_request=loras)
             wall = time.time() - t
             reply({"tokens": [list(o.outputs[0].token_ids) for o in outs],
                    "logprobs": [[lp[t].logprob for lp, t in zip(o.outputs[0].logprobs, o.outputs[0].token_ids)]

@@ -61,13 +61,6 @@ def loadable(p):
 
 
 @pytest.fixture(scope="module")
-def logdir(tmp_path_factory):
-    d = os.environ.get("KVSTASH_VLLM_TEST_LOGS") or str(tmp_path_factory.mktemp("logs"))
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-@pytest.fixture(scope="module")
 def workload():
     main = [p for _, p in demo_prompts(DOCS, DOC_TOKENS, QPD)]
     extra = [p for d, p in demo_prompts(DOCS + 2, DOC_TOKENS, 1) if d >= DOCS]
