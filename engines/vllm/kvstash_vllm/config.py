@@ -38,9 +38,12 @@ class ConnectorConfig:
     chunk_tokens: int = 0                # tokens per kvstash chunk; 0 = 2 vLLM blocks
     model_fingerprint: str = ""          # hex SHA-256 overriding the weights digest
     lookup_deadline_ms: int = 1000       # the one LOOKUP per request (scheduler)
-    get_deadline_ms: int = 5000          # each chunk GET (worker, engine waits on it)
+    get_deadline_ms: int = 5000          # each chunk GET (worker; the engine waits on it only in sync mode)
     put_deadline_ms: int = 10000         # each chunk PUT (background thread)
-    get_parallelism: int = 4             # concurrent chunk GETs of one load
+    get_parallelism: int = 4             # concurrent chunk GETs (all loads together)
+    async_load: bool = True              # load between steps (vLLM parks the request); False: in the step
+    load_concurrency: int = 2            # async mode: loads in flight at once (background threads)
+    idle_wait_ms: int = 5                # async mode: a step with nothing to compute waits this long for a load
     max_pending_saves: int = 16          # queued saves; beyond: dropped and counted
     cache_multimodal: bool = False       # cache requests with multimodal inputs, keyed by their digests
     save: bool = True                    # store prefixes (also requires kv_role producer/both)
@@ -97,8 +100,10 @@ class ConnectorConfig:
             raise ConfigError("tenant: must not be empty")
         if self.chunk_tokens < 0:
             raise ConfigError("chunk_tokens: must be >= 0")
+        if self.idle_wait_ms < 0:
+            raise ConfigError("idle_wait_ms: must be >= 0")
         for key in ("lookup_deadline_ms", "get_deadline_ms", "put_deadline_ms",
-                    "get_parallelism", "max_pending_saves", "codec_threads"):
+                    "get_parallelism", "max_pending_saves", "codec_threads", "load_concurrency"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be > 0")
         if self.model_fingerprint:

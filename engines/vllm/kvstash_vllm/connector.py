@@ -13,6 +13,12 @@ request, load/save planning) and WORKER (worker.WorkerSide: GET/restore/scatter 
 gather/encode/PUT). Requirements checked here, each a ValueError naming the fix:
 the CPU attention backend's paged layout (the worker probes it), one KV cache group,
 a KV dtype of bf16 or f16 (kv_cache_dtype "auto"), kv_load_failure_policy "recompute".
+Loads are asynchronous by default (extra_config async_load): the request waits parked
+in vLLM (WAITING_FOR_REMOTE_KVS) while a background thread loads it, and the engine
+keeps stepping the other requests; async_load=false loads inside the step instead.
+request_finished never delays a free: saves copy their blocks out in the step that
+computed them, and the blocks of a request aborted while its load is in flight are held
+by vLLM itself until get_finished reports that load (async_loads.py: the contract).
 Thread-safety: vLLM calls each role's hooks from one thread; see the two sides.
 """
 from __future__ import annotations
@@ -102,6 +108,7 @@ class KvstashConnector(KVConnectorBase_V1):
         self.client = _make_client(self.cfg)
         self._scheduler: SchedulerSide | None = None
         self._worker: WorkerSide | None = None
+        self._idle_step = False          # the last start_load_kv came from a step with no forward
         if role == KVConnectorRole.SCHEDULER:
             codecs = self._codecs(mc.get_num_layers(pc), mc.get_num_kv_heads(pc), mc.get_head_size())
             self._scheduler = SchedulerSide(self.cfg, codecs, self.client, self.block_size,
@@ -129,7 +136,7 @@ class KvstashConnector(KVConnectorBase_V1):
 
     def get_num_new_matched_tokens(self, request: "Request", num_computed_tokens: int) -> tuple[int | None, bool]:
         """Tokens beyond num_computed_tokens that kvstash holds (whole chunks, never the
-        last prompt token), from one LOOKUP per request; loads are synchronous (False)."""
+        last prompt token), from one LOOKUP per request; True: loaded asynchronously."""
         return self._scheduler.get_num_new_matched_tokens(request, num_computed_tokens)
 
     def update_state_after_alloc(self, request: "Request", blocks: "KVCacheBlocks",
@@ -139,8 +146,13 @@ class KvstashConnector(KVConnectorBase_V1):
     def build_connector_meta(self, scheduler_output: "SchedulerOutput") -> KVConnectorMetadata:
         return self._scheduler.build_connector_meta(scheduler_output)
 
+    def update_connector_output(self, connector_output: Any) -> None:
+        self._scheduler.update_connector_output(connector_output)
+
     def request_finished(self, request: "Request", block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
-        """Never delays the free: saves copy their blocks out in the step that computed them."""
+        """Never delays the free (False): saves copy their blocks out in the step that
+        computed them; a request aborted during its async load keeps its blocks because
+        vLLM delays that free itself until the load is in finished_recving."""
         return self._scheduler.request_finished(request, block_ids)
 
     @property
@@ -152,13 +164,16 @@ class KvstashConnector(KVConnectorBase_V1):
         self._worker.register_kv_caches(kv_caches)
 
     def start_load_kv(self, forward_context: "ForwardContext", **kwargs: Any) -> None:
+        """Sync mode: loads before the forward. Async mode (vLLM calls it after the
+        forward): starts the loads on background threads."""
+        self._idle_step = forward_context is None or getattr(forward_context, "attn_metadata", None) is None
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvstashConnectorMetadata)
         if meta.loads:
             self._worker.start_load_kv(meta)
 
     def wait_for_layer_load(self, layer_name: str) -> None:
-        return    # start_load_kv finished every layer before the forward began
+        return    # sync: start_load_kv loaded every layer; async: loaded requests are not in the forward
 
     def save_kv_layer(self, layer_name: str, kv_layer: torch.Tensor,
                       attn_metadata: "AttentionMetadata", **kwargs: Any) -> None:
@@ -175,7 +190,11 @@ class KvstashConnector(KVConnectorBase_V1):
         return self._worker.take_failed_blocks() if self._worker is not None else set()
 
     def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
-        return None, None     # no async loads, no delayed frees
+        """(None: no delayed frees, the async loads done since the last step)."""
+        if self._worker is None:
+            return None, None
+        done = self._worker.get_finished(finished_req_ids, idle=self._idle_step)
+        return None, (done or None)
 
     # ============================================================== both
     def get_kv_connector_stats(self) -> KvstashConnectorStats | None:

@@ -9,9 +9,17 @@ Per request (first get_num_new_matched_tokens call):
              whose logits vLLM needs; answered in whole chunks.
   save     = chunks [matched, n_full), emitted once the prefill has computed them, unless
              this process saved the same keys within the last SAVE_DEDUP_S seconds.
-Loads are synchronous (KV arrives in start_load_kv before this step's forward; vLLM
-marks the step has_sync_kv_loads), so request_finished never has to delay freeing:
-a save's worker copies its blocks out in wait_for_save of the step that computed them.
+Loads are asynchronous by default (get_num_new_matched_tokens answers (n, True): vLLM
+allocates the blocks, parks the request until the worker reports it in finished_recving);
+async_load=false makes them synchronous (KV arrives in start_load_kv before the step's
+forward; vLLM marks the step has_sync_kv_loads). A request whose async load failed
+(its blocks came back in invalid_block_ids, seen in update_connector_output) is never
+offered a load again: if vLLM re-queries it (a failed load with no valid prefix is freed
+and rescheduled from zero) it computes everything.
+request_finished never delays freeing (returns False): a save's worker copies its blocks
+out in wait_for_save of the step that computed them, and a request finished while its
+async load is in flight keeps its blocks because vLLM's finish_requests delays that free
+itself until the load appears in finished_recving (worker: async_loads.py).
 Thread-safety: called on vLLM's scheduler thread only.
 """
 from __future__ import annotations
@@ -41,6 +49,7 @@ class _ReqState:
     matched: int                        # chunks found by the lookup
     local_computed: int = 0             # vLLM's own (block-aligned) prefix hit
     save: tuple[int, int] | None = None  # chunks [first, n) still to save
+    load_failed: bool = False           # an async load of it failed: never load it again
 
 
 class SchedulerSide:
@@ -54,6 +63,7 @@ class SchedulerSide:
         self.load_enabled, self.save_enabled = load, save
         self._reqs: dict[str, _ReqState] = {}
         self._need_load: dict[str, tuple[int, int]] = {}
+        self._loading: dict[str, set[int]] = {}      # async loads in flight: their blocks
         self._recent: OrderedDict[bytes, float] = OrderedDict()
         self.kv_cache_manager = None
 
@@ -105,11 +115,12 @@ class SchedulerSide:
     def get_num_new_matched_tokens(self, request: Any, num_computed_tokens: int) -> tuple[int, bool]:
         st = self._state(request)
         st.local_computed = num_computed_tokens
-        if st.ns is None or not self.load_enabled:
+        if st.ns is None or not self.load_enabled or st.load_failed \
+                or request.request_id in self._loading:
             return 0, False
         loadable = min(st.matched, (len(st.tokens) - 1) // self.C)
         ext = loadable * self.C - num_computed_tokens
-        return (ext, False) if ext > 0 else (0, False)
+        return (ext, self.cfg.async_load) if ext > 0 else (0, False)
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         if num_external_tokens <= 0:
@@ -142,6 +153,8 @@ class SchedulerSide:
         for rid, (lo, hi) in self._need_load.items():
             st = self._reqs[rid]
             blocks = self._block_ids(rid)[: hi // self.B]
+            if self.cfg.async_load:
+                self._loading[rid] = set(blocks[lo // self.B:])
             meta.loads.append(LoadOp(
                 req_id=rid, tokens=st.tokens[:hi], ns=st.ns,
                 extra_keys=st.extra_keys[: hi // self.C] if st.extra_keys else None,
@@ -173,7 +186,20 @@ class SchedulerSide:
                 first_chunk=first, n_chunks=n, block_ids=blocks))
         return meta
 
+    def update_connector_output(self, out: Any) -> None:
+        """Marks requests whose async load failed (blocks in invalid_block_ids, reported no
+        later than their finished_recving) and forgets the loads that finished."""
+        bad = getattr(out, "invalid_block_ids", None) or set()
+        if bad:
+            for rid, blocks in self._loading.items():
+                st = self._reqs.get(rid)
+                if st is not None and blocks & bad:
+                    st.load_failed = True
+        for rid in getattr(out, "finished_recving", None) or ():
+            self._loading.pop(rid, None)
+
     def request_finished(self, request: Any, block_ids: list[int]) -> tuple[bool, dict | None]:
+        """False: never delays the free (see the module docstring)."""
         self._reqs.pop(request.request_id, None)
         self._need_load.pop(request.request_id, None)
         return False, None

@@ -10,8 +10,11 @@ Counter names:
   load_failures, load_failed_blocks   failed loads (any reason) and the blocks reported
   load_fail_<reason>                  per reason: unavailable, deadline, corruption,
                                       mismatch, not_found, other
+  async_loads, loads_cancelled        loads handed to a background thread; of those, the
+                                      ones whose request vLLM finished (aborted) meanwhile
   saves, saved_chunks, save_raw_bytes, save_bytes, save_failures, saves_dropped
-  load_ms, save_ms                    wall time of loads (engine waits) / saves (background)
+  load_ms, save_ms                    wall time of loads (the engine waits in sync mode
+                                      only) / saves (background)
 Thread-safety: Counters is guarded by a lock (the save thread adds to it).
 """
 from __future__ import annotations

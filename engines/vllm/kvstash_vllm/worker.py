@@ -1,23 +1,36 @@
 """Worker side of KvstashConnector: loads into and saves out of vLLM's paged KV blocks.
 
-Load (start_load_kv, before the step's forward; the engine waits for it):
-  GET chunks [0, n) of the chain in parallel (each with get_deadline_ms), restore them
-  with the codec (which verifies every payload: a payload of another namespace, codec,
-  artifact or model is MismatchError, a damaged one CorruptionError), and scatter
-  tokens from first_block on into the request's blocks, all layers. ANY failure
-  (connection, deadline, NotFound, checksum, mismatch, shape, an exception in our code)
-  puts every block of the load into the set returned by get_block_ids_with_load_errors,
-  so vLLM (kv_load_failure_policy="recompute") discards the step's output for the
-  request and recomputes those blocks: KV that was not verified is never decoded from.
+Load of one request (LoadOp): GET chunks [0, n) of the chain in parallel (each with
+  get_deadline_ms), restore them with the codec (which verifies every payload: a payload
+  of another namespace, codec, artifact or model is MismatchError, a damaged one
+  CorruptionError), and scatter tokens from first_block on into the request's blocks,
+  all layers (_scatter: the CPU layout code, in one place). ANY failure (connection,
+  deadline, NotFound, checksum, mismatch, shape, an exception in our code) puts every
+  block of the load into the set returned by get_block_ids_with_load_errors, so vLLM
+  (kv_load_failure_policy="recompute") recomputes those blocks: KV that was not
+  verified is never decoded from, and a failed load is never reported as loaded.
+  - async_load (default): start_load_kv (called by vLLM after the step's forward) hands
+    each load to a background thread (load_concurrency of them; GET, restore and the
+    scatter release the GIL) and returns. vLLM keeps the request parked
+    (WAITING_FOR_REMOTE_KVS) with its blocks reserved and unused by any forward until
+    get_finished reports it in finished_recving; the failed blocks of a load are
+    reported in the same step (async_loads.py has the contract, from vLLM's source).
+    A request vLLM finishes (aborts) meanwhile is cancelled, still reported once its
+    thread is done, and only then does vLLM free its blocks.
+  - sync (async_load false): start_load_kv runs before the step's forward and the engine
+    waits for it; failed blocks are reported in that step.
 Save (wait_for_save, after the forward wrote the step's KV): copy the chunks' blocks
   of every layer into one canonical tensor (a memcpy-speed gather in the engine thread,
   so the blocks may be freed as soon as the step ends), then encode and PUT them on the
   background save thread. A full queue drops the save (saves_dropped) rather than
   stalling the engine; a failed PUT is counted (save_failures) and otherwise harmless.
 CUDA caches: the same steps on the GPU (cuda_layout.CudaPagedKv, selected by
-  register_kv_caches; docs/engines/vllm.md "GPU: CUDA KV caches").
-Thread-safety: hooks run on vLLM's worker thread; the save thread only touches its own
-job, the client (thread-safe) and the counters (locked).
+  register_kv_caches; docs/engines/vllm.md "GPU: CUDA KV caches"); in async mode its
+  restore + scatter kernel runs on the load thread and is synchronised before the load
+  counts as done, so finished_recving never precedes the KV.
+Thread-safety: hooks run on vLLM's worker thread; load threads touch only their job's
+blocks (reserved for it, see above), the client and codecs (thread-safe), the counters
+and the tracker (locked); the save thread only its own job, the client and counters.
 """
 from __future__ import annotations
 
@@ -32,6 +45,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .async_loads import LoadJob, LoadTracker
 from .cuda_layout import CudaPagedKv
 from .layout import LayoutError, TileOrder, cpu_attention_isa
 from .metadata import KvstashConnectorMetadata, LoadOp, SaveOp
@@ -71,6 +85,11 @@ class WorkerSide:
         self.H = self.D = 0
         self._failed_blocks: set[int] = set()
         self._pool = ThreadPoolExecutor(max_workers=cfg.get_parallelism, thread_name_prefix="kvstash-get")
+        self.async_load = bool(cfg.async_load)
+        self.loads = LoadTracker()
+        self._loader = (ThreadPoolExecutor(max_workers=cfg.load_concurrency, thread_name_prefix="kvstash-load")
+                        if self.async_load else None)
+        self._failed_lock = threading.Lock()
         self._saves: queue.Queue = queue.Queue(maxsize=cfg.max_pending_saves)
         self._stop = False
         self._saver = threading.Thread(target=self._save_loop, name="kvstash-save", daemon=True)
@@ -115,8 +134,37 @@ class WorkerSide:
 
     # ------------------------------------------------------------------ load
     def start_load_kv(self, meta: KvstashConnectorMetadata) -> None:
+        """Sync mode: loads every op now. Async mode: hands each op to a load thread."""
         for op in meta.loads:
-            self._load(op)
+            if self._loader is None:
+                self._report_failed(self._load(op))
+                continue
+            job = self.loads.begin(op.req_id)
+            self.counters.add(async_loads=1)
+            try:
+                self._loader.submit(self._load_job, op, job)
+            except RuntimeError as e:      # executor shut down: report the load failed
+                self._fail(op, e)
+                self.loads.complete(job, set(op.block_ids[op.first_block:]))
+
+    def _load_job(self, op: LoadOp, job: LoadJob) -> None:
+        failed = set(op.block_ids[op.first_block:])
+        try:
+            failed = self._load(op, job)
+        finally:
+            self.loads.complete(job, failed)
+
+    def get_finished(self, finished_req_ids: set[str], idle: bool) -> set[str]:
+        """Async loads done since the last call (finished_recving); their failed blocks go
+        to the load-error set in the same call, so vLLM sees both in one step. Loads of
+        requests in finished_req_ids are cancelled. idle: the step ran no forward."""
+        if self._loader is None:
+            return set()
+        self.loads.cancel(finished_req_ids)
+        done = self.loads.take_done(self.cfg.idle_wait_ms / 1e3 if idle else 0.0)
+        for job in done:
+            self._report_failed(job.failed_blocks)
+        return {job.req_id for job in done}
 
     def _keys(self, codec, tokens, extra_keys, n_chunks):
         keys = [k for k in codec.chain_keys(tokens, extra_keys=extra_keys) if not k.partial]
@@ -124,33 +172,62 @@ class WorkerSide:
             raise RuntimeError(f"chain has {len(keys)} full chunks, {n_chunks} expected")
         return keys[:n_chunks]
 
-    def _load(self, op: LoadOp) -> None:
+    def _fetch(self, op: LoadOp) -> tuple[Any, list, list[bytes]]:
+        """GET the load's chunks (the network part): (codec, keys, payloads). Touches no
+        engine state. Raises on any failure."""
+        codec = self.codecs.get(op.ns)
+        keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
+        route = keys[0].stored
+        dl = self.cfg.get_deadline_ms
+        payloads = list(self._pool.map(lambda k: self.client.get(route, k.stored, deadline_ms=dl), keys))
+        return codec, keys, payloads
+
+    def _restore_into_blocks(self, op: LoadOp, codec: Any, keys: list, payloads: list[bytes]) -> None:
+        """Verify + decode the payloads and write them into the request's blocks: the one
+        place that depends on where the KV cache lives (CUDA: cuda_layout; CPU: restore_chunks
+        + _scatter).
+        Raises on any failure (then nothing may read the blocks: they are reported failed)."""
+        if self.cuda is not None:  # restore on the GPU (verified), scatter with the kernel
+            self.cuda.load(codec, op.tokens, keys, payloads, op.block_ids, op.first_block, op.n_chunks)
+            return
+        arrays = codec.restore_chunks(op.tokens, keys, payloads)
+        if len(arrays) != op.n_chunks:
+            raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
+        self._scatter(op, arrays)
+
+    def _load(self, op: LoadOp, job: LoadJob | None = None) -> set[int]:
+        """Fetches and restores one load; returns the blocks that failed (empty: loaded).
+        A cancelled job (its request finished) is not decoded or scattered."""
         t0 = time.perf_counter()
         try:
-            codec = self.codecs.get(op.ns)
-            keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
-            route = keys[0].stored
-            dl = self.cfg.get_deadline_ms
-            payloads = list(self._pool.map(lambda k: self.client.get(route, k.stored, deadline_ms=dl), keys))
-            if self.cuda is not None:  # restore on the GPU (verified), scatter with the kernel
-                self.cuda.load(codec, op.tokens, keys, payloads, op.block_ids, op.first_block, op.n_chunks)
-            else:
-                arrays = codec.restore_chunks(op.tokens, keys, payloads)
-                if len(arrays) != op.n_chunks:
-                    raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
-                self._scatter(op, arrays)
+            if job is not None and job.cancelled:
+                self.counters.add(loads_cancelled=1)
+                return set()
+            codec, keys, payloads = self._fetch(op)
+            if job is not None and job.cancelled:
+                self.counters.add(loads_cancelled=1)
+                return set()
+            self._restore_into_blocks(op, codec, keys, payloads)
         except Exception as e:
-            reason = failure_reason(e)
-            bad = op.block_ids[op.first_block:]
-            self._failed_blocks.update(bad)
-            self.counters.add(load_failures=1, load_failed_blocks=len(bad), **{f"load_fail_{reason}": 1})
-            log.warning("kvstash: load of %d chunks for request %s failed (%s: %s); vLLM recomputes "
-                        "%d blocks", op.n_chunks, op.req_id, type(e).__name__, e, len(bad))
-            return
+            return self._fail(op, e)
         finally:
             self.counters.add(load_ms=(time.perf_counter() - t0) * 1e3)
         loaded = (len(op.block_ids) - op.first_block) * self.B
         self.counters.add(loads=1, loaded_tokens=loaded, load_bytes=sum(len(p) for p in payloads))
+        return set()
+
+    def _fail(self, op: LoadOp, e: BaseException) -> set[int]:
+        reason = failure_reason(e)
+        bad = set(op.block_ids[op.first_block:])
+        self.counters.add(load_failures=1, load_failed_blocks=len(bad), **{f"load_fail_{reason}": 1})
+        log.warning("kvstash: load of %d chunks for request %s failed (%s: %s); vLLM recomputes "
+                    "%d blocks", op.n_chunks, op.req_id, type(e).__name__, e, len(bad))
+        return bad
+
+    def _report_failed(self, blocks: set[int]) -> None:
+        if blocks:
+            with self._failed_lock:
+                self._failed_blocks.update(blocks)
 
     def _scatter(self, op: LoadOp, arrays: list) -> None:
         L, H, D, C, B = len(self.layers), self.H, self.D, self.C, self.B
@@ -171,7 +248,8 @@ class WorkerSide:
                 self.order.scatter(sub[layer], kv, ids)
 
     def take_failed_blocks(self) -> set[int]:
-        out, self._failed_blocks = self._failed_blocks, set()
+        with self._failed_lock:
+            out, self._failed_blocks = self._failed_blocks, set()
         return out
 
     # ------------------------------------------------------------------ save
@@ -241,6 +319,9 @@ class WorkerSide:
         return True
 
     def shutdown(self, timeout_s: float = 30.0) -> None:
+        if self._loader is not None:
+            self.loads.cancel(set(self.loads.in_flight_ids()))
+            self._loader.shutdown(wait=True, cancel_futures=False)
         self.flush(timeout_s)
         if self._saver.is_alive():
             try:

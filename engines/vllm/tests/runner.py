@@ -7,11 +7,18 @@ Commands (one JSON object per line) and replies (a line "@@kvstash@@" + JSON):
    "loras": [[name, int id, path]|null]|null, "serial": bool, "flush_each": bool}
       -> {"tokens": [[ids]], "logprobs": [[logprob of each chosen token]], "cached":
           [num_cached_tokens], "ttft_s": [vLLM first-token latency], "wall_s",
+          "first_token_ts"/"last_token_ts": [engine-core monotonic timestamps, s],
           "metrics": {vLLM prefix-cache counters}, "connector": {role: totals}}
       serial: one llm.generate call per prompt, in order (batch size 1: vLLM's CPU
       numerics depend on the batch shape, so serial runs are comparable run to run);
       flush_each: wait for the connector's saves after each prompt.
   {"cmd": "flush", "timeout_s": T} -> {"flushed": bool}   (queued kvstash saves done)
+  {"cmd": "abort_during_load", "prompt": [ids], "after_steps": N, "timeout_s": T}
+      -> {"parked", "held_blocks", "held_after_abort": [blocks still held, per step],
+          "released", "release_s", "free_before", "free_after", "connector"}
+      adds the prompt through LLMEngine, steps until vLLM parks it for an async load
+      (WAITING_FOR_REMOTE_KVS), aborts it, then steps: its blocks must stay allocated
+      while the load is in flight and return to the pool once it is reported.
   {"cmd": "quit"} -> {"bye": true}
 A failed command replies {"error": text}. Greedy sampling (temperature 0).
 """
@@ -55,6 +62,39 @@ def vllm_counters(llm):
     return out
 
 
+def abort_during_load(llm, cmd):
+    from vllm import SamplingParams
+    from vllm.v1.request import RequestStatus
+    eng = llm.llm_engine
+    sched = eng.engine_core.engine_core.scheduler
+    pool = sched.kv_cache_manager.block_pool
+    free0 = pool.get_num_free_blocks()
+    rid = "abort-during-load"
+    sp = SamplingParams(temperature=0.0, max_tokens=4, ignore_eos=True)
+    iid = eng.add_request(rid, {"prompt_token_ids": cmd["prompt"]}, sp)   # the engine core's id
+    deadline = time.time() + cmd.get("timeout_s", 60)
+    parked = False
+    for _ in range(50):
+        eng.step()
+        req = sched.requests.get(iid)
+        if req is not None and req.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+            parked = True
+            break
+    held = free0 - pool.get_num_free_blocks()
+    eng.abort_request([rid])
+    after = []
+    for _ in range(cmd.get("after_steps", 3)):
+        eng.step()
+        after.append(free0 - pool.get_num_free_blocks())
+    t = time.time()
+    while iid in sched.requests and time.time() < deadline:
+        eng.step()
+    return {"parked": parked, "held_blocks": held, "held_after_abort": after,
+            "released": iid not in sched.requests, "release_s": time.time() - t,
+            "free_before": free0, "free_after": pool.get_num_free_blocks(),
+            "connector": connector_totals()}
+
+
 def main():
     spec = json.loads(sys.argv[1])
     from vllm import LLM, SamplingParams
@@ -80,6 +120,9 @@ def main():
                 break
             if cmd["cmd"] == "flush":
                 reply({"flushed": flush(cmd.get("timeout_s", 120))})
+                continue
+            if cmd["cmd"] == "abort_during_load":
+                reply(abort_during_load(llm, cmd))
                 continue
             if cmd["cmd"] != "generate":
                 raise ValueError(f"unknown command {cmd['cmd']!r}")
@@ -108,6 +151,8 @@ def main():
                                 for o in outs],
                    "cached": [o.num_cached_tokens for o in outs],
                    "ttft_s": [o.metrics.first_token_latency if o.metrics else None for o in outs],
+                   "first_token_ts": [o.metrics.first_token_ts if o.metrics else None for o in outs],
+                   "last_token_ts": [o.metrics.last_token_ts if o.metrics else None for o in outs],
                    "wall_s": wall, "metrics": vllm_counters(llm), "connector": connector_totals()})
         except Exception as e:
             reply({"error": f"{type(e).__name__}: {e}\n{traceback.format_exc()}"})

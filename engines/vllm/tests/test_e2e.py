@@ -18,9 +18,14 @@ logprob (bit-exact KV in, same computation out); a request it computed (miss, or
 failed load that vLLM recomputed) must equal full[i]. hit == full in tokens is also
 asserted (the acceptance criterion: outputs as without kvstash).
 
+Loads are asynchronous (the default, async_load) in every engine but the one of
+test_sync_mode_*: vLLM parks a request while a background thread loads it.
+
 Order matters (pytest runs the file top to bottom; engines are module fixtures):
   reference (no connector) -> raw save (process 1) -> raw load (process 2, the "fault
-  engine", behind a delay proxy) -> cache_salt isolation -> faults: GET past deadline,
+  engine", behind a delay proxy) -> the engine loop is not blocked by a held load ->
+  a request aborted during its load -> cache_salt isolation -> faults: GET past deadline,
+  -> sync mode (async_load false: loads, blocking contrast, GET past deadline) ->
   payload corrupted on disk, forged payloads (another model's header: Mismatch; a
   flipped body byte: Corruption), server killed mid-run -> a new engine started while
   the server is down (then tenant isolation on it) -> model-fingerprint isolation ->
@@ -45,6 +50,8 @@ from kvstash_vllm.namespace import weights_fingerprint
 BLOCK, CHUNK = 64, 64
 DOCS, DOC_TOKENS, QPD = 2, 200, 2
 MAXTOK = 8
+SHORT_TOKENS = 40
+HOLD_S = 2.0                    # the delay proxy holds a load's GET replies this long
 LAYOUT = (30, 3, 64)            # SmolLM2-135M: layers, KV heads, head dim
 
 
@@ -61,8 +68,17 @@ def workload():
 
 
 @pytest.fixture(scope="module")
-def reference(workload, logdir):
-    """full/hit outputs ({"tokens", "logprobs"} per prompt) from vLLM without the connector."""
+def short(workload):
+    """A prompt shorter than one chunk: no LOOKUP, nothing to load or save."""
+    p = workload[0][0][:SHORT_TOKENS]
+    assert len(p) < CHUNK
+    return p
+
+
+@pytest.fixture(scope="module")
+def reference(workload, short, logdir):
+    """full/hit outputs ({"tokens", "logprobs"} per prompt) from vLLM without the connector;
+    "short": the output of the short prompt."""
     main, extra = workload
     everything = main + extra
     eng = Engine(None, block_size=BLOCK, enable_prefix_caching=True,
@@ -73,9 +89,10 @@ def reference(workload, logdir):
         eng.generate(main, MAXTOK)            # fills the cache: each document's first prompt computes
         hit = eng.generate(main, MAXTOK)
         assert hit["cached"] == [loadable(p) for p in main]
+        sh = eng.generate([short], MAXTOK, salts=["short"])
     finally:
         eng.close()
-    out = {"full": [], "hit": []}
+    out = {"full": [], "hit": [], "short": {"tokens": sh["tokens"][0], "logprobs": sh["logprobs"][0]}}
     for i in range(len(everything)):
         out["full"].append({"tokens": full["tokens"][i], "logprobs": full["logprobs"][i]})
     for i in range(len(main)):
@@ -113,7 +130,7 @@ def proxy(server):
 
 @pytest.fixture(scope="module")
 def fault_engine(proxy, logdir):
-    cfg = connector_config([proxy.address], chunk_tokens=CHUNK, get_deadline_ms=500,
+    cfg = connector_config([proxy.address], chunk_tokens=CHUNK, get_deadline_ms=4000,
                            lookup_deadline_ms=3000)
     eng = Engine(cfg, block_size=BLOCK, log_path=os.path.join(logdir, "engine-raw-load.log"))
     yield eng
@@ -160,8 +177,60 @@ def test_raw_save_in_one_process_then_load_in_a_fresh_one(workload, reference, s
     assert r2["metrics"]["vllm:external_prefix_cache_hits"] == sum(want)
     w2 = r2["connector"]["worker"]
     assert w2["loaded_tokens"] == sum(want) and w2.get("load_failures", 0) == 0
+    assert w2["async_loads"] == len(main)                         # the default: asynchronous
     assert w2["load_bytes"] >= sum(want) * 23040      # raw: 23,040 bf16 bytes per token + headers
     assert r2["connector"]["scheduler"]["matched_tokens"] == sum(want)
+
+
+def _held(proxy, fn):
+    """fn() with the proxy holding each load's GET replies HOLD_S; asserts it held some."""
+    holds = proxy.holds
+    proxy.hold_large_s = HOLD_S
+    try:
+        return fn()
+    finally:
+        proxy.hold_large_s = 0.0
+        assert proxy.holds > holds, "no GET reply was held: the test did not exercise a slow load"
+
+
+def test_async_load_does_not_block_the_engine(workload, reference, short, proxy, fault_engine):
+    """A request whose load is held HOLD_S by the proxy and a short request (no lookup)
+    arrive together: the short one runs while the other is parked, so it finishes (last
+    token) before the loading one's first token, and its first token comes well before
+    HOLD_S; the loading one still loads (not recomputed) and equals vLLM's hit output."""
+    main, _ = workload
+    before = fault_engine.generate(main[2:3], 1)
+    r = _held(proxy, lambda: fault_engine.generate([main[1], short], MAXTOK, serial=False))
+    assert r["cached"] == [loadable(main[1]), 0]
+    check(r, reference, ["hit"], idx=[1])
+    assert {"tokens": r["tokens"][1], "logprobs": r["logprobs"][1]} == reference["short"]
+    assert r["ttft_s"][0] >= HOLD_S * 0.9, r["ttft_s"]          # the load was really held
+    assert r["ttft_s"][1] < HOLD_S / 2, r["ttft_s"]             # ... and did not hold the short one
+    assert r["last_token_ts"][1] < r["first_token_ts"][0], (r["last_token_ts"], r["first_token_ts"])
+    d = delta(r, before)
+    assert d.get("async_loads", 0) == 1 and d.get("loads", 0) == 1 and d.get("load_failures", 0) == 0
+
+
+def test_abort_during_async_load(workload, reference, proxy, fault_engine):
+    """vLLM aborts a request parked for its load: its blocks stay allocated while our
+    thread may still write them, return to the pool once the load is reported, and the
+    load is cancelled (not decoded or scattered)."""
+    main, _ = workload
+    before = fault_engine.generate(main[2:3], 1)
+    r = _held(proxy, lambda: fault_engine.call(cmd="abort_during_load", prompt=main[1], after_steps=3,
+                                               timeout_s=60))
+    need = loadable(main[1]) // BLOCK                # blocks allocated for the load at park time
+    assert r["parked"] and r["held_blocks"] >= need, r
+    assert r["held_after_abort"] == [r["held_blocks"]] * 3, r   # not freed while loading
+    assert r["released"] and r["free_after"] == r["free_before"], r
+    assert r["release_s"] >= HOLD_S / 4, r                  # freed only when the load finished
+    w = r["connector"]["worker"]
+    b = before["connector"]["worker"]
+    assert w.get("loads_cancelled", 0) - b.get("loads_cancelled", 0) == 1
+    assert w.get("loads", 0) == b.get("loads", 0)
+    r = fault_engine.generate(main[1:2], MAXTOK)              # the engine is healthy: loads again
+    assert r["cached"] == [loadable(main[1])]
+    check(r, reference, ["hit"], idx=[1])
 
 
 def test_cache_salt_isolates(workload, reference, fault_engine):
@@ -182,7 +251,7 @@ def test_cache_salt_isolates(workload, reference, fault_engine):
 def test_get_past_its_deadline_is_recomputed(workload, reference, proxy, fault_engine):
     main, _ = workload
     before = fault_engine.generate(main[:1], 1)
-    proxy.delay_s = 1.0                      # > get_deadline_ms 500, < lookup_deadline_ms 3000
+    proxy.delay_s = 1.0    # per 64 KiB reply piece: a GET takes > get_deadline_ms 4000, a LOOKUP < 3000
     try:
         t = time.time()
         r = fault_engine.generate(main[:2], MAXTOK)
@@ -193,6 +262,36 @@ def test_get_past_its_deadline_is_recomputed(workload, reference, proxy, fault_e
     d = delta(r, before)
     assert d.get("load_fail_deadline", 0) == 2 and d.get("loads", 0) == 0
     assert elapsed < 60, "a slow server must not hang the engine"
+
+
+def test_sync_mode_loads_in_the_step(workload, reference, short, proxy, logdir):
+    """async_load false: the same loads, done inside the step (no async_loads), so a held
+    load DOES hold the short request batched with it (the contrast of the async test);
+    a GET past its deadline is recomputed."""
+    main, _ = workload
+    cfg = connector_config([proxy.address], chunk_tokens=CHUNK, get_deadline_ms=4000,
+                           lookup_deadline_ms=3000, async_load=False)
+    eng = Engine(cfg, block_size=BLOCK, log_path=os.path.join(logdir, "engine-sync-load.log"))
+    try:
+        r = eng.generate(main, MAXTOK)
+        assert r["cached"] == [loadable(p) for p in main]
+        check(r, reference, ["hit"] * len(main))
+        w = r["connector"]["worker"]
+        assert w["loads"] == len(main) and w.get("async_loads", 0) == 0
+        r = _held(proxy, lambda: eng.generate([main[1], short], MAXTOK, serial=False))
+        assert r["cached"][0] == loadable(main[1])
+        assert r["ttft_s"][1] >= HOLD_S * 0.9, r["ttft_s"]      # blocked behind the load
+        before = r
+        proxy.delay_s = 1.0
+        try:
+            r = eng.generate(main[:1], MAXTOK)
+        finally:
+            proxy.delay_s = 0.0
+        check(r, reference, ["full"])
+        d = delta(r, before)
+        assert d.get("load_fail_deadline", 0) == 1 and d.get("loads", 0) == 0
+    finally:
+        eng.close()
 
 
 def _flip_on_disk(data_dir, needle: bytes) -> str:
