@@ -1,7 +1,10 @@
 // Validation and the host reference of common/paged_kv.h.
 #include "common/paged_kv.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kvstash {
 
@@ -18,6 +21,10 @@ Status ValidatePagedKvTransfer(const PagedKvTransfer& x, std::span<const int32_t
     return Status::InvalidArgument("paged KV transfer: n_block_ids differs from the block table's size");
   }
   if (x.t_begin == x.t_end) return Status::Ok();
+  if (x.first_token > UINT64_MAX - x.t_end) {
+    return Status::InvalidArgument("paged KV transfer: first_token " + std::to_string(x.first_token) +
+                                   " + chunk tokens overflows 64 bits");
+  }
   const uint64_t first = PagedKvBlockIndex(x, x.t_begin), last = PagedKvBlockIndex(x, x.t_end - 1);
   if (last >= block_ids.size()) {
     return Status::InvalidArgument("paged KV transfer: token " + std::to_string(x.first_token + x.t_end - 1) +
@@ -29,6 +36,15 @@ Status ValidatePagedKvTransfer(const PagedKvTransfer& x, std::span<const int32_t
       return Status::InvalidArgument("paged KV transfer: block id " + std::to_string(block_ids[b]) +
                                      " outside the cache's " + std::to_string(x.num_blocks) + " blocks");
     }
+  }
+  // Two table entries naming one block would make two tokens write one slot (a race on
+  // the GPU, and one token's KV lost).
+  std::vector<int32_t> used(block_ids.begin() + static_cast<ptrdiff_t>(first),
+                            block_ids.begin() + static_cast<ptrdiff_t>(last) + 1);
+  std::sort(used.begin(), used.end());
+  if (auto dup = std::adjacent_find(used.begin(), used.end()); dup != used.end()) {
+    return Status::InvalidArgument("paged KV transfer: block id " + std::to_string(*dup) +
+                                   " appears twice in the block table");
   }
   return Status::Ok();
 }

@@ -111,9 +111,10 @@ KVSTASH_HD inline PagedKvElement PagedKvElementAt(const PagedKvTransfer& x, cons
 }
 
 // InvalidArgument unless: every dim >= 1, block_size >= 1, t_begin <= t_end <=
-// chunk_tokens, the block table covers first_token + t_end - 1 (when t_end >
-// t_begin), and every entry it uses is in [0, num_blocks). Offsets are then within
-// the cache the strides describe when that cache has num_blocks blocks.
+// chunk_tokens, first_token + t_end fits 64 bits, the block table covers
+// first_token + t_end - 1 (when t_end > t_begin), and the entries it uses are distinct
+// and in [0, num_blocks). Offsets are then within the cache the strides describe when
+// that cache has num_blocks blocks, and no two tokens write one slot.
 Status ValidatePagedKvTransfer(const PagedKvTransfer& x, std::span<const int32_t> block_ids);
 
 // Host reference: copies chunk tokens [t_begin, t_end) of the canonical `chunk`

@@ -150,6 +150,13 @@ TEST(PagedKvTest, RejectsBadTransfers) {
   EXPECT_EQ(ScatterChunkHost(x, ids, small, layers).code(), Status::Code::kInvalidArgument);
   std::vector<uint16_t*> none;
   EXPECT_EQ(ScatterChunkHost(x, ids, chunk, none).code(), Status::Code::kInvalidArgument);
+  ids = {1, 1};  // one block for two table entries: two tokens would write one slot
+  EXPECT_EQ(ValidatePagedKvTransfer(x, ids).code(), Status::Code::kInvalidArgument);
+  ids = {0, 1};
+  x.first_token = UINT64_MAX - 1;  // first_token + t_end wraps: entry 2^63 - 1 otherwise
+  EXPECT_EQ(ScatterChunkHost(x, ids, chunk, layers).code(), Status::Code::kInvalidArgument);
+  x.first_token = 0;
+  EXPECT_TRUE(ScatterChunkHost(x, ids, chunk, layers).ok());
   x.block_size = 0;
   EXPECT_EQ(ValidatePagedKvTransfer(x, ids).code(), Status::Code::kInvalidArgument);
 }
