@@ -4,40 +4,51 @@
 # campaign corpus kept in build-fuzz/campaign/<target> (seeded from fuzz/seeds/ and
 # CI's build-fuzz/corpus/). Each run is appended to the results file, so a target's
 # total can be reached over several sessions; `total_execs` per target is the sum.
-# After a clean run the campaign corpus is merged into fuzz/seeds/<target>, which CI's
-# short runs start from: the committed seeds stay, and a set cover of the edges they
-# miss is added (libFuzzer -set_cover_merge=1 -use_counters=0: edges, not hit counts,
-# so the seeds stay small: 384 KB for gguf after 10^8 executions).
+# After a run without a finding, fuzz/seeds/<target> (in the working tree: commit it)
+# gets a set cover of the edges the committed seeds miss (libFuzzer -set_cover_merge=1
+# -use_counters=0: edges, not hit counts, so the seeds stay small), which CI's short
+# runs start from; a failed merge is recorded and does not lose the run.
 # A finding stops the campaign: libFuzzer's crash-/leak-/timeout- file is kept in
 # build-fuzz/campaign/findings/ and the run is recorded with "finding".
 #
 # Usage: scripts/fuzz_campaign.sh [EXECS [TARGET...]]
-#   EXECS   executions per target per run. Default: 100000000 (10^8)
-#   TARGET  e.g. frame_fuzz; default: every target, fastest first
-# Environment: KVSTASH_FUZZ_JSON (default benchmarks/results/fuzz_campaign.json),
-#   KVSTASH_JOBS (build parallelism), KVSTASH_FUZZ_NICE (default 19).
-# Exit status: 0 when every run finished without a finding; 3 on a finding.
+#   EXECS   executions per target per run, 1 .. 10^12. Default: 100000000 (10^8)
+#   TARGET  e.g. frame_fuzz (fuzz/<TARGET>.cc); default: every target, fastest first
+# Environment: KVSTASH_FUZZ_JSON (default benchmarks/results/fuzz_campaign.json; a
+#   relative path is relative to the repository root), KVSTASH_JOBS (build
+#   parallelism), KVSTASH_FUZZ_NICE (default 19).
+# Exit status: 0 every run finished without a finding; 2 usage (bad EXECS, unknown
+# target, unreadable results file); 3 a finding; 1 a build or other failure.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-EXECS="${1:-100000000}"
-shift || true
-[[ "$EXECS" =~ ^[1-9][0-9]*$ ]] || { echo "EXECS must be a positive integer, got '$EXECS'" >&2; exit 2; }
+if (($# >= 1)); then EXECS="$1"; shift; else EXECS=100000000; fi
+if [[ ! "$EXECS" =~ ^[1-9][0-9]{0,12}$ ]] || ((EXECS > 1000000000000)); then
+  echo "EXECS must be an integer in 1 .. 10^12, got '$EXECS'" >&2; exit 2
+fi
 JSON="${KVSTASH_FUZZ_JSON:-benchmarks/results/fuzz_campaign.json}"
 NICE="${KVSTASH_FUZZ_NICE:-19}"
 JOBS="${KVSTASH_JOBS:-$(nproc)}"
 
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DKVSTASH_FUZZ=ON -DKVSTASH_CUDA=OFF -DKVSTASH_BENCHMARKS=OFF >/dev/null
-cmake --build build-fuzz -j "$JOBS" --target kvstash_fuzzers >/dev/null
-
-# Fastest first (exec/s measured in CI's 60 s runs), so short sessions finish targets.
-ORDER=(payload_fuzz llama_state_fuzz gguf_fuzz frame_fuzz dckv_artifact_fuzz spec_state_fuzz
+# Fastest first (exec/s measured in this campaign at load 3-5), so short sessions
+# finish targets.
+ORDER=(payload_fuzz llama_state_fuzz frame_fuzz gguf_fuzz dckv_artifact_fuzz spec_state_fuzz
        rans_fuzz rwkv_file_fuzz)
 if (($#)); then TARGETS=("$@"); else TARGETS=("${ORDER[@]}"); fi
 for t in "${TARGETS[@]}"; do
-  [[ -x "build-fuzz/fuzz/$t" ]] || { echo "no fuzz target build-fuzz/fuzz/$t" >&2; exit 2; }
+  [[ "$t" =~ ^[a-z0-9_]+_fuzz$ && -f "fuzz/$t.cc" ]] || { echo "no fuzz target $t (fuzz/$t.cc)" >&2; exit 2; }
 done
+if [[ -e "$JSON" ]] && ! .venv/bin/python -c 'import json,sys; json.load(open(sys.argv[1]))["targets"]' "$JSON" 2>/dev/null; then
+  echo "$JSON is not a fuzz campaign results file: fix or move it first" >&2; exit 2
+fi
+# The tree the binaries are built from (a dirty tree is recorded as such).
+COMMIT="$(git rev-parse HEAD)"
+DIRTY=0
+git diff --quiet HEAD -- . ':!fuzz/seeds' ':!benchmarks/results' || DIRTY=1
+
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DKVSTASH_FUZZ=ON -DKVSTASH_CUDA=OFF -DKVSTASH_BENCHMARKS=OFF >/dev/null
+cmake --build build-fuzz -j "$JOBS" --target kvstash_fuzzers >/dev/null
 
 mkdir -p build-fuzz/campaign/findings "$(dirname "$JSON")"
 rc=0
@@ -49,24 +60,29 @@ for t in "${TARGETS[@]}"; do
   [[ -d "build-fuzz/corpus/$t" ]] && inputs+=("build-fuzz/corpus/$t")
   log="build-fuzz/campaign/$t.log"
   echo "-- $t: $EXECS executions (log $log)"
-  start=$(date +%s)
+  start=$(date +%s.%N)
   status=0
   nice -n "$NICE" "build-fuzz/fuzz/$t" -runs="$EXECS" -print_final_stats=1 -timeout=10 \
       -rss_limit_mb=2048 -artifact_prefix=build-fuzz/campaign/findings/ "${inputs[@]}" \
       >"$log" 2>&1 || status=$?
-  secs=$(( $(date +%s) - start ))
+  secs=$(.venv/bin/python -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$start" "$(date +%s.%N)")
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   finding=$(grep -o 'Test unit written to [^ ]*' "$log" | tail -n 1 | sed 's/Test unit written to //' || true)
-  if ((status != 0)); then rc=3; fi
-  if ((status == 0)); then
-    # Inputs that add coverage to the committed seeds join them.
+  merge=skipped
+  if ((status != 0)); then
+    rc=3
+  else
     mkdir -p "fuzz/seeds/$t"
-    "build-fuzz/fuzz/$t" -set_cover_merge=1 -use_counters=0 "fuzz/seeds/$t" "${inputs[@]}" \
-        >"build-fuzz/campaign/$t.merge.log" 2>&1
+    if "build-fuzz/fuzz/$t" -set_cover_merge=1 -use_counters=0 -rss_limit_mb=2048 "fuzz/seeds/$t" "${inputs[@]}" \
+        >"build-fuzz/campaign/$t.merge.log" 2>&1; then
+      merge=ok
+    else
+      merge="failed (build-fuzz/campaign/$t.merge.log)"
+    fi
   fi
-  .venv/bin/python - "$JSON" "$t" "$EXECS" "${execs:-0}" "$secs" "$status" "$finding" <<'PY'
-import json, os, subprocess, sys, datetime
-out, target, asked, execs, secs, status, finding = sys.argv[1:]
+  .venv/bin/python - "$JSON" "$t" "$EXECS" "${execs:-0}" "$secs" "$status" "$finding" "$COMMIT" "$DIRTY" "$merge" <<'PY'
+import datetime, json, os, sys
+out, target, asked, execs, secs, status, finding, commit, dirty, merge = sys.argv[1:]
 try:
     d = json.load(open(out))
 except FileNotFoundError:
@@ -77,10 +93,10 @@ seeds = f"fuzz/seeds/{target}"
 entry = d["targets"].setdefault(target, {"runs": []})
 entry["runs"].append({
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    "git_commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
-    "execs_asked": int(asked), "execs": int(execs), "seconds": int(secs),
-    "execs_per_second": round(int(execs) / max(int(secs), 1)),
-    "exit_status": int(status), "finding": finding or None,
+    "git_commit": commit, "git_dirty": dirty == "1",
+    "execs_asked": int(asked), "execs": int(execs), "seconds": float(secs),
+    "execs_per_second": round(int(execs) / max(float(secs), 0.1)),
+    "exit_status": int(status), "finding": finding or None, "seed_merge": merge,
     "machine_load_1m": round(os.getloadavg()[0], 2)})
 entry["total_execs"] = sum(r["execs"] for r in entry["runs"])
 entry["findings"] = [r["finding"] for r in entry["runs"] if r["finding"]]
@@ -88,10 +104,12 @@ if os.path.isdir(seeds):
     files = os.listdir(seeds)
     entry["seed_files"] = len(files)
     entry["seed_bytes"] = sum(os.path.getsize(os.path.join(seeds, f)) for f in files)
-json.dump(d, open(out, "w"), indent=2)
-open(out, "a").write("\n")
+with open(out + ".tmp", "w") as f:   # written whole, then renamed: never a half file
+    json.dump(d, f, indent=2)
+    f.write("\n")
+os.replace(out + ".tmp", out)
 PY
-  echo "$t: ${execs:-0} executions in ${secs}s, exit $status${finding:+, finding $finding}"
+  echo "$t: ${execs:-0} executions in ${secs}s, exit $status${finding:+, finding $finding}, seed merge $merge"
   ((status == 0)) || break
 done
 exit $rc
