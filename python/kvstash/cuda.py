@@ -4,8 +4,8 @@ was built with its CUDA module,
 
     pip install ./python -C cmake.define.KVSTASH_PYTHON_CUDA=ON     (needs nvcc)
 
-otherwise importing this module raises ImportError saying so. `available()` tells
-without raising.
+otherwise importing this module raises ImportError saying so; once imported,
+`device_available()` returns (True, "") or (False, the runtime's reason) without raising.
 
 Tensors (torch CUDA tensors, or any DLPack CUDA array):
   chunk: C-contiguous [n_layers, 2, T, n_kv_heads, head_dim], a 16-bit dtype (bf16/f16
@@ -22,9 +22,11 @@ Tensors (torch CUDA tensors, or any DLPack CUDA array):
 Streams: `stream` is a cudaStream_t as an int (torch.cuda.current_stream().cuda_stream);
 scatter_chunk/gather_chunk enqueue on it and return; DeviceDecoder.restore_chunks_into
 synchronises it.
-Errors: kvstash exceptions (InvalidArgumentError for shapes, strides, dtypes, devices,
-block ids; MismatchError/CorruptionError from the codecs; UnavailableError without a
-device).
+Errors: kvstash exceptions (InvalidArgumentError for shapes, strides, dtypes (a restore
+target must have the codec's dtype or be int16/uint16), devices, block ids;
+MismatchError/CorruptionError from the codecs; UnavailableError without a device); an
+argument that is not a DLPack CUDA array at all (a NumPy array, a CPU tensor) is
+refused by nanobind with TypeError before any of these checks.
 Thread-safety: every function releases the GIL; a DeviceDecoder may be shared.
 """
 

@@ -72,6 +72,10 @@ def test_raw_restore_into_cuda_tensors_equals_the_cpu_restore():
     with pytest.raises(kvstash.CorruptionError):
         dec.restore_chunks_into(tokens, keys, [bytes(bad)], fresh)
     assert int(fresh[0].view(torch.int16).abs().sum()) == 0  # nothing unverified written
+    # bf16 KV into a float16 tensor would read back as other numbers: refused.
+    halves = [torch.zeros_like(o, dtype=torch.float16) for o in outs]
+    with pytest.raises(kvstash.InvalidArgumentError, match="element type"):
+        dec.restore_chunks_into(tokens, keys, payloads, halves)
 
 
 def vllm_layers(torch, n_layers, blocks, heads, block_size, head_dim, order):

@@ -66,6 +66,20 @@ void Check16(const CudaArray& a, const std::string& what) {
   }
 }
 
+// A restore target holds `want` values: its element type is that dtype, or a 16-bit
+// integer (bit patterns). A float16 tensor for bf16 KV (or the reverse) would read back
+// as other numbers, so it is refused.
+void CheckKvDtype(const CudaArray& a, DType want, const std::string& what) {
+  const auto code = static_cast<nb::dlpack::dtype_code>(a.dtype().code);
+  const bool bits = code == nb::dlpack::dtype_code::Int || code == nb::dlpack::dtype_code::UInt;
+  const bool same = (want == DType::kBF16 && code == nb::dlpack::dtype_code::Bfloat) ||
+                    (want == DType::kF16 && code == nb::dlpack::dtype_code::Float);
+  if (!bits && !same) {
+    ThrowInvalid(what + ": its element type is not " + std::string(DTypeName(want)) +
+                 " (the codec's KV dtype) or a 16-bit integer");
+  }
+}
+
 // Makes the tensors' device current for the scope (restores the previous one).
 class DeviceScope {
  public:
@@ -251,6 +265,7 @@ class DeviceDecoder {
     for (size_t i = 0; i < outs.size(); ++i) {
       const std::string what = "outs[" + std::to_string(i) + "]";
       CheckChunk(outs[i], L.n_layers, L.n_kv_heads, L.head_dim, what);
+      CheckKvDtype(outs[i], L.dtype, what);
       if (i < keys.size() && outs[i].shape(2) != keys[i].tokens) {
         ThrowInvalid(what + ": " + std::to_string(outs[i].shape(2)) + " tokens, its chain chunk " +
                      std::to_string(keys[i].tokens));
@@ -365,7 +380,8 @@ void BindCuda(nb::module_& m) {
            nb::arg("payloads"), nb::arg("outs"), nb::arg("stream") = 0,
            "Decodes and verifies the payloads of chain chunks [0, len(payloads)) as restore_chunks does and "
            "writes chunk i into outs[i] (C-contiguous CUDA [n_layers, 2, keys[i].tokens, n_kv_heads, "
-           "head_dim], 16-bit). Synchronises `stream`. On an error the tensors of the failing chunk and "
+           "head_dim], the codec's dtype or int16/uint16). Synchronises `stream`. On an error the tensors of "
+           "the failing chunk and "
            "later ones must not be used (earlier ones hold verified chunks).");
 }
 
