@@ -29,13 +29,14 @@
 #include "model/formats/model_loader.h"
 #include "tests/determinism/determinism.h"
 #ifdef KVSTASH_HAVE_CUDA
+#include "gpu_kernels/cuda_check.h"
 #include "tests/determinism/determinism_cuda.h"
 #endif
 
 namespace {
 
-int Usage(const char* why) {
-  std::fprintf(stderr,
+int Usage(const char* why, FILE* to = stderr) {
+  std::fprintf(to,
                "kvstash_determinism: %s\nusage: kvstash_determinism [--manifest FILE] [--fixtures DIR] "
                "[--model GGUF] [--rwkv7 BIN] [--threads N] [--splits A,B,...] [--json FILE] [--emit DIR] "
                "[--prompts N] [--cuda] [--write]\n",
@@ -43,16 +44,33 @@ int Usage(const char* why) {
   return 2;
 }
 
-std::vector<uint32_t> ParseSplits(const std::string& s) {
+// A positive decimal integer <= max, or nullopt.
+std::optional<uint32_t> ParsePositive(const std::string& s, uint32_t max) {
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const unsigned long v = std::stoul(s);
+  if (v < 1 || v > max) return std::nullopt;
+  return static_cast<uint32_t>(v);
+}
+
+// "A,B,...": positive token positions (< 2^20); nullopt for anything else.
+std::optional<std::vector<uint32_t>> ParseSplits(const std::string& s) {
   std::vector<uint32_t> out;
   size_t at = 0;
-  while (at < s.size()) {
+  while (at <= s.size()) {
     size_t comma = s.find(',', at);
     if (comma == std::string::npos) comma = s.size();
-    out.push_back(static_cast<uint32_t>(std::stoul(s.substr(at, comma - at))));
+    auto v = ParsePositive(s.substr(at, comma - at), 1u << 20);
+    if (!v) return std::nullopt;
+    out.push_back(*v);
     at = comma + 1;
   }
   return out;
+}
+
+std::string Joined(const std::vector<uint32_t>& v) {
+  std::string s;
+  for (uint32_t x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s.empty() ? "-" : s;
 }
 
 }  // namespace
@@ -81,6 +99,11 @@ int main(int argc, char** argv) {
       return std::string(argv[++i]);
     };
     std::optional<std::string> v;
+    if (a == "--help" || a == "-h") {
+      Usage("the determinism manifest's items on this build (docs/determinism.md)", stdout);
+      return 0;
+    }
+    if (a.rfind("--", 0) != 0) return Usage(("unexpected argument " + a).c_str());
     if (a == "--write" || a == "--cuda") {
       (a == "--write" ? write : cuda) = true;
       continue;
@@ -93,8 +116,16 @@ int main(int argc, char** argv) {
       else if (a == "--rwkv7") rwkv7_path = *v;
       else if (a == "--json") json_out = *v;
       else if (a == "--emit") in.emit_dir = *v;
-      else if (a == "--threads") in.threads = std::stoi(*v);
-      else if (a == "--splits") in.splits = ParseSplits(*v);
+      else if (a == "--threads") {
+        auto n = ParsePositive(*v, 256);
+        if (!n) return Usage("--threads takes 1 .. 256");
+        in.threads = static_cast<int>(*n);
+      }
+      else if (a == "--splits") {
+        auto sp = ParseSplits(*v);
+        if (!sp) return Usage("--splits takes positive token positions, e.g. 1,33");
+        in.splits = *sp;
+      }
       else if (a == "--prompts") {
         size_t used = 0;
         const unsigned long n = std::stoul(*v, &used);
@@ -110,6 +141,11 @@ int main(int argc, char** argv) {
   if (write && cuda) return Usage("--write writes the CPU reference: drop --cuda");
 #ifndef KVSTASH_HAVE_CUDA
   if (cuda) return Usage("--cuda: this build has no CUDA (configure with KVSTASH_CUDA=ON)");
+#else
+  if (std::string why; cuda && !gpu::CudaDeviceAvailable(&why)) {  // before minutes of CPU items
+    std::fprintf(stderr, "kvstash_determinism --cuda: no CUDA device: %s\n", why.c_str());
+    return 2;
+  }
 #endif
   in.fixtures_dir = fixtures;
   if (!in.emit_dir.empty()) std::filesystem::create_directories(in.emit_dir);
@@ -131,8 +167,8 @@ int main(int argc, char** argv) {
     rwkv.emplace(std::move(r).value());
     in.rwkv7 = &*rwkv;
   }
-  std::printf("kvstash_determinism: KVSTASH_CPU_PATH=%s threads=%d splits=%zu\n", CpuPathName(), in.threads,
-              in.splits.size());
+  std::printf("kvstash_determinism: KVSTASH_CPU_PATH=%s threads=%d splits=%s\n", CpuPathName(), in.threads,
+              Joined(in.splits).c_str());
 
   if (write) {
     if (Status s = determinism::WriteFixtures(in); !s.ok()) {
