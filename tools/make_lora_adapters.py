@@ -90,16 +90,24 @@ def write_adapter(out_dir: str, name: str, tensors, model_dir: str) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default=os.path.join(ROOT, "models", "smollm2-135m-hf"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "models", "lora"))
-    ap.add_argument("--steps", type=int, default=24)
+    ap = argparse.ArgumentParser(
+        description="Train two LoRA adapters (legal, code) for SmolLM2-135M in the PEFT folder format "
+                    "vLLM loads (engines/vllm/tests/test_lora.py).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--model", default=os.path.join(ROOT, "models", "smollm2-135m-hf"),
+                    help="the Hugging Face model folder (tools/gguf_to_hf.py)")
+    ap.add_argument("--out", default=os.path.join(ROOT, "models", "lora"), help="folder of the adapters")
+    ap.add_argument("--steps", type=int, default=24, help="AdamW steps per adapter")
     args = ap.parse_args()
     if args.steps < 1:
         print("--steps must be >= 1", file=sys.stderr)
         return 2
     if not os.path.isfile(os.path.join(args.model, "config.json")):
         print(f"{args.model}: no Hugging Face model (run scripts/setup.sh)", file=sys.stderr)
+        return 2
+    missing = [t for t in ADAPTERS.values() if not os.path.isfile(t)]
+    if missing:
+        print(f"training text missing: {', '.join(missing)}", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
     for seed, (name, text) in enumerate(ADAPTERS.items(), start=1):
