@@ -51,6 +51,7 @@ struct StoreSnapshot {
     uint64_t hits = 0, evictions = 0, promotions = 0;
     bool up = true;  // false: enabled but unreachable (T2 Redis down, reconnecting)
     uint64_t errors = 0;  // failed operations of the engine behind the tier (RocksDB, Redis)
+    bool writes_failing = false;  // T1: its last write failed (disk full), not yet resumed
   };
   std::vector<Tier> tiers;
   uint64_t checksum_failures = 0;  // entries the store dropped for a failed checksum

@@ -206,6 +206,9 @@ const TierField kTierFields[] = {
      [](const StoreSnapshot::Tier& t) { return t.errors; }},
     {"kvstash_tier_up", "gauge", "1 when the tier is reachable, 0 while it is down (T2: Redis, reconnecting).",
      "up", [](const StoreSnapshot::Tier& t) { return static_cast<uint64_t>(t.up ? 1 : 0); }},
+    {"kvstash_tier_writes_failing", "gauge",
+     "1 while the tier's writes fail (T1: disk full or I/O error, until RocksDB resumes), else 0.",
+     "writes_failing", [](const StoreSnapshot::Tier& t) { return static_cast<uint64_t>(t.writes_failing ? 1 : 0); }},
 };
 
 }  // namespace
@@ -356,6 +359,7 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
     json row = {{"name", t.name}, {"enabled", t.enabled}};
     for (const TierField& f : kTierFields) row[f.json] = f.value(t);
     row["up"] = t.up;
+    row["writes_failing"] = t.writes_failing;
     tiers.push_back(std::move(row));
   }
   j["tiers"] = tiers;

@@ -428,6 +428,9 @@ std::string RequestHandler::HealthDetail() const {
     if (t.enabled && !t.up) {
       out += t.name + " down: unreachable, serving without it and reconnecting (degraded)\n";
     }
+    if (t.enabled && t.writes_failing) {
+      out += t.name + " writes failing (disk full or I/O error): PUTs fail, reads are served (degraded)\n";
+    }
   }
   return out;
 }

@@ -351,6 +351,7 @@ Result<LookupResult> Store::Impl::Lookup(std::span<const StoredKey> keys, bool h
 StoreStats Store::Impl::Stats() const {
   StoreStats s;
   s.t2_up = !t2_ || t2_->up();
+  s.t1_writes_failing = t1_ && t1_write_failed_.load();
   {
     ReaderLock lock(index_mu_);
     for (int t = 0; t < kNumTiers; ++t) {

@@ -97,7 +97,9 @@ class Store::Impl {
   uint64_t entries_[kNumTiers] KVSTASH_GUARDED_BY(index_mu_) = {};
   uint64_t pinned_ KVSTASH_GUARDED_BY(index_mu_) = 0;
   uint64_t budget_[kNumTiers] = {};
-  bool t1_write_failed_ KVSTASH_GUARDED_BY(write_mu_) = false;
+  // Set by a failed T1 write (disk full, I/O error), cleared when RocksDB resumes (the
+  // next Put asks, store_write.cc); atomic so that Stats() reads it without write_mu_.
+  std::atomic<bool> t1_write_failed_{false};
   Counters c_;
 };
 

@@ -76,6 +76,9 @@ struct StoreStats {
   // False while T2 is on but Redis cannot be reached (store/redis_tier.h: the store
   // serves from T0/T1 meanwhile and reconnects in the background).
   bool t2_up = true;
+  // True after a T1 write failed (disk full, I/O error) until RocksDB has resumed: Puts
+  // fail meanwhile, reads are served.
+  bool t1_writes_failing = false;
   TierStats tiers[kNumTiers];
   uint64_t lookups = 0;
   uint64_t lookup_chunks = 0;          // chunk keys examined by Lookups

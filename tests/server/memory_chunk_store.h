@@ -4,6 +4,7 @@
 // real store in the end-to-end tests).
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <set>
@@ -81,12 +82,15 @@ class MemoryChunkStore : public ChunkStore {
     t.entries = entries_.size();
     for (auto& [k, e] : entries_) t.bytes += e.read.payload->size();
     t.budget_bytes = 1ull << 30;
+    t.writes_failing = writes_failing;
     s.tiers.push_back(t);
     s.pinned_entries = pinned_.size();
     s.index_entries = entries_.size();
     return s;
   }
   bool LookupIsInMemory() const override { return true; }
+  // What Snapshot() reports as the tier's writes_failing (a full disk, for tests).
+  std::atomic<bool> writes_failing{false};
   bool IsPinned(const StoredKey& k) const {
     std::lock_guard<std::mutex> l(mu_);
     return pinned_.count(k) > 0;

@@ -488,6 +488,17 @@ TEST_F(HandlerTest, HelloChecksTheCredential) {
   EXPECT_EQ(handler_.StatsJson()["requests"]["HELLO"]["errors"], 1);
 }
 
+// A tier whose writes fail (T1 on a full disk) is named on /healthz and in /metrics.
+TEST_F(HandlerTest, FailingTierWritesShowOnHealthzAndMetrics) {
+  EXPECT_EQ(handler_.HealthDetail(), "");
+  EXPECT_NE(handler_.PrometheusText().find("kvstash_tier_writes_failing{tier=\"T0\"} 0\n"), std::string::npos);
+  store_.writes_failing = true;
+  EXPECT_EQ(handler_.HealthDetail(),
+            "T0 writes failing (disk full or I/O error): PUTs fail, reads are served (degraded)\n");
+  EXPECT_NE(handler_.PrometheusText().find("kvstash_tier_writes_failing{tier=\"T0\"} 1\n"), std::string::npos);
+  EXPECT_EQ(handler_.StatsJson()["tiers"][0]["writes_failing"], true);
+}
+
 TEST_F(HandlerTest, RequestsBeforeHelloArePermissionDeniedExceptPing) {
   EXPECT_STATUS(Call("", Opcode::kLookup, protocol::LookupRequest{}).first, kPermissionDenied);
   auto [s, body] = Call("", Opcode::kPing, protocol::PingMessage{{1, 2, 3}});

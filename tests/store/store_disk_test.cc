@@ -212,6 +212,7 @@ TEST(StoreDisk, AWriteThatFailsIsNeverVisible) {
     ASSERT_OK_AND_ASSIGN(auto got, store->Get(lost.stored()));
     for (const ChunkData& d : got) EXPECT_FALSE(d.found);
     EXPECT_EQ(store->Stats().put_failures, 1u);
+    EXPECT_TRUE(store->Stats().t1_writes_failing);  // what /healthz and /metrics report
     // Space comes back: RocksDB recovers (in the background, or through the Resume the
     // next Put asks for) and writes are accepted again.
     fs->full = false;
@@ -222,6 +223,7 @@ TEST(StoreDisk, AWriteThatFailsIsNeverVisible) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     ASSERT_OK(s);
+    EXPECT_FALSE(store->Stats().t1_writes_failing);
   }
   o.rocksdb_env = nullptr;
   auto store = Store::Open(o).value();
