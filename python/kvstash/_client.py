@@ -83,7 +83,8 @@ class Client:
                  client_name: str = "kvstash-python", connections_per_server: int = 2,
                  max_attempts: int = 3, initial_backoff_ms: int = 10,
                  max_backoff_ms: int = 500, max_reply_bytes: int = 1 << 30,
-                 connect_timeout_ms: int = 2000, request_memory: bool = True) -> None:
+                 connect_timeout_ms: int = 2000, request_memory: bool = True,
+                 down_server_skip_ms: int = 1000, unacked_timeout_ms: int = 3000) -> None:
         """Validates the options and starts the I/O thread (connections open lazily).
 
         Args:
@@ -93,6 +94,12 @@ class Client:
             tls: TLS options, or None for plain TCP.
             deadline_ms: default deadline of a call, all attempts included. Default 5000.
             client_name .. request_memory: the other ClientOptions fields (client.h).
+            down_server_skip_ms: how long a server whose connect failed, or whose host
+                stopped acknowledging, is skipped by routed calls (they fail over to the
+                chain's next rendezvous choice); 0: no failover. Default 1000.
+            unacked_timeout_ms: a connection whose sent bytes stay unacknowledged this
+                long is aborted and its server marked down (TCP_USER_TIMEOUT); 0: the
+                kernel's default (~15 min). Default 3000.
         Raises:
             InvalidArgumentError: no servers, a bad address, an empty tenant, zero counts,
                 a TLS CA file that does not load.
@@ -101,7 +108,8 @@ class Client:
         self._native = _native.Client(
             servers, tenant, credential, tls, deadline_ms, client_name,
             connections_per_server, max_attempts, initial_backoff_ms, max_backoff_ms,
-            max_reply_bytes, connect_timeout_ms, request_memory)
+            max_reply_bytes, connect_timeout_ms, request_memory, down_server_skip_ms,
+            unacked_timeout_ms)
         self.servers = list(servers)
         _open_clients.add(self)
 

@@ -183,15 +183,17 @@ void BindClient(nb::module_& m) {
               std::string credential, std::optional<ClientTlsOptions> tls, int64_t deadline_ms,
               std::string client_name, uint32_t connections_per_server, uint32_t max_attempts,
               int64_t initial_backoff_ms, int64_t max_backoff_ms, uint32_t max_reply_bytes,
-              int64_t connect_timeout_ms, bool request_memory) {
+              int64_t connect_timeout_ms, bool request_memory, int64_t down_server_skip_ms,
+              int64_t unacked_timeout_ms) {
              ClientOptions o;
              o.servers = std::move(servers);
              o.tenant = std::move(tenant);
              o.credential = std::move(credential);
              if (tls) o.tls = *tls;
              if (deadline_ms <= 0 || connect_timeout_ms <= 0 || initial_backoff_ms < 0 ||
-                 max_backoff_ms < 0) {
-               ThrowInvalid("deadline_ms and connect_timeout_ms must be positive, backoffs >= 0");
+                 max_backoff_ms < 0 || down_server_skip_ms < 0 || unacked_timeout_ms < 0) {
+               ThrowInvalid("deadline_ms and connect_timeout_ms must be positive; backoffs, "
+                            "down_server_skip_ms and unacked_timeout_ms >= 0");
              }
              o.default_deadline = std::chrono::milliseconds(deadline_ms);
              o.client_name = std::move(client_name);
@@ -202,6 +204,8 @@ void BindClient(nb::module_& m) {
              o.max_reply_bytes = max_reply_bytes;
              o.connect_timeout = std::chrono::milliseconds(connect_timeout_ms);
              o.request_memory = request_memory;
+             o.down_server_skip = std::chrono::milliseconds(down_server_skip_ms);
+             o.unacked_timeout = std::chrono::milliseconds(unacked_timeout_ms);
              Result<std::unique_ptr<Client>> c = Status::Internal("unset");
              {
                nb::gil_scoped_release release;
@@ -212,7 +216,8 @@ void BindClient(nb::module_& m) {
            nb::arg("servers"), nb::arg("tenant"), nb::arg("credential"), nb::arg("tls").none(),
            nb::arg("deadline_ms"), nb::arg("client_name"), nb::arg("connections_per_server"),
            nb::arg("max_attempts"), nb::arg("initial_backoff_ms"), nb::arg("max_backoff_ms"),
-           nb::arg("max_reply_bytes"), nb::arg("connect_timeout_ms"), nb::arg("request_memory"))
+           nb::arg("max_reply_bytes"), nb::arg("connect_timeout_ms"), nb::arg("request_memory"),
+           nb::arg("down_server_skip_ms"), nb::arg("unacked_timeout_ms"))
       .def("close", &PyClient::Close)
       .def_prop_ro("closed", &PyClient::closed)
       .def("server_for", [](PyClient& c, nb::handle route) {

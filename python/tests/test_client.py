@@ -95,6 +95,31 @@ def test_server_down_is_unavailable_and_retryable():
         assert e.value.retryable and e.value.code == "Unavailable"
 
 
+def test_a_dead_servers_chains_fail_over_unless_down_server_skip_is_0(server):
+    dead = f"127.0.0.1:{free_port()}"
+    servers = [server.address, dead]
+    with kvstash.Client(servers, tenant=TENANT, credential=CREDENTIAL, connect_timeout_ms=300,
+                        max_attempts=2) as probe:
+        chains = [make_chain(s, 2 * CHUNK) for s in range(100, 140)]
+        owned = [c for c in chains if probe.server_for(c[2][0].stored) == 1]
+    assert owned, "no chain of 40 routed to the second server"
+    _, _, keys, puts, _ = owned[0]
+    # Default (1 s): the dead owner is marked down and the call goes to the chain's next
+    # rendezvous choice (the live server): a miss, then a PUT and a hit there.
+    with kvstash.Client(servers, tenant=TENANT, credential=CREDENTIAL, connect_timeout_ms=300,
+                        max_attempts=2, unacked_timeout_ms=2000) as c:
+        assert c.lookup(keys).matched_chunks == 0
+        c.put(puts[0])
+        assert c.lookup(keys).matched_chunks == 1
+    # 0: no failover: the chain's calls keep going to its dead owner.
+    with kvstash.Client(servers, tenant=TENANT, credential=CREDENTIAL, connect_timeout_ms=300,
+                        max_attempts=2, down_server_skip_ms=0) as c:
+        with pytest.raises(kvstash.UnavailableError):
+            c.lookup(keys)
+    with pytest.raises(kvstash.InvalidArgumentError):
+        kvstash.Client(servers, tenant=TENANT, down_server_skip_ms=-1)
+
+
 def test_closed_client_and_bad_options(server):
     c = kvstash.Client([server.address], tenant=TENANT, credential=CREDENTIAL)
     c.close()
