@@ -56,7 +56,7 @@ TEST(DeployTest, PromtoolChecksTheRulesTheConfigAndTheRuleUnitTests) {
   if (!Installed("promtool")) GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
   auto [rc, out] = Shell("promtool check rules " + kRules);
   EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("SUCCESS: 17 rules found"), std::string::npos) << out;
+  EXPECT_NE(out.find("SUCCESS: 18 rules found"), std::string::npos) << out;
   std::tie(rc, out) = Shell("promtool check config " + kDeploy + "/prometheus/prometheus.yml");
   EXPECT_EQ(rc, 0) << out;
   std::tie(rc, out) = Shell("cd " + kDeploy + "/prometheus && promtool test rules kvstash-rules.test.yml");
@@ -214,7 +214,7 @@ TEST(DeployTest, RealPrometheusScrapesAServerAndEvaluatesTheRulesAndDashboardQue
       ++evaluated;
     }
   }
-  EXPECT_EQ(evaluated, 17);
+  EXPECT_EQ(evaluated, 18);
   auto alerts = json::parse(HttpGet(prom_port, "/api/v1/alerts", "127.0.0.1", true).second);
   EXPECT_TRUE(alerts["data"]["alerts"].empty()) << alerts.dump();
 
