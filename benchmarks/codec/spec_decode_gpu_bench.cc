@@ -181,14 +181,13 @@ const Setup& Get() {
   return *setup;
 }
 
-void BM_SpecDecodeGpu(benchmark::State& state) {
-  const Setup& s = Get();
-  if (!s.error.empty()) return state.SkipWithError(s.error.c_str());
-  if (!s.device_error.empty()) return state.SkipWithError(s.device_error.c_str());
+// Times `decode(payload, prediction)` (a Result<KvChunk>) over every chunk of the prefix;
+// throughput in bf16 KV bytes.
+template <typename Decode>
+void DecodePrefix(benchmark::State& state, const Setup& s, Decode decode) {
   for (auto _ : state) {
     for (size_t c = 0; c < s.payloads.size(); ++c) {
-      auto chunk = s.decoder->Decode(s.payloads[c], Slice(s, static_cast<uint32_t>(c) * kChunkTokens),
-                                     kFingerprint, nullptr);
+      auto chunk = decode(s.payloads[c], Slice(s, static_cast<uint32_t>(c) * kChunkTokens));
       if (!chunk.ok()) return state.SkipWithError(chunk.status().ToString().c_str());
       benchmark::DoNotOptimize(chunk->data.data());
     }
@@ -196,19 +195,22 @@ void BM_SpecDecodeGpu(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.raw_bytes));
 }
 
+void BM_SpecDecodeGpu(benchmark::State& state) {
+  const Setup& s = Get();
+  if (!s.error.empty()) return state.SkipWithError(s.error.c_str());
+  if (!s.device_error.empty()) return state.SkipWithError(s.device_error.c_str());
+  DecodePrefix(state, s, [&](const std::vector<uint8_t>& payload, const spec::PredictedChunk& p) {
+    return s.decoder->Decode(payload, p, kFingerprint, nullptr);
+  });
+}
+
 void BM_SpecDecodeCpu(benchmark::State& state) {
   const Setup& s = Get();
   if (!s.error.empty()) return state.SkipWithError(s.error.c_str());
-  for (auto _ : state) {
-    for (size_t c = 0; c < s.payloads.size(); ++c) {
-      const spec::PredictedChunk p = Slice(s, static_cast<uint32_t>(c) * kChunkTokens);
-      auto chunk = spec::DecodeSpecPayload(*s.artifact, s.payloads[c], p, kFingerprint,
-                                           static_cast<int>(state.range(0)));
-      if (!chunk.ok()) return state.SkipWithError(chunk.status().ToString().c_str());
-      benchmark::DoNotOptimize(chunk->data.data());
-    }
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.raw_bytes));
+  const int threads = static_cast<int>(state.range(0));
+  DecodePrefix(state, s, [&](const std::vector<uint8_t>& payload, const spec::PredictedChunk& p) {
+    return spec::DecodeSpecPayload(*s.artifact, payload, p, kFingerprint, threads);
+  });
 }
 
 void BM_RansDecodeGpu(benchmark::State& state) {
