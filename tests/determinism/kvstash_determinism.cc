@@ -127,10 +127,9 @@ int main(int argc, char** argv) {
         in.splits = *sp;
       }
       else if (a == "--prompts") {
-        size_t used = 0;
-        const unsigned long n = std::stoul(*v, &used);
-        if (used != v->size() || n < 1 || n > 2 || (*v)[0] == '-') return Usage("--prompts takes 1 or 2");
-        in.prompts = n;
+        auto n = ParsePositive(*v, 2);
+        if (!n) return Usage("--prompts takes 1 or 2");
+        in.prompts = *n;
       }
       else return Usage(("unknown option " + a).c_str());
     } catch (const std::exception&) {
