@@ -18,7 +18,8 @@
 #   relative path is relative to the repository root), KVSTASH_JOBS (build
 #   parallelism), KVSTASH_FUZZ_NICE (default 19).
 # Exit status: 0 every run finished without a finding; 2 usage (bad EXECS, unknown
-# target, unreadable results file); 3 a finding; 1 a build or other failure.
+# target, unreadable results file, a target another campaign is running); 3 a finding;
+# 1 a build or other failure. Campaigns on different targets may run at the same time.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -46,11 +47,20 @@ COMMIT="$(git rev-parse HEAD)"
 DIRTY=0
 git diff --quiet HEAD -- . ':!fuzz/seeds' ':!benchmarks/results' || DIRTY=1
 
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DKVSTASH_FUZZ=ON -DKVSTASH_CUDA=OFF -DKVSTASH_BENCHMARKS=OFF >/dev/null
-cmake --build build-fuzz -j "$JOBS" --target kvstash_fuzzers >/dev/null
-
+# Several campaigns may run at once (one per core), on different targets: the build, each
+# target's corpus and the results file are locked (flock), a target busy elsewhere is an error.
 mkdir -p build-fuzz/campaign/findings "$(dirname "$JSON")"
+for t in "${TARGETS[@]}"; do
+  exec {lock}>"build-fuzz/campaign/$t.lock"
+  flock -n "$lock" || { echo "another fuzz campaign is running $t" >&2; exit 2; }
+done
+(
+  flock 9
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DKVSTASH_FUZZ=ON -DKVSTASH_CUDA=OFF -DKVSTASH_BENCHMARKS=OFF >/dev/null
+  cmake --build build-fuzz -j "$JOBS" --target kvstash_fuzzers >/dev/null
+) 9>build-fuzz/campaign/build.lock
+
 rc=0
 for t in "${TARGETS[@]}"; do
   corpus="build-fuzz/campaign/$t"
@@ -80,7 +90,7 @@ for t in "${TARGETS[@]}"; do
       merge="failed (build-fuzz/campaign/$t.merge.log)"
     fi
   fi
-  .venv/bin/python - "$JSON" "$t" "$EXECS" "${execs:-0}" "$secs" "$status" "$finding" "$COMMIT" "$DIRTY" "$merge" <<'PY'
+  flock build-fuzz/campaign/results.lock .venv/bin/python - "$JSON" "$t" "$EXECS" "${execs:-0}" "$secs" "$status" "$finding" "$COMMIT" "$DIRTY" "$merge" <<'PY'
 import datetime, json, os, sys
 out, target, asked, execs, secs, status, finding, commit, dirty, merge = sys.argv[1:]
 try:

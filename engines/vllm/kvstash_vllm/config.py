@@ -40,6 +40,10 @@ class ConnectorConfig:
     lookup_deadline_ms: int = 1000       # the one LOOKUP per request (scheduler)
     get_deadline_ms: int = 5000          # each chunk GET (worker; the engine waits on it only in sync mode)
     put_deadline_ms: int = 10000         # each chunk PUT (background thread)
+    connect_timeout_ms: int = 2000       # TCP (+TLS) connect to a server
+    max_attempts: int = 3                # attempts per call (retryable errors), within its deadline
+    down_server_skip_ms: int = 1000      # a server found down is skipped this long (chains fail over); 0: no failover
+    unacked_timeout_ms: int = 3000       # unacknowledged sent bytes this long: connection aborted, server marked down; 0: kernel default
     get_parallelism: int = 4             # concurrent chunk GETs (all loads together)
     async_load: bool = True              # load between steps (vLLM parks the request); False: in the step
     load_concurrency: int = 2            # async mode: loads in flight at once (background threads)
@@ -100,10 +104,12 @@ class ConnectorConfig:
             raise ConfigError("tenant: must not be empty")
         if self.chunk_tokens < 0:
             raise ConfigError("chunk_tokens: must be >= 0")
-        if self.idle_wait_ms < 0:
-            raise ConfigError("idle_wait_ms: must be >= 0")
+        for key in ("idle_wait_ms", "down_server_skip_ms", "unacked_timeout_ms"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key}: must be >= 0")
         for key in ("lookup_deadline_ms", "get_deadline_ms", "put_deadline_ms",
-                    "get_parallelism", "max_pending_saves", "codec_threads", "load_concurrency"):
+                    "connect_timeout_ms", "max_attempts", "get_parallelism",
+                    "max_pending_saves", "codec_threads", "load_concurrency"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be > 0")
         if self.model_fingerprint:

@@ -67,7 +67,10 @@ def _make_client(cfg: ConnectorConfig) -> "kvstash.Client":
         tls = kvstash.TlsOptions(enabled=True, ca_file=cfg.tls_ca_file, verify_peer=True,
                                  server_name=cfg.tls_server_name)
     return kvstash.Client(list(cfg.servers), cfg.tenant, cfg.resolved_credential(), tls,
-                          cfg.get_deadline_ms)
+                          cfg.get_deadline_ms, connect_timeout_ms=cfg.connect_timeout_ms,
+                          max_attempts=cfg.max_attempts,
+                          down_server_skip_ms=cfg.down_server_skip_ms,
+                          unacked_timeout_ms=cfg.unacked_timeout_ms)
 
 
 class KvstashConnector(KVConnectorBase_V1):

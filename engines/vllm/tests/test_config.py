@@ -1,7 +1,13 @@
-"""kv_connector_extra_config parsing (kvstash_vllm.config): defaults, types, refusals."""
+"""kv_connector_extra_config parsing (kvstash_vllm.config): defaults, types, refusals;
+the client options reach the connector's kvstash.Client (a real kvstash-server)."""
+import socket
+
+import kvstash
 import pytest
 
+from harness import Server
 from kvstash_vllm.config import ConfigError, ConnectorConfig
+from kvstash_vllm.connector import _make_client
 
 
 def test_defaults_and_chunk_size():
@@ -33,6 +39,10 @@ def test_servers_forms():
     ({"async_load": "yes"}, "true or false"),
     ({"load_concurrency": 0}, "must be > 0"),
     ({"idle_wait_ms": -1}, "must be >= 0"),
+    ({"down_server_skip_ms": -1}, "down_server_skip_ms: must be >= 0"),
+    ({"unacked_timeout_ms": -5}, "unacked_timeout_ms: must be >= 0"),
+    ({"connect_timeout_ms": 0}, "connect_timeout_ms: must be > 0"),
+    ({"max_attempts": 0}, "max_attempts: must be > 0"),
     ({"model_fingerprint": "abc"}, "64 hex"),
     ({"tenant": ""}, "tenant"),
     ({"credential_file": "/nonexistent"}, "credential_file"),
@@ -49,3 +59,32 @@ def test_credential_sources(tmp_path, monkeypatch):
     monkeypatch.setenv("KVSTASH_CREDENTIAL", "fromenv")
     assert ConnectorConfig.from_extra_config({}).resolved_credential() == "fromenv"
     assert ConnectorConfig.from_extra_config({"credential": "x"}).resolved_credential() == "x"
+
+
+def _dead_address() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_failover_options_reach_the_client(logdir):
+    """servers = [live, dead]: a chain whose rendezvous owner is the dead server fails over
+    to the live one by default, and fails Unavailable with down_server_skip_ms 0."""
+    server = Server(log_path=str(logdir / "config-failover-server.log")).start()
+    try:
+        extra = {"servers": [server.address, _dead_address()], "credential": "secret",
+                 "connect_timeout_ms": 300, "max_attempts": 2, "get_deadline_ms": 3000}
+        cfg = ConnectorConfig.from_extra_config(extra)
+        assert (cfg.down_server_skip_ms, cfg.unacked_timeout_ms) == (1000, 3000)
+        with _make_client(cfg) as probe:
+            # a chain owned by the dead server (its first stored key routes it)
+            chain = next(ch for ch in ([kvstash.ChunkKey(bytes([i]) * 32, 16)] for i in range(1, 64))
+                         if probe.server_for(ch[0].stored) == 1)
+        with _make_client(cfg) as c:
+            assert c.lookup(chain).matched_chunks == 0      # failed over to the live server: a miss
+        no_failover = ConnectorConfig.from_extra_config({**extra, "down_server_skip_ms": 0})
+        with _make_client(no_failover) as c:
+            with pytest.raises(kvstash.UnavailableError):
+                c.lookup(chain)
+    finally:
+        server.stop()
