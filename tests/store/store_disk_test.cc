@@ -123,15 +123,25 @@ class FullDiskFs : public rocksdb::FileSystemWrapper {
   }
 };
 
+// A store folder on a FullDiskFs (set fs->full to fill the disk).
+struct FullDiskStore {
+  TempDir dir;
+  std::shared_ptr<FullDiskFs> fs = std::make_shared<FullDiskFs>(rocksdb::FileSystem::Default());
+  std::shared_ptr<rocksdb::Env> env{rocksdb::NewCompositeEnv(fs).release()};
+  StoreOptions Options() const {
+    StoreOptions o = DiskOptions(dir.path());
+    o.rocksdb_env = env;
+    return o;
+  }
+};
+
 // A restart on a disk that is still full (RocksDB's read-write open fails with NoSpace)
 // opens T1 read-only: every acknowledged chunk is served byte for byte, every write is
 // refused with IOError and changes nothing; the next open with space is read-write.
 TEST(StoreDisk, AFullDiskAtOpenServesReadsReadOnly) {
-  TempDir dir;
-  auto fs = std::make_shared<FullDiskFs>(rocksdb::FileSystem::Default());
-  std::shared_ptr<rocksdb::Env> env(rocksdb::NewCompositeEnv(fs).release());
-  StoreOptions o = DiskOptions(dir.path());
-  o.rocksdb_env = env;
+  FullDiskStore disk;
+  StoreOptions o = disk.Options();
+  FullDiskFs* fs = disk.fs.get();
   const Digest256 ns = TestNamespace();
   const Chain a = MakeChain(ns, 1, 3, 20000, 256, /*with_state=*/true);  // blob files
   const Chain b = MakeChain(ns, 2, 2, 100);                               // inline values
@@ -250,11 +260,9 @@ TEST(StoreDisk, APutCannotReparentAStoredKey) {
 }
 
 TEST(StoreDisk, AWriteThatFailsIsNeverVisible) {
-  TempDir dir;
-  auto fs = std::make_shared<FullDiskFs>(rocksdb::FileSystem::Default());
-  std::shared_ptr<rocksdb::Env> env(rocksdb::NewCompositeEnv(fs).release());
-  StoreOptions o = DiskOptions(dir.path());
-  o.rocksdb_env = env;
+  FullDiskStore disk;
+  StoreOptions o = disk.Options();
+  FullDiskFs* fs = disk.fs.get();
   const Digest256 ns = TestNamespace();
   const Chain ok1 = MakeChain(ns, 1, 2, 20000);
   const Chain lost = MakeChain(ns, 2, 3, 20000);
