@@ -52,6 +52,7 @@ struct StoreSnapshot {
     bool up = true;  // false: enabled but unreachable (T2 Redis down, reconnecting)
     uint64_t errors = 0;  // failed operations of the engine behind the tier (RocksDB, Redis)
     bool writes_failing = false;  // T1: its last write failed (disk full), not yet resumed
+    bool read_only = false;       // T1: opened read-only (disk full at start-up) until a restart
   };
   std::vector<Tier> tiers;
   uint64_t checksum_failures = 0;  // entries the store dropped for a failed checksum

@@ -360,6 +360,7 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
     for (const TierField& f : kTierFields) row[f.json] = f.value(t);
     row["up"] = t.up;
     row["writes_failing"] = t.writes_failing;
+    row["read_only"] = t.read_only;
     tiers.push_back(std::move(row));
   }
   j["tiers"] = tiers;

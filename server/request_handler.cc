@@ -428,7 +428,10 @@ std::string RequestHandler::HealthDetail() const {
     if (t.enabled && !t.up) {
       out += t.name + " down: unreachable, serving without it and reconnecting (degraded)\n";
     }
-    if (t.enabled && t.writes_failing) {
+    if (t.enabled && t.read_only) {
+      out += t.name + " read-only (its disk was full at start-up): PUTs fail, reads are served "
+             "(degraded); free space and restart\n";
+    } else if (t.enabled && t.writes_failing) {
       out += t.name + " writes failing (disk full or I/O error): PUTs fail, reads are served (degraded)\n";
     }
   }

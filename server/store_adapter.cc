@@ -129,7 +129,9 @@ StoreSnapshot StoreChunkStore::Snapshot() const {
     out.tiers.push_back({store::TierName(static_cast<store::Tier>(i)), s.enabled[i], t.entries,
                          t.bytes, t.budget_bytes, t.hits, t.evictions, t.promotions,
                          i != static_cast<int>(store::Tier::kRemote) || s.t2_up, t.errors});
-    out.tiers.back().writes_failing = i == static_cast<int>(store::Tier::kDisk) && s.t1_writes_failing;
+    const bool disk = i == static_cast<int>(store::Tier::kDisk);
+    out.tiers.back().writes_failing = disk && s.t1_writes_failing;
+    out.tiers.back().read_only = disk && s.t1_read_only;
   }
   out.checksum_failures = s.checksum_failures;
   out.pinned_entries = s.pinned_entries;

@@ -73,11 +73,29 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
       {kPayloadFamily, blob_opts},
       {kStateFamily, blob_opts},
   };
+  t->path_ = o.path;
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_opts, o.path, families, &t->handles_, &db);
+  if (s.IsNoSpace()) {
+    // A full disk: the read-write open needs new files, a read-only one writes nothing
+    // (it replays the WAL into memory) and keeps every acknowledged write readable.
+    t->handles_.clear();
+    rocksdb::Status ro = rocksdb::DB::OpenForReadOnly(db_opts, o.path, families, &t->handles_, &db);
+    if (!ro.ok()) {
+      return FromRocks(s, "opening RocksDB at " + o.path + " (read-only too: " + ro.ToString() + ")");
+    }
+    t->read_only_ = true;
+    s = ro;
+  }
   if (!s.ok()) return FromRocks(s, "opening RocksDB at " + o.path);
   t->db_.reset(db);
   return t;
+}
+
+Status RocksTier::CheckWritable() const {
+  if (!read_only_) return Status::Ok();
+  return Status::IOError("RocksDB at " + path_ + " is open read-only (its disk was full at "
+                         "start-up): free space and restart to accept writes");
 }
 
 RocksTier::~RocksTier() {
@@ -125,6 +143,7 @@ void RocksTier::Batch::DeleteChunk(const StoredKey& key) {
 uint64_t RocksTier::Batch::count() const { return wb_ ? wb_->Count() : 0; }
 
 Status RocksTier::Write(Batch& batch) {
+  KVSTASH_RETURN_IF_ERROR(CheckWritable());
   rocksdb::WriteOptions wo;
   wo.sync = sync_writes_;
   return FromRocks(db_->Write(wo, batch.wb_.get()), "RocksDB write");
@@ -195,12 +214,16 @@ Status RocksTier::ScanMeta(const std::function<void(const StoredKey&, std::strin
 }
 
 Status RocksTier::Flush() {
+  KVSTASH_RETURN_IF_ERROR(CheckWritable());
   rocksdb::FlushOptions fo;
   fo.wait = true;
   return FromRocks(db_->Flush(fo, handles_), "RocksDB flush");
 }
 
-Status RocksTier::Resume() { return FromRocks(db_->Resume(), "RocksDB resume"); }
+Status RocksTier::Resume() {
+  KVSTASH_RETURN_IF_ERROR(CheckWritable());
+  return FromRocks(db_->Resume(), "RocksDB resume");
+}
 
 uint64_t RocksTier::DiskBytes() {
   uint64_t sst = 0, blob = 0;

@@ -6,6 +6,9 @@
 // values live in blob files and compactions move only references. Keys are the 16-byte
 // stored chunk keys. The WAL is on; writes go through WriteBatches, so a batch is
 // fully visible or fully absent after a crash.
+// A database that cannot be opened for writing because its disk is full (RocksDB writes
+// a new MANIFEST, OPTIONS file and WAL at every open) is opened read-only instead: reads
+// are served, every write fails with IOError, until it is reopened with space to spare.
 //
 // Thread-safety: all methods may be called concurrently (RocksDB is thread-safe);
 // batches are not shared between threads.
@@ -41,10 +44,17 @@ struct RocksTierOptions {
 
 class RocksTier {
  public:
-  // Opens or creates the database with its three column families.
-  // Errors: IOError (with RocksDB's message) when it cannot be opened.
+  // Opens or creates the database with its three column families; on a full disk
+  // (RocksDB's NoSpace) an existing database is opened read-only (read_only()).
+  // Errors: IOError (with RocksDB's message) when it cannot be opened at all.
   static Result<std::unique_ptr<RocksTier>> Open(const RocksTierOptions& options);
   ~RocksTier();
+
+  // True when Open fell back to a read-only database (a full disk at open): Write,
+  // Resume and Flush fail with IOError; reads and snapshots work as usual.
+  bool read_only() const { return read_only_; }
+  // Ok, or (read_only()) the IOError every write returns, naming the path and the fix.
+  Status CheckWritable() const;
 
   // A set of writes committed together by Write().
   class Batch {
@@ -69,7 +79,8 @@ class RocksTier {
     std::unique_ptr<rocksdb::WriteBatch> wb_;
   };
   Batch NewBatch();
-  // Commits `batch` atomically (WAL on). Errors: IOError (nothing committed).
+  // Commits `batch` atomically (WAL on). Errors: IOError (nothing committed; always
+  // when read_only()).
   Status Write(Batch& batch);
 
   // A consistent read view; released on destruction.
@@ -107,10 +118,12 @@ class RocksTier {
                   uint64_t* skipped);
 
   // Clears a background error (e.g. after a disk-full write failed and space came
-  // back) so writes are accepted again. Errors: IOError when RocksDB cannot resume.
+  // back) so writes are accepted again. Errors: IOError when RocksDB cannot resume, or
+  // read_only() (only a reopen can make a read-only database writable).
   Status Resume();
 
   // Flushes the memtables of every column family to SST / blob files.
+  // Errors: IOError (also when read_only()).
   Status Flush();
 
   // Size of live SST + blob files (RocksDB properties), bytes.
@@ -122,6 +135,8 @@ class RocksTier {
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;  // default, meta, payload, state
   std::shared_ptr<rocksdb::Env> env_;
   bool sync_writes_ = false;
+  bool read_only_ = false;
+  std::string path_;
   rocksdb::ColumnFamilyHandle* meta_cf() const { return handles_[1]; }
   rocksdb::ColumnFamilyHandle* payload_cf() const { return handles_[2]; }
   rocksdb::ColumnFamilyHandle* state_cf() const { return handles_[3]; }

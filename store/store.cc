@@ -116,8 +116,14 @@ Status Store::Impl::Init() {
     ro.block_cache_bytes = opts_.block_cache_bytes;
     ro.env = opts_.rocksdb_env;
     KVSTASH_ASSIGN_OR_RETURN(t1_, RocksTier::Open(ro));
+    if (t1_->read_only()) {
+      // Serve what is stored; every Put fails until a restart with space to spare.
+      KVSTASH_LOG_WARN("store: the disk of {} is full: T1 opened read-only (reads served, "
+                       "Puts fail); free space and restart", opts_.path);
+      t1_write_failed_ = true;
+    }
     KVSTASH_RETURN_IF_ERROR(LoadIndex());
-    if (on_[2]) {
+    if (on_[2] && !t1_->read_only()) {
       // Reopened with a smaller remote_budget_bytes: back within it before serving.
       MutexLock wl(write_mu_);
       bool over;
@@ -216,7 +222,11 @@ Status Store::Impl::LoadIndex() {
     }
   }
   lock.Unlock();
-  if (!drop.empty()) {
+  if (!drop.empty() && t1_->read_only()) {
+    // Not indexed, so never served; deleted at the next read-write open.
+    KVSTASH_LOG_WARN("store: {} unreadable, orphaned or over-budget chunk records left on "
+                     "the read-only disk", drop.size());
+  } else if (!drop.empty()) {
     KVSTASH_LOG_WARN("store: dropping {} unreadable, orphaned or over-budget chunk records "
                      "at open", drop.size());
     RocksTier::Batch b = t1_->NewBatch();
@@ -227,7 +237,7 @@ Status Store::Impl::LoadIndex() {
 }
 
 Store::Impl::~Impl() {
-  if (!t1_) return;
+  if (!t1_ || t1_->read_only()) return;  // read-only: access statistics are not persisted
   // Persist access statistics of entries hit since they were written, then flush.
   MutexLock wl(write_mu_);
   RocksTier::Batch b = t1_->NewBatch();
@@ -352,6 +362,7 @@ StoreStats Store::Impl::Stats() const {
   StoreStats s;
   s.t2_up = !t2_ || t2_->up();
   s.t1_writes_failing = t1_ && t1_write_failed_.load();
+  s.t1_read_only = t1_ && t1_->read_only();
   {
     ReaderLock lock(index_mu_);
     for (int t = 0; t < kNumTiers; ++t) {

@@ -46,7 +46,9 @@ class Store {
  public:
   // Opens (creating when missing) the store described by `options`: the RocksDB
   // database at options.path (T1), a connection to the Redis endpoints (T2), and
-  // rebuilds the index from T1's meta column family.
+  // rebuilds the index from T1's meta column family. On a full disk T1 opens
+  // read-only (StoreStats::t1_read_only): Gets and Lookups are served, Put, Delete, Pin
+  // and Unpin fail with IOError until the store is reopened with space.
   // Errors: InvalidArgument for inconsistent options (no T0 and no T1, budgets of 0
   // where a tier is on); IOError when RocksDB cannot open; Unavailable when Redis
   // endpoints are configured but none answers.
@@ -84,7 +86,8 @@ class Store {
   // is neither stored nor in this Put (put the chain from its first missing chunk);
   // ResourceExhausted when pinned or in-flight entries leave no room in a budget;
   // IOError when RocksDB fails (nothing of this Put is visible then; after a full disk
-  // RocksDB recovers in the background once space returns, and later Puts succeed).
+  // RocksDB recovers in the background once space returns, and later Puts succeed;
+  // always on a T1 opened read-only, before anything is evicted).
   Status Put(std::span<const ChunkPut> chunks);
 
   // Reads `keys`: one ChunkData per key, in order (found == false for a miss). T0

@@ -79,6 +79,9 @@ struct StoreStats {
   // True after a T1 write failed (disk full, I/O error) until RocksDB has resumed: Puts
   // fail meanwhile, reads are served.
   bool t1_writes_failing = false;
+  // True when T1 was opened read-only because its disk was full at Open (store/
+  // rocks_tier.h): t1_writes_failing too, until the store is reopened with space.
+  bool t1_read_only = false;
   TierStats tiers[kNumTiers];
   uint64_t lookups = 0;
   uint64_t lookup_chunks = 0;          // chunk keys examined by Lookups

@@ -72,6 +72,8 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
     if (r.ok()) {
       KVSTASH_LOG_INFO("store: RocksDB resumed after a failed write");
       t1_write_failed_ = false;
+    } else if (t1_->read_only()) {
+      return r;  // writable only after a reopen: fail before evicting anything
     }
   }
 
@@ -280,6 +282,8 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
 }
 
 Result<uint64_t> Store::Impl::Delete(std::span<const StoredKey> keys) {
+  // Refused whole on a read-only T1 (Redis copies must not go while T1 rows keep them).
+  if (t1_) KVSTASH_RETURN_IF_ERROR(t1_->CheckWritable());
   MutexLock wl(write_mu_);
   std::vector<uint32_t> roots;
   {
@@ -295,6 +299,7 @@ Result<uint64_t> Store::Impl::Delete(std::span<const StoredKey> keys) {
 }
 
 Result<uint64_t> Store::Impl::SetPinned(std::span<const StoredKey> keys, bool pinned) {
+  if (t1_) KVSTASH_RETURN_IF_ERROR(t1_->CheckWritable());
   MutexLock wl(write_mu_);
   std::vector<uint32_t> ids;
   std::optional<RocksTier::Batch> batch;

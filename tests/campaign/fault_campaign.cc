@@ -2,7 +2,8 @@
 // LOOKUP load (issue 19 "faults under load"), each scenario counting what clients saw:
 //   full_disk     T1 (RocksDB) on a 24 MiB tmpfs filled to the brim by PUTs (needs
 //                 root for the mount; skipped with a reason otherwise), then a restart
-//                 on the still-full filesystem, then one after it grew to 64 MiB
+//                 on the still-full filesystem (T1 read-only: reads served), then one
+//                 after it grew to 64 MiB
 //   redis_restart T2 on a real redis-server, killed mid-load and restarted on its port
 //                 2 s later (T2 keeps nothing across its restart: it is a cache)
 //   bad_clients   16 connections sending random bytes and 8 trickling a frame one byte
@@ -280,17 +281,22 @@ nlohmann::json FullDisk(const Options& o) {
     const auto acked = load.Acked();
     out["acked_puts"] = acked.size();
     Verify(s.address(), acked, true, &verify_t);
-    // Restart on the still-full filesystem: every acknowledged PUT must still be there.
+    // Restart on the still-full filesystem (T1 opens read-only): every acknowledged PUT
+    // must still be there, and /healthz must say why PUTs fail.
     const int rc = s.Kill(SIGTERM);
     out["sigterm_exit"] = rc;
-    ServerProcess again;
-    if (Status st = again.Start(o.server_bin, o.work_dir, args); !st.ok()) {
-      out["restart_on_full_disk"] = st.ToString();
-      restart_t.errors++;
-      restart_t.Example("restart on the full filesystem: " + st.ToString());
-    } else {
-      out["restart_on_full_disk"] = "ok";
-      Verify(again.address(), acked, true, &restart_t);
+    {
+      ServerProcess again;
+      if (Status st = again.Start(o.server_bin, o.work_dir, args); !st.ok()) {
+        out["restart_on_full_disk"] = st.ToString();
+        restart_t.errors++;
+        restart_t.Example("restart on the full filesystem: " + st.ToString());
+      } else {
+        out["restart_on_full_disk"] = "ok";
+        out["healthz_after_restart"] = server::testing::HttpGet(again.http_port(), "/healthz").second;
+        Verify(again.address(), acked, true, &restart_t);
+        out["read_only_sigterm_exit"] = again.Kill(SIGTERM);  // before the next open
+      }
     }
     // The operator frees space (here: the filesystem grows): the restart must find
     // every acknowledged PUT.

@@ -83,6 +83,7 @@ class MemoryChunkStore : public ChunkStore {
     for (auto& [k, e] : entries_) t.bytes += e.read.payload->size();
     t.budget_bytes = 1ull << 30;
     t.writes_failing = writes_failing;
+    t.read_only = read_only;
     s.tiers.push_back(t);
     s.pinned_entries = pinned_.size();
     s.index_entries = entries_.size();
@@ -91,6 +92,8 @@ class MemoryChunkStore : public ChunkStore {
   bool LookupIsInMemory() const override { return true; }
   // What Snapshot() reports as the tier's writes_failing (a full disk, for tests).
   std::atomic<bool> writes_failing{false};
+  // What Snapshot() reports as the tier's read_only (opened on a full disk, for tests).
+  std::atomic<bool> read_only{false};
   bool IsPinned(const StoredKey& k) const {
     std::lock_guard<std::mutex> l(mu_);
     return pinned_.count(k) > 0;

@@ -497,6 +497,13 @@ TEST_F(HandlerTest, FailingTierWritesShowOnHealthzAndMetrics) {
             "T0 writes failing (disk full or I/O error): PUTs fail, reads are served (degraded)\n");
   EXPECT_NE(handler_.PrometheusText().find("kvstash_tier_writes_failing{tier=\"T0\"} 1\n"), std::string::npos);
   EXPECT_EQ(handler_.StatsJson()["tiers"][0]["writes_failing"], true);
+  EXPECT_EQ(handler_.StatsJson()["tiers"][0]["read_only"], false);
+  // Opened read-only on a full disk: one line that says a restart is needed.
+  store_.read_only = true;
+  EXPECT_EQ(handler_.HealthDetail(),
+            "T0 read-only (its disk was full at start-up): PUTs fail, reads are served "
+            "(degraded); free space and restart\n");
+  EXPECT_EQ(handler_.StatsJson()["tiers"][0]["read_only"], true);
 }
 
 TEST_F(HandlerTest, RequestsBeforeHelloArePermissionDeniedExceptPing) {

@@ -123,6 +123,73 @@ class FullDiskFs : public rocksdb::FileSystemWrapper {
   }
 };
 
+// A store folder on a FullDiskFs (set fs->full to fill the disk).
+struct FullDiskStore {
+  TempDir dir;
+  std::shared_ptr<FullDiskFs> fs = std::make_shared<FullDiskFs>(rocksdb::FileSystem::Default());
+  std::shared_ptr<rocksdb::Env> env{rocksdb::NewCompositeEnv(fs).release()};
+  StoreOptions Options() const {
+    StoreOptions o = DiskOptions(dir.path());
+    o.rocksdb_env = env;
+    return o;
+  }
+};
+
+// A restart on a disk that is still full (RocksDB's read-write open fails with NoSpace)
+// opens T1 read-only: every acknowledged chunk is served byte for byte, every write is
+// refused with IOError and changes nothing; the next open with space is read-write.
+TEST(StoreDisk, AFullDiskAtOpenServesReadsReadOnly) {
+  FullDiskStore disk;
+  StoreOptions o = disk.Options();
+  FullDiskFs* fs = disk.fs.get();
+  const Digest256 ns = TestNamespace();
+  const Chain a = MakeChain(ns, 1, 3, 20000, 256, /*with_state=*/true);  // blob files
+  const Chain b = MakeChain(ns, 2, 2, 100);                               // inline values
+  const Chain c = MakeChain(ns, 3, 1, 100);
+  {
+    auto store = Store::Open(o).value();
+    ASSERT_OK(store->Put(a.Puts()));
+    ASSERT_OK(store->Put(b.Puts()));
+    EXPECT_FALSE(store->Stats().t1_read_only);
+  }
+  fs->full = true;
+  {
+    auto store = Store::Open(o).value();
+    const StoreStats st = store->Stats();
+    EXPECT_TRUE(st.t1_read_only);
+    EXPECT_TRUE(st.t1_writes_failing);  // what /healthz, /metrics and the alert report
+    EXPECT_EQ(st.tiers[1].entries, 5u);
+    ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(a.stored(), false));
+    EXPECT_EQ(r.keys.size(), 3u);
+    ASSERT_OK_AND_ASSIGN(auto got, store->Get(a.stored()));
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_TRUE(got[i].found);
+      EXPECT_TRUE(Same(got[i].payload_bytes(), a.payloads[i]));
+      EXPECT_TRUE(Same(got[i].state_bytes(), a.states[i]));
+    }
+    const Status put = store->Put(c.Puts());
+    EXPECT_STATUS(put, kIOError);
+    EXPECT_NE(put.message().find("read-only"), std::string::npos) << put.ToString();
+    EXPECT_STATUS(store->Delete(b.stored()).status(), kIOError);
+    EXPECT_STATUS(store->Pin(a.stored()).status(), kIOError);
+    ASSERT_OK_AND_ASSIGN(r, store->Lookup(b.stored(), false));
+    EXPECT_EQ(r.keys.size(), 2u);  // the refused Delete removed nothing
+    ASSERT_OK_AND_ASSIGN(r, store->Lookup(c.stored(), false));
+    EXPECT_EQ(r.keys.size(), 0u);
+    ASSERT_OK_AND_ASSIGN(VerifyReport v, store->VerifyAll());
+    EXPECT_EQ(v.verified, 5u);
+  }
+  fs->full = false;
+  auto store = Store::Open(o).value();
+  EXPECT_FALSE(store->Stats().t1_read_only);
+  EXPECT_FALSE(store->Stats().t1_writes_failing);
+  ASSERT_OK(store->Put(c.Puts()));
+  ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(b.stored(), false));
+  EXPECT_EQ(r.keys.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(r, store->Lookup(c.stored(), false));
+  EXPECT_EQ(r.keys.size(), 1u);
+}
+
 // A chunk key has one parent (docs/protocol.md §5.3): a Put that names another parent
 // for a stored key (a cycle K1 -> K2 -> K1 included) is refused with Mismatch and
 // changes nothing, in the index or in T1's meta; a re-Put under the same parent
@@ -193,11 +260,9 @@ TEST(StoreDisk, APutCannotReparentAStoredKey) {
 }
 
 TEST(StoreDisk, AWriteThatFailsIsNeverVisible) {
-  TempDir dir;
-  auto fs = std::make_shared<FullDiskFs>(rocksdb::FileSystem::Default());
-  std::shared_ptr<rocksdb::Env> env(rocksdb::NewCompositeEnv(fs).release());
-  StoreOptions o = DiskOptions(dir.path());
-  o.rocksdb_env = env;
+  FullDiskStore disk;
+  StoreOptions o = disk.Options();
+  FullDiskFs* fs = disk.fs.get();
   const Digest256 ns = TestNamespace();
   const Chain ok1 = MakeChain(ns, 1, 2, 20000);
   const Chain lost = MakeChain(ns, 2, 3, 20000);
