@@ -263,6 +263,9 @@ void Store::Impl::PromoteToMemory(uint32_t id, const SharedBytes& payload,
 }
 
 void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
+  // A read-only T1 (opened on a full disk) takes no copy and must not evict: the Get was
+  // served from T2 and the entry stays there.
+  if (t1_ && t1_->read_only()) return;
   const MetaRecord& m = item.meta;
   const uint64_t bytes = m.payload_bytes + m.state_bytes;
   uint32_t id, parent = kNoEntry;
