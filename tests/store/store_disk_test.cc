@@ -190,6 +190,46 @@ TEST(StoreDisk, AFullDiskAtOpenServesReadsReadOnly) {
   EXPECT_EQ(r.keys.size(), 1u);
 }
 
+// A read-only T1 over T2: chunks demoted to Redis before the restart are served from
+// Redis byte for byte and never promoted into T1 (that would evict, and write).
+TEST(StoreDisk, AReadOnlyT1ServesDemotedChunksFromRedis) {
+  if (!RedisInstalled()) GTEST_SKIP() << "redis-server not installed; scripts/setup.sh installs it";
+  FullDiskStore disk;
+  TempDir redis_dir;
+  std::string error;
+  auto redis = RedisServer::Start(redis_dir.path(), false, &error);
+  ASSERT_TRUE(redis) << error;
+  StoreOptions o = disk.Options();
+  o.memory_budget_bytes = 12000;
+  o.disk_budget_bytes = 30000;  // 6 of the 16 chunks: the rest are demoted to Redis
+  o.redis.endpoints = {redis->endpoint()};
+  const Digest256 ns = TestNamespace();
+  std::vector<Chain> chains;
+  {
+    auto store = Store::Open(o).value();
+    for (int i = 0; i < 8; ++i) {
+      chains.push_back(MakeChain(ns, 300 + i, 2, 5000));
+      ASSERT_OK(store->Put(chains.back().Puts()));
+    }
+    ASSERT_GT(store->Stats().tiers[2].entries, 0u);
+  }
+  disk.fs->full = true;
+  auto store = Store::Open(o).value();
+  ASSERT_TRUE(store->Stats().t1_read_only);
+  for (const Chain& c : chains) {
+    ASSERT_OK_AND_ASSIGN(auto got, store->Get(c.stored()));
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_TRUE(got[i].found);
+      EXPECT_TRUE(Same(got[i].payload_bytes(), c.payloads[i]));
+    }
+  }
+  const StoreStats s = store->Stats();
+  EXPECT_GT(s.tiers[2].hits, 0u);
+  EXPECT_EQ(s.tiers[1].promotions, 0u);
+  EXPECT_EQ(s.tiers[1].evictions, 0u);
+  EXPECT_EQ(s.tiers[1].errors, 0u);  // no T1 write was even tried
+}
+
 // A chunk key has one parent (docs/protocol.md §5.3): a Put that names another parent
 // for a stored key (a cycle K1 -> K2 -> K1 included) is refused with Mismatch and
 // changes nothing, in the index or in T1's meta; a re-Put under the same parent
