@@ -1,5 +1,6 @@
 """kv_connector_extra_config parsing (kvstash_vllm.config): defaults, types, refusals;
 the client options reach the connector's kvstash.Client (a real kvstash-server)."""
+import os
 import socket
 
 import kvstash
@@ -70,7 +71,7 @@ def _dead_address() -> str:
 def test_failover_options_reach_the_client(logdir):
     """servers = [live, dead]: a chain whose rendezvous owner is the dead server fails over
     to the live one by default, and fails Unavailable with down_server_skip_ms 0."""
-    server = Server(log_path=str(logdir / "config-failover-server.log")).start()
+    server = Server(log_path=os.path.join(str(logdir), "config-failover-server.log")).start()
     try:
         extra = {"servers": [server.address, _dead_address()], "credential": "secret",
                  "connect_timeout_ms": 300, "max_attempts": 2, "get_deadline_ms": 3000}
