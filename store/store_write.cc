@@ -63,6 +63,8 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   const uint64_t now_ms = NowMs();
   const int durable = t1_ ? 1 : 0;  // the tier every Put must land in
 
+  // A read-only T1 takes no Put: fail before evicting anything (as Delete and Pin do).
+  if (t1_) KVSTASH_RETURN_IF_ERROR(t1_->CheckWritable());
   MutexLock wl(write_mu_);
   auto fail = [](Status s) { return s; };
   if (t1_ && t1_write_failed_) {
@@ -72,8 +74,6 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
     if (r.ok()) {
       KVSTASH_LOG_INFO("store: RocksDB resumed after a failed write");
       t1_write_failed_ = false;
-    } else if (t1_->read_only()) {
-      return r;  // writable only after a reopen: fail before evicting anything
     }
   }
 
