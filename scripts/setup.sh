@@ -202,14 +202,25 @@ if [[ "${KVSTASH_SKIP_LLAMA:-0}" == 1 ]]; then
 elif llama_installed; then
   log "llama-cpp-python $LLAMA_VERSION present"
 else
-  log "building llama-cpp-python $LLAMA_VERSION from its PyPI sdist (about 5.5 min)"
-  ltmp="$(mktemp -d)"
-  .venv/bin/pip download -q --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_VERSION" -d "$ltmp"
-  have_sha "$ltmp/$LLAMA_SDIST" "$LLAMA_SDIST_SHA256" \
-    || { echo "llama-cpp-python sdist sha256 mismatch" >&2; rm -rf "$ltmp"; exit 1; }
-  CMAKE_BUILD_PARALLEL_LEVEL="${KVSTASH_LLAMA_JOBS:-2}" CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
-    .venv/bin/pip install -q --no-deps --force-reinstall "$ltmp/$LLAMA_SDIST"
-  rm -rf "$ltmp"
+  # The wheel built from the sdist is kept in a per-user cache keyed by the sdist's
+  # SHA-256 and the CMake flags, so a fresh clone on this machine (CI) installs it in
+  # seconds instead of rebuilding it.
+  wheel_dir="${XDG_CACHE_HOME:-$HOME/.cache}/kvstash/llama-wheels/$(printf '%s' "$llama_want" | sha256sum | cut -c1-16)"
+  if ! compgen -G "$wheel_dir/llama_cpp_python-$LLAMA_VERSION-*.whl" >/dev/null; then
+    log "building llama-cpp-python $LLAMA_VERSION from its PyPI sdist (about 5.5 min)"
+    ltmp="$(mktemp -d)"
+    .venv/bin/pip download -q --no-deps --no-binary :all: "llama-cpp-python==$LLAMA_VERSION" -d "$ltmp"
+    have_sha "$ltmp/$LLAMA_SDIST" "$LLAMA_SDIST_SHA256" \
+      || { echo "llama-cpp-python sdist sha256 mismatch" >&2; rm -rf "$ltmp"; exit 1; }
+    CMAKE_BUILD_PARALLEL_LEVEL="${KVSTASH_LLAMA_JOBS:-2}" CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
+      .venv/bin/pip wheel -q --no-deps --no-cache-dir "$ltmp/$LLAMA_SDIST" -w "$ltmp/wheel"
+    mkdir -p "$wheel_dir"
+    mv "$ltmp"/wheel/llama_cpp_python-"$LLAMA_VERSION"-*.whl "$wheel_dir/"
+    rm -rf "$ltmp"
+  else
+    log "installing llama-cpp-python $LLAMA_VERSION from the wheel cached in $wheel_dir"
+  fi
+  .venv/bin/pip install -q --no-deps --force-reinstall "$wheel_dir"/llama_cpp_python-"$LLAMA_VERSION"-*.whl
   echo "$llama_want" > "$llama_stamp"
   llama_installed || { echo "llama-cpp-python installed but its CMake package is missing" >&2; exit 1; }
   log "llama-cpp-python $LLAMA_VERSION ready"

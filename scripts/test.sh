@@ -21,17 +21,21 @@
 #   7. optional (KVSTASH_TSAN=1): the store and server integration tests under
 #      ThreadSanitizer, the kvstash-server processes they start included (build-tsan/).
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
-#   KVSTASH_SKIP_PYTHON_CUDA=1 (the CUDA module's compile check),
-# KVSTASH_SKIP_VLLM=1, KVSTASH_SKIP_CROSS=1, KVSTASH_SKIP_TSA=1, KVSTASH_TSAN=1,
-# KVSTASH_JOBS (parallel build jobs, default nproc).
+#   KVSTASH_SKIP_PYTHON_CUDA=1 (the CUDA module's compile check), KVSTASH_SKIP_VLLM=1,
+#   KVSTASH_VLLM_TIMEOUT_S (cap of the vLLM step, default 2400), KVSTASH_SKIP_CROSS=1,
+#   KVSTASH_SKIP_TSA=1, KVSTASH_TSAN=1, KVSTASH_JOBS (parallel build jobs, default nproc),
+#   CCACHE_MAXSIZE (default 20G).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 JOBS="${KVSTASH_JOBS:-$(nproc)}"
 FUZZ_SECONDS="${KVSTASH_FUZZ_SECONDS:-60}"
 step() { printf '\n==== %s (at %d s) ====\n' "$*" "$SECONDS"; }
-# ccache (when installed): paths relative to the clone so any clone folder hits.
-export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+# ccache (when installed): paths relative to the clone so any clone folder hits. One run
+# fills ~8 builds (build/ with CUDA, ASan, fuzz, the Python modules, the determinism and
+# aarch64 builds): a cache smaller than all of them evicts, in run order, exactly what
+# the next run needs first, so the limit leaves room for every build.
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
 
 step "set-up"
 scripts/setup.sh
@@ -98,8 +102,11 @@ if [[ "${KVSTASH_SKIP_VLLM:-0}" != 1 && -x .venv-vllm/bin/python ]]; then
   CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv-vllm/bin/uv pip install -q --python .venv-vllm/bin/python ./python
   # The torch case of the package tests (.venv keeps torch out; .venv-vllm has it).
   .venv-vllm/bin/python -m pytest -q -p no:cacheprovider python/tests/test_codec.py -k torch
+  # Each engine reply has its own deadline (harness.Engine); the step as a whole is capped
+  # too (SIGINT: pytest reports the test it was in), and the slowest tests are listed.
   KVSTASH_SERVER="$ROOT/build/kvstash-server" VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
-    .venv-vllm/bin/python -m pytest -q -p no:cacheprovider engines/vllm/tests
+    timeout -s INT -k 60 "${KVSTASH_VLLM_TIMEOUT_S:-2400}" \
+    .venv-vllm/bin/python -m pytest -q -p no:cacheprovider --durations=12 engines/vllm/tests
 fi
 
 if [[ "${KVSTASH_SKIP_CROSS:-0}" != 1 ]]; then

@@ -19,8 +19,10 @@ import os
 import shutil
 import signal
 import subprocess
+import queue
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -157,7 +159,13 @@ def connector_config(server_addrs, codec="raw", tenant="vllm", credential="secre
 
 
 class Engine:
-    """A vLLM engine in its own process (runner.py); one JSON request/reply per call."""
+    """A vLLM engine in its own process (runner.py); one JSON request/reply per call.
+
+    Every reply has a deadline (timeout_s, or longer for a command with its own
+    timeout_s; 60 s for "quit"): a runner that stops answering (hung, or killed without
+    closing its stdout) is killed and the call raises TimeoutError with the tail of its
+    log, so a stuck engine fails its test instead of blocking the whole run. A daemon
+    thread reads the lines into a queue so that the deadline holds while none arrives."""
 
     def __init__(self, kv_transfer_config: dict | None, block_size: int = 32,
                  enable_prefix_caching: bool = False, log_path: str | None = None,
@@ -170,31 +178,57 @@ class Engine:
         spec = {"model": MODEL, "kv_transfer_config": kv_transfer_config, "block_size": block_size,
                 "enable_prefix_caching": enable_prefix_caching, "max_model_len": max_model_len,
                 "max_lora_rank": max_lora_rank}
+        self.log_path = log_path
         self.log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.timeout_s = timeout_s
         self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "runner.py"), json.dumps(spec)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
                                      env=env, text=True, bufsize=1)
-        self.ready = self._reply()
+        self._lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read_lines, daemon=True).start()
+        self.ready = self._reply(self.timeout_s)
 
-    def _reply(self) -> dict:
-        deadline = time.time() + self.timeout_s
+    def _read_lines(self) -> None:
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)                     # end of file: the runner exited
+
+    def _log_tail(self, lines: int = 30) -> str:
+        if not self.log_path:
+            return "(no log_path)"
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"".join(f.readlines()[-lines:]).decode("utf-8", "replace")
+        except OSError as e:
+            return f"(log unreadable: {e})"
+
+    def _reply(self, timeout_s: float) -> dict:
+        deadline = time.monotonic() + timeout_s
         while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"vLLM runner exited (rc {self.proc.poll()})")
+            try:
+                line = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.proc.kill()
+                self.proc.wait(10)
+                raise TimeoutError(f"vLLM runner did not answer within {timeout_s:.0f} s (killed); "
+                                   f"last lines of its log:\n{self._log_tail()}") from None
+            if line is None:
+                raise RuntimeError(f"vLLM runner exited (rc {self.proc.wait(10)}); "
+                                   f"last lines of its log:\n{self._log_tail()}")
             if line.startswith(MARK):
                 msg = json.loads(line[len(MARK):])
                 if "error" in msg:
                     raise RuntimeError("runner: " + msg["error"])
                 return msg
-            if time.time() > deadline:
-                raise TimeoutError("vLLM runner did not answer in time")
 
-    def call(self, **cmd) -> dict:
+    def call(self, reply_timeout_s: float | None = None, **cmd) -> dict:
+        """Sends one command; waits reply_timeout_s (default: timeout_s, and at least a
+        minute past the command's own timeout_s) for its reply."""
         self.proc.stdin.write(json.dumps(cmd) + "\n")
         self.proc.stdin.flush()
-        return self._reply()
+        if reply_timeout_s is None:
+            reply_timeout_s = max(self.timeout_s, float(cmd.get("timeout_s", 0)) + 60)
+        return self._reply(reply_timeout_s)
 
     def generate(self, prompts, max_tokens=8, salts=None, serial=True, flush_each=False, loras=None) -> dict:
         """Greedy outputs; serial (default): one prompt at a time (see runner.py).
@@ -206,7 +240,7 @@ class Engine:
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.call(cmd="quit")
+                self.call(cmd="quit", reply_timeout_s=60)
             except Exception:
                 pass
             try:
