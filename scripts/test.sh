@@ -2,7 +2,8 @@
 # The test command (README.md; .ci/run calls it). Runs set-up, then:
 #   1. configure + build (CUDA kernels too when nvcc exists) and run every ctest test;
 #   1b. clang's -Wthread-safety over the library code as an error (scripts/thread_safety.sh:
-#      build/compile_commands.json, syntax only); skip with KVSTASH_SKIP_TSA=1;
+#      build/compile_commands.json, syntax only; python/src/ after step 5 from a
+#      configure-only build-python-tsa/); skip with KVSTASH_SKIP_TSA=1;
 #   2. an AddressSanitizer + UBSan build of the unit tests (label "unit");
 #   3. every libFuzzer target under fuzz/ for KVSTASH_FUZZ_SECONDS (default 60) each;
 #   4. the Python tests of tools/ (pytest);
@@ -24,18 +25,16 @@
 #   KVSTASH_SKIP_PYTHON_CUDA=1 (the CUDA module's compile check), KVSTASH_SKIP_VLLM=1,
 #   KVSTASH_VLLM_TIMEOUT_S (cap of the vLLM step, default 2400), KVSTASH_SKIP_CROSS=1,
 #   KVSTASH_SKIP_TSA=1, KVSTASH_TSAN=1, KVSTASH_JOBS (parallel build jobs, default nproc),
-#   CCACHE_MAXSIZE (default 20G).
+#   CCACHE_MAXSIZE (default 5G).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 JOBS="${KVSTASH_JOBS:-$(nproc)}"
 FUZZ_SECONDS="${KVSTASH_FUZZ_SECONDS:-60}"
 step() { printf '\n==== %s (at %d s) ====\n' "$*" "$SECONDS"; }
-# ccache (when installed): paths relative to the clone so any clone folder hits. One run
-# fills ~8 builds (build/ with CUDA, ASan, fuzz, the Python modules, the determinism and
-# aarch64 builds): a cache smaller than all of them evicts, in run order, exactly what
-# the next run needs first, so the limit leaves room for every build.
-export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-20G}"
+# ccache (when installed): paths relative to the clone so any clone folder hits. One
+# cold run of every build below filled 0.6 GB (2026-12-02).
+export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 
 step "set-up"
 scripts/setup.sh
@@ -83,6 +82,20 @@ step "Python tests (tools/)"
 step "Python package (pip install ./python, python/tests)"
 CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv/bin/pip install -q ./python
 KVSTASH_SERVER_BIN="$ROOT/build/kvstash-server" .venv/bin/python -m pytest -q -rs python/tests
+if [[ "${KVSTASH_SKIP_TSA:-0}" != 1 ]]; then
+  # The module's own sources (python/src/) are not in build/: a configure-only folder
+  # (build-python-tsa/, ~10 s) gives their compile commands, with nanobind's headers from
+  # its pinned wheel (pip's build environment of the install above is gone by now).
+  step "clang -Wthread-safety over python/src/ (build-python-tsa/)"
+  nb_version="$(sed -n 's/.*"nanobind==\([0-9.]*\)".*/\1/p' python/pyproject.toml)"
+  rm -rf build-python-tsa/nanobind-pkg
+  .venv/bin/pip download -q --no-deps "nanobind==$nb_version" -d build-python-tsa/wheel
+  .venv/bin/python -m zipfile -e "build-python-tsa/wheel/nanobind-$nb_version-py3-none-any.whl" \
+      build-python-tsa/nanobind-pkg
+  cmake -S . -B build-python-tsa -G Ninja -DKVSTASH_PYTHON_ONLY=ON -DPython_EXECUTABLE="$ROOT/.venv/bin/python" \
+        -Dnanobind_ROOT="$ROOT/build-python-tsa/nanobind-pkg/nanobind/cmake" > build-python-tsa/configure.log
+  KVSTASH_BUILD_DIR=build-python-tsa KVSTASH_TSA_DIRS="python/src/" KVSTASH_JOBS="$JOBS" scripts/thread_safety.sh
+fi
 
 # The optional CUDA module (python/src/cuda) must keep compiling: a wheel built in its own
 # folder (build-python-cuda/, so the default install above stays incremental), unpacked

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # clang's thread-safety analysis (-Wthread-safety) over the library code: every
-# translation unit under common/ store/ server/ client/ engines/ demo/ cli/ that the
-# build compiles, with that build's include paths and defines, syntax only (no code is
+# translation unit under common/ store/ server/ client/ engines/ demo/ cli/ python/src/
+# that the build compiles (python/src/ is in the Python package's build folder,
+# build-python/, not in build/), with that build's include paths and defines, syntax only (no code is
 # generated). Any finding fails the run. The annotations it checks are in
 # common/thread_annotations.h; docs/development.md says how to use them.
 #
@@ -17,6 +18,7 @@
 #   KVSTASH_BUILD_DIR  build folder holding compile_commands.json. Default: build
 #   KVSTASH_CLANGXX    clang++ to run. Default: clang++
 #   KVSTASH_JOBS       parallel compiles. Default: nproc
+#   KVSTASH_TSA_DIRS   space-separated folder prefixes to check. Default: the list above
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -79,10 +81,10 @@ DB="$BUILD_DIR/compile_commands.json"
 # One command per translation unit (the first entry when several targets compile a
 # file), keeping what decides how it parses: -D -U -I -isystem -iquote -include -std
 # -m (target features); dropping gcc's warning and code-generation flags.
-python3 - "$ROOT" "$DB" "$CLANGXX" "${FLAGS[@]}" > "$BUILD_DIR/thread_safety.cmds" <<'EOF'
+TSA_DIRS="${KVSTASH_TSA_DIRS:-common/ store/ server/ client/ engines/ demo/ cli/ python/src/}"
+python3 - "$ROOT" "$DB" "$TSA_DIRS" "$CLANGXX" "${FLAGS[@]}" > "$BUILD_DIR/thread_safety.cmds" <<'EOF'
 import json, os, shlex, sys
-root, db, clangxx, flags = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-dirs = ("common/", "store/", "server/", "client/", "engines/", "demo/", "cli/")
+root, db, dirs, clangxx, flags = sys.argv[1], sys.argv[2], tuple(sys.argv[3].split()), sys.argv[4], sys.argv[5:]
 seen = set()
 for e in json.load(open(db)):
     path = os.path.relpath(os.path.join(e["directory"], e["file"]), root)

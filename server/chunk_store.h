@@ -53,6 +53,7 @@ struct StoreSnapshot {
     uint64_t errors = 0;  // failed operations of the engine behind the tier (RocksDB, Redis)
     bool writes_failing = false;  // T1: its last write failed (disk full), not yet resumed
     bool read_only = false;       // T1: opened read-only (disk full at start-up) until a restart
+    bool needs_restart = false;   // T1: its WAL failed on a full disk; no writes until a restart
   };
   std::vector<Tier> tiers;
   uint64_t checksum_failures = 0;  // entries the store dropped for a failed checksum

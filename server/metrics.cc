@@ -361,6 +361,7 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
     row["up"] = t.up;
     row["writes_failing"] = t.writes_failing;
     row["read_only"] = t.read_only;
+    row["needs_restart"] = t.needs_restart;
     tiers.push_back(std::move(row));
   }
   j["tiers"] = tiers;

@@ -431,6 +431,9 @@ std::string RequestHandler::HealthDetail() const {
     if (t.enabled && t.read_only) {
       out += t.name + " read-only (its disk was full at start-up): PUTs fail, reads are served "
              "(degraded); free space and restart\n";
+    } else if (t.enabled && t.needs_restart) {
+      out += t.name + " needs a restart (its write-ahead log failed while the disk was full): "
+             "PUTs fail, reads are served (degraded); free space and restart\n";
     } else if (t.enabled && t.writes_failing) {
       out += t.name + " writes failing (disk full or I/O error): PUTs fail, reads are served (degraded)\n";
     }

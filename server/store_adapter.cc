@@ -132,6 +132,7 @@ StoreSnapshot StoreChunkStore::Snapshot() const {
     const bool disk = i == static_cast<int>(store::Tier::kDisk);
     out.tiers.back().writes_failing = disk && s.t1_writes_failing;
     out.tiers.back().read_only = disk && s.t1_read_only;
+    out.tiers.back().needs_restart = disk && s.t1_needs_restart;
   }
   out.checksum_failures = s.checksum_failures;
   out.pinned_entries = s.pinned_entries;

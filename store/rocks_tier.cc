@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "common/logging.h"
 #include "store/rocks_logger.h"
 
 namespace kvstash::store {
@@ -93,9 +94,17 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
 }
 
 Status RocksTier::CheckWritable() const {
-  if (!read_only_) return Status::Ok();
-  return Status::IOError("RocksDB at " + path_ + " is open read-only (its disk was full at "
-                         "start-up): free space and restart to accept writes");
+  if (read_only_) {
+    return Status::IOError("RocksDB at " + path_ + " is open read-only (its disk was full at "
+                           "start-up): free space and restart to accept writes");
+  }
+  if (needs_restart_) {
+    return Status::IOError("RocksDB at " + path_ + " cannot write: its write-ahead log failed "
+                           "while the disk was full and RocksDB cannot resume it in place "
+                           "(facebook/rocksdb#11643): restart to accept writes (nothing "
+                           "acknowledged is lost)");
+  }
+  return Status::Ok();
 }
 
 RocksTier::~RocksTier() {
@@ -144,9 +153,33 @@ uint64_t RocksTier::Batch::count() const { return wb_ ? wb_->Count() : 0; }
 
 Status RocksTier::Write(Batch& batch) {
   KVSTASH_RETURN_IF_ERROR(CheckWritable());
+  MutexLock lock(write_mu_);
+  if (wal_after_error_) {
+    KVSTASH_RETURN_IF_ERROR(SwitchWal());
+    wal_after_error_ = false;
+  }
   rocksdb::WriteOptions wo;
   wo.sync = sync_writes_;
-  return FromRocks(db_->Write(wo, batch.wb_.get()), "RocksDB write");
+  rocksdb::Status s = db_->Write(wo, batch.wb_.get());
+  if (!s.ok()) wal_after_error_ = true;
+  return FromRocks(s, "RocksDB write");
+}
+
+Status RocksTier::SwitchWal() {
+  rocksdb::WriteOptions no_wal;
+  no_wal.disableWAL = true;
+  KVSTASH_RETURN_IF_ERROR(FromRocks(db_->Put(no_wal, default_cf(), "kvstash.wal-switch", ""),
+                                    "RocksDB write (new WAL after a failed write)"));
+  rocksdb::FlushOptions fo;
+  fo.wait = true;
+  const rocksdb::Status s = db_->Flush(fo, default_cf());
+  if (!s.ok() && !s.IsNoSpace()) {
+    KVSTASH_LOG_ERROR("store: RocksDB at {} cannot move to a new WAL file after a failed "
+                      "write ({}): T1 takes no more writes until a restart", path_, s.ToString());
+    needs_restart_ = true;
+    return CheckWritable();
+  }
+  return FromRocks(s, "RocksDB flush (new WAL after a failed write)");
 }
 
 RocksTier::Snapshot::~Snapshot() { db_->ReleaseSnapshot(snap_); }

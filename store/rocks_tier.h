@@ -14,6 +14,7 @@
 // batches are not shared between threads.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +24,7 @@
 
 #include "common/prefix_key.h"
 #include "common/result.h"
+#include "common/thread_annotations.h"
 
 namespace rocksdb {
 class DB;
@@ -53,7 +55,11 @@ class RocksTier {
   // True when Open fell back to a read-only database (a full disk at open): Write,
   // Resume and Flush fail with IOError; reads and snapshots work as usual.
   bool read_only() const { return read_only_; }
-  // Ok, or (read_only()) the IOError every write returns, naming the path and the fix.
+  // True once the WAL file's writer failed and RocksDB cannot move to a new WAL file
+  // (see Write): like read_only() (writes fail, reads are served) until a reopen.
+  bool needs_restart() const { return needs_restart_.load(); }
+  // Ok, or (read_only(), needs_restart()) the IOError every write returns, naming the
+  // path, the cause and the fix.
   Status CheckWritable() const;
 
   // A set of writes committed together by Write().
@@ -81,6 +87,15 @@ class RocksTier {
   Batch NewBatch();
   // Commits `batch` atomically (WAL on). Errors: IOError (nothing committed; always
   // when read_only()).
+  // After a failed write the next one first moves RocksDB to a fresh WAL file
+  // (SwitchWal). RocksDB 7.8 (Debian's) keeps the WAL file whose writer saw an error
+  // (a full disk at an append) across its recovery, and the next append to it aborts
+  // the process in WritableFileWriter (built with assertions) or fails for good
+  // (facebook/rocksdb#11643, fixed upstream in #12767); it cannot switch away from that
+  // file either. So when the switch fails for any reason but NoSpace, no write reaches
+  // RocksDB again: needs_restart() is set and every write fails with an IOError saying
+  // to restart (the reopen replays the WAL up to the failure: nothing acknowledged is
+  // lost).
   Status Write(Batch& batch);
 
   // A consistent read view; released on destruction.
@@ -137,6 +152,18 @@ class RocksTier {
   bool sync_writes_ = false;
   bool read_only_ = false;
   std::string path_;
+  // Held across each Write (the Store serialises its writes already, so it is never
+  // contended): a write never reaches a WAL file whose writer saw an error.
+  Mutex write_mu_;
+  // A write failed: the WAL file's writer may hold the error (see Write).
+  bool wal_after_error_ KVSTASH_GUARDED_BY(write_mu_) = false;
+  std::atomic<bool> needs_restart_{false};
+  // Starts a new WAL file: a marker record in the default column family, written
+  // without the WAL, then flushed, makes RocksDB switch the memtable and with it the
+  // WAL. Errors: IOError while RocksDB still refuses writes (its background error) or
+  // the disk is full; IOError with needs_restart() set when the switch itself fails.
+  Status SwitchWal() KVSTASH_REQUIRES(write_mu_);
+  rocksdb::ColumnFamilyHandle* default_cf() const { return handles_[0]; }
   rocksdb::ColumnFamilyHandle* meta_cf() const { return handles_[1]; }
   rocksdb::ColumnFamilyHandle* payload_cf() const { return handles_[2]; }
   rocksdb::ColumnFamilyHandle* state_cf() const { return handles_[3]; }

@@ -131,7 +131,7 @@ Status Store::Impl::Init() {
         ReaderLock lock(index_mu_);
         over = bytes_[2] > budget_[2];
       }
-      if (over) EvictUntil(2, budget_[2], {});
+      if (over) (void)EvictUntil(2, budget_[2], {});  // best effort: logged
     }
   }
   return Status::Ok();
@@ -237,7 +237,8 @@ Status Store::Impl::LoadIndex() {
 }
 
 Store::Impl::~Impl() {
-  if (!t1_ || t1_->read_only()) return;  // read-only: access statistics are not persisted
+  // Read-only, or a WAL that takes no writes: access statistics are not persisted.
+  if (!t1_ || t1_->read_only() || t1_->needs_restart()) return;
   // Persist access statistics of entries hit since they were written, then flush.
   MutexLock wl(write_mu_);
   RocksTier::Batch b = t1_->NewBatch();
@@ -363,6 +364,7 @@ StoreStats Store::Impl::Stats() const {
   s.t2_up = !t2_ || t2_->up();
   s.t1_writes_failing = t1_ && t1_write_failed_.load();
   s.t1_read_only = t1_ && t1_->read_only();
+  s.t1_needs_restart = t1_ && t1_->needs_restart();
   {
     ReaderLock lock(index_mu_);
     for (int t = 0; t < kNumTiers; ++t) {

@@ -16,24 +16,27 @@ bool Matches(const SharedBytes& b, uint64_t size, uint64_t checksum) {
 
 }  // namespace
 
-bool Store::Impl::EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect) {
+Status Store::Impl::EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect) {
   auto excluded = [&](uint32_t id) {
     return std::binary_search(protect.begin(), protect.end(), id);
   };
+  const std::string what = slot == kAnySlot ? "the index budget" : TierName(Tier(slot));
   for (;;) {
     uint32_t victim;
     {
       WriterLock lock(index_mu_);  // PickVictim advances the sampler
       const uint64_t current = slot == kAnySlot ? index_.size() : bytes_[slot];
-      if (current <= target) return true;
+      if (current <= target) return Status::Ok();
       victim = index_.PickVictim(slot, excluded);
     }
-    if (victim == kNoEntry) return false;
+    if (victim == kNoEntry) {
+      return Status::ResourceExhausted(what + " is full of pinned or in-use entries");
+    }
     Status s = EvictOne(slot, victim, protect);
     if (!s.ok()) {
-      KVSTASH_LOG_WARN("store: eviction from {} failed: {}",
-                       slot == kAnySlot ? "index" : TierName(Tier(slot)), s.ToString());
-      return false;
+      KVSTASH_LOG_WARN("store: eviction from {} failed: {}", what, s.ToString());
+      return Status::FromCode(static_cast<uint8_t>(s.code()),
+                              "eviction from " + what + " failed: " + s.message());
     }
   }
 }
@@ -101,7 +104,7 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
     const uint64_t counted = (flags & kInT2) ? bytes : 0;  // already in bytes_[2]
     std::vector<uint32_t> keep = protect;
     keep.insert(std::upper_bound(keep.begin(), keep.end(), id), id);
-    if (bytes > budget_[2] || !EvictUntil(2, budget_[2] - bytes + counted, keep)) return false;
+    if (bytes > budget_[2] || !EvictUntil(2, budget_[2] - bytes + counted, keep).ok()) return false;
     auto item = ReadForDemotion(id);
     if (item.ok()) {
       const RedisTier::Item items[1] = {std::move(item).value()};
@@ -250,7 +253,7 @@ void Store::Impl::PromoteToMemory(uint32_t id, const SharedBytes& payload,
     bytes = e.bytes();
     key = e.key;
   }
-  if (bytes > budget_[0] || !EvictUntil(0, budget_[0] - bytes, {id})) return;
+  if (bytes > budget_[0] || !EvictUntil(0, budget_[0] - bytes, {id}).ok()) return;
   WriterLock lock(index_mu_);
   IndexEntry& e = index_.at(id);
   if (!e.live() || e.key != key || (e.flags & kInT0)) return;
@@ -281,9 +284,11 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
   if (id != kNoEntry) protect.push_back(id);
   if (parent != kNoEntry) protect.push_back(parent);
   std::sort(protect.begin(), protect.end());
-  if (id == kNoEntry && !EvictUntil(kAnySlot, max_entries_ - 1, protect)) return;
+  if (id == kNoEntry && !EvictUntil(kAnySlot, max_entries_ - 1, protect).ok()) return;
   const int durable = t1_ ? 1 : 0;
-  if (bytes > budget_[durable] || !EvictUntil(durable, budget_[durable] - bytes, protect)) return;
+  if (bytes > budget_[durable] || !EvictUntil(durable, budget_[durable] - bytes, protect).ok()) {
+    return;
+  }
   {
     // Evictions above never remove protected entries, but re-check before linking.
     ReaderLock lock(index_mu_);
@@ -357,7 +362,7 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
     over_remote_budget = bytes_[2] > budget_[2];
   }
   // A chunk first seen in T2 now counts against this node's remote budget.
-  if (over_remote_budget) EvictUntil(2, budget_[2], {id});
+  if (over_remote_budget) (void)EvictUntil(2, budget_[2], {id});  // best effort: logged
 }
 
 }  // namespace kvstash::store

@@ -57,11 +57,15 @@ class Store::Impl {
   MetaRecord MetaOf(uint32_t id) const KVSTASH_REQUIRES_SHARED(index_mu_);
 
   // --- writers; REQUIRES write_mu_ held, index_mu_ not held.
-  // Evicts from tier `slot` until its bytes are <= target (false: no candidate left
-  // outside `protect`, sorted ids). kAnySlot: until the index has <= target entries.
-  // A demotion to T2 first evicts from T2 (EvictUntil(2, ...), same `protect`) so that
-  // T2 stays within remote_budget_bytes.
-  bool EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect)
+  // After a failed T1 write (t1_write_failed_), asks RocksDB to resume (a full disk with
+  // space again); clears the flag when it did. Called first by Put, Delete and Pin.
+  void ResumeT1AfterFailedWrite() KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);
+  // Evicts from tier `slot` until its bytes are <= target. kAnySlot: until the index has
+  // <= target entries. A demotion to T2 first evicts from T2 (EvictUntil(2, ...), same
+  // `protect`) so that T2 stays within remote_budget_bytes. Errors: ResourceExhausted
+  // when no candidate is left outside `protect` (sorted ids); the failed eviction's own
+  // error (IOError from a T1 write, e.g. a full disk), prefixed "eviction from <tier>".
+  Status EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect)
       KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);
   Status EvictOne(int slot, uint32_t id, const std::vector<uint32_t>& protect)
       KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);
@@ -98,7 +102,8 @@ class Store::Impl {
   uint64_t pinned_ KVSTASH_GUARDED_BY(index_mu_) = 0;
   uint64_t budget_[kNumTiers] = {};
   // Set by a failed T1 write (disk full, I/O error), cleared when RocksDB resumes (the
-  // next Put asks, store_write.cc); atomic so that Stats() reads it without write_mu_.
+  // next Put, Delete or Pin asks: ResumeT1AfterFailedWrite); atomic so that Stats()
+  // reads it without write_mu_.
   std::atomic<bool> t1_write_failed_{false};
   Counters c_;
 };

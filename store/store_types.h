@@ -82,6 +82,10 @@ struct StoreStats {
   // True when T1 was opened read-only because its disk was full at Open (store/
   // rocks_tier.h): t1_writes_failing too, until the store is reopened with space.
   bool t1_read_only = false;
+  // True when T1's WAL failed (a full disk) and RocksDB cannot resume it in place
+  // (rocks_tier.h, Write): t1_writes_failing too; writes fail, reads are served, until
+  // the store is reopened.
+  bool t1_needs_restart = false;
   TierStats tiers[kNumTiers];
   uint64_t lookups = 0;
   uint64_t lookup_chunks = 0;          // chunk keys examined by Lookups

@@ -34,6 +34,16 @@ Status ValidateChunk(const ChunkPut& c, size_t i) {
 
 }  // namespace
 
+void Store::Impl::ResumeT1AfterFailedWrite() {
+  if (!t1_ || !t1_write_failed_) return;
+  // Busy while RocksDB's own background recovery runs; the caller's write then fails
+  // with the background error until it completes.
+  if (t1_->Resume().ok()) {
+    KVSTASH_LOG_INFO("store: RocksDB resumed after a failed write");
+    t1_write_failed_ = false;
+  }
+}
+
 Status Store::Impl::Put(std::span<const ChunkPut> chunks) {
   Status s = PutChunks(chunks);
   if (!s.ok()) c_.put_failures++;
@@ -67,15 +77,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   if (t1_) KVSTASH_RETURN_IF_ERROR(t1_->CheckWritable());
   MutexLock wl(write_mu_);
   auto fail = [](Status s) { return s; };
-  if (t1_ && t1_write_failed_) {
-    // Busy while RocksDB's own background recovery runs; the write below then
-    // fails with the background error until it completes.
-    Status r = t1_->Resume();
-    if (r.ok()) {
-      KVSTASH_LOG_INFO("store: RocksDB resumed after a failed write");
-      t1_write_failed_ = false;
-    }
-  }
+  ResumeT1AfterFailedWrite();
 
   // Resolve existing entries and parents (again after evictions, which may have
   // removed some).
@@ -142,14 +144,15 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
                                           " bytes exceeds the " + TierName(Tier(durable)) +
                                           " budget"));
   }
-  if (!EvictUntil(durable, budget_[durable] + old_bytes[durable] - add_bytes, protect)) {
-    return fail(Status::ResourceExhausted(std::string(TierName(Tier(durable))) +
-                                          " is full of pinned or in-use entries"));
+  // A failed eviction (T1 write error: a full disk) fails the Put with its own error.
+  if (Status s = EvictUntil(durable, budget_[durable] + old_bytes[durable] - add_bytes, protect);
+      !s.ok()) {
+    return fail(s);
   }
-  if (new_entries > max_entries_ ||
-      !EvictUntil(kAnySlot, max_entries_ - new_entries, protect)) {
-    return fail(Status::ResourceExhausted("index budget full of pinned or in-use entries"));
+  if (new_entries > max_entries_) {
+    return fail(Status::ResourceExhausted("the index budget is full of pinned or in-use entries"));
   }
+  if (Status s = EvictUntil(kAnySlot, max_entries_ - new_entries, protect); !s.ok()) return fail(s);
   if (Status s = resolve(); !s.ok()) return fail(s);
   bool index_full;
   {
@@ -157,7 +160,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
     index_full = index_.size() + new_entries > max_entries_;
   }
   if (index_full) {
-    return fail(Status::ResourceExhausted("index budget full of pinned or in-use entries"));
+    return fail(Status::ResourceExhausted("the index budget is full of pinned or in-use entries"));
   }
 
   // Commit to T1: one WriteBatch, WAL on.
@@ -211,7 +214,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
   bool to_t0 = on_[0];
   if (to_t0 && t1_) {
     to_t0 = add_bytes <= budget_[0] &&
-            EvictUntil(0, budget_[0] + old_bytes[0] - add_bytes, protect);
+            EvictUntil(0, budget_[0] + old_bytes[0] - add_bytes, protect).ok();
   }
 
   std::vector<StoredKey> stale_remote;
@@ -285,6 +288,7 @@ Result<uint64_t> Store::Impl::Delete(std::span<const StoredKey> keys) {
   // Refused whole on a read-only T1 (Redis copies must not go while T1 rows keep them).
   if (t1_) KVSTASH_RETURN_IF_ERROR(t1_->CheckWritable());
   MutexLock wl(write_mu_);
+  ResumeT1AfterFailedWrite();
   std::vector<uint32_t> roots;
   {
     ReaderLock lock(index_mu_);
@@ -301,6 +305,7 @@ Result<uint64_t> Store::Impl::Delete(std::span<const StoredKey> keys) {
 Result<uint64_t> Store::Impl::SetPinned(std::span<const StoredKey> keys, bool pinned) {
   if (t1_) KVSTASH_RETURN_IF_ERROR(t1_->CheckWritable());
   MutexLock wl(write_mu_);
+  ResumeT1AfterFailedWrite();
   std::vector<uint32_t> ids;
   std::optional<RocksTier::Batch> batch;
   if (t1_) batch.emplace(t1_->NewBatch());

@@ -17,8 +17,8 @@
 #include <nanobind/stl/vector.h>
 
 #include <memory>
-#include <mutex>
 
+#include "common/thread_annotations.h"
 #include "kvstash/client.h"
 #include "native.h"
 
@@ -72,7 +72,7 @@ class PyClient {
   ~PyClient() {
     std::shared_ptr<Client> c;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       c = std::move(c_);
     }
     if (c) {
@@ -83,21 +83,21 @@ class PyClient {
 
   // The client, or InvalidArgumentError (not retryable) when closed. REQUIRES: the GIL.
   std::shared_ptr<Client> Get() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!c_) ThrowStatus(Status::InvalidArgument("client is closed"));
     return c_;
   }
   void Close() {
     std::shared_ptr<Client> c;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       c = std::move(c_);
     }
     nb::gil_scoped_release release;
     c.reset();
   }
   bool closed() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return c_ == nullptr;
   }
 
@@ -113,8 +113,8 @@ class PyClient {
   }
 
  private:
-  std::mutex mu_;
-  std::shared_ptr<Client> c_;
+  Mutex mu_;
+  std::shared_ptr<Client> c_ KVSTASH_GUARDED_BY(mu_);
 };
 
 PutChunk MakePutChunk(nb::handle route, nb::handle key, nb::handle parent, nb::handle payload,

@@ -10,9 +10,9 @@
 
 #include <fstream>
 #include <memory>
-#include <mutex>
 
 #include "codec/spec/spec_calibration.h"
+#include "common/thread_annotations.h"
 #include "model/forward/kv_export.h"
 #include "model/formats/model_loader.h"
 #include "model/forward/prefill.h"
@@ -114,7 +114,7 @@ class ReferenceModel {
  private:
   // The spec predictor of the model (default options, threads_), built once.
   Result<const model::SpecPredictor*> Predictor() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!predictor_) {
       model::SpecPredictorOptions popt;
       popt.threads = threads_;
@@ -125,8 +125,8 @@ class ReferenceModel {
 
   std::unique_ptr<model::Model> model_;
   int threads_ = 1;
-  mutable std::mutex mu_;
-  mutable std::unique_ptr<model::SpecPredictor> predictor_;  // GUARDED_BY(mu_)
+  mutable Mutex mu_;
+  mutable std::unique_ptr<model::SpecPredictor> predictor_ KVSTASH_GUARDED_BY(mu_);
 };
 
 }  // namespace

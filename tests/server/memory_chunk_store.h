@@ -84,6 +84,7 @@ class MemoryChunkStore : public ChunkStore {
     t.budget_bytes = 1ull << 30;
     t.writes_failing = writes_failing;
     t.read_only = read_only;
+    t.needs_restart = needs_restart;
     s.tiers.push_back(t);
     s.pinned_entries = pinned_.size();
     s.index_entries = entries_.size();
@@ -94,6 +95,8 @@ class MemoryChunkStore : public ChunkStore {
   std::atomic<bool> writes_failing{false};
   // What Snapshot() reports as the tier's read_only (opened on a full disk, for tests).
   std::atomic<bool> read_only{false};
+  // What Snapshot() reports as the tier's needs_restart (its WAL failed, for tests).
+  std::atomic<bool> needs_restart{false};
   bool IsPinned(const StoredKey& k) const {
     std::lock_guard<std::mutex> l(mu_);
     return pinned_.count(k) > 0;

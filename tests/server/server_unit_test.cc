@@ -504,6 +504,14 @@ TEST_F(HandlerTest, FailingTierWritesShowOnHealthzAndMetrics) {
             "T0 read-only (its disk was full at start-up): PUTs fail, reads are served "
             "(degraded); free space and restart\n");
   EXPECT_EQ(handler_.StatsJson()["tiers"][0]["read_only"], true);
+  // Its WAL failed on a full disk (RocksDB cannot resume it in place): a restart too.
+  store_.read_only = false;
+  store_.needs_restart = true;
+  EXPECT_EQ(handler_.HealthDetail(),
+            "T0 needs a restart (its write-ahead log failed while the disk was full): PUTs "
+            "fail, reads are served (degraded); free space and restart\n");
+  EXPECT_EQ(handler_.StatsJson()["tiers"][0]["needs_restart"], true);
+  EXPECT_EQ(handler_.StatsJson()["tiers"][0]["read_only"], false);
 }
 
 TEST_F(HandlerTest, RequestsBeforeHelloArePermissionDeniedExceptPing) {

@@ -343,6 +343,94 @@ TEST(StoreDisk, AWriteThatFailsIsNeverVisible) {
   EXPECT_EQ(v.verified, 3u);
 }
 
+// The disk fills before anything is in RocksDB's memtables (the first write after an
+// open), so the WAL file's own writer fails: RocksDB 7.8 keeps that file across its
+// recovery and aborts the process at the next append to it (facebook/rocksdb#11643).
+// Once space is back the store never appends to it: T1 reports needs_restart, Put,
+// Delete and Pin fail with an IOError that says to restart, reads are served; the
+// reopen finds exactly what was acknowledged and takes writes again.
+TEST(StoreDisk, AWalThatFailedOnAFullDiskTakesNoWritesUntilARestart) {
+  FullDiskStore disk;
+  StoreOptions o = disk.Options();
+  FullDiskFs* fs = disk.fs.get();
+  const Digest256 ns = TestNamespace();
+  const Chain a = MakeChain(ns, 1, 2, 20000);
+  const Chain b = MakeChain(ns, 2, 1, 100);
+  const Chain c = MakeChain(ns, 3, 1, 100);
+  {
+    auto store = Store::Open(o).value();
+    ASSERT_OK(store->Put(a.Puts()));
+    store.reset();  // a clean close: the next open starts with empty memtables
+    store = Store::Open(o).value();
+    fs->full = true;
+    EXPECT_STATUS(store->Put(b.Puts()), kIOError);
+    fs->full = false;
+    // Until RocksDB's own recovery (in the background) has run, writes fail with its
+    // background error; then the switch to a new WAL file fails and T1 says so.
+    Status s;
+    for (int i = 0; i < 400 && !store->Stats().t1_needs_restart; ++i) {
+      s = store->Put(b.Puts());
+      if (!store->Stats().t1_needs_restart) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_STATUS(s, kIOError);
+    EXPECT_NE(s.message().find("restart to accept writes"), std::string::npos) << s.ToString();
+    EXPECT_STATUS(store->Delete(a.stored()).status(), kIOError);
+    EXPECT_STATUS(store->Pin(a.stored()).status(), kIOError);
+    const StoreStats st = store->Stats();
+    EXPECT_TRUE(st.t1_needs_restart);
+    EXPECT_TRUE(st.t1_writes_failing);
+    EXPECT_FALSE(st.t1_read_only);
+    ASSERT_OK_AND_ASSIGN(auto got, store->Get(a.stored()));
+    for (size_t i = 0; i < 2; ++i) {
+      ASSERT_TRUE(got[i].found);
+      EXPECT_TRUE(Same(got[i].payload_bytes(), a.payloads[i]));
+    }
+  }
+  auto store = Store::Open(o).value();
+  EXPECT_FALSE(store->Stats().t1_needs_restart);
+  ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(b.stored(), false));
+  EXPECT_EQ(r.keys.size(), 0u);  // never acknowledged
+  ASSERT_OK(store->Put(b.Puts()));
+  ASSERT_OK(store->Put(c.Puts()));
+  ASSERT_OK(store->Delete(c.stored()).status());
+  ASSERT_OK(store->Pin(b.stored()).status());
+  store.reset();
+  o.rocksdb_env = nullptr;
+  store = Store::Open(o).value();
+  ASSERT_OK_AND_ASSIGN(r, store->Lookup(a.stored(), false));
+  EXPECT_EQ(r.keys.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(r, store->Lookup(c.stored(), false));
+  EXPECT_EQ(r.keys.size(), 0u);
+  ASSERT_OK_AND_ASSIGN(VerifyReport v, store->VerifyAll());
+  EXPECT_EQ(v.entries, 3u);
+  EXPECT_EQ(v.verified, 3u);
+}
+
+// At its disk budget on a full disk, a Put's eviction fails: the Put returns that
+// IOError (the cause and the tier), not "full of pinned entries" (nothing is pinned),
+// and nothing stored changes.
+TEST(StoreDisk, AnEvictionThatFailsOnAFullDiskFailsThePutWithItsIOError) {
+  FullDiskStore disk;
+  StoreOptions o = disk.Options();
+  o.memory_budget_bytes = 0;
+  o.disk_budget_bytes = 50000;
+  FullDiskFs* fs = disk.fs.get();
+  const Digest256 ns = TestNamespace();
+  const Chain a = MakeChain(ns, 1, 2, 20000);
+  const Chain b = MakeChain(ns, 2, 1, 20000);
+  auto store = Store::Open(o).value();
+  ASSERT_OK(store->Put(a.Puts()));
+  fs->full = true;
+  const Status s = store->Put(b.Puts());  // needs one of a's chunks evicted
+  EXPECT_STATUS(s, kIOError);
+  EXPECT_NE(s.message().find("eviction from T1 failed"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("simulated full disk"), std::string::npos) << s.ToString();
+  ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(a.stored(), false));
+  EXPECT_EQ(r.keys.size(), 2u);
+  ASSERT_OK_AND_ASSIGN(r, store->Lookup(b.stored(), false));
+  EXPECT_EQ(r.keys.size(), 0u);
+}
+
 // Flips one byte of `needle`'s first occurrence in any file under `dir` ending in `ext`.
 bool FlipByteOnDisk(const std::string& dir, const std::string& ext,
                     const std::vector<uint8_t>& needle) {

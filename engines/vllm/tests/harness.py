@@ -210,7 +210,7 @@ class Engine:
             except queue.Empty:
                 self.proc.kill()
                 self.proc.wait(10)
-                raise TimeoutError(f"vLLM runner did not answer within {timeout_s:.0f} s (killed); "
+                raise TimeoutError(f"vLLM runner did not answer within {timeout_s:g} s (killed); "
                                    f"last lines of its log:\n{self._log_tail()}") from None
             if line is None:
                 raise RuntimeError(f"vLLM runner exited (rc {self.proc.wait(10)}); "

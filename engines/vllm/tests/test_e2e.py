@@ -196,8 +196,10 @@ def _held(proxy, fn):
 def test_async_load_does_not_block_the_engine(workload, reference, short, proxy, fault_engine):
     """A request whose load is held HOLD_S by the proxy and a short request (no lookup)
     arrive together: the short one runs while the other is parked, so it finishes (last
-    token) before the loading one's first token, and its first token comes well before
-    HOLD_S; the loading one still loads (not recomputed) and equals vLLM's hit output."""
+    token, engine-core timestamps) before the loading one's first token; the loading one
+    still loads (not recomputed) and equals vLLM's hit output. (No wall-clock bound on
+    the short one's TTFT: on a loaded 2-core CI machine its 40-token prefill alone took
+    1.8 s; the ordering is what a blocked engine loop cannot produce.)"""
     main, _ = workload
     before = fault_engine.generate(main[2:3], 1)
     r = _held(proxy, lambda: fault_engine.generate([main[1], short], MAXTOK, serial=False))
@@ -205,8 +207,8 @@ def test_async_load_does_not_block_the_engine(workload, reference, short, proxy,
     check(r, reference, ["hit"], idx=[1])
     assert {"tokens": r["tokens"][1], "logprobs": r["logprobs"][1]} == reference["short"]
     assert r["ttft_s"][0] >= HOLD_S * 0.9, r["ttft_s"]          # the load was really held
-    assert r["ttft_s"][1] < HOLD_S / 2, r["ttft_s"]             # ... and did not hold the short one
-    assert r["last_token_ts"][1] < r["first_token_ts"][0], (r["last_token_ts"], r["first_token_ts"])
+    # ... and did not hold the short one: all its tokens came before the loading one's first
+    assert r["last_token_ts"][1] < r["first_token_ts"][0], (r["ttft_s"], r["last_token_ts"], r["first_token_ts"])
     d = delta(r, before)
     assert d.get("async_loads", 0) == 1 and d.get("loads", 0) == 1 and d.get("load_failures", 0) == 0
 
