@@ -135,6 +135,20 @@ struct FullDiskStore {
   }
 };
 
+// Expects Lookup to match exactly `n` chunks of each chain, and every stored entry (the
+// sum of the n) to pass VerifyAll.
+void ExpectStored(Store& store, std::initializer_list<std::pair<const Chain*, size_t>> want) {
+  uint64_t entries = 0;
+  for (const auto& [chain, n] : want) {
+    ASSERT_OK_AND_ASSIGN(LookupResult r, store.Lookup(chain->stored(), false));
+    EXPECT_EQ(r.keys.size(), n);
+    entries += n;
+  }
+  ASSERT_OK_AND_ASSIGN(VerifyReport v, store.VerifyAll());
+  EXPECT_EQ(v.entries, entries);
+  EXPECT_EQ(v.verified, entries);
+}
+
 // A restart on a disk that is still full (RocksDB's read-write open fails with NoSpace)
 // opens T1 read-only: every acknowledged chunk is served byte for byte, every write is
 // refused with IOError and changes nothing; the next open with space is read-write.
@@ -332,15 +346,7 @@ TEST(StoreDisk, AWriteThatFailsIsNeverVisible) {
   }
   o.rocksdb_env = nullptr;
   auto store = Store::Open(o).value();
-  ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(lost.stored(), false));
-  EXPECT_EQ(r.keys.size(), 0u);
-  ASSERT_OK_AND_ASSIGN(r, store->Lookup(ok1.stored(), false));
-  EXPECT_EQ(r.keys.size(), 2u);
-  ASSERT_OK_AND_ASSIGN(r, store->Lookup(ok2.stored(), false));
-  EXPECT_EQ(r.keys.size(), 1u);
-  ASSERT_OK_AND_ASSIGN(VerifyReport v, store->VerifyAll());
-  EXPECT_EQ(v.entries, 3u);
-  EXPECT_EQ(v.verified, 3u);
+  ExpectStored(*store, {{&lost, 0}, {&ok1, 2}, {&ok2, 1}});
 }
 
 // The disk fills before anything is in RocksDB's memtables (the first write after an
@@ -397,13 +403,7 @@ TEST(StoreDisk, AWalThatFailedOnAFullDiskTakesNoWritesUntilARestart) {
   store.reset();
   o.rocksdb_env = nullptr;
   store = Store::Open(o).value();
-  ASSERT_OK_AND_ASSIGN(r, store->Lookup(a.stored(), false));
-  EXPECT_EQ(r.keys.size(), 2u);
-  ASSERT_OK_AND_ASSIGN(r, store->Lookup(c.stored(), false));
-  EXPECT_EQ(r.keys.size(), 0u);
-  ASSERT_OK_AND_ASSIGN(VerifyReport v, store->VerifyAll());
-  EXPECT_EQ(v.entries, 3u);
-  EXPECT_EQ(v.verified, 3u);
+  ExpectStored(*store, {{&a, 2}, {&b, 1}, {&c, 0}});
 }
 
 // At its disk budget on a full disk, a Put's eviction fails: the Put returns that
