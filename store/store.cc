@@ -131,7 +131,7 @@ Status Store::Impl::Init() {
         ReaderLock lock(index_mu_);
         over = bytes_[2] > budget_[2];
       }
-      if (over) (void)EvictUntil(2, budget_[2], {});  // best effort: logged
+      if (over) (void)EvictUntil(2, budget_[2], {});  // best effort
     }
   }
   return Status::Ok();

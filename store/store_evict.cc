@@ -30,7 +30,8 @@ Status Store::Impl::EvictUntil(int slot, uint64_t target, const std::vector<uint
       victim = index_.PickVictim(slot, excluded);
     }
     if (victim == kNoEntry) {
-      return Status::ResourceExhausted(what + " is full of pinned or in-use entries");
+      return slot == kAnySlot ? IndexBudgetFull()
+                              : Status::ResourceExhausted(what + " is full of pinned or in-use entries");
     }
     Status s = EvictOne(slot, victim, protect);
     if (!s.ok()) {
@@ -362,7 +363,7 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
     over_remote_budget = bytes_[2] > budget_[2];
   }
   // A chunk first seen in T2 now counts against this node's remote budget.
-  if (over_remote_budget) (void)EvictUntil(2, budget_[2], {id});  // best effort: logged
+  if (over_remote_budget) (void)EvictUntil(2, budget_[2], {id});  // best effort
 }
 
 }  // namespace kvstash::store

@@ -108,6 +108,11 @@ class Store::Impl {
   Counters c_;
 };
 
+// The ResourceExhausted a Put gets when the index has no evictable entry left.
+inline Status IndexBudgetFull() {
+  return Status::ResourceExhausted("the index budget is full of pinned or in-use entries");
+}
+
 // Unix time now.
 uint64_t NowMs();
 

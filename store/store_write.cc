@@ -150,7 +150,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
     return fail(s);
   }
   if (new_entries > max_entries_) {
-    return fail(Status::ResourceExhausted("the index budget is full of pinned or in-use entries"));
+    return fail(IndexBudgetFull());
   }
   if (Status s = EvictUntil(kAnySlot, max_entries_ - new_entries, protect); !s.ok()) return fail(s);
   if (Status s = resolve(); !s.ok()) return fail(s);
@@ -160,7 +160,7 @@ Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
     index_full = index_.size() + new_entries > max_entries_;
   }
   if (index_full) {
-    return fail(Status::ResourceExhausted("the index budget is full of pinned or in-use entries"));
+    return fail(IndexBudgetFull());
   }
 
   // Commit to T1: one WriteBatch, WAL on.
