@@ -54,6 +54,9 @@ struct StoreSnapshot {
     bool writes_failing = false;  // T1: its last write failed (disk full), not yet resumed
     bool read_only = false;       // T1: opened read-only (disk full at start-up) until a restart
     bool needs_restart = false;   // T1: its WAL failed on a full disk; no writes until a restart
+    // T1: bytes available on its disk, and the free bytes it needs before writes work
+    // again (store::StoreStats::t1_free_bytes_needed); 0 for the other tiers.
+    uint64_t disk_free_bytes = 0, free_bytes_needed = 0;
   };
   std::vector<Tier> tiers;
   uint64_t checksum_failures = 0;  // entries the store dropped for a failed checksum

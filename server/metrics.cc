@@ -180,7 +180,7 @@ void PrometheusHistogram(std::ostringstream& o, const std::string& name, const s
   o << '\n' << name << "_count{" << label << "} " << v.count << '\n';
 }
 
-// Per-tier fields: Prometheus family (nullptr: JSON only), type, help, JSON key, value.
+// Per-tier fields: Prometheus family, type, help, JSON key (nullptr: Prometheus only), value.
 struct TierField {
   const char* name;
   const char* type;
@@ -209,6 +209,12 @@ const TierField kTierFields[] = {
     {"kvstash_tier_writes_failing", "gauge",
      "1 while the tier's writes fail (T1: disk full or I/O error, until RocksDB resumes), else 0.",
      "writes_failing", [](const StoreSnapshot::Tier& t) { return static_cast<uint64_t>(t.writes_failing ? 1 : 0); }},
+    {"kvstash_tier_needs_restart", "gauge",
+     "1 while the tier takes no writes until the server restarts (T1: opened read-only on a full "
+     "disk, or its write-ahead log failed on one), else 0.",
+     nullptr, [](const StoreSnapshot::Tier& t) {
+       return static_cast<uint64_t>(t.read_only || t.needs_restart ? 1 : 0);
+     }},
 };
 
 }  // namespace
@@ -357,11 +363,15 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
   json tiers = json::array();
   for (const auto& t : store.tiers) {
     json row = {{"name", t.name}, {"enabled", t.enabled}};
-    for (const TierField& f : kTierFields) row[f.json] = f.value(t);
+    for (const TierField& f : kTierFields) {
+      if (f.json) row[f.json] = f.value(t);
+    }
     row["up"] = t.up;
     row["writes_failing"] = t.writes_failing;
     row["read_only"] = t.read_only;
     row["needs_restart"] = t.needs_restart;
+    row["disk_free_bytes"] = t.disk_free_bytes;
+    row["free_bytes_needed"] = t.free_bytes_needed;
     tiers.push_back(std::move(row));
   }
   j["tiers"] = tiers;

@@ -83,6 +83,9 @@ Status Unscope(Status s, std::initializer_list<std::pair<StoredKey, StoredKey>> 
   return Status::FromCode(static_cast<uint8_t>(s.code()), msg);
 }
 
+// `bytes` in MiB, rounded up, for messages ("64 MiB").
+std::string Mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
 }  // namespace
 
 RequestHandler::RequestHandler(ChunkStore* store, const TenantTable* tenants, Metrics* metrics,
@@ -428,14 +431,21 @@ std::string RequestHandler::HealthDetail() const {
     if (t.enabled && !t.up) {
       out += t.name + " down: unreachable, serving without it and reconnecting (degraded)\n";
     }
-    if (t.enabled && t.read_only) {
-      out += t.name + " read-only (its disk was full at start-up): PUTs fail, reads are served "
-             "(degraded); free space and restart\n";
-    } else if (t.enabled && t.needs_restart) {
+    if (!t.enabled) continue;
+    const std::string space = "once " + Mib(t.free_bytes_needed) + " are free (" +
+                              Mib(t.disk_free_bytes) + " free now)";
+    if (t.read_only) {
+      out += t.name + " read-only (its read-write open at start-up failed for lack of space): "
+             "PUTs fail, reads are served (degraded); restart " + space + "\n";
+    } else if (t.needs_restart) {
       out += t.name + " needs a restart (its write-ahead log failed while the disk was full): "
-             "PUTs fail, reads are served (degraded); free space and restart\n";
-    } else if (t.enabled && t.writes_failing) {
-      out += t.name + " writes failing (disk full or I/O error): PUTs fail, reads are served (degraded)\n";
+             "PUTs fail, reads are served (degraded); restart " + space + "\n";
+    } else if (t.writes_failing && t.disk_free_bytes < t.free_bytes_needed) {
+      out += t.name + " writes failing (disk full): PUTs fail, reads are served (degraded); "
+             "they resume by themselves " + space + "\n";
+    } else if (t.writes_failing) {
+      out += t.name + " writes failing (disk full or I/O error): PUTs fail, reads are served "
+             "(degraded); retried at the next PUT, see the server log\n";
     }
   }
   return out;

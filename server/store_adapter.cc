@@ -133,6 +133,10 @@ StoreSnapshot StoreChunkStore::Snapshot() const {
     out.tiers.back().writes_failing = disk && s.t1_writes_failing;
     out.tiers.back().read_only = disk && s.t1_read_only;
     out.tiers.back().needs_restart = disk && s.t1_needs_restart;
+    if (disk) {
+      out.tiers.back().disk_free_bytes = s.t1_disk_free_bytes;
+      out.tiers.back().free_bytes_needed = s.t1_free_bytes_needed;
+    }
   }
   out.checksum_failures = s.checksum_failures;
   out.pinned_entries = s.pinned_entries;

@@ -6,7 +6,10 @@
 #include <rocksdb/table.h>
 #include <rocksdb/write_batch.h>
 
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 
 #include "common/logging.h"
 #include "store/rocks_logger.h"
@@ -24,6 +27,22 @@ rocksdb::Slice KeySlice(const StoredKey& key) {
 rocksdb::Slice BytesSlice(std::span<const uint8_t> b) {
   return rocksdb::Slice(reinterpret_cast<const char*>(b.data()), b.size());
 }
+// Bytes of write-ahead log files (NNNNNN.log) in the database directory; 0 when it
+// cannot be listed.
+uint64_t WalBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().extension() != ".log") continue;
+    std::error_code size_ec;
+    const uintmax_t n = e.file_size(size_ec);
+    if (!size_ec) total += n;
+  }
+  return total;
+}
+
+std::string Mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
 Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   if (s.ok()) return Status::Ok();
   return Status::IOError(std::string(what) + ": " + s.ToString());
@@ -75,18 +94,35 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
       {kStateFamily, blob_opts},
   };
   t->path_ = o.path;
+  for (const auto& f : families) {
+    t->reserve_bytes_ = std::max<uint64_t>(t->reserve_bytes_, f.options.write_buffer_size);
+  }
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_opts, o.path, families, &t->handles_, &db);
   if (s.IsNoSpace()) {
     // A full disk: the read-write open needs new files, a read-only one writes nothing
     // (it replays the WAL into memory) and keeps every acknowledged write readable.
+    // OpenForReadOnly takes no LOCK: take RocksDB's own lock on the LOCK file (an fcntl
+    // lock, which a read-write open by another process or this one then fails to take),
+    // so no writer can change the database under the reads this tier serves.
     t->handles_.clear();
+    rocksdb::Env* env = o.env ? o.env.get() : rocksdb::Env::Default();
+    rocksdb::Status lock = env->LockFile(o.path + "/LOCK", &t->read_only_lock_);
+    if (!lock.ok()) {
+      return FromRocks(lock, "opening RocksDB at " + o.path + ": another server or store has "
+                       "this directory open (its LOCK file is held)");
+    }
+    t->lock_env_ = env;
     rocksdb::Status ro = rocksdb::DB::OpenForReadOnly(db_opts, o.path, families, &t->handles_, &db);
     if (!ro.ok()) {
       return FromRocks(s, "opening RocksDB at " + o.path + " (read-only too: " + ro.ToString() + ")");
     }
     t->read_only_ = true;
     s = ro;
+  }
+  if (!s.ok() && s.ToString().find(o.path + "/LOCK") != std::string::npos) {
+    return FromRocks(s, "opening RocksDB at " + o.path + ": another server or store has this "
+                     "directory open (its LOCK file is held)");
   }
   if (!s.ok()) return FromRocks(s, "opening RocksDB at " + o.path);
   t->db_.reset(db);
@@ -95,24 +131,31 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
 
 Status RocksTier::CheckWritable() const {
   if (read_only_) {
-    return Status::IOError("RocksDB at " + path_ + " is open read-only (its disk was full at "
-                           "start-up): free space and restart to accept writes");
+    return Status::IOError("RocksDB at " + path_ + " is open read-only: its read-write open at "
+                           "start-up failed for lack of space (" + Mib(FreeBytes()) +
+                           " free now; restart once " + Mib(FreeBytesNeeded()) +
+                           " are free to accept writes: the open flushes the write-ahead log "
+                           "it replays and RocksDB keeps a reserve)");
   }
   if (needs_restart_) {
     return Status::IOError("RocksDB at " + path_ + " cannot write: its write-ahead log failed "
                            "while the disk was full and RocksDB cannot resume it in place "
-                           "(facebook/rocksdb#11643): restart to accept writes (nothing "
-                           "acknowledged is lost)");
+                           "(facebook/rocksdb#11643): restart once " + Mib(FreeBytesNeeded()) +
+                           " are free to accept writes (" + Mib(FreeBytes()) + " free now; "
+                           "nothing acknowledged is lost)");
   }
   return Status::Ok();
 }
 
 RocksTier::~RocksTier() {
-  if (!db_) return;
-  for (rocksdb::ColumnFamilyHandle* h : handles_) {
-    (void)db_->DestroyColumnFamilyHandle(h);
+  if (db_) {
+    for (rocksdb::ColumnFamilyHandle* h : handles_) {
+      (void)db_->DestroyColumnFamilyHandle(h);
+    }
+    (void)db_->Close();
+    db_.reset();
   }
-  (void)db_->Close();
+  if (read_only_lock_) (void)lock_env_->UnlockFile(read_only_lock_);
 }
 
 RocksTier::Batch::Batch() = default;
@@ -256,6 +299,17 @@ Status RocksTier::Flush() {
 Status RocksTier::Resume() {
   KVSTASH_RETURN_IF_ERROR(CheckWritable());
   return FromRocks(db_->Resume(), "RocksDB resume");
+}
+
+uint64_t RocksTier::FreeBytes() const {
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(path_, ec);
+  return ec ? 0 : space.available;
+}
+
+uint64_t RocksTier::FreeBytesNeeded() const {
+  if (!read_only_ && !needs_restart_) return reserve_bytes_;
+  return reserve_bytes_ + WalBytes(path_);
 }
 
 uint64_t RocksTier::DiskBytes() {

@@ -9,6 +9,8 @@
 // A database that cannot be opened for writing because its disk is full (RocksDB writes
 // a new MANIFEST, OPTIONS file and WAL at every open) is opened read-only instead: reads
 // are served, every write fails with IOError, until it is reopened with space to spare.
+// Either way the database's LOCK file is held while the tier is open, so a second
+// read-write open of the same directory (another server, another Store) fails.
 //
 // Thread-safety: all methods may be called concurrently (RocksDB is thread-safe);
 // batches are not shared between threads.
@@ -29,6 +31,7 @@
 namespace rocksdb {
 class DB;
 class Env;
+class FileLock;
 class ColumnFamilyHandle;
 class Snapshot;
 class WriteBatch;
@@ -48,7 +51,8 @@ class RocksTier {
  public:
   // Opens or creates the database with its three column families; on a full disk
   // (RocksDB's NoSpace) an existing database is opened read-only (read_only()).
-  // Errors: IOError (with RocksDB's message) when it cannot be opened at all.
+  // Errors: IOError (with RocksDB's message) when it cannot be opened at all, or when
+  // another process or RocksTier holds the directory's LOCK.
   static Result<std::unique_ptr<RocksTier>> Open(const RocksTierOptions& options);
   ~RocksTier();
 
@@ -144,6 +148,19 @@ class RocksTier {
   // Size of live SST + blob files (RocksDB properties), bytes.
   uint64_t DiskBytes();
 
+  // Bytes available to this process on the database's file system (statvfs), or 0 when
+  // they cannot be read. Thread-safe; one system call.
+  uint64_t FreeBytes() const;
+  // Free bytes the disk needs before writes can work again, by state:
+  // - writable (after a failed write): RocksDB's reserve, the largest column family's
+  //   write_buffer_size (64 MiB): its recovery from a full disk waits until that much is
+  //   free (ReserveDiskBuffer in RocksDB's DB::Open);
+  // - read_only(): the write-ahead log found at open (the read-write open flushes what
+  //   it replays into new files) plus that reserve, to restart read-write;
+  // - needs_restart(): the same as read_only() (the restart replays the WAL kept so far).
+  // Thread-safe; lists the directory in the last two states.
+  uint64_t FreeBytesNeeded() const;
+
  private:
   RocksTier() = default;
   std::unique_ptr<rocksdb::DB> db_;
@@ -151,6 +168,10 @@ class RocksTier {
   std::shared_ptr<rocksdb::Env> env_;
   bool sync_writes_ = false;
   bool read_only_ = false;
+  uint64_t reserve_bytes_ = 0;  // RocksDB's disk-full reserve: the largest write_buffer_size
+  // read_only(): the LOCK file, held through lock_env_ (RocksDB holds it otherwise).
+  rocksdb::FileLock* read_only_lock_ = nullptr;
+  rocksdb::Env* lock_env_ = nullptr;
   std::string path_;
   // Held across each Write (the Store serialises its writes already, so it is never
   // contended): a write never reaches a WAL file whose writer saw an error.

@@ -365,6 +365,10 @@ StoreStats Store::Impl::Stats() const {
   s.t1_writes_failing = t1_ && t1_write_failed_.load();
   s.t1_read_only = t1_ && t1_->read_only();
   s.t1_needs_restart = t1_ && t1_->needs_restart();
+  if (t1_) {
+    s.t1_disk_free_bytes = t1_->FreeBytes();
+    s.t1_free_bytes_needed = t1_->FreeBytesNeeded();
+  }
   {
     ReaderLock lock(index_mu_);
     for (int t = 0; t < kNumTiers; ++t) {

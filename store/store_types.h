@@ -86,6 +86,11 @@ struct StoreStats {
   // (rocks_tier.h, Write): t1_writes_failing too; writes fail, reads are served, until
   // the store is reopened.
   bool t1_needs_restart = false;
+  // Bytes available on T1's file system, and the free bytes it needs before writes work
+  // again (RocksTier::FreeBytesNeeded: RocksDB's 64 MiB reserve to resume in place; plus
+  // the write-ahead log to restart when read-only or needing a restart). 0 without T1.
+  uint64_t t1_disk_free_bytes = 0;
+  uint64_t t1_free_bytes_needed = 0;
   TierStats tiers[kNumTiers];
   uint64_t lookups = 0;
   uint64_t lookup_chunks = 0;          // chunk keys examined by Lookups

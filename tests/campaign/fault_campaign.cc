@@ -295,6 +295,17 @@ nlohmann::json FullDisk(const Options& o) {
         out["restart_on_full_disk"] = "ok";
         out["healthz_after_restart"] = server::testing::HttpGet(again.http_port(), "/healthz").second;
         Verify(again.address(), acked, true, &restart_t);
+        // A second server on the same data directory (a read-write open, as after space
+        // came back) must be refused: the read-only one holds the database's LOCK.
+        const std::string second_dir = o.work_dir + "/second-server";
+        std::filesystem::create_directories(second_dir);
+        ServerProcess second;
+        const bool second_started = second.Start(o.server_bin, second_dir, args).ok();
+        out["second_server_on_the_data_dir"] = second_started ? "started" : "refused";
+        if (second_started) {
+          restart_t.errors++;
+          restart_t.Example("a second server opened the read-only server's data directory");
+        }
         out["read_only_sigterm_exit"] = again.Kill(SIGTERM);  // before the next open
       }
     }

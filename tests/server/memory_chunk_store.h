@@ -85,6 +85,8 @@ class MemoryChunkStore : public ChunkStore {
     t.writes_failing = writes_failing;
     t.read_only = read_only;
     t.needs_restart = needs_restart;
+    t.disk_free_bytes = disk_free_bytes;
+    t.free_bytes_needed = free_bytes_needed;
     s.tiers.push_back(t);
     s.pinned_entries = pinned_.size();
     s.index_entries = entries_.size();
@@ -97,6 +99,8 @@ class MemoryChunkStore : public ChunkStore {
   std::atomic<bool> read_only{false};
   // What Snapshot() reports as the tier's needs_restart (its WAL failed, for tests).
   std::atomic<bool> needs_restart{false};
+  // What Snapshot() reports as the tier's free and needed disk bytes (for tests).
+  std::atomic<uint64_t> disk_free_bytes{0}, free_bytes_needed{0};
   bool IsPinned(const StoredKey& k) const {
     std::lock_guard<std::mutex> l(mu_);
     return pinned_.count(k) > 0;

@@ -488,30 +488,49 @@ TEST_F(HandlerTest, HelloChecksTheCredential) {
   EXPECT_EQ(handler_.StatsJson()["requests"]["HELLO"]["errors"], 1);
 }
 
-// A tier whose writes fail (T1 on a full disk) is named on /healthz and in /metrics.
+// A tier whose writes fail (T1 on a full disk) is named on /healthz and in /metrics,
+// with the free space it has and needs.
 TEST_F(HandlerTest, FailingTierWritesShowOnHealthzAndMetrics) {
+  const std::string prom_failing = "kvstash_tier_writes_failing{tier=\"T0\"} ";
+  const std::string prom_restart = "kvstash_tier_needs_restart{tier=\"T0\"} ";
   EXPECT_EQ(handler_.HealthDetail(), "");
-  EXPECT_NE(handler_.PrometheusText().find("kvstash_tier_writes_failing{tier=\"T0\"} 0\n"), std::string::npos);
+  EXPECT_NE(handler_.PrometheusText().find(prom_failing + "0\n"), std::string::npos);
+  EXPECT_NE(handler_.PrometheusText().find(prom_restart + "0\n"), std::string::npos);
   store_.writes_failing = true;
+  store_.disk_free_bytes = (12 << 20) + 1;  // rounded up: 13 MiB
+  store_.free_bytes_needed = 64 << 20;
   EXPECT_EQ(handler_.HealthDetail(),
-            "T0 writes failing (disk full or I/O error): PUTs fail, reads are served (degraded)\n");
-  EXPECT_NE(handler_.PrometheusText().find("kvstash_tier_writes_failing{tier=\"T0\"} 1\n"), std::string::npos);
+            "T0 writes failing (disk full): PUTs fail, reads are served (degraded); they resume "
+            "by themselves once 64 MiB are free (13 MiB free now)\n");
+  EXPECT_NE(handler_.PrometheusText().find(prom_failing + "1\n"), std::string::npos);
+  EXPECT_NE(handler_.PrometheusText().find(prom_restart + "0\n"), std::string::npos);
   EXPECT_EQ(handler_.StatsJson()["tiers"][0]["writes_failing"], true);
   EXPECT_EQ(handler_.StatsJson()["tiers"][0]["read_only"], false);
-  // Opened read-only on a full disk: one line that says a restart is needed.
-  store_.read_only = true;
+  EXPECT_EQ(handler_.StatsJson()["tiers"][0]["disk_free_bytes"], (12 << 20) + 1);
+  EXPECT_EQ(handler_.StatsJson()["tiers"][0]["free_bytes_needed"], 64 << 20);
+  // Failing with space to spare: not the disk.
+  store_.disk_free_bytes = 1ull << 30;
   EXPECT_EQ(handler_.HealthDetail(),
-            "T0 read-only (its disk was full at start-up): PUTs fail, reads are served "
-            "(degraded); free space and restart\n");
+            "T0 writes failing (disk full or I/O error): PUTs fail, reads are served (degraded); "
+            "retried at the next PUT, see the server log\n");
+  // Opened read-only on a full disk: one line that says a restart is needed, and when.
+  store_.read_only = true;
+  store_.disk_free_bytes = 3 << 20;
+  store_.free_bytes_needed = 100 << 20;
+  EXPECT_EQ(handler_.HealthDetail(),
+            "T0 read-only (its read-write open at start-up failed for lack of space): PUTs fail, "
+            "reads are served (degraded); restart once 100 MiB are free (3 MiB free now)\n");
   EXPECT_EQ(handler_.StatsJson()["tiers"][0]["read_only"], true);
+  EXPECT_NE(handler_.PrometheusText().find(prom_restart + "1\n"), std::string::npos);
   // Its WAL failed on a full disk (RocksDB cannot resume it in place): a restart too.
   store_.read_only = false;
   store_.needs_restart = true;
   EXPECT_EQ(handler_.HealthDetail(),
             "T0 needs a restart (its write-ahead log failed while the disk was full): PUTs "
-            "fail, reads are served (degraded); free space and restart\n");
+            "fail, reads are served (degraded); restart once 100 MiB are free (3 MiB free now)\n");
   EXPECT_EQ(handler_.StatsJson()["tiers"][0]["needs_restart"], true);
   EXPECT_EQ(handler_.StatsJson()["tiers"][0]["read_only"], false);
+  EXPECT_NE(handler_.PrometheusText().find(prom_restart + "1\n"), std::string::npos);
 }
 
 TEST_F(HandlerTest, RequestsBeforeHelloArePermissionDeniedExceptPing) {

@@ -165,13 +165,21 @@ TEST(StoreDisk, AFullDiskAtOpenServesReadsReadOnly) {
     ASSERT_OK(store->Put(a.Puts()));
     ASSERT_OK(store->Put(b.Puts()));
     EXPECT_FALSE(store->Stats().t1_read_only);
+    EXPECT_EQ(store->Stats().t1_free_bytes_needed, 64u << 20);  // RocksDB's reserve
+    EXPECT_GT(store->Stats().t1_disk_free_bytes, 0u);
+    fs->full = true;  // the disk fills before the close: its flush fails, the WAL stays
   }
-  fs->full = true;
+  uint64_t wal_bytes = 0;  // what the read-write open will replay and flush
+  for (const auto& e : std::filesystem::directory_iterator(disk.dir.path())) {
+    if (e.path().extension() == ".log") wal_bytes += e.file_size();
+  }
+  ASSERT_GT(wal_bytes, 60000u);  // chain a's payloads and states are in the WAL
   {
     auto store = Store::Open(o).value();
     const StoreStats st = store->Stats();
     EXPECT_TRUE(st.t1_read_only);
     EXPECT_TRUE(st.t1_writes_failing);  // what /healthz, /metrics and the alert report
+    EXPECT_EQ(st.t1_free_bytes_needed, (64u << 20) + wal_bytes);
     EXPECT_EQ(st.tiers[1].entries, 5u);
     ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(a.stored(), false));
     EXPECT_EQ(r.keys.size(), 3u);
@@ -184,6 +192,9 @@ TEST(StoreDisk, AFullDiskAtOpenServesReadsReadOnly) {
     const Status put = store->Put(c.Puts());
     EXPECT_STATUS(put, kIOError);
     EXPECT_NE(put.message().find("read-only"), std::string::npos) << put.ToString();
+    const std::string mib = std::to_string(((64u << 20) + wal_bytes + (1 << 20) - 1) >> 20) + " MiB";
+    EXPECT_NE(put.message().find("restart once " + mib + " are free"), std::string::npos)
+        << put.ToString();
     EXPECT_STATUS(store->Delete(b.stored()).status(), kIOError);
     EXPECT_STATUS(store->Pin(a.stored()).status(), kIOError);
     ASSERT_OK_AND_ASSIGN(r, store->Lookup(b.stored(), false));
@@ -202,6 +213,37 @@ TEST(StoreDisk, AFullDiskAtOpenServesReadsReadOnly) {
   EXPECT_EQ(r.keys.size(), 2u);
   ASSERT_OK_AND_ASSIGN(r, store->Lookup(c.stored(), false));
   EXPECT_EQ(r.keys.size(), 1u);
+}
+
+// RocksDB's read-only open takes no LOCK: a read-only T1 takes it itself, so a
+// read-write open of the same directory (another server after space came back) fails
+// instead of changing the database under the reads the first one serves; the lock is
+// released when the read-only store closes.
+TEST(StoreDisk, AReadOnlyT1HoldsItsDirectoryAgainstAWriter) {
+  FullDiskStore disk;
+  const StoreOptions o = disk.Options();
+  const Chain a = MakeChain(TestNamespace(), 1, 2, 100);
+  ASSERT_OK(Store::Open(o).value()->Put(a.Puts()));
+  disk.fs->full = true;
+  {
+    auto reader = Store::Open(o).value();
+    ASSERT_TRUE(reader->Stats().t1_read_only);
+    disk.fs->full = false;
+    auto writer = Store::Open(o);
+    EXPECT_STATUS(writer.status(), kIOError);
+    EXPECT_NE(writer.status().message().find("has this directory open"), std::string::npos)
+        << writer.status().ToString();
+    disk.fs->full = true;
+    auto second_reader = Store::Open(o);  // a second read-only open is refused too
+    EXPECT_STATUS(second_reader.status(), kIOError);
+    EXPECT_NE(second_reader.status().message().find("has this directory open"), std::string::npos)
+        << second_reader.status().ToString();
+    ExpectStored(*reader, {{&a, 2}});
+  }
+  disk.fs->full = false;
+  auto store = Store::Open(o).value();
+  EXPECT_FALSE(store->Stats().t1_read_only);
+  ExpectStored(*store, {{&a, 2}});
 }
 
 // A read-only T1 over T2: chunks demoted to Redis before the restart are served from
@@ -379,7 +421,7 @@ TEST(StoreDisk, AWalThatFailedOnAFullDiskTakesNoWritesUntilARestart) {
       if (!store->Stats().t1_needs_restart) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     EXPECT_STATUS(s, kIOError);
-    EXPECT_NE(s.message().find("restart to accept writes"), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("MiB are free to accept writes"), std::string::npos) << s.ToString();
     EXPECT_STATUS(store->Delete(a.stored()).status(), kIOError);
     EXPECT_STATUS(store->Pin(a.stored()).status(), kIOError);
     const StoreStats st = store->Stats();
