@@ -41,6 +41,9 @@ uint64_t WalBytes(const std::string& dir) {
   return total;
 }
 
+// Room for the small files a read-write open writes beside the flushed WAL.
+constexpr uint64_t kOpenMarginBytes = 1 << 20;
+
 std::string Mib(uint64_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
 
 Status FromRocks(const rocksdb::Status& s, std::string_view what) {
@@ -135,7 +138,7 @@ Status RocksTier::CheckWritable() const {
                            "start-up failed for lack of space (" + Mib(FreeBytes()) +
                            " free now; restart once " + Mib(FreeBytesNeeded()) +
                            " are free to accept writes: the open flushes the write-ahead log "
-                           "it replays and RocksDB keeps a reserve)");
+                           "it replays)");
   }
   if (needs_restart_) {
     return Status::IOError("RocksDB at " + path_ + " cannot write: its write-ahead log failed "
@@ -309,7 +312,9 @@ uint64_t RocksTier::FreeBytes() const {
 
 uint64_t RocksTier::FreeBytesNeeded() const {
   if (!read_only_ && !needs_restart_) return reserve_bytes_;
-  return reserve_bytes_ + WalBytes(path_);
+  // The read-write open writes a new MANIFEST, OPTIONS file and WAL (KiBs) and flushes
+  // the replayed WAL into table and blob files of about its size (no compression).
+  return WalBytes(path_) + kOpenMarginBytes;
 }
 
 uint64_t RocksTier::DiskBytes() {

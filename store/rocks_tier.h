@@ -155,9 +155,10 @@ class RocksTier {
   // - writable (after a failed write): RocksDB's reserve, the largest column family's
   //   write_buffer_size (64 MiB): its recovery from a full disk waits until that much is
   //   free (ReserveDiskBuffer in RocksDB's DB::Open);
-  // - read_only(): the write-ahead log found at open (the read-write open flushes what
-  //   it replays into new files) plus that reserve, to restart read-write;
-  // - needs_restart(): the same as read_only() (the restart replays the WAL kept so far).
+  // - read_only(), needs_restart(): to restart read-write, the write-ahead log files
+  //   (the open flushes what it replays into new files of about that size) plus 1 MiB
+  //   for the MANIFEST, OPTIONS file and new WAL. (Resuming in place after a later
+  //   failed write needs the reserve again.)
   // Thread-safe; lists the directory in the last two states.
   uint64_t FreeBytesNeeded() const;
 

@@ -87,8 +87,8 @@ struct StoreStats {
   // the store is reopened.
   bool t1_needs_restart = false;
   // Bytes available on T1's file system, and the free bytes it needs before writes work
-  // again (RocksTier::FreeBytesNeeded: RocksDB's 64 MiB reserve to resume in place; plus
-  // the write-ahead log to restart when read-only or needing a restart). 0 without T1.
+  // again (RocksTier::FreeBytesNeeded: RocksDB's 64 MiB reserve to resume in place; the
+  // write-ahead log plus 1 MiB to restart when read-only or needing a restart). 0 without T1.
   uint64_t t1_disk_free_bytes = 0;
   uint64_t t1_free_bytes_needed = 0;
   TierStats tiers[kNumTiers];
