@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fault campaign (not CI): faults injected into a real kvstash-server under a mixed
 # PUT/GET/LOOKUP load: T1 on a tmpfs filled to the brim (then restarts on the full and
-# on a grown filesystem), Redis (T2) killed and restarted, garbage and trickling
+# on a grown filesystem), T1's filesystem remounted read-only after a kill -9 (then
+# read-write again), Redis (T2) killed and restarted, garbage and trickling
 # clients, SIGTERM during load (5 rounds). Counts requests, ok, errors, misses, wrong
 # and lost per phase (tests/campaign/fault_campaign.cc says exactly what is counted);
-# wrong and lost must be 0. Needs root for the tmpfs mount (full_disk is skipped,
+# wrong and lost must be 0. Needs root for the tmpfs mounts (full_disk and read_only_filesystem are skipped,
 # with the reason in the JSON, otherwise) and redis-server.
 #
 # Usage: scripts/fault_campaign.sh [SECONDS]

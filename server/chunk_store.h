@@ -53,6 +53,7 @@ struct StoreSnapshot {
     uint64_t errors = 0;  // failed operations of the engine behind the tier (RocksDB, Redis)
     bool writes_failing = false;  // T1: its last write failed (disk full), not yet resumed
     bool read_only = false;       // T1: opened read-only (disk full at start-up) until a restart
+    bool read_only_filesystem = false;  // T1: read_only because its file system is mounted so
     bool needs_restart = false;   // T1: its WAL failed on a full disk; no writes until a restart
     // T1: bytes available on its disk, and the free bytes it needs before writes work
     // again (store::StoreStats::t1_free_bytes_needed); 0 for the other tiers.

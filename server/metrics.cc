@@ -211,7 +211,7 @@ const TierField kTierFields[] = {
      "writes_failing", [](const StoreSnapshot::Tier& t) { return static_cast<uint64_t>(t.writes_failing ? 1 : 0); }},
     {"kvstash_tier_needs_restart", "gauge",
      "1 while the tier takes no writes until the server restarts (T1: opened read-only on a full "
-     "disk, or its write-ahead log failed on one), else 0.",
+     "disk or a read-only file system, or its write-ahead log failed on a full disk), else 0.",
      nullptr, [](const StoreSnapshot::Tier& t) {
        return static_cast<uint64_t>(t.read_only || t.needs_restart ? 1 : 0);
      }},
@@ -369,6 +369,7 @@ nlohmann::json Metrics::RenderJson(const StoreSnapshot& store, const std::string
     row["up"] = t.up;
     row["writes_failing"] = t.writes_failing;
     row["read_only"] = t.read_only;
+    row["read_only_filesystem"] = t.read_only_filesystem;
     row["needs_restart"] = t.needs_restart;
     row["disk_free_bytes"] = t.disk_free_bytes;
     row["free_bytes_needed"] = t.free_bytes_needed;

@@ -434,7 +434,10 @@ std::string RequestHandler::HealthDetail() const {
     if (!t.enabled) continue;
     const std::string space = "once " + Mib(t.free_bytes_needed) + " are free (" +
                               Mib(t.disk_free_bytes) + " free now)";
-    if (t.read_only) {
+    if (t.read_only_filesystem) {
+      out += t.name + " read-only (its file system is mounted read-only): PUTs fail, reads are "
+             "served (degraded); check the disk, remount it read-write and restart\n";
+    } else if (t.read_only) {
       out += t.name + " read-only (its read-write open at start-up failed for lack of space): "
              "PUTs fail, reads are served (degraded); restart " + space + "\n";
     } else if (t.needs_restart) {

@@ -132,6 +132,7 @@ StoreSnapshot StoreChunkStore::Snapshot() const {
     const bool disk = i == static_cast<int>(store::Tier::kDisk);
     out.tiers.back().writes_failing = disk && s.t1_writes_failing;
     out.tiers.back().read_only = disk && s.t1_read_only;
+    out.tiers.back().read_only_filesystem = disk && s.t1_read_only_filesystem;
     out.tiers.back().needs_restart = disk && s.t1_needs_restart;
     if (disk) {
       out.tiers.back().disk_free_bytes = s.t1_disk_free_bytes;

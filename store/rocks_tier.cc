@@ -7,6 +7,8 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <sys/statvfs.h>
+
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -39,6 +41,13 @@ uint64_t WalBytes(const std::string& dir) {
     if (!size_ec) total += n;
   }
   return total;
+}
+
+// True when the file system holding `dir` is mounted read-only (e.g. remounted so by
+// the kernel after I/O errors: ext4 errors=remount-ro).
+bool FileSystemIsReadOnly(const std::string& dir) {
+  struct statvfs st;
+  return statvfs(dir.c_str(), &st) == 0 && (st.f_flag & ST_RDONLY) != 0;
 }
 
 // Room for the small files a read-write open writes beside the flushed WAL.
@@ -102,20 +111,25 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
   }
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_opts, o.path, families, &t->handles_, &db);
-  if (s.IsNoSpace()) {
-    // A full disk: the read-write open needs new files, a read-only one writes nothing
-    // (it replays the WAL into memory) and keeps every acknowledged write readable.
-    // OpenForReadOnly takes no LOCK: take RocksDB's own lock on the LOCK file (an fcntl
-    // lock, which a read-write open by another process or this one then fails to take),
-    // so no writer can change the database under the reads this tier serves.
+  t->read_only_filesystem_ = !s.ok() && FileSystemIsReadOnly(o.path);
+  if (s.IsNoSpace() || t->read_only_filesystem_) {
+    // A full disk or a read-only file system: the read-write open needs new files, a
+    // read-only one writes nothing (it replays the WAL into memory) and keeps every
+    // acknowledged write readable.
     t->handles_.clear();
-    rocksdb::Env* env = o.env ? o.env.get() : rocksdb::Env::Default();
-    rocksdb::Status lock = env->LockFile(o.path + "/LOCK", &t->read_only_lock_);
-    if (!lock.ok()) {
-      return FromRocks(lock, "opening RocksDB at " + o.path + ": another server or store has "
-                       "this directory open (its LOCK file is held)");
+    if (!t->read_only_filesystem_) {
+      // OpenForReadOnly takes no LOCK: take RocksDB's own lock on the LOCK file (an
+      // fcntl lock, which a read-write open by another process or this one then fails
+      // to take), so no writer can change the database under the reads this tier
+      // serves. (On a read-only file system no process can write, nor open LOCK.)
+      rocksdb::Env* env = o.env ? o.env.get() : rocksdb::Env::Default();
+      rocksdb::Status lock = env->LockFile(o.path + "/LOCK", &t->read_only_lock_);
+      if (!lock.ok()) {
+        return FromRocks(lock, "opening RocksDB at " + o.path + ": another server or store has "
+                         "this directory open (its LOCK file is held)");
+      }
+      t->lock_env_ = env;
     }
-    t->lock_env_ = env;
     rocksdb::Status ro = rocksdb::DB::OpenForReadOnly(db_opts, o.path, families, &t->handles_, &db);
     if (!ro.ok()) {
       return FromRocks(s, "opening RocksDB at " + o.path + " (read-only too: " + ro.ToString() + ")");
@@ -133,6 +147,12 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
 }
 
 Status RocksTier::CheckWritable() const {
+  if (read_only_filesystem_) {
+    return Status::IOError("RocksDB at " + path_ + " is open read-only: its file system is "
+                           "mounted read-only (the kernel does that after I/O errors: check its "
+                           "log and the disk); remount it read-write and restart to accept "
+                           "writes");
+  }
   if (read_only_) {
     return Status::IOError("RocksDB at " + path_ + " is open read-only: its read-write open at "
                            "start-up failed for lack of space (" + Mib(FreeBytes()) +
@@ -311,6 +331,7 @@ uint64_t RocksTier::FreeBytes() const {
 }
 
 uint64_t RocksTier::FreeBytesNeeded() const {
+  if (read_only_filesystem_) return 0;  // space is not what it lacks
   if (!read_only_ && !needs_restart_) return reserve_bytes_;
   // The read-write open writes a new MANIFEST, OPTIONS file and WAL (KiBs) and flushes
   // the replayed WAL into table and blob files of about its size (no compression).

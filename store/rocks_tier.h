@@ -8,7 +8,8 @@
 // fully visible or fully absent after a crash.
 // A database that cannot be opened for writing because its disk is full (RocksDB writes
 // a new MANIFEST, OPTIONS file and WAL at every open) is opened read-only instead: reads
-// are served, every write fails with IOError, until it is reopened with space to spare.
+// are served, every write fails with IOError, until it is reopened with space to spare;
+// so is one on a file system mounted read-only (read_only_filesystem()).
 // Either way the database's LOCK file is held while the tier is open, so a second
 // read-write open of the same directory (another server, another Store) fails.
 //
@@ -50,7 +51,8 @@ struct RocksTierOptions {
 class RocksTier {
  public:
   // Opens or creates the database with its three column families; on a full disk
-  // (RocksDB's NoSpace) an existing database is opened read-only (read_only()).
+  // (RocksDB's NoSpace) or a read-only file system (statvfs ST_RDONLY) an existing
+  // database is opened read-only (read_only()).
   // Errors: IOError (with RocksDB's message) when it cannot be opened at all, or when
   // another process or RocksTier holds the directory's LOCK.
   static Result<std::unique_ptr<RocksTier>> Open(const RocksTierOptions& options);
@@ -59,6 +61,8 @@ class RocksTier {
   // True when Open fell back to a read-only database (a full disk at open): Write,
   // Resume and Flush fail with IOError; reads and snapshots work as usual.
   bool read_only() const { return read_only_; }
+  // True when read_only() because the file system is mounted read-only (not full).
+  bool read_only_filesystem() const { return read_only_filesystem_; }
   // True once the WAL file's writer failed and RocksDB cannot move to a new WAL file
   // (see Write): like read_only() (writes fail, reads are served) until a reopen.
   bool needs_restart() const { return needs_restart_.load(); }
@@ -159,6 +163,7 @@ class RocksTier {
   //   (the open flushes what it replays into new files of about that size) plus 1 MiB
   //   for the MANIFEST, OPTIONS file and new WAL. (Resuming in place after a later
   //   failed write needs the reserve again.)
+  // - read_only_filesystem(): 0 (space is not what it lacks).
   // Thread-safe; lists the directory in the last two states.
   uint64_t FreeBytesNeeded() const;
 
@@ -169,6 +174,7 @@ class RocksTier {
   std::shared_ptr<rocksdb::Env> env_;
   bool sync_writes_ = false;
   bool read_only_ = false;
+  bool read_only_filesystem_ = false;
   uint64_t reserve_bytes_ = 0;  // RocksDB's disk-full reserve: the largest write_buffer_size
   // read_only(): the LOCK file, held through lock_env_ (RocksDB holds it otherwise).
   rocksdb::FileLock* read_only_lock_ = nullptr;

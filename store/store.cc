@@ -117,9 +117,9 @@ Status Store::Impl::Init() {
     ro.env = opts_.rocksdb_env;
     KVSTASH_ASSIGN_OR_RETURN(t1_, RocksTier::Open(ro));
     if (t1_->read_only()) {
-      // Serve what is stored; every Put fails until a restart with space to spare.
-      KVSTASH_LOG_WARN("store: the disk of {} is full: T1 opened read-only (reads served, "
-                       "Puts fail); free space and restart", opts_.path);
+      // Serve what is stored; every Put fails until a restart that can write.
+      KVSTASH_LOG_WARN("store: T1 opened read-only (reads served, Puts fail): {}",
+                       t1_->CheckWritable().message());
       t1_write_failed_ = true;
     }
     KVSTASH_RETURN_IF_ERROR(LoadIndex());
@@ -364,6 +364,7 @@ StoreStats Store::Impl::Stats() const {
   s.t2_up = !t2_ || t2_->up();
   s.t1_writes_failing = t1_ && t1_write_failed_.load();
   s.t1_read_only = t1_ && t1_->read_only();
+  s.t1_read_only_filesystem = t1_ && t1_->read_only_filesystem();
   s.t1_needs_restart = t1_ && t1_->needs_restart();
   if (t1_) {
     s.t1_disk_free_bytes = t1_->FreeBytes();

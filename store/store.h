@@ -46,9 +46,10 @@ class Store {
  public:
   // Opens (creating when missing) the store described by `options`: the RocksDB
   // database at options.path (T1), a connection to the Redis endpoints (T2), and
-  // rebuilds the index from T1's meta column family. On a full disk T1 opens
-  // read-only (StoreStats::t1_read_only): Gets and Lookups are served, Put, Delete, Pin
-  // and Unpin fail with IOError until the store is reopened with space.
+  // rebuilds the index from T1's meta column family. On a full disk or a read-only
+  // file system T1 opens read-only (StoreStats::t1_read_only): Gets and Lookups are
+  // served, Put, Delete, Pin and Unpin fail with IOError until the store is reopened
+  // where it can write.
   // Errors: InvalidArgument for inconsistent options (no T0 and no T1, budgets of 0
   // where a tier is on); IOError when RocksDB cannot open; Unavailable when Redis
   // endpoints are configured but none answers.

@@ -82,6 +82,8 @@ struct StoreStats {
   // True when T1 was opened read-only because its disk was full at Open (store/
   // rocks_tier.h): t1_writes_failing too, until the store is reopened with space.
   bool t1_read_only = false;
+  // t1_read_only because T1's file system is mounted read-only, not full.
+  bool t1_read_only_filesystem = false;
   // True when T1's WAL failed (a full disk) and RocksDB cannot resume it in place
   // (rocks_tier.h, Write): t1_writes_failing too; writes fail, reads are served, until
   // the store is reopened.

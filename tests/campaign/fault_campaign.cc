@@ -4,6 +4,10 @@
 //                 root for the mount; skipped with a reason otherwise), then a restart
 //                 on the still-full filesystem (T1 read-only: reads served), then one
 //                 after it grew to 64 MiB
+//   read_only_filesystem  T1 on a 256 MiB tmpfs: load, kill -9, the filesystem
+//                 remounted read-only (as the kernel does after I/O errors), a restart
+//                 (T1 read-only: reads served, every PUT refused), then remounted
+//                 read-write and a restart that takes writes; needs root
 //   redis_restart T2 on a real redis-server, killed mid-load and restarted on its port
 //                 2 s later (T2 keeps nothing across its restart: it is a cache)
 //   bad_clients   16 connections sending random bytes and 8 trickling a frame one byte
@@ -22,7 +26,8 @@
 // with a seed unique to the key, so any bytes a GET returns are checkable alone.
 //
 // Usage: fault_campaign --server-bin PATH [--work-dir DIR] [--json FILE]
-//                       [--only full_disk|redis_restart|bad_clients|sigterm] [--seconds S]
+//                       [--only full_disk|read_only_filesystem|redis_restart|bad_clients|sigterm]
+//                       [--seconds S]
 // --work-dir defaults to a fresh mkdtemp folder under /tmp; --seconds (load per phase,
 // > 0) to 6. Exit status 2 for a usage error.
 #include <signal.h>
@@ -331,6 +336,90 @@ nlohmann::json FullDisk(const Options& o) {
   return out;
 }
 
+nlohmann::json ReadOnlyFilesystem(const Options& o) {
+  nlohmann::json out;
+  if (geteuid() != 0) return {{"skipped", "needs root to mount a tmpfs"}};
+  const std::string disk = o.work_dir + "/ro-disk";
+  std::filesystem::create_directories(disk);
+  // Room for the WAL the read-write restart at the end flushes (tmpfs takes memory only
+  // for what is written).
+  if (mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=256m") != 0) {
+    return {{"skipped", std::string("mount tmpfs: ") + std::strerror(errno)}};
+  }
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { umount2(dir.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  Tally load_t, ro_load_t, ro_verify_t, rw_verify_t;
+  std::vector<std::string> args = Tenant();
+  args.insert(args.end(), {"--data-dir", disk + "/db", "--memory-budget", "256K"});
+  std::vector<uint32_t> acked;
+  {
+    ServerProcess s;
+    if (Status st = s.Start(o.server_bin, o.work_dir, args); !st.ok()) return {{"error", st.ToString()}};
+    Load load(s.address(), 4, 1, &load_t);
+    load.Start();
+    Sleep(o.seconds / 2);
+    out["kill_9_exit"] = s.Kill(SIGKILL);  // a crash: the WAL is not flushed
+    load.Stop();
+    acked = load.Acked();
+    out["acked_puts"] = acked.size();
+  }
+  // The kernel remounts a disk read-only after I/O errors (ext4 errors=remount-ro).
+  if (mount("tmpfs", disk.c_str(), "tmpfs", MS_REMOUNT | MS_RDONLY, "size=256m") != 0) {
+    return {{"error", std::string("remount read-only: ") + std::strerror(errno)}};
+  }
+  {
+    ServerProcess s;
+    if (Status st = s.Start(o.server_bin, o.work_dir, args); !st.ok()) {
+      out["restart_on_read_only_filesystem"] = st.ToString();
+      ro_verify_t.errors++;
+      ro_verify_t.Example("restart on the read-only filesystem: " + st.ToString());
+    } else {
+      out["restart_on_read_only_filesystem"] = "ok";
+      out["healthz_on_read_only_filesystem"] = server::testing::HttpGet(s.http_port(), "/healthz").second;
+      Verify(s.address(), acked, true, &ro_verify_t);
+      // PUTs must fail (nothing can be written), GETs of what was stored still served.
+      Load load(s.address(), 2, 1u << 24, &ro_load_t);
+      load.Start();
+      Sleep(o.seconds / 3);
+      load.Stop();
+      out["puts_acked_on_read_only_filesystem"] = load.Acked().size();
+      if (!load.Acked().empty()) {
+        ro_load_t.lost += load.Acked().size();  // acknowledged but cannot have been written
+        ro_load_t.Example("a PUT was acknowledged on the read-only filesystem");
+      }
+      out["read_only_sigterm_exit"] = s.Kill(SIGTERM);
+    }
+  }
+  // Remounted read-write (the disk checked): the restart takes writes again and finds
+  // every acknowledged PUT.
+  if (mount("tmpfs", disk.c_str(), "tmpfs", MS_REMOUNT, "size=256m") != 0) {
+    return {{"error", std::string("remount read-write: ") + std::strerror(errno)}};
+  }
+  {
+    ServerProcess s;
+    if (Status st = s.Start(o.server_bin, o.work_dir, args); !st.ok()) {
+      out["restart_after_remount"] = st.ToString();
+      rw_verify_t.errors++;
+    } else {
+      out["restart_after_remount"] = "ok";
+      const std::string health = server::testing::HttpGet(s.http_port(), "/healthz").second;
+      out["healthz_after_remount"] = health;
+      if (health != "ok\n") {
+        rw_verify_t.errors++;
+        rw_verify_t.Example("not healthy after the remount: " + health);
+      }
+      Verify(s.address(), acked, true, &rw_verify_t);
+    }
+  }
+  out["load"] = load_t.Json();
+  out["verify_on_read_only_filesystem"] = ro_verify_t.Json();
+  out["load_on_read_only_filesystem"] = ro_load_t.Json();
+  out["verify_after_remount"] = rw_verify_t.Json();
+  return out;
+}
+
 nlohmann::json RedisRestart(const Options& o) {
   std::string error;
   auto redis = store::testing::RedisServer::Start(o.work_dir, false, &error);
@@ -480,14 +569,16 @@ bool Clean(const nlohmann::json& j) {
 int Usage(const std::string& why) {
   std::cerr << "fault_campaign: " << why
             << "\nusage: fault_campaign --server-bin PATH [--work-dir DIR] [--json FILE]"
-               " [--only full_disk|redis_restart|bad_clients|sigterm] [--seconds S > 0]\n";
+               " [--only full_disk|read_only_filesystem|redis_restart|bad_clients|sigterm] [--seconds S > 0]\n";
   return 2;
 }
 
 int Main(int argc, char** argv) {
   Options o;
   const std::pair<const char*, nlohmann::json (*)(const Options&)> scenarios[] = {
-      {"full_disk", FullDisk}, {"redis_restart", RedisRestart}, {"bad_clients", BadClients}, {"sigterm", Sigterm}};
+      {"full_disk", FullDisk},         {"read_only_filesystem", ReadOnlyFilesystem},
+      {"redis_restart", RedisRestart}, {"bad_clients", BadClients},
+      {"sigterm", Sigterm}};
   for (int i = 1; i < argc; i += 2) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return Usage("missing value of " + a);

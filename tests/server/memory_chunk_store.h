@@ -84,6 +84,7 @@ class MemoryChunkStore : public ChunkStore {
     t.budget_bytes = 1ull << 30;
     t.writes_failing = writes_failing;
     t.read_only = read_only;
+    t.read_only_filesystem = read_only_filesystem;
     t.needs_restart = needs_restart;
     t.disk_free_bytes = disk_free_bytes;
     t.free_bytes_needed = free_bytes_needed;
@@ -97,6 +98,8 @@ class MemoryChunkStore : public ChunkStore {
   std::atomic<bool> writes_failing{false};
   // What Snapshot() reports as the tier's read_only (opened on a full disk, for tests).
   std::atomic<bool> read_only{false};
+  // What Snapshot() reports as the tier's read_only_filesystem (for tests).
+  std::atomic<bool> read_only_filesystem{false};
   // What Snapshot() reports as the tier's needs_restart (its WAL failed, for tests).
   std::atomic<bool> needs_restart{false};
   // What Snapshot() reports as the tier's free and needed disk bytes (for tests).

@@ -522,6 +522,13 @@ TEST_F(HandlerTest, FailingTierWritesShowOnHealthzAndMetrics) {
             "reads are served (degraded); restart once 100 MiB are free (3 MiB free now)\n");
   EXPECT_EQ(handler_.StatsJson()["tiers"][0]["read_only"], true);
   EXPECT_NE(handler_.PrometheusText().find(prom_restart + "1\n"), std::string::npos);
+  // Read-only because its file system is mounted read-only: space is not the fix.
+  store_.read_only_filesystem = true;
+  EXPECT_EQ(handler_.HealthDetail(),
+            "T0 read-only (its file system is mounted read-only): PUTs fail, reads are served "
+            "(degraded); check the disk, remount it read-write and restart\n");
+  EXPECT_EQ(handler_.StatsJson()["tiers"][0]["read_only_filesystem"], true);
+  store_.read_only_filesystem = false;
   // Its WAL failed on a full disk (RocksDB cannot resume it in place): a restart too.
   store_.read_only = false;
   store_.needs_restart = true;
