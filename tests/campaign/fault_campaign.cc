@@ -255,18 +255,35 @@ std::vector<std::string> Tenant() { return {"--tenant", std::string(kTenant) + "
 
 void Sleep(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
+// A tmpfs of `size` (mount's size= option, e.g. "24m") mounted on `dir` (created) for
+// the lifetime of the object. error(): why it could not be mounted ("" once mounted).
+class Tmpfs {
+ public:
+  Tmpfs(std::string dir, const std::string& size) : dir_(std::move(dir)) {
+    if (geteuid() != 0) {
+      error_ = "needs root to mount a tmpfs";
+      return;
+    }
+    std::filesystem::create_directories(dir_);
+    if (mount("tmpfs", dir_.c_str(), "tmpfs", 0, ("size=" + size).c_str()) != 0) {
+      error_ = std::string("mount tmpfs: ") + std::strerror(errno);
+    }
+  }
+  ~Tmpfs() {
+    if (error_.empty()) umount2(dir_.c_str(), MNT_DETACH);
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string dir_;
+  std::string error_;
+};
+
 nlohmann::json FullDisk(const Options& o) {
   nlohmann::json out;
-  if (geteuid() != 0) return {{"skipped", "needs root to mount a tmpfs"}};
   const std::string disk = o.work_dir + "/full-disk";
-  std::filesystem::create_directories(disk);
-  if (mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=24m") != 0) {
-    return {{"skipped", std::string("mount tmpfs: ") + std::strerror(errno)}};
-  }
-  struct Unmount {
-    std::string dir;
-    ~Unmount() { umount2(dir.c_str(), MNT_DETACH); }
-  } unmount{disk};
+  const Tmpfs tmpfs(disk, "24m");
+  if (!tmpfs.error().empty()) return {{"skipped", tmpfs.error()}};
   Tally load_t, verify_t, restart_t, grown_t;
   std::vector<std::string> args = Tenant();
   args.insert(args.end(), {"--data-dir", disk + "/db", "--memory-budget", "256K", "--disk-budget", "1G"});
@@ -338,18 +355,11 @@ nlohmann::json FullDisk(const Options& o) {
 
 nlohmann::json ReadOnlyFilesystem(const Options& o) {
   nlohmann::json out;
-  if (geteuid() != 0) return {{"skipped", "needs root to mount a tmpfs"}};
   const std::string disk = o.work_dir + "/ro-disk";
-  std::filesystem::create_directories(disk);
   // Room for the WAL the read-write restart at the end flushes (tmpfs takes memory only
   // for what is written).
-  if (mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=256m") != 0) {
-    return {{"skipped", std::string("mount tmpfs: ") + std::strerror(errno)}};
-  }
-  struct Unmount {
-    std::string dir;
-    ~Unmount() { umount2(dir.c_str(), MNT_DETACH); }
-  } unmount{disk};
+  const Tmpfs tmpfs(disk, "256m");
+  if (!tmpfs.error().empty()) return {{"skipped", tmpfs.error()}};
   Tally load_t, ro_load_t, ro_verify_t, rw_verify_t;
   std::vector<std::string> args = Tenant();
   args.insert(args.end(), {"--data-dir", disk + "/db", "--memory-budget", "256K"});
