@@ -16,7 +16,10 @@
 #   TARGET  e.g. frame_fuzz (fuzz/<TARGET>.cc); default: every target, fastest first
 # Environment: KVSTASH_FUZZ_JSON (default benchmarks/results/fuzz_campaign.json; a
 #   relative path is relative to the repository root), KVSTASH_JOBS (build
-#   parallelism), KVSTASH_FUZZ_NICE (default 19).
+#   parallelism), KVSTASH_FUZZ_NICE (default 19), KVSTASH_FUZZ_FORK (default 1: one
+#   process; N > 1: libFuzzer's -fork=N, N worker processes on one target sharing its
+#   corpus, so one slow target can use every core; timeouts and OOMs still count as
+#   findings, -ignore_timeouts=0 -ignore_ooms=0).
 # Exit status: 0 every run finished without a finding; 2 usage (bad EXECS, unknown
 # target, unreadable results file, a target another campaign is running); 3 a finding;
 # 1 a build or other failure. Campaigns on different targets may run at the same time.
@@ -30,6 +33,12 @@ fi
 JSON="${KVSTASH_FUZZ_JSON:-benchmarks/results/fuzz_campaign.json}"
 NICE="${KVSTASH_FUZZ_NICE:-19}"
 JOBS="${KVSTASH_JOBS:-$(nproc)}"
+FORK="${KVSTASH_FUZZ_FORK:-1}"
+if [[ ! "$FORK" =~ ^[1-9][0-9]?$ ]]; then
+  echo "KVSTASH_FUZZ_FORK must be an integer in 1 .. 99, got '$FORK'" >&2; exit 2
+fi
+FORK_FLAGS=()
+((FORK > 1)) && FORK_FLAGS=(-fork="$FORK" -ignore_timeouts=0 -ignore_ooms=0 -ignore_crashes=0)
 
 # Fastest first (exec/s measured in this campaign at load 3-5), so short sessions
 # finish targets.
@@ -73,10 +82,17 @@ for t in "${TARGETS[@]}"; do
   start=$(date +%s.%N)
   status=0
   nice -n "$NICE" "build-fuzz/fuzz/$t" -runs="$EXECS" -print_final_stats=1 -timeout=10 \
-      -rss_limit_mb=2048 -artifact_prefix=build-fuzz/campaign/findings/ "${inputs[@]}" \
-      >"$log" 2>&1 || status=$?
+      -rss_limit_mb=2048 -artifact_prefix=build-fuzz/campaign/findings/ "${FORK_FLAGS[@]}" \
+      "${inputs[@]}" >"$log" 2>&1 || status=$?
   secs=$(.venv/bin/python -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$start" "$(date +%s.%N)")
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  if ((FORK > 1)); then
+    # The parent sums its workers' executions: "INFO: fuzzed for N iterations" when the
+    # count is reached, else its last status line "#N: cov: ...".
+    execs=$(sed -n 's/^INFO: fuzzed for \([0-9]*\) iterations.*/\1/p' "$log" | tail -n 1)
+    [[ -n "$execs" ]] || execs=$(sed -n 's/^#\([0-9]*\): cov:.*/\1/p' "$log" | tail -n 1)
+  else
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+  fi
   finding=$(grep -o 'Test unit written to [^ ]*' "$log" | tail -n 1 | sed 's/Test unit written to //' || true)
   merge=skipped
   if ((status != 0)); then
@@ -90,9 +106,9 @@ for t in "${TARGETS[@]}"; do
       merge="failed (build-fuzz/campaign/$t.merge.log)"
     fi
   fi
-  flock build-fuzz/campaign/results.lock .venv/bin/python - "$JSON" "$t" "$EXECS" "${execs:-0}" "$secs" "$status" "$finding" "$COMMIT" "$DIRTY" "$merge" <<'PY'
+  flock build-fuzz/campaign/results.lock .venv/bin/python - "$JSON" "$t" "$EXECS" "${execs:-0}" "$secs" "$status" "$finding" "$COMMIT" "$DIRTY" "$merge" "$FORK" <<'PY'
 import datetime, json, os, sys
-out, target, asked, execs, secs, status, finding, commit, dirty, merge = sys.argv[1:]
+out, target, asked, execs, secs, status, finding, commit, dirty, merge, fork = sys.argv[1:]
 try:
     d = json.load(open(out))
 except FileNotFoundError:
@@ -107,6 +123,7 @@ entry["runs"].append({
     "execs_asked": int(asked), "execs": int(execs), "seconds": float(secs),
     "execs_per_second": round(int(execs) / max(float(secs), 0.1)),
     "exit_status": int(status), "finding": finding or None, "seed_merge": merge,
+    "workers": int(fork),
     "machine_load_1m": round(os.getloadavg()[0], 2)})
 entry["total_execs"] = sum(r["execs"] for r in entry["runs"])
 entry["findings"] = [r["finding"] for r in entry["runs"] if r["finding"]]
