@@ -8,6 +8,9 @@
 # gets a set cover of the edges the committed seeds miss (libFuzzer -set_cover_merge=1
 # -use_counters=0: edges, not hit counts, so the seeds stay small), which CI's short
 # runs start from; a failed merge is recorded and does not lose the run.
+# A run stopped early with SIGINT to the fuzzer (`pkill -INT -f build-fuzz/fuzz/<target>`, e.g.
+# when a session must end) is recorded with what it executed and "interrupted": true,
+# its corpus merged, and the campaign stops (exit 4).
 # A finding stops the campaign: libFuzzer's crash-/leak-/timeout- file is kept in
 # build-fuzz/campaign/findings/ and the run is recorded with "finding".
 #
@@ -22,6 +25,7 @@
 #   findings, -ignore_timeouts=0 -ignore_ooms=0).
 # Exit status: 0 every run finished without a finding; 2 usage (bad EXECS, unknown
 # target, unreadable results file, a target another campaign is running); 3 a finding;
+# 4 a run interrupted (SIGINT);
 # 1 a build or other failure. Campaigns on different targets may run at the same time.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -95,9 +99,15 @@ for t in "${TARGETS[@]}"; do
   fi
   finding=$(grep -o 'Test unit written to [^ ]*' "$log" | tail -n 1 | sed 's/Test unit written to //' || true)
   merge=skipped
-  if ((status != 0)); then
+  interrupted=0
+  # libFuzzer's exit on SIGINT (-interrupted_exit_code, 72) with its final stats printed.
+  if ((status == 72)) && [[ -z "$finding" ]] && grep -q 'libFuzzer: run interrupted' "$log"; then
+    interrupted=1
+  fi
+  if ((status != 0 && !interrupted)); then
     rc=3
   else
+    ((interrupted)) && rc=4
     mkdir -p "fuzz/seeds/$t"
     if "build-fuzz/fuzz/$t" -set_cover_merge=1 -use_counters=0 -rss_limit_mb=2048 "fuzz/seeds/$t" "${inputs[@]}" \
         >"build-fuzz/campaign/$t.merge.log" 2>&1; then
@@ -106,9 +116,9 @@ for t in "${TARGETS[@]}"; do
       merge="failed (build-fuzz/campaign/$t.merge.log)"
     fi
   fi
-  flock build-fuzz/campaign/results.lock .venv/bin/python - "$JSON" "$t" "$EXECS" "${execs:-0}" "$secs" "$status" "$finding" "$COMMIT" "$DIRTY" "$merge" "$FORK" <<'PY'
+  flock build-fuzz/campaign/results.lock .venv/bin/python - "$JSON" "$t" "$EXECS" "${execs:-0}" "$secs" "$status" "$finding" "$COMMIT" "$DIRTY" "$merge" "$FORK" "$interrupted" <<'PY'
 import datetime, json, os, sys
-out, target, asked, execs, secs, status, finding, commit, dirty, merge, fork = sys.argv[1:]
+out, target, asked, execs, secs, status, finding, commit, dirty, merge, fork, interrupted = sys.argv[1:]
 try:
     d = json.load(open(out))
 except FileNotFoundError:
@@ -123,7 +133,7 @@ entry["runs"].append({
     "execs_asked": int(asked), "execs": int(execs), "seconds": float(secs),
     "execs_per_second": round(int(execs) / max(float(secs), 0.1)),
     "exit_status": int(status), "finding": finding or None, "seed_merge": merge,
-    "workers": int(fork),
+    "workers": int(fork), "interrupted": interrupted == "1",
     "machine_load_1m": round(os.getloadavg()[0], 2)})
 entry["total_execs"] = sum(r["execs"] for r in entry["runs"])
 entry["findings"] = [r["finding"] for r in entry["runs"] if r["finding"]]
@@ -136,7 +146,7 @@ with open(out + ".tmp", "w") as f:   # written whole, then renamed: never a half
     f.write("\n")
 os.replace(out + ".tmp", out)
 PY
-  echo "$t: ${execs:-0} executions in ${secs}s, exit $status${finding:+, finding $finding}, seed merge $merge"
+  echo "$t: ${execs:-0} executions in ${secs}s, exit $status${finding:+, finding $finding}$( ((interrupted)) && echo ', interrupted'), seed merge $merge"
   ((status == 0)) || break
 done
 exit $rc
