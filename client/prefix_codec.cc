@@ -211,7 +211,7 @@ Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk,
     case PrefixCodecKind::kRaw:
       return EncodeRaw(chunk, token_offset, partial, options_.model_fingerprint);
     case PrefixCodecKind::kSpec:
-      return spec::EncodeSpecPayload(*spec_artifact_, chunk.view(),
+      return spec::EncodeSpecPayload(*spec_artifact_, artifact_digest_, chunk.view(),
                                      spec::PredictedSlice(*prediction, layout_, token_offset, token_offset + chunk.tokens),
                                      options_.model_fingerprint, token_offset, predictor_->options().threads);
     case PrefixCodecKind::kDckv:
@@ -328,7 +328,7 @@ Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, uint32_
     case PrefixCodecKind::kRaw:
       return DecodeRaw(payload, layout_, options_.model_fingerprint);
     case PrefixCodecKind::kSpec:
-      return spec::DecodeSpecPayload(*spec_artifact_, payload,
+      return spec::DecodeSpecPayload(*spec_artifact_, artifact_digest_, payload,
                                      spec::PredictedSlice(*prediction, layout_, token_offset, token_offset + tokens),
                                      options_.model_fingerprint, predictor_->options().threads);
     case PrefixCodecKind::kDckv:

@@ -15,6 +15,7 @@ namespace kvstash::gpu {
 
 struct DeviceSpecDecoder::Impl {
   spec::SpecArtifact artifact;
+  Digest256 artifact_digest;  // artifact.Digest(), once (it hashes the whole artifact)
   DeviceRansTables tables;
 };
 
@@ -27,7 +28,8 @@ Result<DeviceSpecDecoder> DeviceSpecDecoder::Create(spec::SpecArtifact artifact,
   if (artifact.tables == nullptr) return Status::InvalidArgument("spec GPU decoder: the artifact has no tables");
   KVSTASH_ASSIGN_OR_RETURN(DeviceRansTables tables, DeviceRansTables::Upload(*artifact.tables, stream));
   KVSTASH_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-  return DeviceSpecDecoder(std::make_unique<Impl>(Impl{std::move(artifact), std::move(tables)}));
+  const Digest256 digest = artifact.Digest();
+  return DeviceSpecDecoder(std::make_unique<Impl>(Impl{std::move(artifact), digest, std::move(tables)}));
 }
 
 const spec::SpecArtifact& DeviceSpecDecoder::artifact() const { return impl_->artifact; }
@@ -37,7 +39,7 @@ Result<KvChunk> DeviceSpecDecoder::Decode(std::span<const uint8_t> payload, cons
                                           uint8_t* device_out, uint64_t device_out_bytes) const {
   const spec::SpecArtifact& art = impl_->artifact;
   KVSTASH_ASSIGN_OR_RETURN(spec::SpecPayloadParts parts,
-                           spec::SplitSpecPayload(art, payload, prediction, model_fingerprint));
+                           spec::SplitSpecPayload(art, impl_->artifact_digest, payload, prediction, model_fingerprint));
   const KvLayout& L = parts.header.layout;
   const uint32_t tokens = parts.header.tokens;
   const bool fp8 = L.dtype == DType::kFP8E4M3;

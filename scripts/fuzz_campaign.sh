@@ -46,8 +46,8 @@ FORK_FLAGS=()
 
 # Fastest first (exec/s measured in this campaign at load 3-5), so short sessions
 # finish targets.
-ORDER=(payload_fuzz llama_state_fuzz frame_fuzz gguf_fuzz dckv_artifact_fuzz spec_state_fuzz
-       rans_fuzz rwkv_file_fuzz)
+ORDER=(meta_record_fuzz payload_fuzz llama_state_fuzz frame_fuzz gguf_fuzz dckv_artifact_fuzz
+       dckv_payload_fuzz spec_state_fuzz rans_fuzz spec_kv_fuzz rwkv_file_fuzz)
 if (($#)); then TARGETS=("$@"); else TARGETS=("${ORDER[@]}"); fi
 for t in "${TARGETS[@]}"; do
   [[ "$t" =~ ^[a-z0-9_]+_fuzz$ && -f "fuzz/$t.cc" ]] || { echo "no fuzz target $t (fuzz/$t.cc)" >&2; exit 2; }

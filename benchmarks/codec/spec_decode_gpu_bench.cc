@@ -48,6 +48,7 @@ struct Setup {
   std::string error;         // non-empty: every benchmark skips with it
   std::string device_error;  // non-empty: the GPU benchmarks skip with it
   std::unique_ptr<spec::SpecArtifact> artifact;
+  Digest256 artifact_digest{};  // artifact->Digest(), once (as PrefixCodec holds it)
   model::PredictorCache prediction;
   KvLayout layout;
   std::vector<std::vector<uint8_t>> payloads;
@@ -79,6 +80,7 @@ Status BuildHost(Setup* s) {
   KVSTASH_ASSIGN_OR_RETURN(auto art_bytes, ReadFileBytes(src + "/tests/determinism/fixtures/spec.kvsa"));
   KVSTASH_ASSIGN_OR_RETURN(spec::SpecArtifact art, spec::SpecArtifact::Parse(art_bytes));
   s->artifact = std::make_unique<spec::SpecArtifact>(std::move(art));
+  s->artifact_digest = s->artifact->Digest();
   s->layout = {m->config.n_layers, m->config.n_kv_heads, m->config.head_dim, DType::kBF16};
   KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*m->tokenizer, model::CorpusSplit::kEvaluation,
                                                           kPrefixTokens, kPrefixTokens));
@@ -209,7 +211,7 @@ void BM_SpecDecodeCpu(benchmark::State& state) {
   if (!s.error.empty()) return state.SkipWithError(s.error.c_str());
   const int threads = static_cast<int>(state.range(0));
   DecodePrefix(state, s, [&](const std::vector<uint8_t>& payload, const spec::PredictedChunk& p) {
-    return spec::DecodeSpecPayload(*s.artifact, payload, p, kFingerprint, threads);
+    return spec::DecodeSpecPayload(*s.artifact, s.artifact_digest, payload, p, kFingerprint, threads);
   });
 }
 

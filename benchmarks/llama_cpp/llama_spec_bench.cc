@@ -157,10 +157,11 @@ Result<spec::SpecArtifact> Calibrate(const KvLayout& L, const ChunkSet& cal,
 Result<nlohmann::json> Code(const std::string& name, const spec::SpecArtifact& art, const ChunkSet& eval) {
   uint64_t bytes = 0, scalars = 0, raw = 0;
   const Digest256 fp{};
+  const Digest256 art_digest = art.Digest();  // once, as PrefixCodec holds it
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < eval.kv.size(); ++i) {
-    KVSTASH_ASSIGN_OR_RETURN(auto payload, spec::EncodeSpecPayload(art, eval.kv[i].view(), eval.pred[i], fp, 0));
-    KVSTASH_ASSIGN_OR_RETURN(KvChunk back, spec::DecodeSpecPayload(art, payload, eval.pred[i], fp));
+    KVSTASH_ASSIGN_OR_RETURN(auto payload, spec::EncodeSpecPayload(art, art_digest, eval.kv[i].view(), eval.pred[i], fp, 0));
+    KVSTASH_ASSIGN_OR_RETURN(KvChunk back, spec::DecodeSpecPayload(art, art_digest, payload, eval.pred[i], fp));
     if (back.data != eval.kv[i].data) return Status::Internal(name + ": chunk " + std::to_string(i) + " not lossless");
     bytes += payload.size();
     scalars += eval.kv[i].layout.ScalarsPerToken() * eval.kv[i].tokens;

@@ -61,6 +61,7 @@ Result<SpecArtifact> SpecArtifact::Parse(std::span<const uint8_t> bytes) {
       !r.U64(&a.predictor_digest) || !r.U32(&variant_len)) {
     return Status::Corruption("spec artifact header truncated");
   }
+  if (reserved != 0) return Status::Corruption("spec artifact reserved byte is not 0");
   if (!IsValidDType(dtype)) return Status::Corruption("spec artifact dtype invalid");
   a.layout.dtype = a.contexts.dtype = static_cast<DType>(dtype);
   a.contexts.s_min = FromBits(s_min);

@@ -78,6 +78,13 @@ Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
                                                const PredictedChunk& prediction,
                                                const Digest256& model_fingerprint,
                                                uint32_t token_offset, int threads) {
+  return EncodeSpecPayload(artifact, artifact.Digest(), chunk, prediction, model_fingerprint, token_offset, threads);
+}
+
+Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact, const Digest256& artifact_digest,
+                                               const KvChunkView& chunk, const PredictedChunk& prediction,
+                                               const Digest256& model_fingerprint, uint32_t token_offset,
+                                               int threads) {
   KVSTASH_RETURN_IF_ERROR(chunk.Validate());
   KVSTASH_RETURN_IF_ERROR(CheckShapes(artifact, chunk.layout, chunk.tokens, prediction));
   const KvLayout& L = chunk.layout;
@@ -124,7 +131,7 @@ Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
   h.layout = L;
   h.tokens = chunk.tokens;
   h.token_offset = token_offset;
-  h.artifact_digest = artifact.Digest();
+  h.artifact_digest = artifact_digest;
   h.model_fingerprint = model_fingerprint;
   h.content_checksum = chunk.ContentChecksum();
   return BuildPayload(h, body);
@@ -133,13 +140,19 @@ Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
 Result<SpecPayloadParts> SplitSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
                                           const PredictedChunk& prediction,
                                           const Digest256& model_fingerprint) {
+  return SplitSpecPayload(artifact, artifact.Digest(), payload, prediction, model_fingerprint);
+}
+
+Result<SpecPayloadParts> SplitSpecPayload(const SpecArtifact& artifact, const Digest256& artifact_digest,
+                                          std::span<const uint8_t> payload, const PredictedChunk& prediction,
+                                          const Digest256& model_fingerprint) {
   KVSTASH_ASSIGN_OR_RETURN(PayloadView pv, ParsePayload(payload));
   const PayloadHeader& h = pv.header;
   if (h.codec != CodecId::kSpec) return Status::Mismatch("payload is not a spec payload");
   if (h.model_fingerprint != model_fingerprint) {
     return Status::Mismatch("spec payload was encoded for another model");
   }
-  if (h.artifact_digest != artifact.Digest()) {
+  if (h.artifact_digest != artifact_digest) {
     return Status::Mismatch("spec payload was encoded with another artifact");
   }
   KVSTASH_RETURN_IF_ERROR(CheckShapes(artifact, h.layout, h.tokens, prediction));
@@ -176,7 +189,14 @@ Result<SpecPayloadParts> SplitSpecPayload(const SpecArtifact& artifact, std::spa
 Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
                                   const PredictedChunk& prediction,
                                   const Digest256& model_fingerprint, int threads) {
-  KVSTASH_ASSIGN_OR_RETURN(SpecPayloadParts parts, SplitSpecPayload(artifact, payload, prediction, model_fingerprint));
+  return DecodeSpecPayload(artifact, artifact.Digest(), payload, prediction, model_fingerprint, threads);
+}
+
+Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, const Digest256& artifact_digest,
+                                  std::span<const uint8_t> payload, const PredictedChunk& prediction,
+                                  const Digest256& model_fingerprint, int threads) {
+  KVSTASH_ASSIGN_OR_RETURN(SpecPayloadParts parts,
+                           SplitSpecPayload(artifact, artifact_digest, payload, prediction, model_fingerprint));
   const PayloadHeader& h = parts.header;
   const KvLayout& L = h.layout;
   const bool fp8 = L.dtype == DType::kFP8E4M3;

@@ -56,9 +56,21 @@ PredictedChunk PredictedSlice(const Cache& cache, const KvLayout& layout, uint32
   return p;
 }
 
+// Every function below comes in two forms. The one with `artifact_digest` takes
+// artifact.Digest() from the caller, who computes it once per artifact: Digest()
+// serialises and hashes the whole artifact (2.9 ms for the 1.1 MB SmolLM2 artifact, more
+// than a GPU takes to decode a chunk), so per-chunk callers (PrefixCodec, the GPU
+// decoder) must not pay it per payload. A digest that is not the artifact's makes the
+// encoder write it into the header and the decoders answer Mismatch. The form without
+// computes the digest itself (tests, one-off tools).
+
 // Encodes a chunk into a complete payload (header + body), the streams on `threads`
 // std::threads (< 1 means 1; same bytes for any count). Errors: InvalidArgument if
 // the chunk, the prediction or the artifact disagree in layout/dtype.
+Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact, const Digest256& artifact_digest,
+                                               const KvChunkView& chunk, const PredictedChunk& prediction,
+                                               const Digest256& model_fingerprint, uint32_t token_offset,
+                                               int threads = 1);
 Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact,
                                                const KvChunkView& chunk,
                                                const PredictedChunk& prediction,
@@ -77,6 +89,9 @@ struct SpecPayloadParts {
 // artifact, model and prediction (shape and digest). What every decoder runs first
 // (DecodeSpecPayload here, gpu::DeviceSpecDecoder). Errors: as DecodeSpecPayload,
 // except the stream and content-checksum ones, which only decoding finds.
+Result<SpecPayloadParts> SplitSpecPayload(const SpecArtifact& artifact, const Digest256& artifact_digest,
+                                          std::span<const uint8_t> payload, const PredictedChunk& prediction,
+                                          const Digest256& model_fingerprint);
 Result<SpecPayloadParts> SplitSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
                                           const PredictedChunk& prediction,
                                           const Digest256& model_fingerprint);
@@ -87,6 +102,9 @@ Result<SpecPayloadParts> SplitSpecPayload(const SpecArtifact& artifact, std::spa
 // encoder's; InvalidArgument for a prediction of the wrong shape. The streams are decoded
 // on `threads` std::threads (< 1 means 1); output and the error returned (the one of the
 // lowest failing stream) do not depend on the count.
+Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, const Digest256& artifact_digest,
+                                  std::span<const uint8_t> payload, const PredictedChunk& prediction,
+                                  const Digest256& model_fingerprint, int threads = 1);
 Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, std::span<const uint8_t> payload,
                                   const PredictedChunk& prediction,
                                   const Digest256& model_fingerprint, int threads = 1);

@@ -10,7 +10,8 @@ Status ContextConfig::Validate() const {
   if (dtype != DType::kBF16 && dtype != DType::kF16 && dtype != DType::kFP8E4M3) {
     return Status::InvalidArgument("spec codes bf16, f16 or fp8_e4m3 caches only");
   }
-  if (buckets == 0 || frac_bins == 0 || !(step > 0.0f) || num_tables() > 65536) {
+  // The product in 64 bits: num_tables() is 32-bit and would wrap (65537 x 65536 = 65536).
+  if (buckets == 0 || frac_bins == 0 || !(step > 0.0f) || static_cast<uint64_t>(buckets) * frac_bins > 65536) {
     return Status::InvalidArgument("spec context config: bad bucket layout");
   }
   return Status::Ok();

@@ -182,6 +182,27 @@ TEST_P(SpecCodecTest, DifferentPredictionArtifactOrModelIsMismatch) {
   EXPECT_STATUS(DecodeSpecPayload(other, payload, f.Prediction(2), model), kMismatch);
 }
 
+// The forms that take the artifact digest from the caller write and check the same
+// bytes as the forms that compute it; a digest that is not the artifact's is Mismatch.
+TEST_P(SpecCodecTest, CallerDigestFormsEqualTheComputingForms) {
+  Fixture f = MakeFixture(GetParam(), 64, 3, 4);
+  const SpecArtifact art = Calibrate(f, 2);
+  const Digest256 digest = art.Digest();
+  Digest256 model{};
+  ASSERT_OK_AND_ASSIGN(auto want, EncodeSpecPayload(art, f.chunks[2].view(), f.Prediction(2), model, 64));
+  ASSERT_OK_AND_ASSIGN(auto got, EncodeSpecPayload(art, digest, f.chunks[2].view(), f.Prediction(2), model, 64));
+  EXPECT_EQ(got, want);
+  ASSERT_OK_AND_ASSIGN(KvChunk back, DecodeSpecPayload(art, digest, got, f.Prediction(2), model));
+  EXPECT_EQ(back.data, f.chunks[2].data);
+  ASSERT_OK(SplitSpecPayload(art, digest, got, f.Prediction(2), model).status());
+  Digest256 wrong = digest;
+  wrong[0] ^= 1;
+  EXPECT_STATUS(DecodeSpecPayload(art, wrong, got, f.Prediction(2), model), kMismatch);
+  EXPECT_STATUS(SplitSpecPayload(art, wrong, got, f.Prediction(2), model).status(), kMismatch);
+  ASSERT_OK_AND_ASSIGN(auto stamped, EncodeSpecPayload(art, wrong, f.chunks[2].view(), f.Prediction(2), model, 64));
+  EXPECT_STATUS(DecodeSpecPayload(art, stamped, f.Prediction(2), model), kMismatch);
+}
+
 TEST_P(SpecCodecTest, DamagedPayloadsAreCorruptionNeverWrongKv) {
   Fixture f = MakeFixture(GetParam(), 64, 3, 3);
   const SpecArtifact art = Calibrate(f, 2);
@@ -245,6 +266,29 @@ TEST(SpecArtifactTest, SerialiseParseAndReject) {
     EXPECT_FALSE(SpecArtifact::Parse(bad).ok()) << i;
   }
   EXPECT_STATUS(SpecArtifact::Parse(std::span(bytes).first(bytes.size() / 2)), kCorruption);
+}
+
+// A parsed artifact must be canonical (fuzz/spec_kv_fuzz asserts Serialize(Parse(b)) == b):
+// a nonzero reserved byte (offset 7, docs/format/spec.md "u8 0") is refused even with a
+// valid trailer, or two files would have one digest.
+TEST(SpecArtifactTest, NonzeroReservedByteIsCorruption) {
+  Fixture f = MakeFixture(DType::kBF16, 32, 2, 5);
+  auto bytes = Calibrate(f, 1).Serialize();
+  bytes.resize(bytes.size() - 8);
+  bytes[7] = 1;
+  ByteWriter(&bytes).U64(Xxh3_64(bytes));
+  EXPECT_STATUS(SpecArtifact::Parse(bytes), kCorruption);
+}
+
+// buckets x frac_bins is checked in 64 bits: 65537 x 65536 wraps to 65536 in 32.
+TEST(SpecContextTest, TableCountThatWrapsIsInvalid) {
+  ContextConfig cfg;
+  cfg.buckets = 65537;
+  cfg.frac_bins = 65536;
+  EXPECT_STATUS(cfg.Validate(), kInvalidArgument);
+  cfg.buckets = 256;
+  cfg.frac_bins = 256;
+  EXPECT_OK(cfg.Validate());
 }
 
 TEST(SpecContextTest, BucketsAndFracBinsByHand) {
