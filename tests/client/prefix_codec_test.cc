@@ -320,7 +320,9 @@ TEST_F(PrefixCodecTest, RawRoundTripSizeSweep) {
       EXPECT_EQ(puts[i].route, keys[0].stored());
       EXPECT_EQ(puts[i].key, keys[i].stored());
       EXPECT_EQ(puts[i].parent.has_value(), i > 0);
-      if (i > 0) EXPECT_EQ(*puts[i].parent, keys[i - 1].stored());
+      if (i > 0) {
+        EXPECT_EQ(*puts[i].parent, keys[i - 1].stored());
+      }
       ASSERT_OK_AND_ASSIGN(PayloadHeader h, ParsePayloadHeader(puts[i].payload));
       EXPECT_EQ(h.token_offset, i * kC);
       EXPECT_EQ((h.flags & kPayloadFlagPartialChunk) != 0, keys[i].partial);
