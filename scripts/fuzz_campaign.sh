@@ -9,7 +9,8 @@
 # -use_counters=0: edges, not hit counts, so the seeds stay small), which CI's short
 # runs start from; a failed merge is recorded and does not lose the run.
 # A run stopped early with SIGINT to the fuzzer (`pkill -INT -f build-fuzz/fuzz/<target>`, e.g.
-# when a session must end) is recorded with what it executed and "interrupted": true,
+# when a session must end; under -fork it must reach the workers, which that pattern does)
+# is recorded with what it executed and "interrupted": true,
 # its corpus merged, and the campaign stops (exit 4).
 # A finding stops the campaign: libFuzzer's crash-/leak-/timeout- file is kept in
 # build-fuzz/campaign/findings/ and the run is recorded with "finding".
@@ -55,6 +56,8 @@ done
 if [[ -e "$JSON" ]] && ! .venv/bin/python -c 'import json,sys; json.load(open(sys.argv[1]))["targets"]' "$JSON" 2>/dev/null; then
   echo "$JSON is not a fuzz campaign results file: fix or move it first" >&2; exit 2
 fi
+BUILD_TARGETS=()
+for t in "${TARGETS[@]}"; do BUILD_TARGETS+=(--target "$t"); done
 # The tree the binaries are built from (a dirty tree is recorded as such).
 COMMIT="$(git rev-parse HEAD)"
 DIRTY=0
@@ -71,7 +74,7 @@ done
   flock 9
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DKVSTASH_FUZZ=ON -DKVSTASH_CUDA=OFF -DKVSTASH_BENCHMARKS=OFF >/dev/null
-  cmake --build build-fuzz -j "$JOBS" --target kvstash_fuzzers >/dev/null
+  cmake --build build-fuzz -j "$JOBS" "${BUILD_TARGETS[@]}" >/dev/null
 ) 9>build-fuzz/campaign/build.lock
 
 rc=0
@@ -100,8 +103,12 @@ for t in "${TARGETS[@]}"; do
   finding=$(grep -o 'Test unit written to [^ ]*' "$log" | tail -n 1 | sed 's/Test unit written to //' || true)
   merge=skipped
   interrupted=0
-  # libFuzzer's exit on SIGINT (-interrupted_exit_code, 72) with its final stats printed.
-  if ((status == 72)) && [[ -z "$finding" ]] && grep -q 'libFuzzer: run interrupted' "$log"; then
+  # libFuzzer's exit on SIGINT (-interrupted_exit_code, 72) with its final stats printed;
+  # under -fork the parent exits 2 ("INFO: exiting: 2") after a worker reports the
+  # interruption (checked with libFuzzer 14: SIGINT to the parent alone is ignored while
+  # its workers run, so the pkill above must reach the workers too).
+  if [[ -z "$finding" ]] && grep -q 'libFuzzer: run interrupted' "$log" &&
+     { ((status == 72)) || { ((FORK > 1 && status == 2)) && grep -q '^INFO: exiting: 2' "$log"; }; }; then
     interrupted=1
   fi
   if ((status != 0 && !interrupted)); then

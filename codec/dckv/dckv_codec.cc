@@ -6,7 +6,6 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
-#include <system_error>
 #include <thread>
 
 #include "codec/dckv/dckv_conditional.h"
@@ -17,6 +16,7 @@
 #include "common/byte_io.h"
 #include "common/dtype.h"
 #include "common/payload_format.h"
+#include "common/worker_threads.h"
 
 namespace kvstash::dckv {
 namespace {
@@ -56,19 +56,9 @@ template <class Fn>
 void ParallelFor(size_t n, uint32_t threads, const Fn& fn) {
   const size_t workers = std::min<size_t>(threads, n);
   std::atomic<size_t> next{0};
-  auto work = [&] {
+  RunOnWorkers(static_cast<uint32_t>(workers), [&](uint32_t) {
     for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (size_t w = 1; w < workers; ++w) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // no more threads: the others share the work
-    }
-  }
-  work();
-  for (auto& t : pool) t.join();
+  });
 }
 
 // Rows of one synthesis / projection task.

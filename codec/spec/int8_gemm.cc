@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "codec/spec/det_math.h"
 #include "common/cpu_path.h"
 #include "common/result.h"
+#include "common/worker_threads.h"
 
 namespace kvstash::spec {
 namespace {
@@ -99,13 +99,11 @@ void ParallelRows(int m, int threads, Body body) {
     body(0, m);
     return;
   }
-  std::vector<std::thread> pool;
   const int per = (m + threads - 1) / threads;
-  for (int t = 0; t < threads; ++t) {
-    const int begin = t * per, end = std::min(m, begin + per);
-    if (begin < end) pool.emplace_back(body, begin, end);
-  }
-  for (auto& th : pool) th.join();
+  RunOnWorkers(static_cast<uint32_t>(threads), [&](uint32_t t) {
+    const int begin = static_cast<int>(t) * per, end = std::min(m, begin + per);
+    if (begin < end) body(begin, end);
+  });
 }
 
 Status CheckShapes(size_t a, size_t b, size_t c, int m, int n, int k) {

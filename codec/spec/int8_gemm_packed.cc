@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <string>
-#include <thread>
 
 #include "codec/spec/det_math.h"
 #include "codec/spec/quantize_group.h"
+#include "common/worker_threads.h"
 
 namespace kvstash::spec {
 namespace {
@@ -18,13 +18,11 @@ void ParallelRanges(int n, int threads, Body body) {
     if (n > 0) body(0, n);
     return;
   }
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
+  RunOnWorkers(static_cast<uint32_t>(threads), [&](uint32_t t) {
     const int begin = static_cast<int>(static_cast<int64_t>(n) * t / threads);
     const int end = static_cast<int>(static_cast<int64_t>(n) * (t + 1) / threads);
-    if (begin < end) pool.emplace_back(body, begin, end);
-  }
-  for (auto& th : pool) th.join();
+    if (begin < end) body(begin, end);
+  });
 }
 
 // Portable form of the blocked kernel for output-channel blocks [begin, end): per

@@ -10,6 +10,7 @@
 #include "codec/entropy/table_builder.h"
 #include "codec/spec/det_math.h"
 #include "common/byte_io.h"
+#include "common/worker_threads.h"
 
 namespace kvstash::spec {
 namespace {
@@ -195,12 +196,7 @@ Result<SpecArtifact> SpecCalibrator::Build() {
   auto run = [&](uint32_t w) {
     for (uint32_t t = w; t < n_tables; t += workers) status[t] = fit_table(t);
   };
-  {
-    std::vector<std::thread> pool;
-    for (uint32_t w = 1; w < workers; ++w) pool.emplace_back(run, w);
-    if (workers > 0) run(0);
-    for (auto& th : pool) th.join();
-  }
+  RunOnWorkers(workers, run);
   std::vector<entropy::FrequencyTable> tables;
   for (uint32_t t = 0; t < n_tables; ++t) {
     KVSTASH_RETURN_IF_ERROR(status[t]);

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <string>
-#include <thread>
 
 #include "codec/entropy/rans_segments.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
+#include "common/worker_threads.h"
 
 namespace kvstash::spec {
 namespace {
@@ -41,14 +41,7 @@ Status ForEachStream(uint32_t n, int threads, Body body) {
   auto run = [&](uint32_t w) {
     for (uint32_t s = w; s < n; s += workers) status[s] = body(w, s);
   };
-  if (workers == 1) {
-    run(0);
-  } else {
-    std::vector<std::thread> pool;
-    for (uint32_t w = 1; w < workers; ++w) pool.emplace_back(run, w);
-    run(0);
-    for (auto& t : pool) t.join();
-  }
+  RunOnWorkers(workers, run);
   for (Status& st : status) {
     if (!st.ok()) return st;
   }

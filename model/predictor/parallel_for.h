@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <thread>
-#include <vector>
+
+#include "common/worker_threads.h"
 
 namespace kvstash::model {
 
@@ -21,13 +21,9 @@ uint32_t ParallelFor(uint32_t n, int threads, Body body) {
     for (uint32_t i = 0; i < n; ++i) body(0u, i);
     return 1;
   }
-  std::vector<std::thread> pool;
-  for (uint32_t w = 0; w < t; ++w) {
-    pool.emplace_back([&, w] {
-      for (uint32_t i = w; i < n; i += t) body(w, i);
-    });
-  }
-  for (auto& th : pool) th.join();
+  RunOnWorkers(t, [&](uint32_t w) {
+    for (uint32_t i = w; i < n; i += t) body(w, i);
+  });
   return t;
 }
 

@@ -4,6 +4,7 @@
 
 #include "codec/dckv/dckv_calibration.h"
 #include "common/payload_format.h"
+#include "common/worker_threads.h"
 #include "tests/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 
@@ -63,6 +64,30 @@ TEST(DckvCodec, SymbolsRoundTripExactly) {
       EXPECT_EQ(header.artifact_digest, codec.digest());
     }
   }
+}
+
+// The OS refusing worker threads (EAGAIN) neither aborts nor changes a byte: the payload
+// and the decoded chunk equal those of one thread, whether no thread or one then none
+// could be started.
+TEST(DckvCodec, RefusedWorkerThreadsChangeNoByte) {
+  auto codec = MakeCodec(6.0);
+  const auto eval = testing::MakeRows(100, 1);
+  const auto chunk = testing::MakeChunk(eval, 0, 100, DType::kBF16);
+  codec.set_threads(1);
+  ASSERT_OK_AND_ASSIGN(auto payload, codec.Encode(chunk.view(), 0, 100, kModel));
+  ASSERT_OK_AND_ASSIGN(auto decoded, codec.Decode(payload, kModel));
+  codec.set_threads(4);
+  const uint64_t failures = ThreadSpawnFailures();
+  for (int allow : {0, 1}) {
+    SCOPED_TRACE(allow);
+    RefuseThreadSpawnsForTesting(allow, 1);
+    ASSERT_OK_AND_ASSIGN(auto many, codec.Encode(chunk.view(), 0, 100, kModel));
+    EXPECT_EQ(many, payload);
+    RefuseThreadSpawnsForTesting(allow, 1);
+    ASSERT_OK_AND_ASSIGN(auto back, codec.Decode(payload, kModel));
+    EXPECT_EQ(back.data, decoded.data);
+  }
+  EXPECT_GE(ThreadSpawnFailures(), failures + 4);
 }
 
 // Raw positions per chunk of a 10-token prefix stored in chunks of 4 with raw_head 2

@@ -13,6 +13,7 @@
 #include "codec/spec/spec_calibration.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
+#include "common/worker_threads.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::spec {
@@ -162,6 +163,29 @@ TEST_P(SpecCodecTest, ThreadCountChangesNoByte) {
     built.push_back(a.Serialize());
   }
   EXPECT_EQ(built[0], built[1]);
+}
+
+// The OS refusing worker threads (EAGAIN under thread pressure; found by spec_kv_fuzz
+// when the machine ran out of threads) must neither abort the process nor change a byte:
+// the refused workers' streams run on the calling thread.
+TEST_P(SpecCodecTest, RefusedWorkerThreadsChangeNoByte) {
+  Fixture f = MakeFixture(GetParam(), 60, 2, 11);
+  const SpecArtifact art = Calibrate(f, 1);
+  Digest256 model{};
+  model[0] = 5;
+  ASSERT_OK_AND_ASSIGN(auto one, EncodeSpecPayload(art, f.chunks[1].view(), f.Prediction(1), model, 0, 1));
+  const uint64_t failures = ThreadSpawnFailures();
+  for (int allow : {0, 1}) {  // no thread at all; one thread, then a refusal
+    SCOPED_TRACE(allow);
+    RefuseThreadSpawnsForTesting(allow, 1);
+    ASSERT_OK_AND_ASSIGN(auto many, EncodeSpecPayload(art, f.chunks[1].view(), f.Prediction(1), model, 0, 4));
+    EXPECT_EQ(many, one);
+    RefuseThreadSpawnsForTesting(allow, 1);
+    ASSERT_OK_AND_ASSIGN(KvChunk back, DecodeSpecPayload(art, one, f.Prediction(1), model, 4));
+    EXPECT_EQ(back.data, f.chunks[1].data);
+    EXPECT_EQ(back.scales, f.chunks[1].scales);
+  }
+  EXPECT_EQ(ThreadSpawnFailures(), failures + 4);
 }
 
 TEST_P(SpecCodecTest, DifferentPredictionArtifactOrModelIsMismatch) {
