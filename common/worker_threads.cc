@@ -4,6 +4,7 @@
 #include <atomic>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/logging.h"
@@ -40,16 +41,15 @@ bool RefusedForTesting() {
   return true;
 }
 
-// Starts a thread running run(w); throws std::system_error when it cannot.
-std::thread Spawn(const std::function<void(uint32_t)>& run, uint32_t w) {
+}  // namespace
+
+std::thread StartThread(std::function<void()> fn) {
   if (RefusedForTesting()) {
     throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
                             "thread creation refused (RefuseThreadSpawnsForTesting)");
   }
-  return std::thread(run, w);
+  return std::thread(std::move(fn));
 }
-
-}  // namespace
 
 void RunOnWorkers(uint32_t workers, const std::function<void(uint32_t)>& run) {
   if (workers == 0) return;
@@ -58,7 +58,7 @@ void RunOnWorkers(uint32_t workers, const std::function<void(uint32_t)>& run) {
   uint32_t started = 1;
   for (; started < workers; ++started) {
     try {
-      pool.push_back(Spawn(run, started));
+      pool.push_back(StartThread([&run, w = started] { run(w); }));
     } catch (const std::system_error& e) {
       if (g_spawn_failures.fetch_add(1) == 0) {
         KVSTASH_LOG_WARN("could not start a worker thread ({}); running {} of {} workers on the calling thread",

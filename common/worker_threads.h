@@ -1,5 +1,9 @@
+// Worker threads that survive the OS refusing a thread.
+//
 // RunOnWorkers: the one way kvstash fans a computation out over short-lived threads
 // (the spec and dckv codecs, the spec predictors, the int8 GEMMs, spec calibration).
+// StartThread: how a long-lived thread is started (kvstash-server's I/O and worker
+// threads), so that the same test seam reaches it; its caller handles the refusal.
 //
 // Contract: run(w) is called exactly once for every worker index w in [0, workers),
 // and RunOnWorkers returns only after every call has returned. Worker 0 runs on the
@@ -19,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <thread>
 
 namespace kvstash {
 
@@ -26,11 +31,16 @@ namespace kvstash {
 /// everything on the calling thread (run(0) once when workers is 1, nothing when 0).
 void RunOnWorkers(uint32_t workers, const std::function<void(uint32_t)>& run);
 
+/// Starts a thread running fn. Throws std::system_error when the OS refuses it (or
+/// RefuseThreadSpawnsForTesting does); the caller decides what a refusal means (it is
+/// not counted in ThreadSpawnFailures). Thread-safe.
+std::thread StartThread(std::function<void()> fn);
+
 /// Number of threads RunOnWorkers could not start since the process began (all
 /// callers together). Thread-safe.
 uint64_t ThreadSpawnFailures();
 
-/// Test seam (process-wide): of the next thread creations in RunOnWorkers, the first
+/// Test seam (process-wide): of the next thread creations (RunOnWorkers, StartThread), the first
 /// `allow` succeed and the `refuse` after them fail as if the OS had refused them
 /// (std::system_error with EAGAIN); later ones succeed again. (0, 0) clears it.
 /// Thread-safe; for tests only.

@@ -24,6 +24,9 @@
 #   process; N > 1: libFuzzer's -fork=N, N worker processes on one target sharing its
 #   corpus, so one slow target can use every core; timeouts and OOMs still count as
 #   findings, -ignore_timeouts=0 -ignore_ooms=0).
+# -timeout=10 is wall-clock: a campaign at nice 19 beside a build at nice 0 gets ~1.5% of
+# a core, so work that is not per-input (fixtures, artifacts) belongs in the target's
+# LLVMFuzzerInitialize, which no timeout covers.
 # Exit status: 0 every run finished without a finding; 2 usage (bad EXECS, unknown
 # target, unreadable results file, a target another campaign is running); 3 a finding;
 # 4 a run interrupted (SIGINT);

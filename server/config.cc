@@ -126,8 +126,10 @@ Status ServerConfig::Validate() const {
       limits.min_transfer_bytes_per_s == 0) {
     return Status::InvalidArgument("limits must be nonzero (max_frame_bytes >= 1024)");
   }
-  if (io_threads == 0 || worker_threads == 0) {
-    return Status::InvalidArgument("io_threads and worker_threads must be >= 1");
+  if (io_threads == 0 || worker_threads == 0 || io_threads > kMaxThreads || worker_threads > kMaxThreads) {
+    return Status::InvalidArgument("io_threads and worker_threads must be 1.." + std::to_string(kMaxThreads) +
+                                   ", not " + std::to_string(io_threads) + " and " +
+                                   std::to_string(worker_threads));
   }
   if (history_points == 0 || history_points > 100000) {
     return Status::InvalidArgument("history_points must be 1..100000, not " +

@@ -78,8 +78,10 @@ struct ServerConfig {
   // Stable identity of this node (clients hash prefixes onto nodes by it); at most
   // 255 bytes (HELLO carries it with a u8 length). Default: "<listen>:<port>".
   std::string server_id;
-  uint32_t io_threads = 2;      // threads running sockets. Default: 2.
-  uint32_t worker_threads = 2;  // threads running store calls. Default: 2.
+  // Largest io_threads / worker_threads Validate accepts.
+  static constexpr uint32_t kMaxThreads = 1024;
+  uint32_t io_threads = 2;      // threads running sockets, 1..kMaxThreads. Default: 2.
+  uint32_t worker_threads = 2;  // threads running store calls, 1..kMaxThreads. Default: 2.
   Limits limits;
   // After SIGINT/SIGTERM (or Shutdown()) /healthz answers 503 at once and the server
   // keeps serving for drain_grace_ms, so that load balancers polling /healthz stop

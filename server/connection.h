@@ -22,7 +22,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <functional>
 #include <memory>
 
@@ -44,7 +43,7 @@ struct ConnectionContext {
   const Limits* limits;
   RequestHandler* handler;
   Metrics* metrics;
-  boost::asio::thread_pool* workers;
+  boost::asio::io_context* workers;  // runs store calls (the server's worker threads)
   boost::asio::ssl::context* tls;  // nullptr: plain TCP
   // Called on close (any thread), once per connection.
   std::function<void(uint64_t id)> on_close;

@@ -14,16 +14,17 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <system_error>
 #include <unistd.h>
 
 #include "common/logging.h"
 #include "common/thread_annotations.h"
+#include "common/worker_threads.h"
 #include "server/connection.h"
 #include "server/http_server.h"
 #include "server/stats_history.h"
@@ -47,7 +48,8 @@ class Server::Impl {
         codecs_(std::move(codecs)),
         ioc_(static_cast<int>(config_.io_threads)),
         work_(asio::make_work_guard(ioc_)),
-        workers_(config_.worker_threads),
+        workers_(static_cast<int>(config_.worker_threads)),
+        workers_work_(asio::make_work_guard(workers_)),
         acceptor_(ioc_),
         signals_(ioc_),
         drain_timer_(ioc_),
@@ -124,9 +126,10 @@ class Server::Impl {
         KVSTASH_LOG_ERROR("protocol acceptor ended with an exception: {}", ex.what());
       }
     });
-    // The ready file is written before the I/O threads run: both ports already listen,
-    // so a client that reads it connects (into the backlog) at once. A file that cannot
-    // be written fails the start: a script waiting for it would otherwise wait forever.
+    KVSTASH_RETURN_IF_ERROR(StartThreads());
+    // The ready file is written once both ports listen and every thread runs, so a
+    // client that reads it is served at once. A file that cannot be written fails the
+    // start: a script waiting for it would otherwise wait forever.
     if (!config_.ready_file.empty()) {
       KVSTASH_RETURN_IF_ERROR(WriteReadyFile());
       started_ = true;
@@ -134,7 +137,6 @@ class Server::Impl {
     if (config_.history_interval_ms > 0) {
       SampleHistory();  // the first sample at start: a dashboard opened now has a baseline
     }
-    for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
     if (std::error_code fs_ec; !std::filesystem::is_regular_file(config_.chart_js, fs_ec)) {
       KVSTASH_LOG_WARN("chart_js \"{}\" is not a readable file: /dashboard will show no charts "
                        "(install Debian's libjs-chart.js or set chart_js / --chart-js)",
@@ -191,7 +193,7 @@ class Server::Impl {
   void Wait() {
     for (auto& t : threads_) t.join();
     threads_.clear();
-    workers_.join();
+    JoinWorkers();  // after the I/O threads: the store calls queued by then still run
     http_.CloseNow();  // /healthz answered 503 until here; now nothing listens
     if (!config_.ready_file.empty() && started_) {
       std::remove(config_.ready_file.c_str());  // no stale port numbers for scripts
@@ -268,6 +270,40 @@ class Server::Impl {
     if (drain_started_) asio::post(ioc_, [this] { MaybeFinishDrain(); });
   }
 
+  // Starts the worker threads, then the I/O threads. When the OS refuses a thread
+  // (std::system_error, e.g. EAGAIN: out of threads or memory for stacks), stops and
+  // joins those started and returns ResourceExhausted: the server does not run, the
+  // process is not aborted.
+  Status StartThreads() {
+    worker_threads_.reserve(config_.worker_threads);  // push_back never throws with a thread started
+    threads_.reserve(config_.io_threads);
+    try {
+      for (uint32_t i = 0; i < config_.worker_threads; ++i) {
+        worker_threads_.push_back(StartThread([this] { workers_.run(); }));
+      }
+      for (uint32_t i = 0; i < config_.io_threads; ++i) threads_.push_back(StartThread([this] { ioc_.run(); }));
+    } catch (const std::system_error& e) {
+      const std::string started = std::to_string(worker_threads_.size()) + " of " +
+                                  std::to_string(config_.worker_threads) + " worker and " +
+                                  std::to_string(threads_.size()) + " of " +
+                                  std::to_string(config_.io_threads) + " I/O threads";
+      Stop();
+      for (auto& t : threads_) t.join();
+      threads_.clear();
+      JoinWorkers();
+      return Status::ResourceExhausted("could not start a thread after " + started + ": " + e.what() +
+                                       " (lower io_threads / worker_threads, or raise the process's thread limit)");
+    }
+    return Status::Ok();
+  }
+
+  // Lets the worker threads finish the store calls queued, then joins them.
+  void JoinWorkers() {
+    workers_work_.reset();
+    for (auto& t : worker_threads_) t.join();
+    worker_threads_.clear();
+  }
+
   void MaybeFinishDrain() KVSTASH_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     if (conns_.empty()) {
@@ -292,7 +328,10 @@ class Server::Impl {
   Metrics metrics_;
   asio::io_context ioc_;
   asio::executor_work_guard<asio::io_context::executor_type> work_;
-  asio::thread_pool workers_;
+  // Store calls (requests not run inline) run on worker_threads_; Start starts them.
+  asio::io_context workers_;
+  asio::executor_work_guard<asio::io_context::executor_type> workers_work_;
+  std::vector<std::thread> worker_threads_;
   tcp::acceptor acceptor_;
   asio::signal_set signals_;
   asio::steady_timer drain_timer_;

@@ -7,6 +7,7 @@
 #include "common/byte_io.h"
 #include "common/checksum.h"
 #include "common/prefix_key.h"
+#include "server/protocol/messages.h"
 
 namespace kvstash::protocol {
 
@@ -52,12 +53,18 @@ FrameParser::Outcome FrameParser::HeaderDone() {
                                           std::to_string(max_body_bytes_)),
                 hd);
   }
+  // PING's body bound is known from the header (HELLO's is kMaxUnauthenticatedBodyBytes,
+  // the connection's limit until HELLO succeeds).
+  if (!reply_expected && hd.opcode == static_cast<uint8_t>(Opcode::kPing) && hd.body_bytes > kMaxPingBytes) {
+    return Fail(Status::ResourceExhausted("PING body of " + std::to_string(hd.body_bytes) +
+                                          " bytes exceeds the limit of " + std::to_string(kMaxPingBytes)),
+                hd);
+  }
   if (hd.body_bytes == 0 && hd.body_crc32c != 0) {
     return Fail(Status::Corruption("empty frame body with a nonzero CRC32C"), hd);
   }
   frame_.header = hd;
   frame_.body.clear();
-  frame_.body.resize(hd.body_bytes);
   body_have_ = 0;
   state_ = State::kBody;
   if (hd.body_bytes == 0) {
@@ -84,16 +91,23 @@ FrameParser::Outcome FrameParser::Feed(std::span<const uint8_t> in, size_t* cons
       *consumed = pos;
       if (o != Outcome::kNeedMore) return o;
     } else {  // kBody
+      GrowBody();
       const size_t n = std::min(frame_.body.size() - body_have_, in.size() - pos);
       std::memcpy(frame_.body.data() + body_have_, in.data() + pos, n);
       body_have_ += n;
       pos += n;
       *consumed = pos;
-      if (body_have_ == frame_.body.size()) return BodyDone();
+      if (body_have_ == frame_.header.body_bytes) return BodyDone();
     }
   }
   *consumed = pos;
   return Outcome::kNeedMore;
+}
+
+void FrameParser::GrowBody() {
+  const size_t size = frame_.body.size(), target = frame_.header.body_bytes;
+  if (size == target || body_have_ < size) return;
+  frame_.body.resize(std::min(target, std::max(2 * size, size + kBodyBufferStep)));
 }
 
 FrameParser::Outcome FrameParser::BodyDone() {
@@ -106,13 +120,14 @@ FrameParser::Outcome FrameParser::BodyDone() {
 
 std::span<uint8_t> FrameParser::BodyTail() {
   if (state_ != State::kBody) return {};
+  GrowBody();
   return std::span<uint8_t>(frame_.body).subspan(body_have_);
 }
 
 FrameParser::Outcome FrameParser::CommitBody(size_t n) {
   if (state_ != State::kBody) return state_ == State::kBad ? Outcome::kBad : Outcome::kNeedMore;
   body_have_ += std::min(n, frame_.body.size() - body_have_);
-  if (body_have_ == frame_.body.size()) return BodyDone();
+  if (body_have_ == frame_.header.body_bytes) return BodyDone();
   return Outcome::kNeedMore;
 }
 
@@ -126,7 +141,7 @@ Frame FrameParser::TakeFrame() {
 size_t FrameParser::bytes_wanted() const {
   switch (state_) {
     case State::kHeader: return kFrameHeaderBytes - header_have_;
-    case State::kBody: return frame_.body.size() - body_have_;
+    case State::kBody: return frame_.header.body_bytes - body_have_;
     default: return 0;
   }
 }

@@ -11,10 +11,14 @@
 //              and closes.
 // Checks, in order: header magic, header CRC32C, reserved bytes, protocol version
 // (decode errors of DecodeFrameHeader), opcode direction (requests on a server,
-// replies on a client), a request's status byte is 0, body size <= max_body_bytes
-// (ResourceExhausted), body CRC32C (Corruption).
+// replies on a client), a request's status byte is 0, body size <= max_body_bytes and,
+// for a PING request, <= kMaxPingBytes (ResourceExhausted, decided from the header),
+// body CRC32C (Corruption).
 //
-// Memory: at most one frame body (<= max_body_bytes) is buffered.
+// Memory: at most one frame body (<= max_body_bytes) is buffered, and its buffer grows
+// with the bytes that arrive (kBodyBufferStep, then doubling, never past the header's
+// body size): a header that claims a large body costs memory only as the body comes,
+// at most about twice the bytes received, never the claimed size up front.
 // Thread-safety: one parser per connection; not shared.
 #pragma once
 
@@ -29,6 +33,8 @@ namespace kvstash::protocol {
 class FrameParser {
  public:
   enum class Outcome { kNeedMore, kComplete, kBad };
+  // First size of a body buffer, and the least it grows by (bytes).
+  static constexpr size_t kBodyBufferStep = 64 * 1024;
   enum class Direction { kRequests, kReplies };
 
   // `max_body_bytes`: largest body accepted. `direction`: kRequests on a server.
@@ -48,9 +54,9 @@ class FrameParser {
   Frame TakeFrame();
 
   // Zero-copy body reads: while a frame body is being received, BodyTail() is the
-  // not-yet-filled rest of the body buffer; a caller may read socket bytes straight
-  // into (a prefix of) it and then call CommitBody(n). Same outcomes as Feed.
-  // BodyTail() is empty outside the body state.
+  // not-yet-filled rest of the body buffer (grown first when it is full; it may be
+  // shorter than the rest of the body); a caller may read socket bytes straight into (a prefix of) it and then call
+  // CommitBody(n). Same outcomes as Feed. BodyTail() is empty outside the body state.
   std::span<uint8_t> BodyTail();
   // REQUIRES: n <= BodyTail().size().
   Outcome CommitBody(size_t n);
@@ -73,12 +79,18 @@ class FrameParser {
   uint32_t pending_body_bytes() const {
     return state_ == State::kBody ? frame_.header.body_bytes : 0;
   }
+  // Bytes of the body buffer now allocated for the frame being received (0 outside
+  // the body state): what a claimed body size has cost so far.
+  size_t body_buffer_bytes() const { return state_ == State::kBody ? frame_.body.size() : 0; }
 
  private:
   enum class State { kHeader, kBody, kComplete, kBad };
   Outcome Fail(Status status, std::optional<FrameHeader> header);
   Outcome HeaderDone();
   Outcome BodyDone();
+  // Grows a full body buffer while the body is not all buffered: to
+  // max(2x, +kBodyBufferStep), at most the body size.
+  void GrowBody();
 
   uint32_t max_body_bytes_;
   Direction direction_;

@@ -225,6 +225,96 @@ TEST(FrameParserTest, ZeroCopyBodyReadsGiveTheSameFrame) {
   EXPECT_TRUE(q.BodyTail().empty());
 }
 
+// Only the header of a frame claiming a 200 MiB body (under a 256 MiB limit) costs no
+// more than one 64 KiB buffer; the buffer grows with what arrives (64 KiB, then
+// doubling, exactly the body size at the end), through Feed and through BodyTail, and
+// the frame is the same. Before, the parser allocated the claimed size from the header.
+TEST(FrameParserTest, AClaimedBodyCostsMemoryOnlyAsItArrives) {
+  constexpr size_t kStep = FrameParser::kBodyBufferStep;
+  FrameHeader h{.opcode = static_cast<uint8_t>(Opcode::kPut), .request_id = 7};
+  h.body_bytes = 200u << 20;
+  h.body_crc32c = 1;
+  uint8_t head[kFrameHeaderBytes];
+  EncodeFrameHeader(h, head);
+  FrameParser p(256u << 20, Direction::kRequests);
+  size_t used = 0;
+  ASSERT_EQ(p.Feed(std::span<const uint8_t>(head), &used), Outcome::kNeedMore);
+  EXPECT_EQ(p.body_buffer_bytes(), 0u);  // nothing of the body yet
+  EXPECT_EQ(p.pending_body_bytes(), 200u << 20);
+  const std::vector<uint8_t> ten(10, 0xAB);
+  ASSERT_EQ(p.Feed(ten, &used), Outcome::kNeedMore);
+  EXPECT_EQ(p.body_buffer_bytes(), kStep);
+  EXPECT_EQ(p.bytes_wanted(), (200u << 20) - 10);
+  EXPECT_EQ(p.BodyTail().size(), kStep - 10);  // more than kStep - 10 left: no growth
+  const std::vector<uint8_t> more(kStep, 0xCD);
+  ASSERT_EQ(p.Feed(more, &used), Outcome::kNeedMore);
+  EXPECT_EQ(p.body_buffer_bytes(), 2 * kStep);
+
+  // A whole 1 MiB + 3 body, half fed in 1,000-byte pieces and half read through
+  // BodyTail: the buffer ends at the body size exactly and the frame is the same.
+  const auto body = Body((1u << 20) + 3, 5);
+  const auto f = Request(Opcode::kPut, 9, body);
+  FrameParser q(256u << 20, Direction::kRequests);
+  size_t pos = 0;
+  Outcome last = Outcome::kNeedMore;
+  while (pos < kFrameHeaderBytes + body.size() / 2) {
+    const size_t n = std::min<size_t>(1000, f.size() - pos);
+    ASSERT_EQ(q.Feed(std::span<const uint8_t>(f).subspan(pos, n), &used), Outcome::kNeedMore);
+    pos += used;
+    EXPECT_LE(q.body_buffer_bytes(), std::max(2 * (pos - kFrameHeaderBytes), kStep));
+  }
+  while (last == Outcome::kNeedMore) {
+    std::span<uint8_t> tail = q.BodyTail();
+    ASSERT_FALSE(tail.empty());
+    const size_t n = std::min(tail.size(), f.size() - pos);
+    std::memcpy(tail.data(), f.data() + pos, n);
+    pos += n;
+    last = q.CommitBody(n);
+    if (last == Outcome::kNeedMore) {
+      EXPECT_LE(q.body_buffer_bytes(), body.size());
+    }
+  }
+  ASSERT_EQ(last, Outcome::kComplete);
+  EXPECT_EQ(pos, f.size());
+  const Frame got = q.TakeFrame();
+  EXPECT_EQ(got.body, body);
+  EXPECT_EQ(got.body.size(), body.size());
+}
+
+// A PING header claiming more than 65,536 body bytes is refused from the header alone
+// (ResourceExhausted, addressed to the request), before any body byte is buffered.
+TEST(FrameParserTest, PingAboveItsLimitIsBadFromTheHeader) {
+  for (uint32_t n : {65536u, 65537u, 200u << 20}) {
+    SCOPED_TRACE(n);
+    FrameHeader h{.opcode = static_cast<uint8_t>(Opcode::kPing), .request_id = 3};
+    h.body_bytes = n;
+    h.body_crc32c = 1;
+    uint8_t head[kFrameHeaderBytes];
+    EncodeFrameHeader(h, head);
+    FrameParser p(256u << 20, Direction::kRequests);
+    size_t used = 0;
+    const Outcome o = p.Feed(std::span<const uint8_t>(head), &used);
+    if (n == 65536u) {
+      EXPECT_EQ(o, Outcome::kNeedMore);
+      continue;
+    }
+    ASSERT_EQ(o, Outcome::kBad);
+    EXPECT_STATUS(p.error(), kResourceExhausted);
+    ASSERT_TRUE(p.bad_header().has_value());
+    EXPECT_EQ(p.bad_header()->request_id, 3u);
+    EXPECT_EQ(p.body_buffer_bytes(), 0u);
+  }
+  // Replies are not limited so (a PING reply echoes a request body the client sent).
+  FrameHeader r{.opcode = static_cast<uint8_t>(Opcode::kPing) | kReplyBit, .request_id = 4};
+  r.body_bytes = 70000;
+  r.body_crc32c = 1;
+  uint8_t head[kFrameHeaderBytes];
+  EncodeFrameHeader(r, head);
+  FrameParser c(256u << 20, Direction::kReplies);
+  size_t used = 0;
+  EXPECT_EQ(c.Feed(std::span<const uint8_t>(head), &used), Outcome::kNeedMore);
+}
+
 TEST(FrameParserTest, BytesWantedTracksProgress) {
   auto f = Request(Opcode::kPing, 1, Body(10, 1));
   FrameParser p(64, Direction::kRequests);

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/payload_format.h"
+#include "common/worker_threads.h"
 #include "kvstash/client.h"
 #include "server/protocol/frame.h"
 #include "server/protocol/messages.h"
@@ -306,6 +307,20 @@ TEST_F(LoopbackTest, MalformedFramesGetAnErrorAndOthersKeepBeingServed) {
     EXPECT_EQ(reply.header.status, static_cast<uint8_t>(Status::Code::kResourceExhausted));
     EXPECT_TRUE(ClosedByServer(s));
   }
+  {  // after HELLO, a PING header claiming more than PING's 65,536 bytes: answered
+     // ResourceExhausted from the header alone (before, the server waited for the body)
+    tcp::socket s = Raw();
+    auto hello = HelloFrame("a", "pa");
+    asio::write(s, asio::buffer(hello));
+    ASSERT_OK(ReadFrame(s).status());
+    uint8_t h[32];
+    protocol::EncodeFrameHeader({.opcode = 8, .request_id = 10, .body_bytes = 65537, .body_crc32c = 1}, h);
+    asio::write(s, asio::buffer(h));
+    ASSERT_OK_AND_ASSIGN(protocol::Frame reply, ReadFrame(s));
+    EXPECT_EQ(reply.header.request_id, 10u);
+    EXPECT_EQ(reply.header.status, static_cast<uint8_t>(Status::Code::kResourceExhausted));
+    EXPECT_TRUE(ClosedByServer(s));
+  }
   {  // before HELLO only small frames: no 1 MiB buffer for an unauthenticated client
     tcp::socket s = Raw();
     uint8_t h[32];
@@ -317,13 +332,15 @@ TEST_F(LoopbackTest, MalformedFramesGetAnErrorAndOthersKeepBeingServed) {
     EXPECT_EQ(reply.header.status, static_cast<uint8_t>(Status::Code::kResourceExhausted));
     EXPECT_TRUE(ClosedByServer(s));
   }
-  {  // the same size after HELLO is within the server's limit: accepted
+  {  // the same size after HELLO is within the server's limit: accepted (a PUT: PING's
+     // own bound is 65,536 bytes); the body is not a PUT, so the reply is an error, but
+     // not ResourceExhausted
     tcp::socket s = Raw();
     auto hello = HelloFrame("a", "pa");
     asio::write(s, asio::buffer(hello));
     ASSERT_OK(ReadFrame(s).status());
     std::vector<uint8_t> f;
-    protocol::AppendFrame({.opcode = 8, .request_id = 12},
+    protocol::AppendFrame({.opcode = 3, .request_id = 12},
                           std::vector<uint8_t>(protocol::kMaxUnauthenticatedBodyBytes + 1, 7), &f);
     asio::write(s, asio::buffer(f));
     ASSERT_OK_AND_ASSIGN(protocol::Frame reply, ReadFrame(s));
@@ -413,6 +430,38 @@ TEST_F(LoopbackTest, ConnectionLimitRejectsTheExtraConnection) {
   ASSERT_OK_AND_ASSIGN(protocol::Frame r, ReadFrame(c));
   EXPECT_EQ(r.header.status, static_cast<uint8_t>(Status::Code::kResourceExhausted));
   EXPECT_TRUE(ClosedByServer(c));
+}
+
+// The OS refusing one of the server's threads at start (EAGAIN; injected) fails Start
+// with ResourceExhausted, joins the threads that started, writes no ready file, and the
+// Server is destroyed without hanging; the process is not aborted (before, std::thread's
+// exception escaped: exit 134) and a later server starts normally.
+TEST_F(LoopbackTest, RefusedThreadsFailTheStartCleanly) {
+  const auto ready = std::filesystem::temp_directory_path() /
+                     ("kvstash-refused-" + std::to_string(::getpid()) + ".json");
+  // 0: the first worker thread refused; 3: both workers and one I/O thread started.
+  for (int allow : {0, 3}) {
+    SCOPED_TRACE(allow);
+    ServerConfig c = TestConfig();
+    c.worker_threads = 2;
+    c.io_threads = 2;
+    c.ready_file = ready.string();
+    auto s = Server::Create(std::move(c), std::make_unique<testing::MemoryChunkStore>());
+    ASSERT_OK(s.status());
+    RefuseThreadSpawnsForTesting(allow, 1);
+    const Status st = (*s)->Start();
+    RefuseThreadSpawnsForTesting(0, 0);
+    EXPECT_STATUS(st, kResourceExhausted);
+    EXPECT_NE(st.ToString().find(allow == 0 ? "0 of 2 worker and 0 of 2 I/O threads"
+                                            : "2 of 2 worker and 1 of 2 I/O threads"),
+              std::string::npos)
+        << st.ToString();
+    EXPECT_FALSE(std::filesystem::exists(ready));
+    s->reset();  // ~Server: Shutdown + Wait, nothing left to hang on
+  }
+  StartServer();
+  auto c = MakeClient("a", "pa");
+  EXPECT_OK(c->Ping(0));
 }
 
 TEST_F(LoopbackTest, DrainFinishesRequestsInFlight) {

@@ -111,6 +111,14 @@ TEST(ConfigTest, RejectsTyposAndBadValues) {
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // sampling faster than 100 ms
   c.history_interval_ms = 0;
   ASSERT_OK(c.Validate());                        // 0: no history
+  for (auto [io, workers] : {std::pair{0u, 2u}, {2u, 0u}, {1025u, 2u}, {2u, 40000u}}) {
+    c.io_threads = io;
+    c.worker_threads = workers;
+    EXPECT_STATUS(c.Validate(), kInvalidArgument) << io << " " << workers;  // 1..1024 each
+  }
+  c.io_threads = c.worker_threads = ServerConfig::kMaxThreads;
+  ASSERT_OK(c.Validate());
+  c.io_threads = c.worker_threads = 2;
   c.tls_cert_file = "cert.pem";
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // cert without key
   EXPECT_STATUS(LoadServerConfig("/nonexistent/kvstash.json"), kIOError);
