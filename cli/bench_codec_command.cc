@@ -224,7 +224,8 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--dckv-artifact-dir", o->dckv.artifact_dir,
                       "dckv: write the artifacts here (empty: do not write)")->capture_default_str();
       cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();
-      cmd->add_option("--json", o->json, "Write the table (rows, breakdown, setup) to FILE as JSON");
+      cmd->add_option("--json", o->json, "Write the table (rows, breakdown, setup) to FILE as JSON")
+          ->check(WritableOutputFile());
       cmd->add_option("--eval-tokens", o->spec.eval_tokens, "Evaluation tokens")->capture_default_str();
       AddSpecRunOptions(cmd, &o->spec);
       cmd->add_flag("--state", o->state,

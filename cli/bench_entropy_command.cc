@@ -63,7 +63,8 @@ const bool kRegistered = RegisterCommand(
     "bench entropy", "Benchmark rANS coding on realistic symbol streams (vs zstd -19, Huffman)",
     [](CLI::App* cmd) {
       auto o = std::make_shared<BenchEntropyOptions>();
-      cmd->add_option("--json", o->json, "Write the rows to FILE as JSON");
+      cmd->add_option("--json", o->json, "Write the rows to FILE as JSON")
+          ->check(WritableOutputFile());
       cmd->add_option("--bf16-sample", o->bf16_sample,
                       "Little-endian bf16 values of a real model ('' to skip)")
           ->capture_default_str();

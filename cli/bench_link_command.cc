@@ -6,12 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 
 #include "benchmarks/drivers/link_bench.h"
 #include "benchmarks/drivers/netns_link.h"
 #include "cli/command_registry.h"
+#include "cli/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -102,7 +102,7 @@ int Run(BenchLinkOptions& o) {
     j["setup"]["run"] = "sudo build/kvstash bench link --json benchmarks/results/bench_link.json";
     j["rows"] = res->rows;
     j["crossover"] = res->crossover;
-    std::ofstream(o.json) << j.dump(1) << "\n";
+    if (!WriteJsonFile("bench link", o.json, j)) return 1;
   }
   return 0;
 }
@@ -114,7 +114,8 @@ const bool kRegistered = RegisterCommand(
       cmd->footer("Exit status: 0 done; 1 error; 2 usage error; 77 skipped (not root or no CAP_NET_ADMIN, "
                   "no ip or tc, no /dev/net/tun: the message says which).");
       auto o = std::make_shared<BenchLinkOptions>();
-      cmd->add_option("--json", o->json, "Write {setup, rows, crossover} to FILE as JSON");
+      cmd->add_option("--json", o->json, "Write {setup, rows, crossover} to FILE as JSON")
+          ->check(WritableOutputFile());
       cmd->add_option("--rate", o->rates, "Link rate, e.g. 10G 1G 100M 10M (repeatable). Default: those four");
       cmd->add_option("--rtt-ms", o->bench.rtt_ms, "Round-trip time of the link")
           ->check(CLI::Range(0.0, 10000.0))

@@ -1,11 +1,11 @@
 // `kvstash bench prefill`: flags and table of the prefill benchmark
 // (benchmarks/drivers/prefill_bench.h).
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 
 #include "benchmarks/drivers/prefill_bench.h"
 #include "cli/command_registry.h"
+#include "cli/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -55,9 +55,7 @@ int Run(const BenchPrefillOptions& o) {
   auto rows = bench::RunPrefillBench(o.bench, obs);
   if (!rows.ok()) return Fail(rows.status());
   if (!o.json.empty()) {
-    std::ofstream out(o.json);
-    out << rows->dump(1) << "\n";
-    if (!out) return Fail(Status::IOError("cannot write " + o.json));
+    if (!WriteJsonFile("bench prefill", o.json, *rows)) return 1;
   }
   return 0;
 }
@@ -71,7 +69,8 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--lengths", o->bench.lengths, "Prompt lengths in tokens")->capture_default_str();
       cmd->add_option("--reps", o->bench.reps, "Runs per length (median reported)")->capture_default_str();
       cmd->add_option("--threads", o->bench.threads, "BLAS threads (0: library default)")->capture_default_str();
-      cmd->add_option("--json", o->json, "Write rows to FILE as JSON");
+      cmd->add_option("--json", o->json, "Write rows to FILE as JSON")
+          ->check(WritableOutputFile());
       cmd->add_flag("--predictor", o->bench.predictor,
                     "Also time the spec predictor on the same tokens (cost = predictor / prefill)");
       cmd->add_flag("--profile", o->bench.profile, "With --predictor: the predictor's per-step split");

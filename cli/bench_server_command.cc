@@ -32,7 +32,8 @@ const bool kRegistered = RegisterCommand(
     "Throughput/latency of kvstash-server vs a redis-server baseline (Zipf prefix popularity)",
     [](CLI::App* cmd) {
       auto o = std::make_shared<Options>();
-      cmd->add_option("--json", o->json_file, "Write rows to FILE as JSON");
+      cmd->add_option("--json", o->json_file, "Write rows to FILE as JSON")
+          ->check(WritableOutputFile());
       cmd->add_option("--clients", o->bench.clients, "Concurrent clients")->capture_default_str();
       cmd->add_option("--prefixes", o->bench.prefixes, "Stored prefixes")->capture_default_str();
       cmd->add_option("--chunks", o->bench.chunks, "Chunks per prefix")->capture_default_str();

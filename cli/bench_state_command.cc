@@ -57,7 +57,8 @@ const bool kRegistered = RegisterCommand(
           ->capture_default_str();
       cmd->add_option("--zstd-level", o->bench.zstd_level, "zstd compression level")
           ->capture_default_str();
-      cmd->add_option("--json", o->json, "Write the rows to FILE as JSON");
+      cmd->add_option("--json", o->json, "Write the rows to FILE as JSON")
+          ->check(WritableOutputFile());
       return [o] { return Run(*o); };
     });
 

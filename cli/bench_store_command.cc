@@ -1,12 +1,12 @@
 // `kvstash bench store --json FILE`: flags and table of the store benchmark
 // (benchmarks/drivers/store_table_bench.h).
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "benchmarks/drivers/store_table_bench.h"
 #include "cli/command_registry.h"
+#include "cli/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -28,9 +28,7 @@ int Run(const BenchStoreOptions& o) {
     std::printf("%-32s %12.3f %s\n", r.name.c_str(), r.value, r.unit.c_str());
     j.push_back({{"name", r.name}, {"value", r.value}, {"unit", r.unit}});
   }
-  if (!o.json.empty()) {
-    std::ofstream(o.json) << j.dump(1) << "\n";
-  }
+  if (!o.json.empty() && !WriteJsonFile("bench store", o.json, j)) return 1;
   return 0;
 }
 
@@ -38,7 +36,8 @@ const bool kRegistered = RegisterCommand(
     "bench store", "Benchmark the store: key hashing, Lookup latency, tier MB/s, index memory",
     [](CLI::App* cmd) {
       auto o = std::make_shared<BenchStoreOptions>();
-      cmd->add_option("--json", o->json, "Write rows (name, value, unit) to FILE as JSON");
+      cmd->add_option("--json", o->json, "Write rows (name, value, unit) to FILE as JSON")
+          ->check(WritableOutputFile());
       cmd->add_option("--dir", o->bench.dir, "Scratch directory for RocksDB (default: temp)");
       cmd->add_option("--redis", o->bench.redis, "Redis HOST:PORT for the T2 rows");
       cmd->add_option("--chunks", o->bench.chunks, "2.4 MB chunks per throughput run")

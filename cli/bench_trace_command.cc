@@ -3,13 +3,13 @@
 // eviction policy on the Mooncake traces, next to a plain LRU simulation.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "benchmarks/drivers/trace_bench.h"
 #include "cli/command_registry.h"
+#include "cli/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -102,7 +102,7 @@ int Run(const BenchTraceOptions& o) {
                            {"seconds", r.seconds},
                            {"requests_per_s", r.requests_per_s}});
     }
-    std::ofstream(o.json) << j.dump(1) << "\n";
+    if (!WriteJsonFile("bench trace", o.json, j)) return 1;
   }
   return 0;
 }
@@ -112,7 +112,8 @@ const bool kRegistered = RegisterCommand(
     "Replay the Mooncake traces: token hit rate vs budget per codec and eviction policy",
     [](CLI::App* cmd) {
       auto o = std::make_shared<BenchTraceOptions>();
-      cmd->add_option("--json", o->json, "Write {setup, rows} to FILE as JSON");
+      cmd->add_option("--json", o->json, "Write {setup, rows} to FILE as JSON")
+          ->check(WritableOutputFile());
       cmd->add_option("--trace", o->bench.traces,
                       "Trace file (JSONL; repeatable). Default: ../shared/traces/*.jsonl");
       cmd->add_option("--results", o->bench.results_dir,

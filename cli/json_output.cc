@@ -1,5 +1,10 @@
 #include "cli/json_output.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace kvstash::cli {
@@ -12,6 +17,24 @@ bool WriteJsonFile(const std::string& command, const std::string& path, const nl
     return false;
   }
   return true;
+}
+
+const CLI::Validator& WritableOutputFile() {
+  static const CLI::Validator v(
+      [](std::string& path) -> std::string {
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (path.empty()) return "FILE must not be empty";
+        if (fs::is_directory(path, ec)) return path + " is a folder, not a file";
+        const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+        if (!fs::is_directory(dir, ec)) return "cannot write " + path + ": folder " + dir.string() + " does not exist";
+        if (::access(dir.c_str(), W_OK) != 0) {
+          return "cannot write " + path + ": folder " + dir.string() + ": " + std::strerror(errno);
+        }
+        return "";
+      },
+      "FILE");
+  return v;
 }
 
 }  // namespace kvstash::cli

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <string>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 namespace kvstash::cli {
@@ -13,5 +14,11 @@ namespace kvstash::cli {
 // "kvstash <command>: cannot write <path>" to stderr and returns false.
 bool WriteJsonFile(const std::string& command, const std::string& path, const nlohmann::json& j,
                    int indent = 1);
+
+// Validator of an output file flag (`--json FILE`): FILE is not a folder, and its folder
+// exists and is writable by this process, so that a long benchmark does not end by
+// failing to write its results. (The write itself can still fail: a full disk; the
+// caller checks WriteJsonFile.) Usage error (exit 2) naming the reason.
+const CLI::Validator& WritableOutputFile();
 
 }  // namespace kvstash::cli

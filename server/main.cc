@@ -1,5 +1,5 @@
 // kvstash-server: the network service (docs/protocol.md). Reads --config FILE (JSON,
-// server/config.h) and lets flags override single fields; runs until SIGINT/SIGTERM,
+// server/config.h) and lets flags override single fields; runs until SIGINT/SIGTERM/SIGHUP,
 // then drains. Exit status: 0 after a clean drain (and for --help), 2 for a bad
 // configuration or usage error, 1 when the store or a port cannot be opened.
 #include <CLI/CLI.hpp>

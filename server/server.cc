@@ -164,6 +164,7 @@ class Server::Impl {
   void HandleSignals() {
     signals_.add(SIGINT);
     signals_.add(SIGTERM);
+    signals_.add(SIGHUP);  // a closed terminal or session: drain, not die (no config reload)
     signals_.async_wait([this](boost::system::error_code ec, int sig) {
       if (ec) return;
       KVSTASH_LOG_INFO("signal {}: draining", sig);

@@ -2,7 +2,7 @@
 // per connection) and an HTTP port (http_server.h) on one io_context run by
 // `io_threads` threads, with store calls on a pool of `worker_threads`.
 //
-// Shutdown (SIGINT/SIGTERM when HandleSignals() was called, or Shutdown()): /healthz
+// Shutdown (SIGINT/SIGTERM/SIGHUP when HandleSignals() was called, or Shutdown()): /healthz
 // turns 503 at once and stays so until the process ends; the server keeps serving for
 // drain_grace_ms (load balancers take it out of rotation), then stops accepting, every
 // connection stops reading and finishes the requests it has in flight, and the
@@ -38,7 +38,7 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Shut down on SIGINT/SIGTERM (call before Start).
+  // Shut down (drain) on SIGINT, SIGTERM and SIGHUP (call before Start).
   void HandleSignals();
   // Binds both ports, writes the ready file, starts the threads.
   // Errors: IOError when a port cannot be bound.

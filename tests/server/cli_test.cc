@@ -4,6 +4,7 @@
 // errors), its HTTP port (HEAD Content-Length, 400 for malformed requests) and its
 // start-up with a missing chart_js or an unreachable Redis T2 (degraded, not dead).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <utility>
 
@@ -219,9 +220,32 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
   EXPECT_EQ(rc, 2) << out;
   std::tie(rc, out) = Sh(kCli + " bench codec --codec dckv --model /nonexistent --rate 0");
   EXPECT_EQ(rc, 2) << out;
-  std::tie(rc, out) = Sh(kCli + " bench codec --codec dckv --model /nonexistent --json " + P("nodir/b.json"));
-  EXPECT_EQ(rc, 1) << out;
-  EXPECT_NE(out.find("cannot write " + P("nodir/b.json")), std::string::npos) << out;
+  // Every bench's --json FILE is checked before the run: a missing folder, a folder as
+  // FILE or an unwritable folder is a usage error naming it (before, bench store,
+  // trace, link and prefill ran and then exited 0 without writing it).
+  for (const std::string& bench : {"codec --codec dckv --model /nonexistent", "entropy", "state", "server",
+                                   "store --chunks 1", "trace", "link", "prefill"}) {
+    std::tie(rc, out) = Sh(kCli + " bench " + bench + " --json " + P("nodir/b.json"));
+    EXPECT_EQ(rc, 2) << bench << ": " << out;
+    EXPECT_NE(out.find("cannot write " + P("nodir/b.json")), std::string::npos) << bench << ": " << out;
+    std::tie(rc, out) = Sh(kCli + " bench " + bench + " --json " + P("adir"));
+    EXPECT_EQ(rc, 2) << bench << ": " << out;
+    EXPECT_NE(out.find("is a folder"), std::string::npos) << bench << ": " << out;
+  }
+  std::filesystem::create_directories(P("ro"));
+  std::filesystem::permissions(P("ro"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+  if (::access(P("ro").c_str(), W_OK) != 0) {  // root writes anywhere: then nothing to check
+    std::tie(rc, out) = Sh(kCli + " bench store --chunks 1 --json " + P("ro/b.json"));
+    EXPECT_EQ(rc, 2) << out;
+    EXPECT_NE(out.find("cannot write " + P("ro/b.json")), std::string::npos) << out;
+  }
+  // A writable path: bench store writes the rows it printed.
+  std::tie(rc, out) = Sh(kCli + " bench store --chunks 4 --json " + P("rows.json"));
+  ASSERT_EQ(rc, 0) << out;
+  const auto rows = nlohmann::json::parse(std::ifstream(P("rows.json")));
+  ASSERT_TRUE(rows.is_array());
+  ASSERT_FALSE(rows.empty());
+  EXPECT_NE(out.find(rows[0]["name"].get<std::string>()), std::string::npos) << out;
   for (const std::string& bad : {std::string("{\"weight\": [1, 2]}"), std::string("not json"),
                                  std::string("{\"n_layers\": 1, \"n_kv_heads\": 1, \"head_dim\": 1, \"weight\": [1, 0]}"),
                                  std::string("{\"n_layers\": 1, \"n_kv_heads\": 1, \"head_dim\": 1, \"weight\": [1, 5e-324]}"),
@@ -290,6 +314,17 @@ TEST(ServerCliTest, AServerIdOver255BytesIsRefusedAtStart) {
   std::tie(rc, out) = Sh(kCli + " stats --server " + s.address() + " --tenant a --credential pa");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find(id), std::string::npos) << out;
+}
+
+// Thread counts are bounded at start (1..1024 each): before, --io-threads 40000 aborted
+// the process (exit 134) when the OS refused a thread.
+TEST(ServerCliTest, ThreadCountsOutsideTheirRangeAreRefusedAtStart) {
+  for (const std::string& flags : {"--io-threads 40000", "--worker-threads 40000", "--io-threads 0",
+                                   "--worker-threads 1025"}) {
+    auto [rc, out] = Sh("timeout -s TERM 5 " + kServer + " --tenant a=b --port 0 --http-port 0 " + flags);
+    EXPECT_EQ(rc, 2) << flags << ": " << out;
+    EXPECT_NE(out.find("io_threads and worker_threads must be 1..1024"), std::string::npos) << flags << ": " << out;
+  }
 }
 
 // Two --tenant flags for one name are a usage error (before: the last one silently
