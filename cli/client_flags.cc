@@ -10,6 +10,16 @@ void ClientFlags::Add(CLI::App* cmd) {
   cmd->add_option("--credential", credential,
                   "Tenant credential (default: $KVSTASH_CREDENTIAL)");
   cmd->add_option("--deadline-ms", deadline_ms, "Per-call deadline")->capture_default_str();
+  cmd->add_flag("--tls", tls.enabled, "Speak TLS to the servers (their config `tls`)");
+  cmd->add_option("--tls-ca", tls.ca_file,
+                  "PEM file of the CA that signed the servers' certificates (implies --tls; "
+                  "default: the system's CA paths)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tls-server-name", tls.server_name,
+                  "Name sent as SNI and checked against the certificates (implies --tls; default: "
+                  "each server's host)");
+  cmd->add_flag("--tls-insecure", [this](int64_t) { tls.verify_peer = false; },
+                "Encrypt but do not verify the servers' certificates (implies --tls; tests only)");
 }
 
 ClientOptions ClientFlags::Options() const {
@@ -23,6 +33,8 @@ ClientOptions ClientFlags::Options() const {
   o.client_name = "kvstash-cli";
   o.connections_per_server = 1;
   o.default_deadline = std::chrono::milliseconds(deadline_ms);
+  o.tls = tls;
+  o.tls.enabled = tls.enabled || !tls.ca_file.empty() || !tls.server_name.empty() || !tls.verify_peer;
   return o;
 }
 

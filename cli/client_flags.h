@@ -1,6 +1,8 @@
 // Flags shared by the `kvstash` subcommands that talk to a server (put, get, lookup,
 // stats, bench server): --server (repeatable), --tenant, --credential (or the
-// KVSTASH_CREDENTIAL environment variable), --deadline-ms; and hex key parsing.
+// KVSTASH_CREDENTIAL environment variable), --deadline-ms, and TLS to a server whose
+// protocol port speaks it (--tls, --tls-ca FILE, --tls-server-name NAME,
+// --tls-insecure: ClientTlsOptions); and hex key parsing.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -20,10 +22,11 @@ struct ClientFlags {
   std::string tenant = "default";
   std::string credential;
   uint32_t deadline_ms = 5000;
+  ClientTlsOptions tls;  // enabled by --tls or by any other --tls-* flag
 
   void Add(CLI::App* cmd);
   // The client options of the flags (credential from $KVSTASH_CREDENTIAL when unset,
-  // client name "kvstash-cli", one connection per server).
+  // client name "kvstash-cli", one connection per server, TLS as flagged).
   ClientOptions Options() const;
   // A client from the flags. Errors: Client::Create's.
   Result<std::unique_ptr<Client>> Connect() const;

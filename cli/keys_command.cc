@@ -9,12 +9,14 @@
 
 #include "cli/command_registry.h"
 #include "common/prefix_key.h"
+#include "common/sha256.h"
 
 namespace kvstash::cli {
 namespace {
 
 struct KeysOptions {
   std::string model_fingerprint_hex;
+  std::string model_file;  // --model-file: the fingerprint as kvstash's producers write it
   std::string dtype = "bf16";
   uint32_t layers = 30, kv_heads = 3, head_dim = 64, chunk_tokens = 256;
   uint32_t tp_rank = 0, tp_size = 1;
@@ -49,6 +51,16 @@ int Run(const KeysOptions& o) {
     return 2;
   }
   spec.model_fingerprint = *fp;
+  if (!o.model_file.empty()) {
+    // PrefixCodec (the engines, the Python package) stores the lowercase hex of the
+    // weights file's SHA-256 as the field's text (docs/format/keys.md).
+    auto digest = Sha256File(o.model_file);
+    if (!digest.ok()) {
+      std::cerr << "kvstash keys: --model-file: " << digest.status().ToString() << "\n";
+      return 1;
+    }
+    spec.model_fingerprint = ToHex(*digest);
+  }
   spec.layout = {o.layers, o.kv_heads, o.head_dim, *dt};
   spec.chunk_tokens = o.chunk_tokens;
   spec.tp_rank = o.tp_rank;
@@ -121,7 +133,15 @@ const bool kRegistered = RegisterCommand(
     [](CLI::App* cmd) {
       auto o = std::make_shared<KeysOptions>();
       cmd->add_option("--tokens", o->tokens, "Token ids, comma or space separated")->required();
-      cmd->add_option("--model-fingerprint", o->model_fingerprint_hex, "Model digest (hex)");
+      auto* file = cmd->add_option("--model-file", o->model_file,
+                                   "Weights file (GGUF, safetensors): the fingerprint kvstash's engines and "
+                                   "Python package use, the lowercase hex SHA-256 of the file as text")
+                       ->check(CLI::ExistingFile);
+      cmd->add_option("--model-fingerprint", o->model_fingerprint_hex,
+                      "The field's raw bytes, hex-encoded (for another implementation's value; the "
+                      "keys kvstash's own producers write need --model-file, or the hex of the "
+                      "64-character digest text)")
+          ->excludes(file);
       cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, f16, f32, fp8_e4m3")->capture_default_str();
       cmd->add_option("--layers", o->layers, "Attention layers")->capture_default_str();
       cmd->add_option("--kv-heads", o->kv_heads, "KV heads per layer")->capture_default_str();

@@ -139,17 +139,21 @@ struct SessionSlot {
   std::shared_ptr<std::atomic<int>> open_;
 };
 
+// Serves `socket` until it closes, an error, or 30 s without a request; a one-shot
+// session (over the keep-alive cap) serves one request within kHttpOneShotDeadline,
+// answered with Connection: close.
 awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src,
-                        std::shared_ptr<std::atomic<int>> open) {
+                        std::shared_ptr<std::atomic<int>> open, bool one_shot) {
   const SessionSlot slot(std::move(open));
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
+  if (one_shot) stream.expires_after(kHttpOneShotDeadline);  // the whole exchange
   while (true) {
     http::request<http::string_body> req;
     http::request_parser<http::string_body> parser;
     parser.header_limit(kHttpHeaderLimit);
     parser.body_limit(kHttpBodyLimit);
-    stream.expires_after(std::chrono::seconds(30));
+    if (!one_shot) stream.expires_after(std::chrono::seconds(30));
     boost::system::error_code ec;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     if (auto res = ReadErrorResponse(ec)) {
@@ -170,8 +174,9 @@ awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src,
     if (ec) break;
     req = parser.release();
     auto res = Route(req, *src);
+    if (one_shot) res.keep_alive(false);
     const bool keep = res.keep_alive();
-    stream.expires_after(std::chrono::seconds(30));
+    if (!one_shot) stream.expires_after(std::chrono::seconds(30));
     co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
     if (ec || !keep) break;
   }
@@ -180,7 +185,8 @@ awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src,
 }
 
 awaitable<void> Accept(std::shared_ptr<tcp::acceptor> acceptor, std::shared_ptr<HttpSources> src) {
-  auto open = std::make_shared<std::atomic<int>>(0);
+  auto open = std::make_shared<std::atomic<int>>(0);      // keep-alive sessions
+  auto one_shot = std::make_shared<std::atomic<int>>(0);  // sessions over the cap
   while (true) {
     boost::system::error_code ec;
     tcp::socket socket = co_await acceptor->async_accept(asio::redirect_error(use_awaitable, ec));
@@ -191,14 +197,16 @@ awaitable<void> Accept(std::shared_ptr<tcp::acceptor> acceptor, std::shared_ptr<
       co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
     }
-    if (open->load() >= kMaxHttpConnections) {
-      KVSTASH_LOG_DEBUG("HTTP connection refused: {} open", kMaxHttpConnections);
+    const bool over = open->load() >= kMaxHttpConnections;
+    if (over && one_shot->load() >= kMaxHttpOneShotConnections) {
+      KVSTASH_LOG_DEBUG("HTTP connection refused: {} + {} open", kMaxHttpConnections, kMaxHttpOneShotConnections);
       socket.close(ec);
       continue;
     }
-    open->fetch_add(1);
+    const auto& slots = over ? one_shot : open;
+    slots->fetch_add(1);
     auto ex = socket.get_executor();
-    asio::co_spawn(ex, Session(std::move(socket), src, open), [](std::exception_ptr e) {
+    asio::co_spawn(ex, Session(std::move(socket), src, slots, over), [](std::exception_ptr e) {
       if (!e) return;
       try {
         std::rethrow_exception(e);

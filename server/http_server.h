@@ -24,6 +24,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -32,10 +33,15 @@
 
 namespace kvstash::server {
 
-// Open HTTP connections at most: the HTTP port serves operators and scrapers, so a
-// flood of idle connections there must not take the descriptors the protocol port
-// needs. One more is closed at once, without a reply.
+// Open keep-alive HTTP connections at most: the HTTP port serves operators and
+// scrapers, so a flood of idle connections there must not take the descriptors the
+// protocol port needs. Past it, up to kMaxHttpOneShotConnections more are each served
+// one request within kHttpOneShotDeadline and closed (so a health probe is answered
+// while idle connections hold every keep-alive slot); one more is closed at once,
+// without a reply.
 inline constexpr int kMaxHttpConnections = 256;
+inline constexpr int kMaxHttpOneShotConnections = 64;
+inline constexpr std::chrono::seconds kHttpOneShotDeadline{2};
 
 struct HttpSources {
   std::function<std::string()> metrics_text;  // /metrics body

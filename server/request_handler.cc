@@ -216,8 +216,13 @@ Result<std::vector<uint8_t>> RequestHandler::DoLookup(const std::string& tenant,
   protocol::LookupReply reply;
   reply.matched_chunks = std::min<uint32_t>(found.matched_chunks, keys.size());
   reply.matched_tokens = found.matched_tokens;
+  // The hit-rate metrics count at most the tokens the request asked for its matched
+  // chunks: a client that claims fewer tokens than a chunk holds cannot push the token
+  // hit rate above 1.
+  uint64_t asked_matched = 0;
+  for (uint32_t i = 0; i < reply.matched_chunks; ++i) asked_matched += req.keys[i].tokens;
   Record(tenant, [&](Metrics& m) {
-    m.RecordLookup(keys.size(), tokens, reply.matched_chunks, reply.matched_tokens);
+    m.RecordLookup(keys.size(), tokens, reply.matched_chunks, std::min(reply.matched_tokens, asked_matched));
   });
   return Body(reply);
 }

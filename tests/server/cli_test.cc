@@ -166,6 +166,17 @@ TEST_F(CliTest, LookupCountsTheStoredTokensOfAPartialLastChunk) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("\"tokens_hit\": 10"), std::string::npos) << out;
   EXPECT_NE(out.find("\"tokens_requested\": 12"), std::string::npos) << out;  // as asked
+  // A client claiming 1 token per chunk: the reply still says the stored 10, but the
+  // hit counters add at most the 3 tokens asked (13 of 15; before: 20 of 15, a token
+  // hit rate of 1.33).
+  std::tie(rc, out) = Sh(kCli + " lookup" + flags_ + "--keys " + kKey1 + "," + kKey2 + "," + k3 +
+                         " --chunk-tokens 1");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"matched_tokens\":10"), std::string::npos) << out;
+  std::tie(rc, out) = Sh(kCli + " stats" + flags_);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"tokens_hit\": 13"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"tokens_requested\": 15"), std::string::npos) << out;
 }
 
 TEST_F(CliTest, GetWritesBothFilesOrNeither) {
@@ -314,6 +325,32 @@ TEST(ServerCliTest, AServerIdOver255BytesIsRefusedAtStart) {
   std::tie(rc, out) = Sh(kCli + " stats --server " + s.address() + " --tenant a --credential pa");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find(id), std::string::npos) << out;
+}
+
+// The client commands speak TLS to a server whose protocol port does: --tls-ca (the
+// self-signed certificate is its own CA) verifies it; plain TCP, or --tls against the
+// system's CAs, fails (before, the CLI had no TLS flags and could not reach such a
+// server); --tls-insecure encrypts without verifying.
+TEST(ServerCliTest, ClientCommandsSpeakTls) {
+  TempDir dir;
+  const std::string cert = dir.path() + "/cert.pem", key = dir.path() + "/key.pem";
+  const std::string make = "openssl req -x509 -newkey rsa:2048 -nodes -keyout " + key + " -out " + cert +
+                           " -days 1 -subj /CN=kvstash-test -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1";
+  ASSERT_EQ(std::system(make.c_str()), 0) << "openssl CLI (Debian package openssl) is needed";
+  ServerProcess s;
+  ASSERT_OK(s.Start(kServer, dir.path(), {"--tenant", "a=pa", "--tls-cert", cert, "--tls-key", key}));
+  const std::string flags = " --server " + s.address() + " --tenant a --credential pa --deadline-ms 3000";
+  auto [rc, out] = Sh(kCli + " stats" + flags + " --tls-ca " + cert);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"tenant\": \"a\""), std::string::npos) << out;
+  std::tie(rc, out) = Sh(kCli + " stats" + flags + " --tls-insecure");
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Sh(kCli + " stats" + flags);
+  EXPECT_NE(rc, 0) << out;  // plain TCP to a TLS port
+  std::tie(rc, out) = Sh(kCli + " stats" + flags + " --tls");
+  EXPECT_NE(rc, 0) << out;  // the self-signed certificate is not in the system's CAs
+  std::tie(rc, out) = Sh(kCli + " stats" + flags + " --tls-ca " + dir.path() + "/none.pem");
+  EXPECT_EQ(rc, 2) << out;  // usage error: no such file
 }
 
 // Thread counts are bounded at start (1..1024 each): before, --io-threads 40000 aborted

@@ -34,6 +34,34 @@ def test_keys_command_matches_python():
 
 
 @pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+def test_keys_command_model_file_is_the_producers_fingerprint(tmp_path):
+    """--model-file gives the field kvstash's producers write: the lowercase hex SHA-256
+    of the weights file as 64 bytes of text (the same as --model-fingerprint with the hex
+    of that text), not the 32 raw digest bytes."""
+    import hashlib
+    weights = tmp_path / "w.gguf"
+    weights.write_bytes(b"GGUF" + bytes(range(256)) * 4)
+    text = hashlib.sha256(weights.read_bytes()).hexdigest().encode()
+    base = [KVSTASH, "keys", "--chunk-tokens", "2", "--tokens", "1,2,3,4"]
+
+    def digest(*extra):
+        return json.loads(subprocess.run(base + list(extra), check=True, capture_output=True,
+                                         text=True).stdout)["namespace_digest"]
+
+    got = digest("--model-file", str(weights))
+    want = namespace_digest(Namespace(model_fingerprint=text, kv_dtype="bf16", n_layers=30,
+                                      n_kv_heads=3, head_dim=64, chunk_tokens=2, codec_id=b"raw"))
+    assert got == want.hex()
+    assert got == digest("--model-fingerprint", text.hex())
+    assert got != digest("--model-fingerprint", text.decode())  # the 32 raw bytes
+    r = subprocess.run(base + ["--model-file", str(weights), "--model-fingerprint", "00"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    r = subprocess.run(base + ["--model-file", str(tmp_path / "none")], capture_output=True, text=True)
+    assert r.returncode == 2
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
 def test_keys_command_rejects_bad_input():
     r = subprocess.run([KVSTASH, "keys", "--tokens", "1,2", "--model-fingerprint", "abc"],
                        capture_output=True, text=True)
