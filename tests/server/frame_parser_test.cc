@@ -229,16 +229,19 @@ TEST(FrameParserTest, ZeroCopyBodyReadsGiveTheSameFrame) {
 // more than one 64 KiB buffer; the buffer grows with what arrives (64 KiB, then
 // doubling, exactly the body size at the end), through Feed and through BodyTail, and
 // the frame is the same. Before, the parser allocated the claimed size from the header.
+// Feeds `p` only the header of a frame claiming a `body_bytes` body (CRC 1).
+Outcome FeedClaimingHeader(FrameParser& p, uint8_t opcode, uint64_t id, uint32_t body_bytes) {
+  uint8_t head[kFrameHeaderBytes];
+  EncodeFrameHeader({.opcode = opcode, .request_id = id, .body_bytes = body_bytes, .body_crc32c = 1}, head);
+  size_t used = 0;
+  return p.Feed(std::span<const uint8_t>(head), &used);
+}
+
 TEST(FrameParserTest, AClaimedBodyCostsMemoryOnlyAsItArrives) {
   constexpr size_t kStep = FrameParser::kBodyBufferStep;
-  FrameHeader h{.opcode = static_cast<uint8_t>(Opcode::kPut), .request_id = 7};
-  h.body_bytes = 200u << 20;
-  h.body_crc32c = 1;
-  uint8_t head[kFrameHeaderBytes];
-  EncodeFrameHeader(h, head);
   FrameParser p(256u << 20, Direction::kRequests);
+  ASSERT_EQ(FeedClaimingHeader(p, static_cast<uint8_t>(Opcode::kPut), 7, 200u << 20), Outcome::kNeedMore);
   size_t used = 0;
-  ASSERT_EQ(p.Feed(std::span<const uint8_t>(head), &used), Outcome::kNeedMore);
   EXPECT_EQ(p.body_buffer_bytes(), 0u);  // nothing of the body yet
   EXPECT_EQ(p.pending_body_bytes(), 200u << 20);
   const std::vector<uint8_t> ten(10, 0xAB);
@@ -286,14 +289,8 @@ TEST(FrameParserTest, AClaimedBodyCostsMemoryOnlyAsItArrives) {
 TEST(FrameParserTest, PingAboveItsLimitIsBadFromTheHeader) {
   for (uint32_t n : {65536u, 65537u, 200u << 20}) {
     SCOPED_TRACE(n);
-    FrameHeader h{.opcode = static_cast<uint8_t>(Opcode::kPing), .request_id = 3};
-    h.body_bytes = n;
-    h.body_crc32c = 1;
-    uint8_t head[kFrameHeaderBytes];
-    EncodeFrameHeader(h, head);
     FrameParser p(256u << 20, Direction::kRequests);
-    size_t used = 0;
-    const Outcome o = p.Feed(std::span<const uint8_t>(head), &used);
+    const Outcome o = FeedClaimingHeader(p, static_cast<uint8_t>(Opcode::kPing), 3, n);
     if (n == 65536u) {
       EXPECT_EQ(o, Outcome::kNeedMore);
       continue;
@@ -305,14 +302,8 @@ TEST(FrameParserTest, PingAboveItsLimitIsBadFromTheHeader) {
     EXPECT_EQ(p.body_buffer_bytes(), 0u);
   }
   // Replies are not limited so (a PING reply echoes a request body the client sent).
-  FrameHeader r{.opcode = static_cast<uint8_t>(Opcode::kPing) | kReplyBit, .request_id = 4};
-  r.body_bytes = 70000;
-  r.body_crc32c = 1;
-  uint8_t head[kFrameHeaderBytes];
-  EncodeFrameHeader(r, head);
   FrameParser c(256u << 20, Direction::kReplies);
-  size_t used = 0;
-  EXPECT_EQ(c.Feed(std::span<const uint8_t>(head), &used), Outcome::kNeedMore);
+  EXPECT_EQ(FeedClaimingHeader(c, static_cast<uint8_t>(Opcode::kPing) | kReplyBit, 4, 70000), Outcome::kNeedMore);
 }
 
 TEST(FrameParserTest, BytesWantedTracksProgress) {
