@@ -11,7 +11,7 @@ void ClientFlags::Add(CLI::App* cmd) {
                   "Tenant credential (default: $KVSTASH_CREDENTIAL)");
   cmd->add_option("--deadline-ms", deadline_ms, "Per-call deadline")->capture_default_str();
   cmd->add_flag("--tls", tls.enabled, "Speak TLS to the servers (their config `tls`)");
-  cmd->add_option("--tls-ca", tls.ca_file,
+  auto* ca = cmd->add_option("--tls-ca", tls.ca_file,
                   "PEM file of the CA that signed the servers' certificates (implies --tls; "
                   "default: the system's CA paths)")
       ->check(CLI::ExistingFile);
@@ -19,7 +19,8 @@ void ClientFlags::Add(CLI::App* cmd) {
                   "Name sent as SNI and checked against the certificates (implies --tls; default: "
                   "each server's host)");
   cmd->add_flag("--tls-insecure", [this](int64_t) { tls.verify_peer = false; },
-                "Encrypt but do not verify the servers' certificates (implies --tls; tests only)");
+                "Encrypt but do not verify the servers' certificates (implies --tls; tests only)")
+      ->excludes(ca);
 }
 
 ClientOptions ClientFlags::Options() const {

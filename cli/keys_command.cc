@@ -134,8 +134,10 @@ const bool kRegistered = RegisterCommand(
       auto o = std::make_shared<KeysOptions>();
       cmd->add_option("--tokens", o->tokens, "Token ids, comma or space separated")->required();
       auto* file = cmd->add_option("--model-file", o->model_file,
-                                   "Weights file (GGUF, safetensors): the fingerprint kvstash's engines and "
-                                   "Python package use, the lowercase hex SHA-256 of the file as text")
+                                   "Weights file: the fingerprint PrefixCodec's callers that hash one weights "
+                                   "file use (llama.cpp integration, demo), the lowercase hex SHA-256 of the "
+                                   "file as text (the vLLM connector hashes its model folder's files with "
+                                   "their names: engines/vllm/kvstash_vllm/namespace.py)")
                        ->check(CLI::ExistingFile);
       cmd->add_option("--model-fingerprint", o->model_fingerprint_hex,
                       "The field's raw bytes, hex-encoded (for another implementation's value; the "

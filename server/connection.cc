@@ -107,8 +107,11 @@ class Connection : public ConnectionHandle,
   }
 
   awaitable<void> Reader() {
-    std::vector<uint8_t> buf(256 * 1024);
+    // A small read buffer until HELLO succeeds (a silent or unauthenticated connection
+    // costs 4 KiB, not 256), the large one after.
+    std::vector<uint8_t> buf(4 * 1024);
     while (!draining_ && !closing_) {
+      if (!tenant_.empty() && buf.size() < 256 * 1024) buf.resize(256 * 1024);
       while (in_flight_ >= ctx_.limits->max_in_flight && !draining_ && !closing_) {
         read_deadline_ = kNever;  // waiting on ourselves, not on the client
         reader_waiting_ = true;

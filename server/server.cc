@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -162,6 +163,7 @@ class Server::Impl {
   }
 
   void HandleSignals() {
+    handles_signals_ = true;
     signals_.add(SIGINT);
     signals_.add(SIGTERM);
     signals_.add(SIGHUP);  // a closed terminal or session: drain, not die (no config reload)
@@ -195,6 +197,15 @@ class Server::Impl {
     for (auto& t : threads_) t.join();
     threads_.clear();
     JoinWorkers();  // after the I/O threads: the store calls queued by then still run
+    if (handles_signals_) {
+      // Draining is done but the store still closes (RocksDB flushes) when the Server is
+      // destroyed; asio would restore the default action (termination) then, so another
+      // SIGTERM/SIGHUP (systemd sends both) would kill the process mid-close. Ignore them.
+      boost::system::error_code ec;
+      signals_.clear(ec);
+      for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_IGN);
+      handles_signals_ = false;
+    }
     http_.CloseNow();  // /healthz answered 503 until here; now nothing listens
     if (!config_.ready_file.empty() && started_) {
       std::remove(config_.ready_file.c_str());  // no stale port numbers for scripts
@@ -350,6 +361,7 @@ class Server::Impl {
   std::atomic<bool> draining_{false};       // Shutdown() was called: /healthz 503
   std::atomic<bool> drain_started_{false};  // grace over: connections are closing
   bool started_ = false;                    // Start() wrote the ready file
+  bool handles_signals_ = false;            // HandleSignals() was called
   uint16_t port_ = 0;
   Mutex mu_;
   std::map<uint64_t, std::weak_ptr<ConnectionHandle>> conns_ KVSTASH_GUARDED_BY(mu_);

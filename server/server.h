@@ -38,7 +38,9 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // Shut down (drain) on SIGINT, SIGTERM and SIGHUP (call before Start).
+  // Shut down (drain) on SIGINT, SIGTERM and SIGHUP (call before Start). Once Wait()
+  // has drained, the process ignores these signals (SIG_IGN), so that a second signal
+  // cannot kill it while the store closes.
   void HandleSignals();
   // Binds both ports, writes the ready file, starts the threads.
   // Errors: IOError when a port cannot be bound.

@@ -15,6 +15,9 @@
 #include <boost/asio/write.hpp>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
+#include <csignal>
+#include <thread>
 #include <fstream>
 
 #include "common/payload_format.h"
@@ -243,6 +246,14 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
     EXPECT_EQ(rc, 2) << bench << ": " << out;
     EXPECT_NE(out.find("is a folder"), std::string::npos) << bench << ": " << out;
   }
+  // A dangling link, and a "folder" that is a file: refused up front too.
+  std::filesystem::create_symlink(P("nowhere/x.json"), P("dangling.json"));
+  std::tie(rc, out) = Sh(kCli + " bench store --chunks 1 --json " + P("dangling.json"));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("dangling symbolic link"), std::string::npos) << out;
+  std::tie(rc, out) = Sh(kCli + " bench store --chunks 1 --json " + P("file/x.json"));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find(P("file") + " is not a folder"), std::string::npos) << out;
   std::filesystem::create_directories(P("ro"));
   std::filesystem::permissions(P("ro"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
   if (::access(P("ro").c_str(), W_OK) != 0) {  // root writes anywhere: then nothing to check
@@ -351,6 +362,43 @@ TEST(ServerCliTest, ClientCommandsSpeakTls) {
   EXPECT_NE(rc, 0) << out;  // the self-signed certificate is not in the system's CAs
   std::tie(rc, out) = Sh(kCli + " stats" + flags + " --tls-ca " + dir.path() + "/none.pem");
   EXPECT_EQ(rc, 2) << out;  // usage error: no such file
+  std::tie(rc, out) = Sh(kCli + " stats" + flags + " --tls-ca " + cert + " --tls-insecure");
+  EXPECT_EQ(rc, 2) << out;  // usage error: verify against a CA, or not at all
+}
+
+// Signals keep arriving after the first (systemd sends SIGTERM and then SIGHUP): the
+// server drains once and exits 0, also when a signal lands while the store closes
+// after the drain (before: the default action, restored when the signal set was
+// destroyed, killed it there: exit 129 / 143).
+TEST(ServerCliTest, SignalsDuringTheDrainAndTheStoreCloseDoNotKillTheServer) {
+  TempDir dir;
+  ServerProcess s;
+  ASSERT_OK(s.Start(kServer, dir.path(), {"--tenant", "a=pa", "--data-dir", dir.path() + "/data"}));
+  const std::string flags = " --server " + s.address() + " --tenant a --credential pa";
+  WriteFile(dir.path() + "/c1", RawPayload(64, 1));
+  auto [rc, out] = Sh(kCli + " put" + flags + " --key " + kKey1 + " --payload " + dir.path() + "/c1");
+  ASSERT_EQ(rc, 0) << out;
+  const pid_t pid = s.pid();
+  ASSERT_GT(pid, 0);
+  kill(pid, SIGTERM);
+  // SIGHUP / SIGTERM every millisecond until the process is gone (no waitpid here: the
+  // pid stays a zombie, so kill() keeps succeeding until ServerProcess reaps it).
+  for (int i = 0; i < 5000; ++i) {
+    kill(pid, i % 2 ? SIGTERM : SIGHUP);
+    if (std::filesystem::exists("/proc/" + std::to_string(pid) + "/status")) {
+      std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+      std::string all((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+      if (all.find("State:\tZ") != std::string::npos) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(s.WaitExit(), 0);
+  // The acknowledged PUT is there after a restart.
+  ServerProcess again;
+  ASSERT_OK(again.Start(kServer, dir.path(), {"--tenant", "a=pa", "--data-dir", dir.path() + "/data"}));
+  std::tie(rc, out) = Sh(kCli + " get --server " + again.address() + " --tenant a --credential pa --key " + kKey1 +
+                         " --out " + dir.path() + "/back");
+  EXPECT_EQ(rc, 0) << out;
 }
 
 // Thread counts are bounded at start (1..1024 each): before, --io-threads 40000 aborted
