@@ -1,4 +1,5 @@
-// `kvstash stats`: prints a server's statistics document (the /v1/stats JSON).
+// `kvstash stats`: prints the statistics document (the /v1/stats JSON) of one server, or of
+// several as one JSON object keyed by host:port.
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,9 @@ struct StatsCmdOptions {
   ClientFlags client;
 };
 
+// One server: its /v1/stats document. Several: one JSON object keyed by each server's
+// host:port as given (a server that fails is left out, its error on stderr, exit 1), so
+// the output is always one JSON document.
 int Run(const StatsCmdOptions& o) {
   auto client = o.client.Connect();
   if (!client.ok()) {
@@ -19,6 +23,7 @@ int Run(const StatsCmdOptions& o) {
     return 2;
   }
   int rc = 0;
+  nlohmann::json by_server = nlohmann::json::object();
   for (size_t i = 0; i < o.client.servers.size(); ++i) {
     auto r = (*client)->Stats(i);
     if (!r.ok()) {
@@ -26,13 +31,20 @@ int Run(const StatsCmdOptions& o) {
       rc = 1;
       continue;
     }
-    std::cout << nlohmann::json::parse(*r).dump(1) << "\n";
+    by_server[o.client.servers[i]] = nlohmann::json::parse(*r);
+  }
+  if (o.client.servers.size() == 1) {
+    if (rc == 0) std::cout << by_server.begin()->dump(1) << "\n";
+  } else {
+    std::cout << by_server.dump(1) << "\n";
   }
   return rc;
 }
 
 const bool kRegistered = RegisterCommand(
-    "stats", "Print the statistics of kvstash servers", [](CLI::App* cmd) {
+    "stats",
+    "Print the statistics of kvstash servers: one server's /v1/stats document, or for several "
+    "--server one JSON object keyed by host:port", [](CLI::App* cmd) {
       auto o = std::make_shared<StatsCmdOptions>();
       o->client.Add(cmd);
       return [o] { return Run(*o); };

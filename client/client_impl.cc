@@ -144,6 +144,9 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
         failure = "TLS handshake";
         if (verify != X509_V_OK) {
           failure += std::string(" (certificate: ") + X509_verify_cert_error_string(verify) + ")";
+        } else {
+          failure += " (does the server's port speak TLS? A plain port answers a TLS hello with a "
+                     "kvstash error frame)";
         }
       }
     }
@@ -153,9 +156,11 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
   std::vector<uint8_t> buf(256 * 1024);
   Status hello_status = Status::Ok();
   bool have_hello = false;
+  size_t hello_bytes = 0;  // bytes of the HELLO reply received
   while (!ec && !have_hello) {
     size_t n = co_await t->ReadSome(asio::buffer(buf), ec);
     if (ec) break;
+    hello_bytes += n;
     size_t used = 0;
     auto o = c->parser.Feed(std::span<const uint8_t>(buf.data(), n), &used);
     if (o == protocol::FrameParser::Outcome::kBad) {
@@ -179,6 +184,11 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
   guard.cancel();
   if (c->generation != gen) co_return;
   if (!have_hello) {
+    // A TLS port closes a plain connection without a byte when the handshake fails.
+    if (failure.empty() && ec == asio::error::eof && hello_bytes == 0 && !t->tls) {
+      failure = "the server closed the connection without a HELLO reply (if its port speaks "
+                "TLS, connect with TLS: ClientOptions::tls, kvstash --tls)";
+    }
     on_ready(c, gen, *timed_out ? Status::Unavailable("connect to " + host + ":" + port + " timed out")
                                 : Status::Unavailable("connect to " + host + ":" + port + ": " +
                                                       (failure.empty() ? "" : failure + ": ") +
@@ -349,9 +359,15 @@ void Client::Impl::Start(std::vector<size_t> order, Opcode op, uint16_t flags,
     c->deadline_timer = std::make_unique<asio::steady_timer>(ioc_, c->deadline);
     c->deadline_timer->async_wait([this, c](boost::system::error_code ec) {
       if (ec) return;
-      Finish(c, Status::DeadlineExceeded(std::string(protocol::OpcodeName(c->opcode)) +
-                                         ": deadline passed after " + std::to_string(c->attempt) +
-                                         " attempt(s)"));
+      std::string msg = std::string(protocol::OpcodeName(c->opcode)) + ": deadline passed after " +
+                        std::to_string(c->attempt) + " attempt(s)";
+      if (c->conn != nullptr && c->conn->state == Conn::State::kConnecting) {
+        const Endpoint& e = endpoints_[c->server];
+        msg += " while connecting to " + e.host + ":" + e.port +
+               " (no HELLO reply yet: the server is unreachable, overloaded or not a kvstash "
+               "protocol port)";
+      }
+      Finish(c, Status::DeadlineExceeded(msg));
     });
     Send(c);
   });

@@ -109,6 +109,11 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
   for (const auto& f : families) {
     t->reserve_bytes_ = std::max<uint64_t>(t->reserve_bytes_, f.options.write_buffer_size);
   }
+  // RocksDB lists the directory before it creates it and logs a missing one as an error
+  // line on every first open; create it first (its parent must exist, as before). A
+  // failure here (read-only file system, no parent) is reported by the open below.
+  rocksdb::Env* dir_env = o.env ? o.env.get() : rocksdb::Env::Default();
+  (void)dir_env->CreateDirIfMissing(o.path);
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_opts, o.path, families, &t->handles_, &db);
   t->read_only_filesystem_ = !s.ok() && FileSystemIsReadOnly(o.path);

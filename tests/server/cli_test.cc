@@ -20,6 +20,8 @@
 #include <thread>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "common/payload_format.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
@@ -102,6 +104,38 @@ TEST_F(CliTest, PutAndGetPrintRequestMemory) {
   std::tie(rc, out) = Sh(kCli + " stats" + flags_);
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("\"state_bytes\": 130"), std::string::npos) << out;
+}
+
+// Several --server: one JSON document keyed by host:port (before, the documents were
+// printed one after another, which no JSON parser reads as one).
+TEST_F(CliTest, StatsOfSeveralServersIsOneJsonDocument) {
+  TempDir dir2;
+  ServerProcess second;
+  ASSERT_OK(second.Start(kServer, dir2.path(), {"--tenant", "a=pa", "--server-id", "second"}));
+  const std::string both = " --server " + server_.address() + " --server " + second.address() +
+                           " --tenant a --credential pa";
+  auto [rc, out] = Sh(kCli + " stats" + both);
+  ASSERT_EQ(rc, 0) << out;
+  const nlohmann::json doc = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(doc.is_object()) << out;
+  ASSERT_EQ(doc.size(), 2u) << out;
+  EXPECT_EQ(doc[second.address()]["server_id"], "second") << out;
+  EXPECT_TRUE(doc[server_.address()].contains("server_id")) << out;
+  // One server: its document itself.
+  std::tie(rc, out) = Sh(kCli + " stats" + flags_);
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_TRUE(nlohmann::json::parse(out, nullptr, false).contains("server_id")) << out;
+  // A server that fails is left out, named on stderr, exit 1.
+  second.Kill(SIGKILL);
+  std::tie(rc, out) = Sh(kCli + " stats" + both);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("kvstash stats: " + second.address() + ": Unavailable"), std::string::npos) << out;
+  std::tie(rc, out) = Sh("(" + kCli + " stats" + both + " 2>/dev/null)");
+  EXPECT_EQ(rc, 1) << out;
+  const nlohmann::json partial = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_TRUE(partial.is_object()) << out;
+  EXPECT_EQ(partial.size(), 1u) << out;
+  EXPECT_TRUE(partial.contains(server_.address())) << out;
 }
 
 TEST_F(CliTest, InputsAreCheckedAndUsageErrorsExit2) {
@@ -213,7 +247,7 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("cannot create " + P("file/x")), std::string::npos) << out;
   // calibrate dckv: bad values are usage errors before the model is even loaded.
-  for (const std::string& bad : {"--rate 0", "--rate 1", "--rate nan", "--rate inf", "--rate 8x",
+  for (const std::string bad : {"--rate 0", "--rate 1", "--rate nan", "--rate inf", "--rate 8x",
                                  "--group-layers 0", "--cal-tokens 0", "--doc-tokens 0",
                                  "--threshold -1"}) {
     std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent " + bad);
@@ -237,7 +271,7 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
   // Every bench's --json FILE is checked before the run: a missing folder, a folder as
   // FILE or an unwritable folder is a usage error naming it (before, bench store,
   // trace, link and prefill ran and then exited 0 without writing it).
-  for (const std::string& bench : {"codec --codec dckv --model /nonexistent", "entropy", "state", "server",
+  for (const std::string bench : {"codec --codec dckv --model /nonexistent", "entropy", "state", "server",
                                    "store --chunks 1", "trace", "link", "prefill"}) {
     std::tie(rc, out) = Sh(kCli + " bench " + bench + " --json " + P("nodir/b.json"));
     EXPECT_EQ(rc, 2) << bench << ": " << out;
@@ -404,7 +438,7 @@ TEST(ServerCliTest, SignalsDuringTheDrainAndTheStoreCloseDoNotKillTheServer) {
 // Thread counts are bounded at start (1..1024 each): before, --io-threads 40000 aborted
 // the process (exit 134) when the OS refused a thread.
 TEST(ServerCliTest, ThreadCountsOutsideTheirRangeAreRefusedAtStart) {
-  for (const std::string& flags : {"--io-threads 40000", "--worker-threads 40000", "--io-threads 0",
+  for (const std::string flags : {"--io-threads 40000", "--worker-threads 40000", "--io-threads 0",
                                    "--worker-threads 1025"}) {
     auto [rc, out] = Sh("timeout -s TERM 5 " + kServer + " --tenant a=b --port 0 --http-port 0 " + flags);
     EXPECT_EQ(rc, 2) << flags << ": " << out;

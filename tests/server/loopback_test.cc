@@ -548,6 +548,24 @@ TEST_F(LoopbackTest, ClientRetriesUntilAServerAppearsAndHonoursDeadlines) {
   EXPECT_STATUS(patient->Ping(0, quick), kDeadlineExceeded);
 }
 
+TEST_F(LoopbackTest, ADeadlineSpentConnectingSaysSo) {
+  // A listener that accepts and never answers HELLO (a hung server, another protocol).
+  tcp::acceptor silent(ioc_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  ClientOptions o;
+  o.servers = {"127.0.0.1:" + std::to_string(silent.local_endpoint().port())};
+  o.tenant = "a";
+  o.credential = "pa";
+  o.connect_timeout = std::chrono::milliseconds(10000);
+  o.default_deadline = std::chrono::milliseconds(200);
+  auto c = Client::Create(o).value();
+  const Status s = c->Ping(0);
+  EXPECT_STATUS(s, kDeadlineExceeded);
+  EXPECT_NE(s.message().find("PING: deadline passed after 1 attempt(s) while connecting to " +
+                             o.servers[0] + " (no HELLO reply yet"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST_F(LoopbackTest, ADeadServersChainsFailOverAsMissesWithinTheDeadline) {
   // Two servers, the first of which is dead (nothing listens on its port): the chains it
   // owns are misses on the second, not errors, and then live there.
@@ -820,9 +838,11 @@ TEST_F(LoopbackTest, ClientSpeaksTlsAndVerifiesTheServer) {
     auto c = tls_client("127.0.0.1", ClientTlsOptions{.enabled = true});
     EXPECT_STATUS(c->Ping(0), kUnavailable);
   }
-  {  // plain TCP against the TLS port
+  {  // plain TCP against the TLS port: the error says the port may speak TLS
     auto c = tls_client("127.0.0.1", ClientTlsOptions{});
-    EXPECT_STATUS(c->Ping(0), kUnavailable);
+    const Status s = c->Ping(0);
+    EXPECT_STATUS(s, kUnavailable);
+    EXPECT_NE(s.message().find("connect with TLS"), std::string::npos) << s.message();
   }
   ClientOptions bad_ca;
   bad_ca.servers = {"127.0.0.1:1"};
@@ -830,6 +850,21 @@ TEST_F(LoopbackTest, ClientSpeaksTlsAndVerifiesTheServer) {
   bad_ca.tls = {.enabled = true, .ca_file = dir + "/missing.pem"};
   EXPECT_STATUS(Client::Create(bad_ca), kInvalidArgument);
   std::system(("rm -rf " + dir).c_str());
+}
+
+TEST_F(LoopbackTest, TlsClientOnAPlainPortIsToldSo) {
+  StartServer();
+  ClientOptions o;
+  o.servers = {"127.0.0.1:" + std::to_string(server_->port())};
+  o.tenant = "a";
+  o.credential = "pa";
+  o.max_attempts = 1;
+  o.tls = {.enabled = true, .verify_peer = false};
+  auto c = Client::Create(o).value();
+  const Status s = c->Ping(0);
+  EXPECT_STATUS(s, kUnavailable);
+  EXPECT_NE(s.message().find("does the server's port speak TLS?"), std::string::npos) << s.message();
+  ASSERT_OK(MakeClient("a", "pa", 1)->Ping(0));  // the server goes on serving plain clients
 }
 
 TEST(ClientOptionsTest, ServerAddressesAreValidated) {

@@ -5,6 +5,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/file_system.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <atomic>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/logging.h"
 #include "store/prefix_index.h"
 #include "store/rocks_tier.h"
 #include "store/store.h"
@@ -558,6 +560,21 @@ TEST(StoreDisk, AnotherKeysBytesUnderAKeyAreRefused) {
   EXPECT_TRUE(got[0].found);
   EXPECT_FALSE(got[1].found);
   EXPECT_EQ(store->Stats().checksum_failures, 1u);
+}
+
+TEST(StoreDisk, AFirstOpenLogsNoError) {
+  // RocksDB logged "Error when reading <path> dir NotFound" on every first open.
+  TempDir dir;
+  auto lines = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  lines->set_level(spdlog::level::warn);
+  Logger().sinks().push_back(lines);
+  {
+    RocksTierOptions ro;
+    ro.path = dir.path() + "/t1";
+    ASSERT_OK(RocksTier::Open(ro).status());
+  }
+  Logger().sinks().pop_back();
+  EXPECT_EQ(lines->last_formatted(), std::vector<std::string>{});
 }
 
 TEST(StoreDisk, SnapshotReadReturnsOldBytesAfterDelete) {
