@@ -3,8 +3,10 @@
 #include <utility>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -14,8 +16,10 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <vector>
 
 #include "common/logging.h"
+#include "common/thread_annotations.h"
 
 namespace kvstash::server {
 namespace {
@@ -130,32 +134,103 @@ std::optional<http::response<http::string_body>> ReadErrorResponse(boost::system
   return res;
 }
 
-// Counts an open HTTP session from accept to its end.
-struct SessionSlot {
-  explicit SessionSlot(std::shared_ptr<std::atomic<int>> open) : open_(std::move(open)) {}
-  SessionSlot(const SessionSlot&) = delete;
-  SessionSlot& operator=(const SessionSlot&) = delete;
-  ~SessionSlot() { open_->fetch_sub(1); }
-  std::shared_ptr<std::atomic<int>> open_;
+// One HTTP connection. `stream` is touched only on the session's strand (its socket's
+// executor); `waiting_since_ns` and `evicted` are read by the acceptor's thread.
+struct HttpSession {
+  explicit HttpSession(tcp::socket socket) : stream(std::move(socket)) {}
+  beast::tcp_stream stream;
+  // steady_clock time (ns) at which the session began waiting for its next request; 0
+  // while it handles one (route and reply). Accept time at first.
+  std::atomic<int64_t> waiting_since_ns{NowNs()};
+  // Set when the table dropped the session to make room: it closes at once if waiting,
+  // else after the reply in progress.
+  std::atomic<bool> evicted{false};
+
+  static int64_t NowNs() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
 };
 
-// Serves `socket` until it closes, an error, or 30 s without a request; a one-shot
-// session (over the keep-alive cap) serves one request within kHttpOneShotDeadline,
-// answered with Connection: close.
-awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src,
-                        std::shared_ptr<std::atomic<int>> open, bool one_shot) {
-  const SessionSlot slot(std::move(open));
-  beast::tcp_stream stream(std::move(socket));
+// The open HTTP sessions, at most kMaxHttpConnections. A session over the cap takes
+// the place of the one that has waited longest for a request (least recently used):
+// idle keep-alive connections, however many, cannot keep a health probe out, since a
+// probe sends its request at once and is never the longest waiting.
+// Thread-safety: every method may be called from any thread.
+class HttpSessionTable {
+ public:
+  // Adds `s`. When the table is full, drops the session waiting longest and closes it
+  // on its strand (or after its current reply). Returns false, adding nothing, when
+  // every session is handling a request.
+  bool Admit(const std::shared_ptr<HttpSession>& s) KVSTASH_EXCLUDES(mu_) {
+    std::shared_ptr<HttpSession> victim;
+    {
+      MutexLock lock(mu_);
+      if (sessions_.size() >= static_cast<size_t>(kMaxHttpConnections)) {
+        auto oldest = sessions_.end();
+        int64_t oldest_ns = 0;
+        for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+          const int64_t since = (*it)->waiting_since_ns.load(std::memory_order_relaxed);
+          if (since != 0 && (oldest == sessions_.end() || since < oldest_ns)) {
+            oldest = it;
+            oldest_ns = since;
+          }
+        }
+        if (oldest == sessions_.end()) return false;
+        victim = std::move(*oldest);
+        *oldest = std::move(sessions_.back());
+        sessions_.pop_back();
+      }
+      sessions_.push_back(s);
+    }
+    if (victim) {
+      victim->evicted = true;
+      asio::post(victim->stream.get_executor(), [victim] {
+        // On the victim's strand: a session still waiting for a request is closed now
+        // (its read ends with operation_aborted); one handling a request ends after it.
+        if (victim->waiting_since_ns.load() != 0) victim->stream.close();
+      });
+    }
+    return true;
+  }
+
+  // Removes `s` when its session ends (nothing when it was evicted).
+  void Remove(const HttpSession* s) KVSTASH_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    for (auto& e : sessions_) {
+      if (e.get() != s) continue;
+      e = std::move(sessions_.back());
+      sessions_.pop_back();
+      return;
+    }
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::shared_ptr<HttpSession>> sessions_ KVSTASH_GUARDED_BY(mu_);
+};
+
+// Serves `session` until it closes, an error, 30 s without a request, or its eviction
+// from `table`.
+awaitable<void> Session(std::shared_ptr<HttpSession> session, std::shared_ptr<HttpSources> src,
+                        std::shared_ptr<HttpSessionTable> table) {
+  struct Leave {  // the table forgets the session however the coroutine ends
+    ~Leave() { table->Remove(session); }
+    HttpSessionTable* table;
+    const HttpSession* session;
+  } leave{table.get(), session.get()};
+  beast::tcp_stream& stream = session->stream;
   beast::flat_buffer buffer;
-  if (one_shot) stream.expires_after(kHttpOneShotDeadline);  // the whole exchange
-  while (true) {
+  while (!session->evicted) {
     http::request<http::string_body> req;
     http::request_parser<http::string_body> parser;
     parser.header_limit(kHttpHeaderLimit);
     parser.body_limit(kHttpBodyLimit);
-    if (!one_shot) stream.expires_after(std::chrono::seconds(30));
+    stream.expires_after(std::chrono::seconds(30));
+    session->waiting_since_ns = HttpSession::NowNs();
     boost::system::error_code ec;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    session->waiting_since_ns = 0;
     if (auto res = ReadErrorResponse(ec)) {
       stream.expires_after(std::chrono::seconds(5));
       co_await http::async_write(stream, *res, asio::redirect_error(use_awaitable, ec));
@@ -174,9 +249,9 @@ awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src,
     if (ec) break;
     req = parser.release();
     auto res = Route(req, *src);
-    if (one_shot) res.keep_alive(false);
+    if (session->evicted) res.keep_alive(false);
     const bool keep = res.keep_alive();
-    if (!one_shot) stream.expires_after(std::chrono::seconds(30));
+    stream.expires_after(std::chrono::seconds(30));
     co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
     if (ec || !keep) break;
   }
@@ -185,11 +260,12 @@ awaitable<void> Session(tcp::socket socket, std::shared_ptr<HttpSources> src,
 }
 
 awaitable<void> Accept(std::shared_ptr<tcp::acceptor> acceptor, std::shared_ptr<HttpSources> src) {
-  auto open = std::make_shared<std::atomic<int>>(0);      // keep-alive sessions
-  auto one_shot = std::make_shared<std::atomic<int>>(0);  // sessions over the cap
+  auto table = std::make_shared<HttpSessionTable>();
   while (true) {
     boost::system::error_code ec;
-    tcp::socket socket = co_await acceptor->async_accept(asio::redirect_error(use_awaitable, ec));
+    // Each session on its own strand, so the table can close it from another thread.
+    tcp::socket socket = co_await acceptor->async_accept(
+        asio::make_strand(acceptor->get_executor()), asio::redirect_error(use_awaitable, ec));
     if (ec) {
       if (!acceptor->is_open()) co_return;
       KVSTASH_LOG_WARN("HTTP accept failed: {}", ec.message());
@@ -197,16 +273,14 @@ awaitable<void> Accept(std::shared_ptr<tcp::acceptor> acceptor, std::shared_ptr<
       co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
     }
-    const bool over = open->load() >= kMaxHttpConnections;
-    if (over && one_shot->load() >= kMaxHttpOneShotConnections) {
-      KVSTASH_LOG_DEBUG("HTTP connection refused: {} + {} open", kMaxHttpConnections, kMaxHttpOneShotConnections);
-      socket.close(ec);
+    auto session = std::make_shared<HttpSession>(std::move(socket));
+    if (!table->Admit(session)) {
+      KVSTASH_LOG_DEBUG("HTTP connection refused: {} open, each handling a request", kMaxHttpConnections);
+      session->stream.close();
       continue;
     }
-    const auto& slots = over ? one_shot : open;
-    slots->fetch_add(1);
-    auto ex = socket.get_executor();
-    asio::co_spawn(ex, Session(std::move(socket), src, slots, over), [](std::exception_ptr e) {
+    auto ex = session->stream.get_executor();
+    asio::co_spawn(ex, Session(std::move(session), src, table), [](std::exception_ptr e) {
       if (!e) return;
       try {
         std::rethrow_exception(e);

@@ -23,8 +23,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <atomic>
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,15 +31,12 @@
 
 namespace kvstash::server {
 
-// Open keep-alive HTTP connections at most: the HTTP port serves operators and
-// scrapers, so a flood of idle connections there must not take the descriptors the
-// protocol port needs. Past it, up to kMaxHttpOneShotConnections more are each served
-// one request within kHttpOneShotDeadline and closed (so a health probe is answered
-// while idle connections hold every keep-alive slot); one more is closed at once,
-// without a reply.
+// Open HTTP connections at most: the HTTP port serves operators and scrapers, so a
+// flood of connections there must not take the descriptors the protocol port needs.
+// A connection past it replaces the one that has waited longest for a request (that
+// one is closed), so idle or reconnecting connections cannot keep a health probe out;
+// when every connection is handling a request, the new one is closed without a reply.
 inline constexpr int kMaxHttpConnections = 256;
-inline constexpr int kMaxHttpOneShotConnections = 64;
-inline constexpr std::chrono::seconds kHttpOneShotDeadline{2};
 
 struct HttpSources {
   std::function<std::string()> metrics_text;  // /metrics body
