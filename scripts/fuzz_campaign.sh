@@ -146,7 +146,10 @@ entry["runs"].append({
     "workers": int(fork), "interrupted": interrupted == "1",
     "machine_load_1m": round(os.getloadavg()[0], 2)})
 entry["total_execs"] = sum(r["execs"] for r in entry["runs"])
-entry["findings"] = [r["finding"] for r in entry["runs"] if r["finding"]]
+# A run annotated by hand as a harness artefact ("finding_is_harness_timeout", with its
+# note) keeps its file name in the run but is not a finding of the code under test.
+entry["findings"] = [r["finding"] for r in entry["runs"]
+                     if r["finding"] and not r.get("finding_is_harness_timeout")]
 if os.path.isdir(seeds):
     files = os.listdir(seeds)
     entry["seed_files"] = len(files)
