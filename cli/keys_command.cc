@@ -1,6 +1,8 @@
 // `kvstash keys`: prints the namespace digest and chained chunk keys of a token list
 // (docs/format/keys.md), for checking another implementation against ours.
+#include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <cctype>
@@ -17,6 +19,8 @@ namespace {
 struct KeysOptions {
   std::string model_fingerprint_hex;
   std::string model_file;  // --model-file: the fingerprint as kvstash's producers write it
+  std::string vllm_model;    // --vllm-model: the fingerprint as the vLLM connector writes it
+  std::string vllm_adapter;  // --vllm-adapter: the adapter digest as the vLLM connector writes it
   std::string dtype = "bf16";
   uint32_t layers = 30, kv_heads = 3, head_dim = 64, chunk_tokens = 256;
   uint32_t tp_rank = 0, tp_size = 1;
@@ -42,6 +46,48 @@ Result<std::string> Unhex(const std::string& h) {
   return out;
 }
 
+// The vLLM connector's weights fingerprint (engines/vllm/kvstash_vllm/namespace.py,
+// weights_fingerprint): SHA-256 over each weights file's base name, a NUL and its bytes,
+// in name order. A file path is that one file; a folder's weights files are its
+// *.safetensors, else its *.bin / *.pt / *.pth, else its *.gguf.
+// Errors: NotFound (no such path, no weights files in the folder), IOError (a read).
+Result<Digest256> VllmWeightsFingerprint(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> files;
+  if (fs::is_regular_file(path, ec)) {
+    files.push_back(path);
+  } else if (fs::is_directory(path, ec)) {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path, ec)) names.push_back(e.path().filename().string());
+    if (ec) return Status::IOError("cannot list " + path + ": " + ec.message());
+    std::sort(names.begin(), names.end());  // byte order of UTF-8 = Python's code-point order
+    const std::vector<std::vector<std::string>> groups = {
+        {".safetensors"}, {".bin", ".pt", ".pth"}, {".gguf"}};
+    for (const auto& suffixes : groups) {
+      for (const std::string& n : names) {
+        for (const std::string& suffix : suffixes) {
+          if (n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+            files.push_back((fs::path(path) / n).string());
+            break;
+          }
+        }
+      }
+      if (!files.empty()) break;
+    }
+    if (files.empty()) return Status::NotFound("no weights files (*.safetensors, *.bin, *.gguf) in " + path);
+  } else {
+    return Status::NotFound(path + " is neither a file nor a folder");
+  }
+  Sha256Stream h;
+  for (const std::string& f : files) {
+    const std::string name = fs::path(f).filename().string();
+    h.Update({reinterpret_cast<const uint8_t*>(name.c_str()), name.size() + 1});  // with its NUL
+    KVSTASH_RETURN_IF_ERROR(h.UpdateFromFile(f));
+  }
+  return h.Finish();
+}
+
 int Run(const KeysOptions& o) {
   NamespaceSpec spec;
   auto fp = Unhex(o.model_fingerprint_hex);
@@ -61,6 +107,16 @@ int Run(const KeysOptions& o) {
     }
     spec.model_fingerprint = ToHex(*digest);
   }
+  if (!o.vllm_model.empty()) {
+    // The connector passes bytes.fromhex(fingerprint) to PrefixCodecOptions, whose field
+    // is the hex text again.
+    auto digest = VllmWeightsFingerprint(o.vllm_model);
+    if (!digest.ok()) {
+      std::cerr << "kvstash keys: --vllm-model: " << digest.status().ToString() << "\n";
+      return 1;
+    }
+    spec.model_fingerprint = ToHex(*digest);
+  }
   spec.layout = {o.layers, o.kv_heads, o.head_dim, *dt};
   spec.chunk_tokens = o.chunk_tokens;
   spec.tp_rank = o.tp_rank;
@@ -68,6 +124,15 @@ int Run(const KeysOptions& o) {
   spec.adapter_name = o.adapter_name;
   spec.adapter_id = o.adapter_id;
   spec.adapter_digest = o.adapter_digest;
+  if (!o.vllm_adapter.empty()) {
+    // The connector passes the adapter digest's 32 raw bytes (bytes.fromhex).
+    auto digest = VllmWeightsFingerprint(o.vllm_adapter);
+    if (!digest.ok()) {
+      std::cerr << "kvstash keys: --vllm-adapter: " << digest.status().ToString() << "\n";
+      return 1;
+    }
+    spec.adapter_digest.assign(digest->begin(), digest->end());
+  }
   spec.codec_artifact_digest = o.codec_artifact_digest;
   spec.cache_salt = o.cache_salt;
   spec.tenant = o.tenant;
@@ -139,11 +204,18 @@ const bool kRegistered = RegisterCommand(
                                    "file as text (the vLLM connector hashes its model folder's files with "
                                    "their names: engines/vllm/kvstash_vllm/namespace.py)")
                        ->check(CLI::ExistingFile);
+      auto* vllm_model = cmd->add_option("--vllm-model", o->vllm_model,
+                                         "Model folder or weights file as given to vLLM: the fingerprint the "
+                                         "vLLM connector computes (SHA-256 over each weights file's name, a NUL "
+                                         "and its bytes, in name order: *.safetensors, else *.bin/*.pt/*.pth, "
+                                         "else *.gguf)")
+                             ->excludes(file);
       cmd->add_option("--model-fingerprint", o->model_fingerprint_hex,
                       "The field's raw bytes, hex-encoded (for another implementation's value; the "
-                      "keys kvstash's own producers write need --model-file, or the hex of the "
-                      "64-character digest text)")
-          ->excludes(file);
+                      "keys kvstash's own producers write need --model-file or --vllm-model, or the "
+                      "hex of the 64-character digest text)")
+          ->excludes(file)
+          ->excludes(vllm_model);
       cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, f16, f32, fp8_e4m3")->capture_default_str();
       cmd->add_option("--layers", o->layers, "Attention layers")->capture_default_str();
       cmd->add_option("--kv-heads", o->kv_heads, "KV heads per layer")->capture_default_str();
@@ -153,7 +225,12 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--tp-size", o->tp_size, "Tensor-parallel size")->capture_default_str();
       cmd->add_option("--adapter-name", o->adapter_name, "LoRA adapter name");
       cmd->add_option("--adapter-id", o->adapter_id, "LoRA adapter id");
-      cmd->add_option("--adapter-digest", o->adapter_digest, "Digest of the LoRA adapter weights");
+      auto* adapter_digest = cmd->add_option("--adapter-digest", o->adapter_digest,
+                                             "Digest of the LoRA adapter weights: the field's bytes, as text");
+      cmd->add_option("--vllm-adapter", o->vllm_adapter,
+                      "LoRA adapter folder as given to vLLM (lora_path): the adapter digest the vLLM "
+                      "connector writes (its weights fingerprint's 32 raw bytes)")
+          ->excludes(adapter_digest);
       cmd->add_option("--cache-salt", o->cache_salt, "Cache salt");
       cmd->add_option("--tenant", o->tenant, "Tenant");
       cmd->add_option("--codec", o->codec, "Codec id")->capture_default_str();

@@ -3,7 +3,6 @@
 #include <openssl/evp.h>
 
 #include <fstream>
-#include <memory>
 #include <vector>
 
 namespace kvstash {
@@ -16,21 +15,54 @@ Digest256 Sha256(std::span<const uint8_t> data) {
 }
 
 Result<Digest256> Sha256File(const std::string& path) {
+  Sha256Stream h;
+  KVSTASH_RETURN_IF_ERROR(h.UpdateFromFile(path));
+  return h.Finish();
+}
+
+Sha256Stream::Sha256Stream() : ctx_(EVP_MD_CTX_new()), status_(Status::Ok()) {
+  if (ctx_ == nullptr || EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) != 1) {
+    status_ = Status::Internal("SHA-256 init");
+  }
+}
+
+Sha256Stream::~Sha256Stream() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+
+void Sha256Stream::Update(std::span<const uint8_t> data) {
+  if (!status_.ok() || data.empty()) return;
+  if (EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data.data(), data.size()) != 1) {
+    status_ = Status::Internal("SHA-256 update");
+  }
+}
+
+Status Sha256Stream::UpdateFromFile(const std::string& path) {
+  if (!status_.ok()) return status_;
   std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::NotFound("cannot read " + path);
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) return Status::Internal("SHA-256 init");
+  if (!f) {
+    status_ = Status::NotFound("cannot read " + path);
+    return status_;
+  }
   std::vector<char> buf(1 << 20);
   while (f) {
     f.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (f.bad()) return Status::IOError("read error in " + path);
-    if (f.gcount() > 0 && EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<size_t>(f.gcount())) != 1) {
-      return Status::Internal("SHA-256 update");
+    if (f.bad()) {
+      status_ = Status::IOError("read error in " + path);
+      return status_;
     }
+    Update({reinterpret_cast<const uint8_t*>(buf.data()), static_cast<size_t>(f.gcount())});
   }
+  return status_;
+}
+
+Result<Digest256> Sha256Stream::Finish() {
+  if (!status_.ok()) return status_;
   Digest256 d{};
   unsigned len = 0;
-  if (EVP_DigestFinal_ex(ctx.get(), d.data(), &len) != 1 || len != d.size()) return Status::Internal("SHA-256 final");
+  if (EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), d.data(), &len) != 1 || len != d.size()) {
+    status_ = Status::Internal("SHA-256 final");
+    return status_;
+  }
+  status_ = Status::Internal("Sha256Stream::Finish called twice");
   return d;
 }
 

@@ -61,6 +61,64 @@ def test_keys_command_model_file_is_the_producers_fingerprint(tmp_path):
     assert r.returncode == 2
 
 
+def _vllm_fingerprint(files):
+    """engines/vllm/kvstash_vllm/namespace.py's rule, restated: SHA-256 over each weights
+    file's base name, a NUL and its bytes, in name order."""
+    import hashlib
+    h = hashlib.sha256()
+    for f in sorted(files, key=lambda p: p.name):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.digest()
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+def test_keys_command_vllm_model_and_adapter_are_the_connectors_fields(tmp_path):
+    """--vllm-model and --vllm-adapter give the fields the vLLM connector writes: the model
+    fingerprint as hex text, the adapter digest as 32 raw bytes; a folder's weights are
+    its *.safetensors (else *.bin/*.pt/*.pth, else *.gguf), other files are ignored."""
+    model, adapter = tmp_path / "model", tmp_path / "lora"
+    model.mkdir()
+    adapter.mkdir()
+    shards = [model / "model-00002-of-00002.safetensors", model / "model-00001-of-00002.safetensors"]
+    for i, f in enumerate(shards):
+        f.write_bytes(bytes([i]) * 1000 + b"tensors")
+    (model / "config.json").write_text("{}")
+    (model / "pytorch_model.bin").write_bytes(b"ignored: safetensors win")
+    (adapter / "adapter_model.bin").write_bytes(b"lora weights")
+    (adapter / "adapter_config.json").write_text("{}")
+    base = [KVSTASH, "keys", "--chunk-tokens", "2", "--tokens", "1,2,3,4", "--tenant", "vllm",
+            "--adapter-name", "sql", "--adapter-id", "1"]
+
+    def run(*extra):
+        r = subprocess.run(base + list(extra), capture_output=True, text=True)
+        return r.returncode, (json.loads(r.stdout)["namespace_digest"] if r.returncode == 0 else r.stderr)
+
+    rc, got = run("--vllm-model", str(model), "--vllm-adapter", str(adapter))
+    assert rc == 0, got
+    fp, ad = _vllm_fingerprint(shards), _vllm_fingerprint([adapter / "adapter_model.bin"])
+    want = namespace_digest(Namespace(model_fingerprint=fp.hex().encode(), kv_dtype="bf16",
+                                      n_layers=30, n_kv_heads=3, head_dim=64, chunk_tokens=2,
+                                      adapter_name=b"sql", adapter_id=b"1", adapter_digest=ad,
+                                      tenant=b"vllm", codec_id=b"raw"))
+    assert got == want.hex()
+    # One weights file: its name enters the digest too (unlike --model-file).
+    rc, one = run("--vllm-model", str(shards[1]), "--vllm-adapter", str(adapter))
+    assert rc == 0 and one != got
+    rc, plain = run("--model-file", str(shards[1]), "--vllm-adapter", str(adapter))
+    assert rc == 0 and plain != one
+    # Errors: no weights in the folder, no such path (exit 1); both model flags (exit 2).
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rc, err = run("--vllm-model", str(empty))
+    assert rc == 1 and "no weights files" in err
+    rc, err = run("--vllm-model", str(tmp_path / "none"))
+    assert rc == 1 and "neither a file nor a folder" in err
+    rc, _ = run("--vllm-model", str(model), "--model-file", str(shards[0]))
+    assert rc == 2
+    rc, _ = run("--vllm-adapter", str(adapter), "--adapter-digest", "x")
+    assert rc == 2
+
+
 @pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
 def test_keys_command_rejects_bad_input():
     r = subprocess.run([KVSTASH, "keys", "--tokens", "1,2", "--model-fingerprint", "abc"],

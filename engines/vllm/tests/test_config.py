@@ -1,14 +1,19 @@
 """kv_connector_extra_config parsing (kvstash_vllm.config): defaults, types, refusals;
-the client options reach the connector's kvstash.Client (a real kvstash-server)."""
+the client options reach the connector's kvstash.Client (a real kvstash-server); the
+`kvstash keys` CLI reproduces the connector's namespace."""
+import json
 import os
 import socket
+import subprocess
+import types
 
 import kvstash
 import pytest
 
-from harness import Server
+from harness import ROOT, Server
 from kvstash_vllm.config import ConfigError, ConnectorConfig
 from kvstash_vllm.connector import _make_client
+from kvstash_vllm.namespace import CodecCache, NamespaceKey, adapter_of, weights_fingerprint
 
 
 def test_defaults_and_chunk_size():
@@ -89,3 +94,30 @@ def test_failover_options_reach_the_client(logdir):
                 c.lookup(chain)
     finally:
         server.stop()
+
+
+def test_kvstash_keys_reproduces_the_connectors_namespace(tmp_path):
+    """`kvstash keys --vllm-model DIR --vllm-adapter DIR` computes the namespace digest the
+    connector keys a request with (so an operator can check why nothing hits)."""
+    cli = os.path.join(ROOT, "build", "kvstash")
+    if not os.access(cli, os.X_OK):
+        pytest.skip("build/kvstash not built")
+    model, lora = tmp_path / "model", tmp_path / "lora"
+    model.mkdir()
+    lora.mkdir()
+    for i in (1, 2):
+        (model / f"model-0000{i}-of-00002.safetensors").write_bytes(bytes([i]) * 4096)
+    (model / "config.json").write_text("{}")
+    (lora / "adapter_model.safetensors").write_bytes(b"lora" * 100)
+    cfg = ConnectorConfig.from_extra_config({"tenant": "acme"})
+    name, lid, digest = adapter_of(types.SimpleNamespace(lora_name="sql", lora_int_id=3,
+                                                         lora_path=str(lora)))
+    cache = CodecCache.shared(cfg, 30, 3, 64, "bf16", weights_fingerprint(str(model)), 64, 1, 2)
+    codec = cache.get(NamespaceKey(cache_salt="s1", adapter_name=name, adapter_id=lid,
+                                   adapter_digest=digest))
+    out = subprocess.run(
+        [cli, "keys", "--vllm-model", str(model), "--vllm-adapter", str(lora), "--adapter-name", "sql",
+         "--adapter-id", "3", "--cache-salt", "s1", "--tenant", "acme", "--chunk-tokens", "64",
+         "--tp-rank", "1", "--tp-size", "2", "--tokens", "1"],
+        check=True, capture_output=True, text=True).stdout
+    assert json.loads(out)["namespace_digest"] == codec.namespace_digest.hex()
