@@ -97,22 +97,16 @@ int Run(const KeysOptions& o) {
     return 2;
   }
   spec.model_fingerprint = *fp;
-  if (!o.model_file.empty()) {
+  if (!o.model_file.empty() || !o.vllm_model.empty()) {
     // PrefixCodec (the engines, the Python package) stores the lowercase hex of the
-    // weights file's SHA-256 as the field's text (docs/format/keys.md).
-    auto digest = Sha256File(o.model_file);
+    // weights digest as the field's text (docs/format/keys.md): the file's SHA-256 for
+    // its single-file callers, the folder fingerprint for the vLLM connector (which
+    // passes bytes.fromhex(fingerprint) to PrefixCodecOptions).
+    const bool vllm = !o.vllm_model.empty();
+    auto digest = vllm ? VllmWeightsFingerprint(o.vllm_model) : Sha256File(o.model_file);
     if (!digest.ok()) {
-      std::cerr << "kvstash keys: --model-file: " << digest.status().ToString() << "\n";
-      return 1;
-    }
-    spec.model_fingerprint = ToHex(*digest);
-  }
-  if (!o.vllm_model.empty()) {
-    // The connector passes bytes.fromhex(fingerprint) to PrefixCodecOptions, whose field
-    // is the hex text again.
-    auto digest = VllmWeightsFingerprint(o.vllm_model);
-    if (!digest.ok()) {
-      std::cerr << "kvstash keys: --vllm-model: " << digest.status().ToString() << "\n";
+      std::cerr << "kvstash keys: " << (vllm ? "--vllm-model: " : "--model-file: ")
+                << digest.status().ToString() << "\n";
       return 1;
     }
     spec.model_fingerprint = ToHex(*digest);
