@@ -9,7 +9,9 @@ void ClientFlags::Add(CLI::App* cmd) {
   cmd->add_option("--tenant", tenant, "Tenant name")->capture_default_str();
   cmd->add_option("--credential", credential,
                   "Tenant credential (default: $KVSTASH_CREDENTIAL)");
-  cmd->add_option("--deadline-ms", deadline_ms, "Per-call deadline")->capture_default_str();
+  cmd->add_option("--deadline-ms", deadline_ms, "Per-call deadline, 1 .. 3600000 ms")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 3600000));
   cmd->add_flag("--tls", tls.enabled, "Speak TLS to the servers (their config `tls`)");
   auto* ca = cmd->add_option("--tls-ca", tls.ca_file,
                   "PEM file of the CA that signed the servers' certificates (implies --tls; "

@@ -75,7 +75,7 @@ Result<Digest256> VllmWeightsFingerprint(const std::string& path) {
       }
       if (!files.empty()) break;
     }
-    if (files.empty()) return Status::NotFound("no weights files (*.safetensors, *.bin, *.gguf) in " + path);
+    if (files.empty()) return Status::NotFound("no weights files (*.safetensors, else *.bin / *.pt / *.pth, else *.gguf) in " + path);
   } else {
     return Status::NotFound(path + " is neither a file nor a folder");
   }
@@ -203,6 +203,7 @@ const bool kRegistered = RegisterCommand(
                                          "vLLM connector computes (SHA-256 over each weights file's name, a NUL "
                                          "and its bytes, in name order: *.safetensors, else *.bin/*.pt/*.pth, "
                                          "else *.gguf)")
+                             ->check(CLI::ExistingPath)
                              ->excludes(file);
       cmd->add_option("--model-fingerprint", o->model_fingerprint_hex,
                       "The field's raw bytes, hex-encoded (for another implementation's value; the "
@@ -224,6 +225,7 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--vllm-adapter", o->vllm_adapter,
                       "LoRA adapter folder as given to vLLM (lora_path): the adapter digest the vLLM "
                       "connector writes (its weights fingerprint's 32 raw bytes)")
+          ->check(CLI::ExistingPath)
           ->excludes(adapter_digest);
       cmd->add_option("--cache-salt", o->cache_salt, "Cache salt");
       cmd->add_option("--tenant", o->tenant, "Tenant");

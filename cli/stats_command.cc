@@ -1,5 +1,6 @@
-// `kvstash stats`: prints the statistics document (the /v1/stats JSON) of one server, or of
-// several as one JSON object keyed by host:port.
+// `kvstash stats`: prints the tenant's statistics document (the STATS reply: this
+// tenant's traffic only, docs/protocol.md §8) of one server, or of several as one JSON
+// object keyed by host:port.
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -13,7 +14,7 @@ struct StatsCmdOptions {
   ClientFlags client;
 };
 
-// One server: its /v1/stats document. Several: one JSON object keyed by each server's
+// One server: its STATS document. Several: one JSON object keyed by each server's
 // host:port as given (a server that fails is left out, its error on stderr, exit 1), so
 // the output is always one JSON document.
 int Run(const StatsCmdOptions& o) {
@@ -43,8 +44,9 @@ int Run(const StatsCmdOptions& o) {
 
 const bool kRegistered = RegisterCommand(
     "stats",
-    "Print the statistics of kvstash servers: one server's /v1/stats document, or for several "
-    "--server one JSON object keyed by host:port", [](CLI::App* cmd) {
+    "Print this tenant's statistics (STATS: its own traffic; the server-wide document is "
+    "the HTTP port's /v1/stats): one server's document, or for several --server one JSON "
+    "object keyed by host:port", [](CLI::App* cmd) {
       auto o = std::make_shared<StatsCmdOptions>();
       o->client.Add(cmd);
       return [o] { return Run(*o); };

@@ -90,6 +90,10 @@ Status ServerConfig::Validate() const {
                                    " bytes; at most 255 (the HELLO reply carries it with a "
                                    "one-byte length)");
   }
+  // It appears in JSON (STATS, /v1/stats) and Prometheus labels, like tenant names.
+  if (!IsPrintableUtf8(server_id)) {
+    return Status::InvalidArgument("server_id must be UTF-8 without control characters");
+  }
   std::set<std::string> names;
   for (const TenantConfig& t : tenants) {
     if (t.name.empty() || t.name.size() > 255) {

@@ -194,7 +194,10 @@ Result<std::vector<uint8_t>> RequestHandler::Dispatch(const std::string& tenant,
     case Opcode::kPin: return DoPin(tenant, f);
     case Opcode::kStats: {
       KVSTASH_RETURN_IF_ERROR(protocol::StatsRequest::Decode(f.header.flags, f.body).status());
-      return Body(protocol::StatsReply{TenantStatsJson(tenant).dump()});
+      // Never throws on a string that is not UTF-8 (U+FFFD instead): an exception
+      // here would end the worker thread, and with it the process.
+      return Body(protocol::StatsReply{
+          TenantStatsJson(tenant).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)});
     }
     case Opcode::kPing: break;
   }

@@ -110,10 +110,12 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
     t->reserve_bytes_ = std::max<uint64_t>(t->reserve_bytes_, f.options.write_buffer_size);
   }
   // RocksDB lists the directory before it creates it and logs a missing one as an error
-  // line on every first open; create it first (its parent must exist, as before). A
-  // failure here (read-only file system, no parent) is reported by the open below.
+  // line on every first open: create it first (not its parents, as RocksDB does not).
   rocksdb::Env* dir_env = o.env ? o.env.get() : rocksdb::Env::Default();
-  (void)dir_env->CreateDirIfMissing(o.path);
+  if (rocksdb::Status made = dir_env->CreateDirIfMissing(o.path); !made.ok()) {
+    return FromRocks(made, "cannot create the RocksDB directory " + o.path +
+                               " (its parent folder must exist and be writable)");
+  }
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_opts, o.path, families, &t->handles_, &db);
   t->read_only_filesystem_ = !s.ok() && FileSystemIsReadOnly(o.path);

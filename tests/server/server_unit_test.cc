@@ -104,6 +104,12 @@ TEST(ConfigTest, RejectsTyposAndBadValues) {
   ASSERT_OK(c.Validate());
   c.tenants = {{"a", "x", ""}};
   ASSERT_OK(c.Validate());
+  for (const char* bad : {"bad\xff\xfeid", "ctl\nid"}) {
+    c.server_id = bad;
+    EXPECT_STATUS(c.Validate(), kInvalidArgument) << bad;  // STATS aborted the server on it
+  }
+  c.server_id = "n\xc3\xa9-1";
+  ASSERT_OK(c.Validate());
   c.history_points = 0;
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // history needs a point
   c.history_points = 720;
@@ -720,6 +726,16 @@ TEST_F(HandlerTest, GetDecodedAndStateAndPin) {
   auto [ls, lbody] = Call("a", Opcode::kLookup, lr);
   ASSERT_OK(ls);
   EXPECT_EQ(protocol::LookupReply::Decode(0, lbody).value().matched_chunks, 1u);
+}
+
+// A server_id that is not UTF-8 (Validate refuses one since; a handler built without
+// it) made STATS throw nlohmann's type_error 316 on a worker thread: the server aborted.
+TEST_F(HandlerTest, StatsReplyNeverThrowsOnBytesThatAreNotUtf8) {
+  RequestHandler odd(&store_, &tenants_, &metrics_, HandlerLimits{"bad\xff\xfeid", 1u << 20, 16});
+  std::vector<uint8_t> out = odd.Handle("a", Request(Opcode::kStats, protocol::StatsRequest{})).Flatten();
+  ASSERT_GT(out.size(), 32u);
+  auto j = nlohmann::json::parse(std::string(out.begin() + 32, out.end()));
+  EXPECT_EQ(j["server_id"], "bad\xef\xbf\xbd\xef\xbf\xbdid");  // each bad byte as U+FFFD
 }
 
 TEST_F(HandlerTest, StatsReplyShowsTheTenantsOwnTrafficOnly) {

@@ -573,8 +573,14 @@ TEST(StoreDisk, AFirstOpenLogsNoError) {
     ro.path = dir.path() + "/t1";
     ASSERT_OK(RocksTier::Open(ro).status());
   }
+  // A missing parent: a clear error, still no RocksDB error line.
+  RocksTierOptions orphan;
+  orphan.path = dir.path() + "/no/such/parent/t1";
+  const Status s = RocksTier::Open(orphan).status();
   Logger().sinks().pop_back();
   EXPECT_EQ(lines->last_formatted(), std::vector<std::string>{});
+  EXPECT_STATUS(s, kIOError);
+  EXPECT_NE(s.message().find("its parent folder must exist"), std::string::npos) << s.message();
 }
 
 TEST(StoreDisk, SnapshotReadReturnsOldBytesAfterDelete) {

@@ -106,13 +106,16 @@ def test_keys_command_vllm_model_and_adapter_are_the_connectors_fields(tmp_path)
     assert rc == 0 and one != got
     rc, plain = run("--model-file", str(shards[1]), "--vllm-adapter", str(adapter))
     assert rc == 0 and plain != one
-    # Errors: no weights in the folder, no such path (exit 1); both model flags (exit 2).
+    # Errors: no weights in the folder (exit 1); no such path, an empty path (an unset
+    # $MODEL: it was ignored), both model flags (usage, exit 2).
     empty = tmp_path / "empty"
     empty.mkdir()
     rc, err = run("--vllm-model", str(empty))
     assert rc == 1 and "no weights files" in err
-    rc, err = run("--vllm-model", str(tmp_path / "none"))
-    assert rc == 1 and "neither a file nor a folder" in err
+    for flag in ("--vllm-model", "--vllm-adapter"):
+        for path in (str(tmp_path / "none"), ""):
+            rc, err = run(flag, path)
+            assert rc == 2 and flag in err, (flag, path, err)
     rc, _ = run("--vllm-model", str(model), "--model-file", str(shards[0]))
     assert rc == 2
     rc, _ = run("--vllm-adapter", str(adapter), "--adapter-digest", "x")
@@ -159,6 +162,16 @@ def test_keys_command_every_namespace_field_and_extra_keys():
     assert r.returncode == 2 and "CHUNK below 3" in r.stderr
     r = subprocess.run(args + ["--extra-key", "nocolon"], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+@pytest.mark.parametrize("deadline", ["0", "-5", "3600001"])
+def test_client_commands_refuse_a_deadline_outside_1ms_to_1h(deadline):
+    """--deadline-ms 0 was accepted and failed every call at once with a message that
+    blamed the server."""
+    r = subprocess.run([KVSTASH, "stats", "--server", "127.0.0.1:1", "--deadline-ms", deadline],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "--deadline-ms" in r.stderr, (r.returncode, r.stderr)
 
 
 @pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
