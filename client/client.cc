@@ -310,7 +310,9 @@ Status Client::Ping(size_t server_index, const CallOptions& call) {
 
 Result<uint32_t> Client::MaxFrameBytes(size_t server_index, const CallOptions& call) {
   // A PING goes through a connection that has done HELLO, so one is ready after it.
-  KVSTASH_RETURN_IF_ERROR(Ping(server_index, call));
+  if (Status s = Ping(server_index, call); !s.ok()) {
+    return s.WithContext("reaching the server for its max_frame_bytes");
+  }
   const uint32_t max = impl_->ReadyMaxFrame(server_index);
   if (max == 0) return Status::Unavailable("no connection to the server is ready");
   return max;

@@ -5,6 +5,8 @@
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+
 namespace kvstash {
 
 using namespace client_detail;  // Call, Conn: this file's own types
@@ -157,14 +159,20 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
   Status hello_status = Status::Ok();
   bool have_hello = false;
   size_t hello_bytes = 0;  // bytes of the HELLO reply received
+  std::string hello_head;  // its first 5 bytes ("HTTP/" from an HTTP port)
   while (!ec && !have_hello) {
     size_t n = co_await t->ReadSome(asio::buffer(buf), ec);
     if (ec) break;
     hello_bytes += n;
+    hello_head.append(reinterpret_cast<const char*>(buf.data()), std::min<size_t>(n, 5 - hello_head.size()));
     size_t used = 0;
     auto o = c->parser.Feed(std::span<const uint8_t>(buf.data(), n), &used);
     if (o == protocol::FrameParser::Outcome::kBad) {
       hello_status = c->parser.error().WithContext("HELLO reply");
+      if (hello_head == "HTTP/") {
+        hello_status = hello_status.WithContext(
+            "the port answered in HTTP: it is a kvstash HTTP port (/metrics), not the protocol port");
+      }
       have_hello = true;
       break;
     }

@@ -567,6 +567,22 @@ TEST_F(LoopbackTest, ADeadlineSpentConnectingSaysSo) {
       << s.message();
 }
 
+TEST_F(LoopbackTest, AClientOnTheHttpPortIsToldSo) {
+  StartServer();
+  ClientOptions o;
+  o.servers = {"127.0.0.1:" + std::to_string(server_->http_port())};
+  o.tenant = "a";
+  o.credential = "pa";
+  o.max_attempts = 1;
+  auto c = Client::Create(o).value();
+  const Result<uint32_t> max = c->MaxFrameBytes(0);
+  EXPECT_STATUS(max, kCorruption);
+  EXPECT_NE(max.status().message().find("reaching the server for its max_frame_bytes: the port "
+                                        "answered in HTTP: it is a kvstash HTTP port"),
+            std::string::npos)
+      << max.status().message();
+}
+
 TEST_F(LoopbackTest, ADeadServersChainsFailOverAsMissesWithinTheDeadline) {
   // Two servers, the first of which is dead (nothing listens on its port): the chains it
   // owns are misses on the second, not errors, and then live there.
