@@ -15,8 +15,8 @@ struct StatsCmdOptions {
 };
 
 // One server: its STATS document. Several: one JSON object keyed by each server's
-// host:port as given (a server that fails is left out, its error on stderr, exit 1), so
-// the output is always one JSON document.
+// host:port as given, in that order (a server that fails is left out, its error on
+// stderr, exit 1), so the output is always one JSON document.
 int Run(const StatsCmdOptions& o) {
   auto client = o.client.Connect();
   if (!client.ok()) {
@@ -24,7 +24,7 @@ int Run(const StatsCmdOptions& o) {
     return 2;
   }
   int rc = 0;
-  nlohmann::json by_server = nlohmann::json::object();
+  nlohmann::ordered_json by_server = nlohmann::ordered_json::object();  // in --server order
   for (size_t i = 0; i < o.client.servers.size(); ++i) {
     auto r = (*client)->Stats(i);
     if (!r.ok()) {

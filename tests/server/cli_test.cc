@@ -119,6 +119,8 @@ TEST_F(CliTest, StatsOfSeveralServersIsOneJsonDocument) {
   const nlohmann::json doc = nlohmann::json::parse(out, nullptr, /*allow_exceptions=*/false);
   ASSERT_TRUE(doc.is_object()) << out;
   ASSERT_EQ(doc.size(), 2u) << out;
+  EXPECT_LT(out.find("\"" + server_.address() + "\""), out.find("\"" + second.address() + "\""))
+      << out;  // in --server order
   EXPECT_EQ(doc[second.address()]["server_id"], "second") << out;
   EXPECT_TRUE(doc[server_.address()].contains("server_id")) << out;
   // One server: its document itself.
