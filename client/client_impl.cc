@@ -22,6 +22,11 @@ void LogFailure(const char* what, std::exception_ptr e) {
   }
 }
 
+// "host:port" as the user writes it: an IPv6 literal in brackets ("[::1]:7470").
+std::string HostPort(const std::string& host, const std::string& port) {
+  return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
+}
+
 }  // namespace
 
 namespace client_detail {
@@ -197,8 +202,9 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
       failure = "the server closed the connection without a HELLO reply (if its port speaks "
                 "TLS, connect with TLS: ClientOptions::tls, kvstash --tls)";
     }
-    on_ready(c, gen, *timed_out ? Status::Unavailable("connect to " + host + ":" + port + " timed out")
-                                : Status::Unavailable("connect to " + host + ":" + port + ": " +
+    const std::string where = "connect to " + HostPort(host, port);
+    on_ready(c, gen, *timed_out ? Status::Unavailable(where + " timed out")
+                                : Status::Unavailable(where + ": " +
                                                       (failure.empty() ? "" : failure + ": ") +
                                                       ec.message()));
     co_return;
@@ -371,7 +377,7 @@ void Client::Impl::Start(std::vector<size_t> order, Opcode op, uint16_t flags,
                         std::to_string(c->attempt) + " attempt(s)";
       if (c->conn != nullptr && c->conn->state == Conn::State::kConnecting) {
         const Endpoint& e = endpoints_[c->server];
-        msg += " while connecting to " + e.host + ":" + e.port +
+        msg += " while connecting to " + HostPort(e.host, e.port) +
                " (no HELLO reply yet: the server is unreachable, overloaded or not a kvstash "
                "protocol port)";
       }

@@ -872,6 +872,17 @@ TEST_F(LoopbackTest, TlsClientOnAPlainPortIsToldSo) {
   ASSERT_OK(MakeClient("a", "pa", 1)->Ping(0));  // the server goes on serving plain clients
 }
 
+TEST(ClientOptionsTest, AnIpv6ServerIsNamedInBracketsInErrors) {
+  ClientOptions o;
+  o.servers = {"[::1]:1"};  // nothing listens on port 1 (or no IPv6: unreachable)
+  o.tenant = "a";
+  o.max_attempts = 1;
+  auto c = Client::Create(o).value();
+  const Status s = c->Ping(0);
+  EXPECT_STATUS(s, kUnavailable);
+  EXPECT_NE(s.message().find("connect to [::1]:1"), std::string::npos) << s.message();  // was ::1:1
+}
+
 TEST(ClientOptionsTest, ServerAddressesAreValidated) {
   for (const char* bad : {"127.0.0.1:99999", "h:0", "h:65536", "h:12a", "h:", ":80", "h",
                           "[::1:7470", "h:-1", "h:1234567"}) {
