@@ -62,6 +62,15 @@ class LoopbackTest : public ::testing::Test {
     server_ = std::move(s).value();
     ASSERT_OK(server_->Start());
   }
+  // Tenant a on 127.0.0.1:`port`, one attempt per call (for errors that must not retry).
+  static ClientOptions OneAttempt(uint16_t port) {
+    ClientOptions o;
+    o.servers = {"127.0.0.1:" + std::to_string(port)};
+    o.tenant = "a";
+    o.credential = "pa";
+    o.max_attempts = 1;
+    return o;
+  }
   std::unique_ptr<Client> MakeClient(const std::string& tenant, const std::string& cred,
                                      uint32_t conns = 2) {
     ClientOptions o;
@@ -569,12 +578,7 @@ TEST_F(LoopbackTest, ADeadlineSpentConnectingSaysSo) {
 
 TEST_F(LoopbackTest, AClientOnTheHttpPortIsToldSo) {
   StartServer();
-  ClientOptions o;
-  o.servers = {"127.0.0.1:" + std::to_string(server_->http_port())};
-  o.tenant = "a";
-  o.credential = "pa";
-  o.max_attempts = 1;
-  auto c = Client::Create(o).value();
+  auto c = Client::Create(OneAttempt(server_->http_port())).value();
   const Result<uint32_t> max = c->MaxFrameBytes(0);
   EXPECT_STATUS(max, kCorruption);
   EXPECT_NE(max.status().message().find("reaching the server for its max_frame_bytes: the port "
@@ -859,11 +863,7 @@ TEST_F(LoopbackTest, ClientSpeaksTlsAndVerifiesTheServer) {
 
 TEST_F(LoopbackTest, TlsClientOnAPlainPortIsToldSo) {
   StartServer();
-  ClientOptions o;
-  o.servers = {"127.0.0.1:" + std::to_string(server_->port())};
-  o.tenant = "a";
-  o.credential = "pa";
-  o.max_attempts = 1;
+  ClientOptions o = OneAttempt(server_->port());
   o.tls = {.enabled = true, .verify_peer = false};
   auto c = Client::Create(o).value();
   const Status s = c->Ping(0);
