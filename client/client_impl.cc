@@ -163,12 +163,10 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
   std::vector<uint8_t> buf(256 * 1024);
   Status hello_status = Status::Ok();
   bool have_hello = false;
-  size_t hello_bytes = 0;  // bytes of the HELLO reply received
-  std::string hello_head;  // its first 5 bytes ("HTTP/" from an HTTP port)
+  std::string hello_head;  // the HELLO reply's first 5 bytes ("HTTP/" from an HTTP port)
   while (!ec && !have_hello) {
     size_t n = co_await t->ReadSome(asio::buffer(buf), ec);
     if (ec) break;
-    hello_bytes += n;
     hello_head.append(reinterpret_cast<const char*>(buf.data()), std::min<size_t>(n, 5 - hello_head.size()));
     size_t used = 0;
     auto o = c->parser.Feed(std::span<const uint8_t>(buf.data(), n), &used);
@@ -198,7 +196,7 @@ asio::awaitable<void> ConnectAndServe(Conn* c, std::shared_ptr<Transport> t, uin
   if (c->generation != gen) co_return;
   if (!have_hello) {
     // A TLS port closes a plain connection without a byte when the handshake fails.
-    if (failure.empty() && ec == asio::error::eof && hello_bytes == 0 && !t->tls) {
+    if (failure.empty() && ec == asio::error::eof && hello_head.empty() && !t->tls) {
       failure = "the server closed the connection without a HELLO reply (if its port speaks "
                 "TLS, connect with TLS: ClientOptions::tls, kvstash --tls)";
     }

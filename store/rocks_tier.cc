@@ -111,8 +111,8 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
   }
   // RocksDB lists the directory before it creates it and logs a missing one as an error
   // line on every first open: create it first (not its parents, as RocksDB does not).
-  rocksdb::Env* dir_env = o.env ? o.env.get() : rocksdb::Env::Default();
-  if (rocksdb::Status made = dir_env->CreateDirIfMissing(o.path); !made.ok()) {
+  rocksdb::Env* env = o.env ? o.env.get() : rocksdb::Env::Default();
+  if (rocksdb::Status made = env->CreateDirIfMissing(o.path); !made.ok()) {
     return FromRocks(made, "cannot create the RocksDB directory " + o.path +
                                " (its parent folder must exist and be writable)");
   }
@@ -129,7 +129,6 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
       // fcntl lock, which a read-write open by another process or this one then fails
       // to take), so no writer can change the database under the reads this tier
       // serves. (On a read-only file system no process can write, nor open LOCK.)
-      rocksdb::Env* env = o.env ? o.env.get() : rocksdb::Env::Default();
       rocksdb::Status lock = env->LockFile(o.path + "/LOCK", &t->read_only_lock_);
       if (!lock.ok()) {
         return FromRocks(lock, "opening RocksDB at " + o.path + ": another server or store has "
