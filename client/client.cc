@@ -55,6 +55,9 @@ Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& addres
       return Status::InvalidArgument("server address \"" + address + "\": bad [IPv6] literal");
     }
     host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {  // "::1:7470": which colon ends the host?
+    return Status::InvalidArgument("server address \"" + address +
+                                   "\": an IPv6 address needs brackets, [ADDRESS]:PORT");
   }
   const std::string port = address.substr(colon + 1);
   uint32_t value = 0;

@@ -114,7 +114,7 @@ Result<std::unique_ptr<RocksTier>> RocksTier::Open(const RocksTierOptions& o) {
   rocksdb::Env* env = o.env ? o.env.get() : rocksdb::Env::Default();
   if (rocksdb::Status made = env->CreateDirIfMissing(o.path); !made.ok()) {
     return FromRocks(made, "cannot create the RocksDB directory " + o.path +
-                               " (its parent folder must exist and be writable)");
+                               " (it must be a folder, or a missing one whose parent folder exists and is writable)");
   }
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_opts, o.path, families, &t->handles_, &db);

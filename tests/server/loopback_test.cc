@@ -885,7 +885,7 @@ TEST(ClientOptionsTest, AnIpv6ServerIsNamedInBracketsInErrors) {
 
 TEST(ClientOptionsTest, ServerAddressesAreValidated) {
   for (const char* bad : {"127.0.0.1:99999", "h:0", "h:65536", "h:12a", "h:", ":80", "h",
-                          "[::1:7470", "h:-1", "h:1234567"}) {
+                          "[::1:7470", "h:-1", "h:1234567", "::1", "::1:7470", "fe80::1:80"}) {
     ClientOptions o;
     o.servers = {bad};
     o.tenant = "a";

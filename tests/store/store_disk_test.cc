@@ -580,7 +580,14 @@ TEST(StoreDisk, AFirstOpenLogsNoError) {
   Logger().sinks().pop_back();
   EXPECT_EQ(lines->last_formatted(), std::vector<std::string>{});
   EXPECT_STATUS(s, kIOError);
-  EXPECT_NE(s.message().find("its parent folder must exist"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("whose parent folder exists"), std::string::npos) << s.message();
+  // A file where the folder should be: the message says it must be a folder.
+  RocksTierOptions file;
+  file.path = dir.path() + "/a-file";
+  std::ofstream(file.path) << "x";
+  const Status f = RocksTier::Open(file).status();
+  EXPECT_STATUS(f, kIOError);
+  EXPECT_NE(f.message().find("it must be a folder"), std::string::npos) << f.message();
 }
 
 TEST(StoreDisk, SnapshotReadReturnsOldBytesAfterDelete) {

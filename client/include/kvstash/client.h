@@ -253,7 +253,8 @@ class Client {
 };
 
 // Splits "host:port" / "[v6]:port" into host and port. Errors: InvalidArgument when the
-// form is wrong or the port is not a decimal number in 1..65535.
+// form is wrong (an IPv6 address without brackets included: "::1:7470" is ambiguous) or
+// the port is not a decimal number in 1..65535.
 Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& address);
 
 // Rendezvous choice among `servers` for `key` (exposed for tests and other clients).
