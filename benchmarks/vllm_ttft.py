@@ -60,12 +60,12 @@ def runtime_kv_ratio(prompt, chunk_tokens, artifact, n_chunks):
     """bf16 bytes / spec payload bytes when the same chunks are coded from OUR runtime's KV
     (kvstash.ReferenceModel: fp32 prefill rounded to bf16) instead of vLLM's."""
     import kvstash
-    from kvstash_vllm.namespace import weights_fingerprint
+    from kvstash_vllm.namespace import model_fingerprint
     from harness import MODEL
     ref = kvstash.ReferenceModel.load(GGUF, threads=1)
     tokens = prompt[: n_chunks * chunk_tokens]
     kv = ref.prefill_kv(tokens, "bf16")                       # [L, 2, T, H, D] uint16
-    opts = kvstash.PrefixCodecOptions(model_fingerprint=bytes.fromhex(weights_fingerprint(MODEL)),
+    opts = kvstash.PrefixCodecOptions(model_fingerprint=bytes.fromhex(model_fingerprint(MODEL)),
                                       chunk_tokens=chunk_tokens, tenant="bench", kv_dtype="bf16")
     codec = kvstash.PrefixCodec.spec(GGUF, artifact, opts, threads=1)
     keys = [k for k in codec.chain_keys(tokens) if not k.partial]

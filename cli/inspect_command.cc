@@ -69,6 +69,10 @@ int Run(const std::string& path) {
     j["token_offset"] = h.token_offset;
     j["artifact_digest"] = ToHex(h.artifact_digest);
     j["model_fingerprint"] = ToHex(h.model_fingerprint);
+    // The key a stored payload is bound to (format version 2); null for a codec's
+    // unbound (version 1) payload.
+    j["format_version"] = h.chunk_key ? kPayloadVersion : kPayloadVersionUnbound;
+    j["chunk_key"] = h.chunk_key ? nlohmann::json(ToHex(*h.chunk_key)) : nlohmann::json(nullptr);
     j["content_checksum"] = h.content_checksum;
     j["body_bytes"] = h.body_bytes;
     const double raw = static_cast<double>(h.layout.DataBytes(h.tokens));

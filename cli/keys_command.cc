@@ -2,6 +2,7 @@
 // (docs/format/keys.md), for checking another implementation against ours.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -21,6 +22,8 @@ struct KeysOptions {
   std::string model_file;  // --model-file: the fingerprint as kvstash's producers write it
   std::string vllm_model;    // --vllm-model: the fingerprint as the vLLM connector writes it
   std::string vllm_adapter;  // --vllm-adapter: the adapter digest as the vLLM connector writes it
+  std::string vllm_hf_overrides;  // --vllm-hf-overrides: JSON object of the engine's hf_overrides
+  bool vllm_hf_overrides_given = false;
   std::string dtype = "bf16";
   uint32_t layers = 30, kv_heads = 3, head_dim = 64, chunk_tokens = 256;
   uint32_t tp_rank = 0, tp_size = 1;
@@ -46,15 +49,152 @@ Result<std::string> Unhex(const std::string& h) {
   return out;
 }
 
-// The vLLM connector's weights fingerprint (engines/vllm/kvstash_vllm/namespace.py,
-// weights_fingerprint): SHA-256 over each weights file's base name, a NUL and its bytes,
-// in name order. A file path is that one file; a folder's weights files are its
-// *.safetensors, else its *.bin / *.pt / *.pth, else its *.gguf.
+// Python's repr() of a finite double, which json.dumps writes: the shortest digits that
+// round-trip (std::to_chars, like Python's dtoa mode 0), fixed notation with at least one
+// decimal ("10000.0", "0.0001") when the decimal point position decpt (value =
+// 0.DIGITS x 10^decpt) is in (-4, 16], else "D[.DDD]e[+-]XX" with at least 2 exponent
+// digits ("1e-05", "1.5e+16").
+std::string PythonFloatRepr(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  std::string s(buf, r.ptr);  // e.g. "-1.2345e+17", "1e-05", "0e+00"
+  std::string out;
+  if (s[0] == '-') {
+    out = "-";
+    s.erase(0, 1);
+  }
+  const size_t e = s.find('e');
+  std::string digits = s.substr(0, e);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  const int exp10 = std::stoi(s.substr(e + 1));
+  if (digits == "0") return out + "0.0";
+  const int decpt = exp10 + 1;
+  const int n = static_cast<int>(digits.size());
+  if (decpt > -4 && decpt <= 16) {
+    if (decpt <= 0) return out + "0." + std::string(-decpt, '0') + digits;
+    if (decpt >= n) return out + digits + std::string(decpt - n, '0') + ".0";
+    return out + digits.substr(0, decpt) + "." + digits.substr(decpt);
+  }
+  out += digits.substr(0, 1);
+  if (n > 1) out += "." + digits.substr(1);
+  const int x = decpt - 1;
+  out += x < 0 ? "e-" : "e+";
+  const std::string xd = std::to_string(x < 0 ? -x : x);
+  return out + (xd.size() < 2 ? "0" : "") + xd;
+}
+
+// Rejects number literals nlohmann would turn into a double although Python reads them
+// as integers: integer literals outside [-2^63, 2^64 - 1].
+struct IntegerRangeCheck : nlohmann::json_sax<nlohmann::json> {
+  std::string error;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t& s) override {
+    if (s.find_first_of(".eE") == std::string::npos) {
+      error = "integer " + s + " outside [-2^63, 2^64 - 1]";
+      return false;
+    }
+    return true;
+  }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
+    error = ex.what();
+    return false;
+  }
+};
+
+Status AppendCanonical(const nlohmann::json& j, std::string* out) {
+  using T = nlohmann::json::value_t;
+  switch (j.type()) {
+    case T::object: {
+      *out += '{';
+      bool first = true;
+      for (const auto& [k, v] : j.items()) {  // std::map: UTF-8 byte order = code point order
+        if (!first) *out += ',';
+        first = false;
+        *out += nlohmann::json(k).dump(-1, ' ', /*ensure_ascii=*/true);
+        *out += ':';
+        KVSTASH_RETURN_IF_ERROR(AppendCanonical(v, out));
+      }
+      *out += '}';
+      return Status::Ok();
+    }
+    case T::array: {
+      *out += '[';
+      for (size_t i = 0; i < j.size(); ++i) {
+        if (i) *out += ',';
+        KVSTASH_RETURN_IF_ERROR(AppendCanonical(j[i], out));
+      }
+      *out += ']';
+      return Status::Ok();
+    }
+    case T::number_float: {
+      const double v = j.get<double>();
+      if (!std::isfinite(v)) return Status::InvalidArgument("a number out of the double range");
+      *out += PythonFloatRepr(v);
+      return Status::Ok();
+    }
+    case T::null:
+    case T::boolean:
+    case T::number_integer:
+    case T::number_unsigned:
+    case T::string:
+      *out += j.dump(-1, ' ', /*ensure_ascii=*/true);
+      return Status::Ok();
+    default:
+      return Status::InvalidArgument("not a JSON value");
+  }
+}
+
+// The canonical form of a JSON object (the vLLM connector's canonical_json,
+// engines/vllm/kvstash_vllm/namespace.py): Python's json.dumps(json.loads(text),
+// sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False). Keys in
+// code point order, strings with every non-ASCII character as a lowercase \uXXXX escape
+// (surrogate pairs above U+FFFF), integers as decimals, floats as Python's repr.
+// Errors: InvalidArgument for text that is not JSON, not an object, an integer literal
+// outside [-2^63, 2^64 - 1] or a number beyond the double range (Python reads both
+// differently or refuses them).
+Result<std::string> CanonicalJsonObject(const std::string& text) {
+  IntegerRangeCheck check;
+  if (!nlohmann::json::sax_parse(text, &check)) {
+    return Status::InvalidArgument(check.error.empty() ? "not JSON" : check.error);
+  }
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::InvalidArgument(e.what());
+  }
+  if (!j.is_object()) return Status::InvalidArgument("expected a JSON object");
+  std::string out;
+  KVSTASH_RETURN_IF_ERROR(AppendCanonical(j, &out));
+  return out;
+}
+
+// The vLLM connector's model fingerprint (engines/vllm/kvstash_vllm/namespace.py,
+// model_fingerprint / adapter_fingerprint; docs/format/keys.md): SHA-256 over
+//   1. each weights file, in name order: its base name, a NUL, its bytes (a file path is
+//      that one file; a folder's weights files are its *.safetensors, else its *.bin /
+//      *.pt / *.pth, else its *.gguf);
+//   2. when `path` is a folder holding a file `config_name` (config.json for a model,
+//      adapter_config.json for a LoRA adapter): that name, a NUL, its bytes;
+//   3. when `overrides` (canonical hf_overrides JSON) is not empty: "hf_overrides", a
+//      NUL, overrides.
 // Errors: NotFound (no such path, no weights files in the folder), IOError (a read).
-Result<Digest256> VllmWeightsFingerprint(const std::string& path) {
+Result<Digest256> VllmFingerprint(const std::string& path, const std::string& config_name,
+                                  const std::string& overrides) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::vector<std::string> files;
+  std::string config;
   if (fs::is_regular_file(path, ec)) {
     files.push_back(path);
   } else if (fs::is_directory(path, ec)) {
@@ -76,14 +216,26 @@ Result<Digest256> VllmWeightsFingerprint(const std::string& path) {
       if (!files.empty()) break;
     }
     if (files.empty()) return Status::NotFound("no weights files (*.safetensors, else *.bin / *.pt / *.pth, else *.gguf) in " + path);
+    const fs::path c = fs::path(path) / config_name;
+    if (!config_name.empty() && fs::is_regular_file(c, ec)) config = c.string();
   } else {
     return Status::NotFound(path + " is neither a file nor a folder");
   }
   Sha256Stream h;
-  for (const std::string& f : files) {
-    const std::string name = fs::path(f).filename().string();
+  auto feed_name = [&h](const std::string& name) {
     h.Update({reinterpret_cast<const uint8_t*>(name.c_str()), name.size() + 1});  // with its NUL
+  };
+  for (const std::string& f : files) {
+    feed_name(fs::path(f).filename().string());
     KVSTASH_RETURN_IF_ERROR(h.UpdateFromFile(f));
+  }
+  if (!config.empty()) {
+    feed_name(config_name);
+    KVSTASH_RETURN_IF_ERROR(h.UpdateFromFile(config));
+  }
+  if (!overrides.empty()) {
+    feed_name("hf_overrides");
+    h.Update({reinterpret_cast<const uint8_t*>(overrides.data()), overrides.size()});
   }
   return h.Finish();
 }
@@ -103,7 +255,16 @@ int Run(const KeysOptions& o) {
     // its single-file callers, the folder fingerprint for the vLLM connector (which
     // passes bytes.fromhex(fingerprint) to PrefixCodecOptions).
     const bool vllm = !o.vllm_model.empty();
-    auto digest = vllm ? VllmWeightsFingerprint(o.vllm_model) : Sha256File(o.model_file);
+    std::string overrides;
+    if (o.vllm_hf_overrides_given) {
+      auto canon = CanonicalJsonObject(o.vllm_hf_overrides);
+      if (!canon.ok()) {
+        std::cerr << "kvstash keys: --vllm-hf-overrides: " << canon.status().ToString() << "\n";
+        return 2;
+      }
+      if (*canon != "{}") overrides = *canon;  // empty overrides do not enter the digest
+    }
+    auto digest = vllm ? VllmFingerprint(o.vllm_model, "config.json", overrides) : Sha256File(o.model_file);
     if (!digest.ok()) {
       std::cerr << "kvstash keys: " << (vllm ? "--vllm-model: " : "--model-file: ")
                 << digest.status().ToString() << "\n";
@@ -120,7 +281,7 @@ int Run(const KeysOptions& o) {
   spec.adapter_digest = o.adapter_digest;
   if (!o.vllm_adapter.empty()) {
     // The connector passes the adapter digest's 32 raw bytes (bytes.fromhex).
-    auto digest = VllmWeightsFingerprint(o.vllm_adapter);
+    auto digest = VllmFingerprint(o.vllm_adapter, "adapter_config.json", "");
     if (!digest.ok()) {
       std::cerr << "kvstash keys: --vllm-adapter: " << digest.status().ToString() << "\n";
       return 1;
@@ -202,9 +363,16 @@ const bool kRegistered = RegisterCommand(
                                          "Model folder or weights file as given to vLLM: the fingerprint the "
                                          "vLLM connector computes (SHA-256 over each weights file's name, a NUL "
                                          "and its bytes, in name order: *.safetensors, else *.bin/*.pt/*.pth, "
-                                         "else *.gguf)")
+                                         "else *.gguf; then \"config.json\", a NUL and its bytes when the folder "
+                                         "has one; then --vllm-hf-overrides; docs/format/keys.md)")
                              ->check(CLI::ExistingPath)
                              ->excludes(file);
+      auto* hf_overrides = cmd->add_option("--vllm-hf-overrides", o->vllm_hf_overrides,
+                      "The engine's hf_overrides as a JSON object (e.g. '{\"rope_theta\": 10000}'): "
+                      "entered into --vllm-model's fingerprint in the connector's canonical form "
+                      "(Python json.dumps(sort_keys=True, separators=(\",\", \":\")), floats as "
+                      "Python's repr); '{}' is no overrides")
+          ->needs(vllm_model);
       cmd->add_option("--model-fingerprint", o->model_fingerprint_hex,
                       "The field's raw bytes, hex-encoded (for another implementation's value; the "
                       "keys kvstash's own producers write need --model-file or --vllm-model, or the "
@@ -224,7 +392,8 @@ const bool kRegistered = RegisterCommand(
                                              "Digest of the LoRA adapter weights: the field's bytes, as text");
       cmd->add_option("--vllm-adapter", o->vllm_adapter,
                       "LoRA adapter folder as given to vLLM (lora_path): the adapter digest the vLLM "
-                      "connector writes (its weights fingerprint's 32 raw bytes)")
+                      "connector writes (the 32 raw bytes of the SHA-256 over its weights files as "
+                      "for --vllm-model, then \"adapter_config.json\", a NUL and its bytes when present)")
           ->check(CLI::ExistingPath)
           ->excludes(adapter_digest);
       cmd->add_option("--cache-salt", o->cache_salt, "Cache salt");
@@ -235,7 +404,10 @@ const bool kRegistered = RegisterCommand(
                       "Extra key of one chunk, CHUNK:KEY (multimodal or prompt-embedding digest; "
                       "repeatable)");
       cmd->add_flag("--partial", o->partial, "Also key a final partial chunk");
-      return [o] { return Run(*o); };
+      return [o, hf_overrides] {
+        o->vllm_hf_overrides_given = hf_overrides->count() > 0;
+        return Run(*o);
+      };
     });
 
 }  // namespace

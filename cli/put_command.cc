@@ -1,4 +1,6 @@
 // `kvstash put`: stores one chunk payload file (docs/format/payload.md) on a server.
+// A payload file that is not bound to a key yet (format version 1, as a codec writes
+// it) is bound to --key before it is sent; one bound to another key is refused.
 // The files' sizes are checked against the server's max_frame_bytes (from its HELLO)
 // before they are read, so a file the server would refuse is never loaded.
 #include <filesystem>
@@ -6,6 +8,7 @@
 
 #include "cli/client_flags.h"
 #include "cli/command_registry.h"
+#include "common/payload_format.h"
 
 namespace kvstash::cli {
 namespace {
@@ -18,8 +21,10 @@ struct PutOptions {
 };
 
 // PUT body bytes besides payload and state: key, has_parent, parent, codec, two
-// lengths, prefix_tokens (docs/protocol.md §5.3).
-constexpr uint64_t kPutOverheadBytes = 16 + 1 + 16 + 2 + 4 + 4 + 4;
+// lengths, prefix_tokens (docs/protocol.md §5.3), and the chunk key that binding a
+// version-1 payload adds to its header.
+constexpr uint64_t kPutOverheadBytes =
+    16 + 1 + 16 + 2 + 4 + 4 + 4 + (kPayloadHeaderBytes - kPayloadHeaderBytesUnbound);
 
 int Fail(const Status& s, int code) {
   std::cerr << "kvstash put: " << s.ToString() << "\n";
@@ -71,7 +76,9 @@ int Run(const PutOptions& o) {
   }
   auto payload = ReadFileBytes(o.payload_file);
   if (!payload.ok()) return Fail(payload.status(), 2);
-  p.payload = std::move(payload).value();
+  auto bound = BindPayloadToKey(*payload, p.key);
+  if (!bound.ok()) return Fail(bound.status().WithContext(o.payload_file), 2);
+  p.payload = std::move(bound).value();
   if (!o.state_file.empty()) {
     auto st = ReadFileBytes(o.state_file);
     if (!st.ok()) return Fail(st.status(), 2);
@@ -96,7 +103,9 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--key", o->key, "Stored chunk key (32 hex digits)")->required();
       cmd->add_option("--route", o->route, "First chunk key of the prefix (default: --key)");
       cmd->add_option("--parent", o->parent, "Previous chunk key of the prefix");
-      cmd->add_option("--payload", o->payload_file, "Chunk payload file")->required();
+      cmd->add_option("--payload", o->payload_file,
+                      "Chunk payload file (an unbound, version-1 payload is bound to --key)")
+          ->required();
       cmd->add_option("--state", o->state_file, "Recurrent-state record file");
       CLI::Option* raw = cmd->add_flag("--raw-kv", o->raw_kv,
                                        "Payload is raw KV (codec 0) for the server to encode");

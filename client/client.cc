@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "client/client_impl.h"
+#include "common/payload_format.h"
 
 namespace kvstash {
 
@@ -78,6 +79,12 @@ Result<std::pair<std::string, uint16_t>> SplitHostPort(const std::string& addres
 // ---------------------------------------------------------------- typed calls
 namespace {
 
+// True when `payload` has a well-formed header that is bound to no key (version 1).
+bool IsUnbound(std::span<const uint8_t> payload) {
+  auto h = ParsePayloadHeader(payload);
+  return h.ok() && !h->chunk_key;
+}
+
 template <typename T>
 Result<T> DecodeReply(Result<Frame> r) {
   if (!r.ok()) return r.status();
@@ -150,6 +157,14 @@ void Client::PutWithResultAsync(PutChunk chunk, std::function<void(Result<PutRes
     done(Status::InvalidArgument("Put without a payload"));
     return;
   }
+  // A payload carries the key it is stored under (format version 2): one a codec wrote
+  // unbound is bound to chunk.key here. Anything else goes as it is, and the server
+  // refuses a payload bound to another key or malformed.
+  if (IsUnbound(chunk.payload)) {
+    auto bound = BindPayloadToKey(chunk.payload, chunk.key);
+    if (!bound.ok()) return done(bound.status().WithContext("Put"));
+    chunk.payload = std::move(bound).value();
+  }
   const StoredKey route = chunk.route;
   protocol::PutRequest req;
   req.key = chunk.key;
@@ -204,11 +219,16 @@ void Client::GetAsync(const StoredKey& route, const StoredKey& key, GetOptions g
                       std::function<void(Result<GetResult>)> done, const CallOptions& call) {
   protocol::GetRequest req{key, get.decoded, get.with_state, impl_->options().request_memory};
   impl_->SubmitRouted(route, Opcode::kGet, req.Flags(), EncodeBody(req), call,
-                      [done = std::move(done)](Result<Frame> r) {
+                      [done = std::move(done), key](Result<Frame> r) {
                         if (!r.ok()) return done(r.status());
                         auto m = protocol::GetReply::DecodeOwned(r->header.flags,
                                                                  std::move(r->body));
                         if (!m.ok()) return done(m.status());
+                        // Only the payload stored under `key` is returned: another
+                        // chunk's (a server, proxy or storage fault) is Corruption.
+                        if (Status s = CheckPayloadKey(m->payload, key); !s.ok()) {
+                          return done(s.WithContext("GET " + ToHex(key)));
+                        }
                         GetResult out{std::move(m->payload), std::move(m->state_record),
                                       std::nullopt};
                         if (m->memory) {

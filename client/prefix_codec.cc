@@ -14,9 +14,11 @@ double Ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-Result<std::vector<uint8_t>> EncodeRaw(const KvChunk& chunk, uint32_t token_offset, bool partial,
+Result<std::vector<uint8_t>> EncodeRaw(const KvChunk& chunk, const StoredKey& key,
+                                       uint32_t token_offset, bool partial,
                                        const Digest256& fingerprint) {
   PayloadHeader h;
+  h.chunk_key = key;
   h.codec = CodecId::kRaw;
   h.flags = partial ? kPayloadFlagPartialChunk : 0;
   h.layout = chunk.layout;
@@ -115,19 +117,27 @@ Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateRaw(const KvLayout& layo
 Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateSpec(
     const model::Model& model, std::shared_ptr<const model::SpecPredictor> predictor,
     spec::SpecArtifact artifact, const PrefixCodecOptions& options) {
+  return CreateSpec(model, std::move(predictor),
+                    std::make_shared<const spec::SpecArtifact>(std::move(artifact)), options);
+}
+
+Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateSpec(
+    const model::Model& model, std::shared_ptr<const model::SpecPredictor> predictor,
+    std::shared_ptr<const spec::SpecArtifact> artifact, const PrefixCodecOptions& options) {
   if (options.kind != PrefixCodecKind::kSpec) return Status::InvalidArgument("CreateSpec: options.kind is not spec");
   if (predictor == nullptr) return Status::InvalidArgument("CreateSpec: no predictor");
+  if (artifact == nullptr) return Status::InvalidArgument("CreateSpec: no artifact");
   std::unique_ptr<PrefixCodec> c(new PrefixCodec(&model, ModelLayout(model), options));
-  if (!(artifact.layout == c->layout_)) {
+  if (!(artifact->layout == c->layout_)) {
     return Status::InvalidArgument("CreateSpec: the artifact's layout is not the model's layout in " +
                                    std::string(DTypeName(options.kv_dtype)));
   }
-  if (artifact.predictor_digest != predictor->Digest()) {
+  if (artifact->predictor_digest != predictor->Digest()) {
     return Status::Mismatch("CreateSpec: the artifact was calibrated with another predictor");
   }
-  c->artifact_digest_ = artifact.Digest();
+  c->artifact_digest_ = artifact->Digest();
   c->predictor_ = std::move(predictor);
-  c->spec_artifact_ = std::make_unique<spec::SpecArtifact>(std::move(artifact));
+  c->spec_artifact_ = std::move(artifact);
   KVSTASH_RETURN_IF_ERROR(c->Init());
   return c;
 }
@@ -136,14 +146,22 @@ Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateDckv(const model::Model&
                                                              dckv::DckvArtifact artifact,
                                                              const PrefixCodecOptions& options) {
   if (options.kind != PrefixCodecKind::kDckv) return Status::InvalidArgument("CreateDckv: options.kind is not dckv");
-  std::unique_ptr<PrefixCodec> c(new PrefixCodec(&model, ModelLayout(model), options));
   KVSTASH_ASSIGN_OR_RETURN(dckv::DckvCodec codec, dckv::DckvCodec::Create(std::move(artifact)));
-  if (!(codec.OutputLayout(options.kv_dtype) == c->layout_)) {
+  return CreateDckv(model, std::make_shared<const dckv::DckvCodec>(std::move(codec)), options);
+}
+
+Result<std::unique_ptr<PrefixCodec>> PrefixCodec::CreateDckv(const model::Model& model,
+                                                             std::shared_ptr<const dckv::DckvCodec> codec,
+                                                             const PrefixCodecOptions& options) {
+  if (options.kind != PrefixCodecKind::kDckv) return Status::InvalidArgument("CreateDckv: options.kind is not dckv");
+  if (codec == nullptr) return Status::InvalidArgument("CreateDckv: no codec");
+  std::unique_ptr<PrefixCodec> c(new PrefixCodec(&model, ModelLayout(model), options));
+  if (!(codec->OutputLayout(options.kv_dtype) == c->layout_)) {
     return Status::InvalidArgument("CreateDckv: the artifact's shape is not the model's, or its "
                                    "output dtype is not " + std::string(DTypeName(options.kv_dtype)));
   }
-  c->artifact_digest_ = codec.digest();
-  c->dckv_ = std::make_unique<dckv::DckvCodec>(std::move(codec));
+  c->artifact_digest_ = codec->digest();
+  c->dckv_ = std::move(codec);
   KVSTASH_RETURN_IF_ERROR(c->Init());
   return c;
 }
@@ -202,23 +220,27 @@ Status PrefixCodec::Predict(std::span<const uint32_t> tokens, model::PredictorCa
   return Status::Ok();
 }
 
-Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk,
+Result<std::vector<uint8_t>> PrefixCodec::EncodeOne(const KvChunk& chunk, const StoredKey& key,
                                                     std::span<const uint32_t> chunk_tokens,
                                                     uint32_t token_offset, uint32_t prefix_tokens,
                                                     const model::PredictorCache* prediction) const {
   const bool partial = chunk.tokens < options_.chunk_tokens;
+  Result<std::vector<uint8_t>> unbound = Status::Internal("unknown codec kind");
   switch (options_.kind) {
     case PrefixCodecKind::kRaw:
-      return EncodeRaw(chunk, token_offset, partial, options_.model_fingerprint);
+      return EncodeRaw(chunk, key, token_offset, partial, options_.model_fingerprint);
     case PrefixCodecKind::kSpec:
-      return spec::EncodeSpecPayload(*spec_artifact_, artifact_digest_, chunk.view(),
-                                     spec::PredictedSlice(*prediction, layout_, token_offset, token_offset + chunk.tokens),
-                                     options_.model_fingerprint, token_offset, predictor_->options().threads);
+      unbound = spec::EncodeSpecPayload(*spec_artifact_, artifact_digest_, chunk.view(),
+                                        spec::PredictedSlice(*prediction, layout_, token_offset, token_offset + chunk.tokens),
+                                        options_.model_fingerprint, token_offset, predictor_->options().threads);
+      break;
     case PrefixCodecKind::kDckv:
-      return dckv_->Encode(chunk.view(), chunk_tokens, token_offset, prefix_tokens,
-                           options_.model_fingerprint);
+      unbound = dckv_->Encode(chunk.view(), chunk_tokens, token_offset, prefix_tokens,
+                              options_.model_fingerprint);
+      break;
   }
-  return Status::Internal("unknown codec kind");
+  if (!unbound.ok()) return unbound.status();
+  return BindPayloadToKey(*unbound, key);
 }
 
 Result<std::vector<PutChunk>> PrefixCodec::EncodeKvChunks(std::span<const uint32_t> tokens,
@@ -257,8 +279,8 @@ Result<std::vector<PutChunk>> PrefixCodec::EncodeKvChunks(std::span<const uint32
     p.route = keys[0].stored();
     p.key = keys[i].stored();
     if (i > 0) p.parent = keys[i - 1].stored();
-    KVSTASH_ASSIGN_OR_RETURN(p.payload,
-                             EncodeOne(chunk, tokens.subspan(b, chunk.tokens), b, n, &prediction));
+    KVSTASH_ASSIGN_OR_RETURN(p.payload, EncodeOne(chunk, p.key, tokens.subspan(b, chunk.tokens), b,
+                                                  n, &prediction));
     local.raw_bytes += chunk.data.size();
     local.stored_bytes += p.payload.size();
     out.push_back(std::move(p));
@@ -292,14 +314,30 @@ Result<std::vector<PutChunk>> PrefixCodec::EncodeChunks(std::span<const uint32_t
   return out;
 }
 
-Status PrefixCodec::CheckPosition(std::span<const uint8_t> payload, uint32_t token_offset, uint32_t tokens) {
+Status PrefixCodec::CheckHeader(std::span<const uint8_t> payload, const StoredKey& key,
+                                uint32_t token_offset, uint32_t tokens) const {
   KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
+  // What tells a payload of another namespace configuration first (Mismatch: another
+  // codec, artifact, model or layout), then its place in the chain, then its key: a payload of
+  // this configuration and position bound to another key is another chunk's KV.
+  static constexpr CodecId kCodecOf[] = {CodecId::kRaw, CodecId::kSpec, CodecId::kDckv};
+  if (h.codec != kCodecOf[static_cast<int>(options_.kind)]) {
+    return Status::Mismatch("payload is of codec " + std::to_string(static_cast<int>(h.codec)) +
+                            ", not " + PrefixCodecName(options_.kind));
+  }
+  if (h.model_fingerprint != options_.model_fingerprint) {
+    return Status::Mismatch("payload of another model");
+  }
+  if (options_.kind != PrefixCodecKind::kRaw && h.artifact_digest != artifact_digest_) {
+    return Status::Mismatch("payload was coded with another artifact");
+  }
+  if (!(h.layout == layout_)) return Status::Mismatch("payload of another KV layout or dtype");
   if (h.tokens != tokens || h.token_offset != token_offset) {
     return Status::Mismatch("payload covers tokens [" + std::to_string(h.token_offset) + ", +" +
                             std::to_string(h.tokens) + "), the chain's chunk is [" +
                             std::to_string(token_offset) + ", +" + std::to_string(tokens) + ")");
   }
-  return Status::Ok();
+  return CheckPayloadKey(h, key);
 }
 
 Status PrefixCodec::CheckRestoreInputs(std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
@@ -308,7 +346,8 @@ Status PrefixCodec::CheckRestoreInputs(std::span<const uint32_t> tokens, std::sp
   KVSTASH_RETURN_IF_ERROR(CheckChain(tokens, keys));
   if (payloads.size() > keys.size()) return Status::InvalidArgument("Restore: more payloads than chunks");
   for (uint32_t i = 0; i < payloads.size(); ++i) {
-    KVSTASH_RETURN_IF_ERROR(CheckPosition(payloads[i], i * options_.chunk_tokens, keys[i].tokens));
+    KVSTASH_RETURN_IF_ERROR(
+        CheckHeader(payloads[i], keys[i].stored(), i * options_.chunk_tokens, keys[i].tokens));
   }
   return Status::Ok();
 }
@@ -320,10 +359,12 @@ Status PrefixCodec::PredictForRestore(std::span<const uint32_t> tokens, uint32_t
   return Predict(tokens.first(covered), out, &ms);
 }
 
-Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, uint32_t token_offset,
-                                       uint32_t tokens, const model::PredictorCache* prediction) const {
-  // The header must describe this chunk of this chain before any decoder trusts it.
-  KVSTASH_RETURN_IF_ERROR(CheckPosition(payload, token_offset, tokens));
+Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, const StoredKey& key,
+                                       uint32_t token_offset, uint32_t tokens,
+                                       const model::PredictorCache* prediction) const {
+  // The header must be bound to this chunk's key and describe this chunk of this chain
+  // before any decoder trusts it.
+  KVSTASH_RETURN_IF_ERROR(CheckHeader(payload, key, token_offset, tokens));
   switch (options_.kind) {
     case PrefixCodecKind::kRaw:
       return DecodeRaw(payload, layout_, options_.model_fingerprint);
@@ -351,7 +392,8 @@ Result<std::vector<KvChunk>> PrefixCodec::RestoreKvChunks(
   std::vector<KvChunk> out;
   const auto t0 = Clock::now();
   for (uint32_t i = 0; i < payloads.size(); ++i) {
-    KVSTASH_ASSIGN_OR_RETURN(KvChunk c, DecodeOne(payloads[i], i * C, keys[i].tokens, &prediction));
+    KVSTASH_ASSIGN_OR_RETURN(KvChunk c, DecodeOne(payloads[i], keys[i].stored(), i * C, keys[i].tokens,
+                                                       &prediction));
     if (!(c.layout == layout_) || c.tokens != keys[i].tokens) {
       return Status::Mismatch("decoded chunk has another shape than the chain's chunk");
     }

@@ -14,8 +14,11 @@ constexpr size_t kOffMagic = 0, kOffVersion = 4, kOffHeaderBytes = 6, kOffCodec 
                  kOffHeads = 20, kOffHeadDim = 24, kOffTokens = 28, kOffTokenOffset = 32,
                  kOffReserved2 = 36, kOffArtifact = 40, kOffModel = 72,
                  kOffContentChecksum = 104, kOffBodyBytes = 112, kOffBodyChecksum = 120,
-                 kOffHeaderCrc = 128, kOffReserved3 = 132;
-static_assert(kOffReserved3 + 4 == kPayloadHeaderBytes);
+                 kOffHeaderCrcV1 = 128, kOffReserved3V1 = 132;
+static_assert(kOffReserved3V1 + 4 == kPayloadHeaderBytesUnbound);
+// Version 2 keeps bytes 0..127 and puts the chunk key before its CRC.
+constexpr size_t kOffChunkKey = 128, kOffHeaderCrcV2 = 144, kOffReserved3V2 = 148;
+static_assert(kOffReserved3V2 + 4 == kPayloadHeaderBytes);
 
 // Offsets of the state record header.
 constexpr size_t kStOffMagic = 0, kStOffVersion = 4, kStOffCodec = 6, kStOffCount = 8,
@@ -29,10 +32,13 @@ constexpr uint16_t kKnownPayloadFlags = kPayloadFlagPartialChunk | kPayloadFlagL
 
 Status AppendPayloadHeader(const PayloadHeader& h, std::vector<uint8_t>* out) {
   KVSTASH_RETURN_IF_ERROR(h.layout.Validate().WithContext("payload header"));
+  const bool bound = h.chunk_key.has_value();
+  const size_t size = h.header_bytes();
+  const size_t crc_at = bound ? kOffHeaderCrcV2 : kOffHeaderCrcV1;
   uint8_t b[kPayloadHeaderBytes] = {};
   StoreLe<uint32_t>(b + kOffMagic, kPayloadMagic);
-  StoreLe<uint16_t>(b + kOffVersion, kPayloadVersion);
-  StoreLe<uint16_t>(b + kOffHeaderBytes, kPayloadHeaderBytes);
+  StoreLe<uint16_t>(b + kOffVersion, bound ? kPayloadVersion : kPayloadVersionUnbound);
+  StoreLe<uint16_t>(b + kOffHeaderBytes, static_cast<uint16_t>(size));
   StoreLe<uint16_t>(b + kOffCodec, static_cast<uint16_t>(h.codec));
   StoreLe<uint16_t>(b + kOffFlags, h.flags);
   b[kOffDtype] = static_cast<uint8_t>(h.layout.dtype);
@@ -46,15 +52,16 @@ Status AppendPayloadHeader(const PayloadHeader& h, std::vector<uint8_t>* out) {
   StoreLe<uint64_t>(b + kOffContentChecksum, h.content_checksum);
   StoreLe<uint64_t>(b + kOffBodyBytes, h.body_bytes);
   StoreLe<uint64_t>(b + kOffBodyChecksum, h.body_checksum);
-  StoreLe<uint32_t>(b + kOffHeaderCrc, Crc32c(std::span<const uint8_t>(b, kOffHeaderCrc)));
-  out->insert(out->end(), b, b + kPayloadHeaderBytes);
+  if (bound) std::copy(h.chunk_key->begin(), h.chunk_key->end(), b + kOffChunkKey);
+  StoreLe<uint32_t>(b + crc_at, Crc32c(std::span<const uint8_t>(b, crc_at)));
+  out->insert(out->end(), b, b + size);
   return Status::Ok();
 }
 
 Result<PayloadHeader> ParsePayloadHeader(std::span<const uint8_t> bytes) {
-  if (bytes.size() < kPayloadHeaderBytes) {
+  if (bytes.size() < kPayloadHeaderBytesUnbound) {
     return Status::Corruption("payload shorter than its " +
-                              std::to_string(kPayloadHeaderBytes) + "-byte header (" +
+                              std::to_string(kPayloadHeaderBytesUnbound) + "-byte header (" +
                               std::to_string(bytes.size()) + " bytes)");
   }
   const uint8_t* b = bytes.data();
@@ -62,22 +69,35 @@ Result<PayloadHeader> ParsePayloadHeader(std::span<const uint8_t> bytes) {
     return Status::Corruption("payload magic is not KVSP");
   }
   const uint16_t version = LoadLe<uint16_t>(b + kOffVersion);
-  if (version != kPayloadVersion) {
+  if (version != kPayloadVersion && version != kPayloadVersionUnbound) {
     return Status::Mismatch("payload format version " + std::to_string(version) +
-                            " is not readable by this build (reads version 1)");
+                            " is not readable by this build (reads versions 1 and 2)");
   }
-  if (LoadLe<uint16_t>(b + kOffHeaderBytes) != kPayloadHeaderBytes) {
-    return Status::Corruption("payload header size field is not 136");
+  const bool bound = version == kPayloadVersion;
+  const size_t size = bound ? kPayloadHeaderBytes : kPayloadHeaderBytesUnbound;
+  if (LoadLe<uint16_t>(b + kOffHeaderBytes) != size) {
+    return Status::Corruption("payload header size field is not " + std::to_string(size) +
+                              " (format version " + std::to_string(version) + ")");
   }
-  const uint32_t crc = Crc32c(std::span<const uint8_t>(b, kOffHeaderCrc));
-  if (LoadLe<uint32_t>(b + kOffHeaderCrc) != crc) {
+  if (bytes.size() < size) {
+    return Status::Corruption("payload shorter than its " + std::to_string(size) +
+                              "-byte header (" + std::to_string(bytes.size()) + " bytes)");
+  }
+  const size_t crc_at = bound ? kOffHeaderCrcV2 : kOffHeaderCrcV1;
+  const uint32_t crc = Crc32c(std::span<const uint8_t>(b, crc_at));
+  if (LoadLe<uint32_t>(b + crc_at) != crc) {
     return Status::Corruption("payload header CRC32C mismatch");
   }
   if (b[kOffReserved1] != 0 || LoadLe<uint16_t>(b + kOffReserved1 + 1) != 0 ||
-      LoadLe<uint32_t>(b + kOffReserved2) != 0 || LoadLe<uint32_t>(b + kOffReserved3) != 0) {
+      LoadLe<uint32_t>(b + kOffReserved2) != 0 ||
+      LoadLe<uint32_t>(b + (bound ? kOffReserved3V2 : kOffReserved3V1)) != 0) {
     return Status::Corruption("payload header reserved bytes are not zero");
   }
   PayloadHeader h;
+  if (bound) {
+    h.chunk_key.emplace();
+    std::copy(b + kOffChunkKey, b + kOffChunkKey + h.chunk_key->size(), h.chunk_key->begin());
+  }
   h.codec = static_cast<CodecId>(LoadLe<uint16_t>(b + kOffCodec));
   h.flags = LoadLe<uint16_t>(b + kOffFlags);
   if ((h.flags & ~kKnownPayloadFlags) != 0) {
@@ -108,7 +128,7 @@ Result<std::vector<uint8_t>> BuildPayload(PayloadHeader header, std::span<const 
   header.body_bytes = body.size();
   header.body_checksum = Xxh3_64(body);
   std::vector<uint8_t> out;
-  out.reserve(kPayloadHeaderBytes + body.size());
+  out.reserve(header.header_bytes() + body.size());
   KVSTASH_RETURN_IF_ERROR(AppendPayloadHeader(header, &out));
   out.insert(out.end(), body.begin(), body.end());
   return out;
@@ -116,16 +136,48 @@ Result<std::vector<uint8_t>> BuildPayload(PayloadHeader header, std::span<const 
 
 Result<PayloadView> ParsePayload(std::span<const uint8_t> bytes) {
   KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(bytes));
-  const uint64_t have = bytes.size() - kPayloadHeaderBytes;
+  const uint64_t have = bytes.size() - h.header_bytes();
   if (h.body_bytes != have) {
     return Status::Corruption("payload body is " + std::to_string(have) +
                               " bytes, header says " + std::to_string(h.body_bytes));
   }
-  std::span<const uint8_t> body = bytes.subspan(kPayloadHeaderBytes);
+  std::span<const uint8_t> body = bytes.subspan(h.header_bytes());
   if (Xxh3_64(body) != h.body_checksum) {
     return Status::Corruption("payload body checksum mismatch");
   }
   return PayloadView{h, body};
+}
+
+Result<std::vector<uint8_t>> BindPayloadToKey(std::span<const uint8_t> payload, const StoredKey& key) {
+  KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
+  if (h.chunk_key) {
+    if (*h.chunk_key != key) {
+      return Status::InvalidArgument("payload is bound to key " + ToHex(*h.chunk_key) +
+                                     ", not to " + ToHex(key));
+    }
+    return std::vector<uint8_t>(payload.begin(), payload.end());
+  }
+  const std::span<const uint8_t> body = payload.subspan(kPayloadHeaderBytesUnbound);
+  h.chunk_key = key;
+  std::vector<uint8_t> out;
+  out.reserve(kPayloadHeaderBytes + body.size());
+  KVSTASH_RETURN_IF_ERROR(AppendPayloadHeader(h, &out));
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
+Status CheckPayloadKey(const PayloadHeader& header, const StoredKey& expected) {
+  if (!header.chunk_key) {
+    return Status::Mismatch(
+        "payload format version 1 is not bound to a chunk key (written before format "
+        "version 2, or by a codec directly): it cannot be tied to key " + ToHex(expected));
+  }
+  if (*header.chunk_key != expected) {
+    return Status::Corruption("payload is bound to key " + ToHex(*header.chunk_key) +
+                              ", not to the key " + ToHex(expected) +
+                              " it was read for (a payload of another chunk)");
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<uint8_t>> EncodeStateRecord(const RecurrentState& state,
@@ -235,6 +287,11 @@ Result<DecodedStateRecord> DecodeStateRecord(std::span<const uint8_t> bytes) {
     return Status::Corruption("state record: " + s.message());
   }
   return rec;
+}
+
+Status CheckPayloadKey(std::span<const uint8_t> payload, const StoredKey& expected) {
+  KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
+  return CheckPayloadKey(h, expected);
 }
 
 }  // namespace kvstash

@@ -3,11 +3,18 @@
 // them. All integers are little-endian.
 //
 // READ ME FIRST
-// - A chunk payload = 136-byte header + codec body. The header says everything needed
-//   to refuse a payload that is not ours to decode: format version, codec id, codec
-//   artifact digest, model fingerprint, layout, token count, the XXH3-64 of the
-//   DECODED canonical chunk bytes (common/kv_chunk.h), and the body's size and
-//   XXH3-64. It ends with a CRC32C of the bytes before it.
+// - A chunk payload = header + codec body. The header says everything needed to refuse
+//   a payload that is not ours to decode: format version, codec id, codec artifact
+//   digest, model fingerprint, layout, token count, the XXH3-64 of the DECODED
+//   canonical chunk bytes (common/kv_chunk.h), and the body's size and XXH3-64. It ends
+//   with a CRC32C of the bytes before it.
+// - Two header versions. A codec writes version 1 (136 bytes): a payload not yet bound
+//   to a key, the unit codecs and their golden digests work on. What is stored is
+//   version 2 (152 bytes): the same fields plus the 128-bit chunk key the payload is
+//   stored under (BindPayloadToKey). The server refuses a PUT whose payload is not bound
+//   to the PUT's key, and every decoder that asked for a key checks the payload's
+//   (CheckPayloadKey), so a valid payload served under another key (a storage or proxy
+//   fault) is Corruption, never KV of another prefix.
 // - Parsers never trust a length: every size is checked against the input before it
 //   is used, and any malformed input returns Corruption (or Mismatch for a version we
 //   do not read), never UB. A libFuzzer target (fuzz/payload_fuzz.cc) runs in CI.
@@ -18,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -41,8 +49,11 @@ enum class CodecId : uint16_t {
 inline bool IsKnownCodec(CodecId c) { return static_cast<uint16_t>(c) <= 5; }
 
 inline constexpr uint32_t kPayloadMagic = 0x5053564B;  // "KVSP" as bytes
-inline constexpr uint16_t kPayloadVersion = 1;
-inline constexpr uint16_t kPayloadHeaderBytes = 136;
+// Version 1: the unbound header a codec writes; version 2: bound to a chunk key.
+inline constexpr uint16_t kPayloadVersionUnbound = 1;
+inline constexpr uint16_t kPayloadVersion = 2;
+inline constexpr uint16_t kPayloadHeaderBytesUnbound = 136;
+inline constexpr uint16_t kPayloadHeaderBytes = 152;
 // Header flags.
 inline constexpr uint16_t kPayloadFlagPartialChunk = 1u << 0;  // final partial chunk
 inline constexpr uint16_t kPayloadFlagLossy = 1u << 1;         // decoded != original
@@ -58,17 +69,26 @@ struct PayloadHeader {
   uint64_t content_checksum = 0;  // XXH3-64 of the decoded canonical chunk
   uint64_t body_bytes = 0;        // bytes after the header
   uint64_t body_checksum = 0;     // XXH3-64 of those bytes
+  // The stored key (common/prefix_key.h, the client's key before the server's tenant
+  // scoping) this payload is bound to; nullopt for an unbound (version 1) header.
+  std::optional<StoredKey> chunk_key;
 
+  // 152 for a bound header, 136 for an unbound one.
+  size_t header_bytes() const {
+    return chunk_key ? kPayloadHeaderBytes : kPayloadHeaderBytesUnbound;
+  }
   bool operator==(const PayloadHeader&) const = default;
 };
 
-// Appends the 136-byte header (computing its CRC32C) to `out`.
+// Appends the header (version 2, 152 bytes, when chunk_key is set, else version 1,
+// 136 bytes), computing its CRC32C, to `out`.
 // REQUIRES: header.layout valid (InvalidArgument otherwise, nothing appended).
 Status AppendPayloadHeader(const PayloadHeader& header, std::vector<uint8_t>* out);
 
-// Parses the header at the start of `bytes` (extra bytes after it are ignored).
-// Errors: Corruption for short input, bad magic, CRC mismatch, nonzero reserved
-// fields, an invalid layout or dtype, 0 tokens; Mismatch for an unknown version.
+// Parses the header (version 1 or 2) at the start of `bytes` (extra bytes after it are
+// ignored). Errors: Corruption for short input, bad magic, CRC mismatch, nonzero
+// reserved fields, an invalid layout or dtype, 0 tokens; Mismatch for an unknown
+// version.
 Result<PayloadHeader> ParsePayloadHeader(std::span<const uint8_t> bytes);
 
 // A parsed whole payload: header plus a view of its body inside the input.
@@ -85,6 +105,20 @@ Result<std::vector<uint8_t>> BuildPayload(PayloadHeader header, std::span<const 
 // that their XXH3-64 matches. Errors: ParsePayloadHeader's, and Corruption for a size
 // or body checksum mismatch.
 Result<PayloadView> ParsePayload(std::span<const uint8_t> bytes);
+
+// Binds a payload to the key it is stored under: returns the version-2 payload with
+// `key` in its header and the same body. A payload already bound to `key` comes back
+// unchanged. Only the header is parsed (the body is copied, not verified).
+// Errors: ParsePayloadHeader's; InvalidArgument for a payload bound to another key.
+Result<std::vector<uint8_t>> BindPayloadToKey(std::span<const uint8_t> payload, const StoredKey& key);
+
+// Ok when `header` is bound to `expected` (the key the reader asked for).
+// Errors: Corruption when it is bound to another key (the payload of another chunk);
+// Mismatch for an unbound (version 1) header, which a reader of stored KV cannot tie to
+// its key.
+Status CheckPayloadKey(const PayloadHeader& header, const StoredKey& expected);
+// The same on a whole payload's bytes (ParsePayloadHeader's errors first).
+Status CheckPayloadKey(std::span<const uint8_t> payload, const StoredKey& expected);
 
 inline constexpr uint32_t kStateMagic = 0x5353564B;  // "KVSS"
 inline constexpr uint16_t kStateVersion = 1;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/payload_format.h"
 #include "common/prefix_key.h"
 #include "demo/demo_server.h"
 #include "model/hybrid/hybrid_state.h"
@@ -182,7 +183,13 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
       KVSTASH_RETURN_IF_ERROR(get_status);
       double predictor_ms = 0;
       t0 = Clock::now();
-      auto restored = coder.Restore(prefix, payloads, record, &predictor_ms);
+      // Each payload must be the one stored under the key it was read for.
+      Status bound;
+      for (uint32_t c = 0; c < payloads.size() && bound.ok(); ++c) {
+        bound = CheckPayloadKey(payloads[c], keys[c].stored());
+      }
+      auto restored = bound.ok() ? coder.Restore(prefix, payloads, record, &predictor_ms)
+                                 : Result<hybrid::HybridState>(bound);
       const double restore_ms = Ms(t0, Clock::now());
       if (!restored.ok() || restored->tokens != b) {
         ++row.hits_mismatched;
@@ -275,7 +282,9 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
       p.key = keys[c].stored();
       if (c > 0) p.parent = keys[c - 1].stored();
       t0 = Clock::now();
-      KVSTASH_ASSIGN_OR_RETURN(p.payload, coder.EncodeChunk(prefix, doc.prefix_state, begin, end, keys[c].partial));
+      KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> unbound,
+                               coder.EncodeChunk(prefix, doc.prefix_state, begin, end, keys[c].partial));
+      KVSTASH_ASSIGN_OR_RETURN(p.payload, BindPayloadToKey(unbound, p.key));
       const uint64_t kv_raw = ns.layout.DataBytes(end - begin);
       out.kv_raw_bytes += kv_raw;
       out.kv_stored_bytes += p.payload.size();

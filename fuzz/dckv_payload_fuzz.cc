@@ -125,7 +125,7 @@ void WriteSeeds(const std::string& dir) {
       const PayloadHeader h = ParsePayloadHeader(payload).value();
       std::vector<uint8_t> seed = {selector, static_cast<uint8_t>(tokens - 1), static_cast<uint8_t>(offset)};
       ByteWriter(&seed).U64(h.content_checksum);
-      seed.insert(seed.end(), payload.begin() + kPayloadHeaderBytes, payload.end());
+      seed.insert(seed.end(), payload.begin() + kPayloadHeaderBytesUnbound, payload.end());
       if (!DecodeInput(seed.data(), seed.size())) std::abort();
       fuzz::WriteSeed(dir, std::string(names[a]) + "-" + std::to_string(tokens), seed);
     }

@@ -202,7 +202,7 @@ void WriteSeeds(const std::string& dir) {
       auto payload = spec::EncodeSpecPayload(fx.artifact, c.view(), fx.Prediction(tokens), fx.model, 0).value();
       std::vector<uint8_t> seed = {static_cast<uint8_t>(selector | 1), static_cast<uint8_t>(tokens - 1)};
       ByteWriter(&seed).U64(c.ContentChecksum());
-      seed.insert(seed.end(), payload.begin() + kPayloadHeaderBytes, payload.end());
+      seed.insert(seed.end(), payload.begin() + kPayloadHeaderBytesUnbound, payload.end());
       if (!FuzzPayload(fx, std::span<const uint8_t>(seed).subspan(1))) std::abort();
       fuzz::WriteSeed(dir, "payload-" + name + "-" + std::to_string(tokens), seed);
     }

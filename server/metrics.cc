@@ -108,6 +108,10 @@ std::vector<Metrics::Scalar> Metrics::TrafficScalars() const {
        get_hits_.load(kRelaxed)},
       {"kvstash_get_misses_total", "counter", "GET requests that found nothing.", "get", "misses",
        get_misses_.load(kRelaxed)},
+      {"kvstash_get_corrupt_total", "counter",
+       "GET requests answered Corruption: a stored chunk that failed its checksum, or a payload "
+       "bound to another key.",
+       "get", "corrupt", get_corrupt_.load(kRelaxed)},
       {"kvstash_get_bytes_total", "counter", "Payload bytes sent by GET.", "get", "bytes",
        get_bytes_.load(kRelaxed)},
       {"kvstash_payload_rejected_total", "counter", "PUT payloads rejected by header/digest/size validation.",

@@ -154,6 +154,9 @@ class Metrics {
   // Request memory of one stored PUT (op kPut) or one GET hit served (op kGet).
   void RecordMemory(protocol::Opcode op, const RequestMemory& m);
   void RecordGetMiss() { get_misses_.fetch_add(1, std::memory_order_relaxed); }
+  // A GET answered Corruption: the stored chunk failed its checksum (and was dropped),
+  // or its payload is bound to another key.
+  void RecordGetCorrupt() { get_corrupt_.fetch_add(1, std::memory_order_relaxed); }
   // A PUT payload rejected because a digest or header check failed.
   void RecordPayloadRejected() { payload_rejected_.fetch_add(1, std::memory_order_relaxed); }
   void RecordBadFrame() { bad_frames_.fetch_add(1, std::memory_order_relaxed); }
@@ -198,7 +201,7 @@ class Metrics {
   Counter lookups_{0}, lookup_chunks_{0}, lookup_tokens_{0}, lookup_hit_chunks_{0},
       lookup_hit_tokens_{0};
   std::array<Counter, kTrackedCodecs> put_chunks_{}, put_raw_bytes_{}, put_stored_bytes_{};
-  Counter get_hits_{0}, get_misses_{0}, get_bytes_{0};
+  Counter get_hits_{0}, get_misses_{0}, get_corrupt_{0}, get_bytes_{0};
   Counter payload_rejected_{0}, bad_frames_{0}, auth_failures_{0}, timeouts_{0};
   Counter open_{0}, accepted_{0}, rejected_{0};
   Counter bytes_in_{0}, bytes_out_{0};

@@ -39,11 +39,12 @@ Result<RowSplit> ReadSplit(std::span<const uint8_t> body, size_t at, uint32_t to
 
 Result<PayloadMemory> MeasurePayload(std::span<const uint8_t> payload) {
   KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(payload));
-  if (payload.size() - kPayloadHeaderBytes != h.body_bytes) {
+  if (payload.size() - h.header_bytes() != h.body_bytes) {
     return Status::Corruption("payload of " + std::to_string(payload.size()) +
-                              " bytes, its header says 136 + " + std::to_string(h.body_bytes));
+                              " bytes, its header says " + std::to_string(h.header_bytes()) +
+                              " + " + std::to_string(h.body_bytes));
   }
-  const std::span<const uint8_t> body = payload.subspan(kPayloadHeaderBytes);
+  const std::span<const uint8_t> body = payload.subspan(h.header_bytes());
   PayloadMemory m;
   m.payload_bytes = payload.size();
   const uint64_t bf16_row = h.layout.ScalarsPerToken() * kBf16Bytes;

@@ -3,7 +3,7 @@
 // (docs/format/payload.md, docs/format/dckv.md), never from sizes a client declares.
 //
 // Definitions (docs/protocol.md §5.7, "request memory"):
-//   payload_bytes       whole payload as stored or sent: 136-byte header + codec body.
+//   payload_bytes       whole payload as stored or sent: header (152 bytes) + codec body.
 //   raw_positions       token positions stored uncompressed inside that payload:
 //                         codec 0 raw: every position (`tokens`);
 //                         codec 2 dckv, codec 4 kvtc: the body's raw_head_rows +

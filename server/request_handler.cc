@@ -67,6 +67,20 @@ Status CheckRawBody(const PayloadView& p) {
   return Status::Ok();
 }
 
+// A PUT's payload must be bound (format version 2) to the key it is PUT under.
+Status CheckPutKey(const PayloadHeader& h, const StoredKey& key) {
+  if (!h.chunk_key) {
+    return Status::InvalidArgument(
+        "PUT payload: format version 1 is not bound to a chunk key; bind it to the PUT's key "
+        "(format version 2, docs/format/payload.md)");
+  }
+  if (*h.chunk_key != key) {
+    return Status::InvalidArgument("PUT payload is bound to key " + ToHex(*h.chunk_key) +
+                                   ", not to the PUT's key " + ToHex(key));
+  }
+  return Status::Ok();
+}
+
 // A store error names keys as the store knows them: tenant-scoped. A client must only
 // ever see its own keys, so each scoped key in the message is replaced by the client's
 // key it came from (and any other 32-hex-digit key is not the client's business:
@@ -238,6 +252,12 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
     return parsed.status().WithContext("PUT payload");
   }
   const PayloadView& p = *parsed;
+  // A payload carries the key it is stored under (docs/format/payload.md, version 2), so
+  // a reader can tell a payload served under another key from its own.
+  if (Status s = CheckPutKey(p.header, req.key); !s.ok()) {
+    Record(tenant, [](Metrics& m) { m.RecordPayloadRejected(); });
+    return s;
+  }
   if (!IsKnownCodec(p.header.codec)) {
     Record(tenant, [](Metrics& m) { m.RecordPayloadRejected(); });
     return Status::InvalidArgument("PUT payload: unknown codec id " +
@@ -264,8 +284,9 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
       if (codecs_ == nullptr) {
         return Status::NotSupported("server-side encoding is not configured on this server");
       }
-      KVSTASH_ASSIGN_OR_RETURN(encoded,
+      KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> unbound,
                                codecs_->Encode(tenant, p, req.target_codec, req.prefix_tokens));
+      KVSTASH_ASSIGN_OR_RETURN(encoded, BindPayloadToKey(unbound, req.key));
       stored = encoded;
       stored_codec = req.target_codec;
     }
@@ -328,23 +349,30 @@ Result<Reply> RequestHandler::DoGet(const std::string& tenant, const Frame& f) {
   KVSTASH_ASSIGN_OR_RETURN(auto req, protocol::GetRequest::Decode(f.header.flags, f.body));
   const StoredKey scoped = ScopeKey(tenant, req.key);
   Result<std::optional<ChunkRead>> got = store_->Get(scoped);
-  if (!got.ok()) return Unscope(got.status(), {{scoped, req.key}});
+  if (!got.ok()) {
+    if (got.status().IsCorruption()) Record(tenant, [](Metrics& m) { m.RecordGetCorrupt(); });
+    return Unscope(got.status(), {{scoped, req.key}});
+  }
   std::optional<ChunkRead> hit = std::move(got).value();
   if (!hit) {
     Record(tenant, [](Metrics& m) { m.RecordGetMiss(); });
     return Status::NotFound("chunk not stored");
   }
-  if (req.decoded) {
-    const std::span<const uint8_t> stored(reinterpret_cast<const uint8_t*>(hit->payload->data()),
-                                          hit->payload->size());
-    KVSTASH_ASSIGN_OR_RETURN(PayloadHeader h, ParsePayloadHeader(stored));
-    if (h.codec != CodecId::kRaw) {
-      if (codecs_ == nullptr) {
-        return Status::NotSupported("server-side decoding is not configured on this server");
-      }
-      KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> decoded, codecs_->Decode(tenant, stored));
-      hit->payload = std::make_shared<const std::string>(decoded.begin(), decoded.end());
+  const std::span<const uint8_t> stored(reinterpret_cast<const uint8_t*>(hit->payload->data()),
+                                        hit->payload->size());
+  KVSTASH_ASSIGN_OR_RETURN(PayloadHeader ph, ParsePayloadHeader(stored));
+  // Serve (or decode) only the payload of the key asked for: one stored under another
+  // key is a storage fault, reported as Corruption instead of sent.
+  if (Status s = CheckPayloadKey(ph, req.key); !s.ok()) {
+    if (s.IsCorruption()) Record(tenant, [](Metrics& m) { m.RecordGetCorrupt(); });
+    return s.WithContext("stored payload of " + ToHex(req.key));
+  }
+  if (req.decoded && ph.codec != CodecId::kRaw) {
+    if (codecs_ == nullptr) {
+      return Status::NotSupported("server-side decoding is not configured on this server");
     }
+    KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> decoded, codecs_->Decode(tenant, stored));
+    hit->payload = std::make_shared<const std::string>(decoded.begin(), decoded.end());
   }
   const std::span<const uint8_t> payload(reinterpret_cast<const uint8_t*>(hit->payload->data()),
                                          hit->payload->size());

@@ -108,6 +108,9 @@ Result<std::optional<ChunkRead>> StoreChunkStore::Get(const StoredKey& key) {
   KVSTASH_ASSIGN_OR_RETURN(std::vector<store::ChunkData> d,
                            store_->Get(std::span<const StoredKey>(&key, 1)));
   if (d.size() != 1) return Status::Internal("store Get returned a wrong count");
+  if (d[0].corrupt) {
+    return Status::Corruption("the stored chunk failed its checksum and was dropped");
+  }
   if (!d[0].found) return std::optional<ChunkRead>();
   return std::optional<ChunkRead>(ChunkRead{d[0].payload, d[0].state});
 }

@@ -128,6 +128,7 @@ Result<std::vector<uint8_t>> TenantCodecs::Decode(const std::string& tenant,
   out.token_offset = h.token_offset;
   out.model_fingerprint = h.model_fingerprint;
   out.content_checksum = chunk.ContentChecksum();
+  out.chunk_key = h.chunk_key;  // the decoded payload stays bound to the stored one's key
   std::vector<uint8_t> body(chunk.data);
   const auto* s = reinterpret_cast<const uint8_t*>(chunk.scales.data());
   body.insert(body.end(), s, s + chunk.scales.size() * sizeof(float));

@@ -69,6 +69,7 @@ Result<std::vector<ChunkData>> Store::Impl::Get(std::span<const StoredKey> keys)
   uint64_t corrupt = 0;
   auto bad = [&](size_t i) {
     ++corrupt;
+    out[i].corrupt = true;
     if (plan[i].id != kNoEntry) drop.push_back(keys[i]);
     else drop_remote.push_back(keys[i]);
   };

@@ -50,6 +50,10 @@ using SharedBytes = std::shared_ptr<const std::string>;
 struct ChunkData {
   StoredKey key{};
   bool found = false;      // false: miss (absent, evicted, or dropped as corrupt)
+  // The entry was stored but failed a checksum on this read and was dropped (found is
+  // false): a damaged disk or shared tier, which a caller reports as corruption, not as
+  // absence.
+  bool corrupt = false;
   Tier tier = Tier::kMemory;  // tier that served it (when found)
   uint32_t tokens = 0;
   bool partial = false;

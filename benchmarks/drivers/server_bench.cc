@@ -318,12 +318,12 @@ Result<ServerBenchResult> RunServerBench(const ServerBenchOptions& o, std::ostre
     std::vector<uint8_t> body(body_bytes);
     const size_t start = (static_cast<size_t>(i) * 7919 * 2) % source->size();
     for (size_t b = 0; b < body_bytes; ++b) body[b] = (*source)[(start + b) % source->size()];
-    PayloadHeader h{.codec = CodecId::kRaw, .layout = layout, .tokens = o.chunk_tokens,
-                    .token_offset = (i % o.chunks) * o.chunk_tokens,
-                    .content_checksum = Xxh3_64(body)};
-    payloads[i] = BuildPayload(h, body).value();
     const uint64_t d = Xxh3_64(std::string("bench-chunk-") + std::to_string(i));
     for (int b = 0; b < 16; ++b) keys[i][b] = static_cast<uint8_t>((d >> (8 * (b % 8))) + b);
+    PayloadHeader h{.codec = CodecId::kRaw, .layout = layout, .tokens = o.chunk_tokens,
+                    .token_offset = (i % o.chunks) * o.chunk_tokens,
+                    .content_checksum = Xxh3_64(body), .chunk_key = keys[i]};
+    payloads[i] = BuildPayload(h, body).value();
   }
   const size_t payload_bytes = payloads[0].size();
   log << "bench server: " << o.prefixes << " prefixes x " << o.chunks << " chunks of "

@@ -192,6 +192,8 @@ Result<EvalResult> LlamaSession::RestoreHit(std::span<const llama_token> tokens,
     miss.restore_ms = out.restore_ms;
     MutexLock lock(mu_);
     ++stats_.fallbacks;
+    if (st.IsCorruption()) ++stats_.fallbacks_corruption;
+    if (st.IsMismatch()) ++stats_.fallbacks_mismatch;
     return miss;
   }
   out.restored_tokens = restore_tokens;

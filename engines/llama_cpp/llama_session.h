@@ -104,6 +104,10 @@ struct EvalResult {
 // Counters over the session's life.
 struct LlamaSessionStats {
   uint64_t prompts = 0, hits = 0, fallbacks = 0;
+  // Of the fallbacks: restores refused because a payload was damaged (Corruption: a
+  // stored chunk that failed its checksum, or a payload bound to another key), and
+  // because one was of another codec, artifact, model or format version (Mismatch).
+  uint64_t fallbacks_corruption = 0, fallbacks_mismatch = 0;
   uint64_t puts_ok = 0, puts_failed = 0;
   uint64_t put_payload_bytes = 0;  // payload bytes sent
   uint64_t put_raw_bytes = 0;      // canonical bytes of the chunks encoded

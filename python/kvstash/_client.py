@@ -154,10 +154,13 @@ class Client:
             pin: bool = False, deadline_ms: int | None = None) -> int:
         """Stores one chunk payload (any bytes-like object, common/payload_format.h).
         Returns the payload bytes as stored. `put(chunk)` takes a PutChunk (what the
-        codecs return) instead of route, key, parent, payload and pin.
+        codecs return) instead of route, key, parent, payload and pin. A payload not yet
+        bound to a key (format version 1, docs/format/payload.md) is bound to `key`;
+        the codecs' PutChunks are bound already.
 
         Raises: NotFoundError when `parent` is not stored; InvalidArgumentError or
-        CorruptionError for a payload that fails the server's validation.
+        CorruptionError for a payload that fails the server's validation or is bound to
+        another key.
         """
         if isinstance(route, PutChunk):
             if key is not None or parent is not None or payload is not None:
@@ -175,7 +178,10 @@ class Client:
         self._native.put_chunks(list(chunks), deadline_ms)
 
     def get(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> bytes:
-        """The verified payload of a chunk. Raises NotFoundError when absent."""
+        """The payload stored under `key`, checked to be bound to `key`. Raises
+        NotFoundError when absent; CorruptionError when the stored chunk failed its
+        checksum or the reply's payload is bound to another key (never returned);
+        MismatchError for an unbound (format version 1) payload."""
         return self._native.get(route, key, deadline_ms)
 
     def delete(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> bool:

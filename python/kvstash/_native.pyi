@@ -292,13 +292,19 @@ class PrefixCodec:
     @staticmethod
     def spec(model_path: str, artifact_path: str, options: PrefixCodecOptions, threads: int = 1) -> PrefixCodec:
         """
-        Lossless spec coding: loads the reference model from model_path (GGUF, safetensors, llama2.c), builds its deterministic predictor (threads: its thread count; results do not depend on it) and the spec artifact (.kvsa). Raises NotFoundError for a missing file, CorruptionError/InvalidArgumentError for a bad one, MismatchError for an artifact calibrated with another predictor.
+        Lossless spec coding: loads the reference model from model_path (GGUF, safetensors, llama2.c), builds its deterministic predictor (threads: its thread count; results do not depend on it) and the spec artifact (.kvsa). The model, predictor and artifact are shared by every codec made from the same files (same path, size and mtime; see shared_state()), so a codec per namespace costs only its options. Raises NotFoundError for a missing file, CorruptionError/InvalidArgumentError for a bad one, MismatchError for an artifact calibrated with another predictor.
         """
 
     @staticmethod
     def dckv(model_path: str, artifact_path: str, options: PrefixCodecOptions) -> PrefixCodec:
         """
-        Lossy dckv coding with the artifact (.kvda) of the model at model_path. Raises as spec().
+        Lossy dckv coding with the artifact (.kvda) of the model at model_path. The model and the codec built from the artifact are shared like spec()'s. Raises as spec().
+        """
+
+    @staticmethod
+    def shared_state() -> dict[str, int]:
+        """
+        The process-wide cache of the codecs' heavy state: live entries ('models', 'predictors', 'spec_artifacts', 'dckv_codecs': held by at least one codec) and loads since start ('model_loads', 'predictor_builds', 'spec_artifact_loads', 'dckv_codec_builds'). Keyed by each file's canonical path, size and mtime (the predictor also by its thread count); an entry is freed with its last codec.
         """
 
     @property

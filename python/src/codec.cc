@@ -10,18 +10,28 @@
 // EncodeKvChunks takes (it owns its chunks). Outputs of restore_chunks own
 // the decoded chunk's memory (no copy).
 //
+// Heavy state: spec() and dckv() share the model, predictor, spec artifact and dckv
+// codec of the same files across codecs (SharedState below; PrefixCodec.shared_state()).
+//
 // Thread-safety: a PrefixCodec is immutable; every method releases the GIL while it
-// codes, so threads may share one codec.
+// codes, so threads may share one codec. The shared-state cache has its own mutex.
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <compare>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <utility>
 
 #include "common/file_bytes.h"
+#include "common/thread_annotations.h"
 #include "kvstash/prefix_codec.h"
 #include "model/formats/model_loader.h"
 #include "native.h"
@@ -114,26 +124,179 @@ ChainInputs Inputs(nb::handle extra_keys) {
   return ChainInputs::WithExtraKeys(ToExtraKeys(extra_keys));
 }
 
-std::unique_ptr<model::Model> LoadModelOrThrow(const std::string& path) {
-  Result<std::unique_ptr<model::Model>> m = Status::Internal("unset");
-  {
-    nb::gil_scoped_release release;
-    m = model::LoadModel(path);
-  }
-  return ValueOrThrow(std::move(m));
+// ---------------------------------------------------------------- shared heavy state
+// What identifies a file's content for the cache: its canonical path and a signature
+// of (size, mtime_ns) of every file the loader reads (a model folder: each regular
+// file in it; a *.safetensors file: it and its folder's files). A file rewritten in
+// place gets a new entry; codecs made from the old content keep theirs.
+struct FileId {
+  std::string path;
+  std::string signature;
+  auto operator<=>(const FileId&) const = default;
+};
+
+std::string StatSignature(const std::filesystem::path& p) {
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) return "?";
+  const int64_t ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return std::to_string(static_cast<uint64_t>(st.st_size)) + ":" + std::to_string(ns);
 }
 
-std::vector<uint8_t> ReadOrThrow(const std::string& path) {
-  Result<std::vector<uint8_t>> r = Status::Internal("unset");
-  {
-    nb::gil_scoped_release release;
-    // A missing artifact is NotFound to Python callers; common's reader says IOError.
-    std::error_code ec;
-    r = std::filesystem::is_regular_file(path, ec) ? kvstash::ReadFileBytes(path)
-                                                   : Result<std::vector<uint8_t>>(Status::NotFound("no such file: " + path));
+// A model path: IOError if it does not exist (LoadModel's error).
+Result<FileId> ModelFileId(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::IOError("model file " + path + " does not exist");
+  const fs::path canon = fs::canonical(path, ec);
+  if (ec) return Status::IOError("cannot resolve " + path + ": " + ec.message());
+  FileId id{canon.string(), StatSignature(canon)};
+  const bool dir = fs::is_directory(canon, ec);
+  if (dir || canon.extension() == ".safetensors") {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(dir ? canon : canon.parent_path(), ec)) {
+      if (e.is_regular_file(ec)) names.push_back(e.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) {
+      id.signature += "|" + n + "=" + StatSignature((dir ? canon : canon.parent_path()) / n);
+    }
   }
-  return ValueOrThrow(std::move(r));
+  return id;
 }
+
+// An artifact path: NotFound unless it is a regular file (common's reader says IOError).
+Result<FileId> ArtifactFileId(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return Status::NotFound("no such file: " + path);
+  const fs::path canon = fs::canonical(path, ec);
+  if (ec) return Status::IOError("cannot resolve " + path + ": " + ec.message());
+  return FileId{canon.string(), StatSignature(canon)};
+}
+
+// The process-wide cache of the heavy state of spec and dckv codecs: one model per
+// model file, one predictor per (model file, threads), one parsed spec artifact and one
+// built dckv codec per artifact file, shared by every PyCodec made from those files (a
+// namespace -- cache salt, adapter, tenant -- then costs only its options and digest).
+// Entries are weak: the state is freed when the last codec using it is.
+// Thread-safety: one mutex, held while loading (so two threads asking for the same file
+// load it once). Call with the GIL released, and never take the GIL while holding it.
+class SharedState {
+ public:
+  static SharedState& Instance() {
+    static SharedState* s = new SharedState();  // never destroyed: codecs may outlive exit order
+    return *s;
+  }
+
+  Result<std::shared_ptr<const model::Model>> GetModel(const std::string& path) KVSTASH_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return ModelLocked(path);
+  }
+
+  // The predictor (threads) of the model at `path`; *model_out: that model.
+  Result<std::shared_ptr<const model::SpecPredictor>> GetPredictor(
+      const std::string& path, int threads, std::shared_ptr<const model::Model>* model_out)
+      KVSTASH_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    KVSTASH_ASSIGN_OR_RETURN(std::shared_ptr<const model::Model> m, ModelLocked(path));
+    KVSTASH_ASSIGN_OR_RETURN(FileId id, ModelFileId(path));
+    *model_out = m;
+    Prune(predictors_);
+    const auto key = std::make_pair(id, threads);
+    if (auto hit = predictors_[key].lock()) return hit;
+    model::SpecPredictorOptions po;
+    po.threads = threads;
+    KVSTASH_ASSIGN_OR_RETURN(std::unique_ptr<model::SpecPredictor> p, model::SpecPredictor::Create(*m, po));
+    // The predictor is built from the model: its shared_ptr keeps the model alive too.
+    struct Holder {
+      std::shared_ptr<const model::Model> model;
+      std::unique_ptr<model::SpecPredictor> predictor;
+    };
+    auto holder = std::make_shared<Holder>(Holder{m, std::move(p)});
+    std::shared_ptr<const model::SpecPredictor> out(holder, holder->predictor.get());
+    predictors_[key] = out;
+    ++predictor_builds_;
+    return out;
+  }
+
+  Result<std::shared_ptr<const spec::SpecArtifact>> GetSpecArtifact(const std::string& path)
+      KVSTASH_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    KVSTASH_ASSIGN_OR_RETURN(FileId id, ArtifactFileId(path));
+    Prune(spec_artifacts_);
+    if (auto hit = spec_artifacts_[id].lock()) return hit;
+    KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, kvstash::ReadFileBytes(path));
+    auto art = spec::SpecArtifact::Parse(bytes);
+    if (!art.ok()) return art.status().WithContext(path);
+    auto out = std::make_shared<const spec::SpecArtifact>(std::move(art).value());
+    spec_artifacts_[id] = out;
+    ++spec_artifact_loads_;
+    return std::shared_ptr<const spec::SpecArtifact>(out);
+  }
+
+  Result<std::shared_ptr<const dckv::DckvCodec>> GetDckvCodec(const std::string& path)
+      KVSTASH_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    KVSTASH_ASSIGN_OR_RETURN(FileId id, ArtifactFileId(path));
+    Prune(dckv_codecs_);
+    if (auto hit = dckv_codecs_[id].lock()) return hit;
+    KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, kvstash::ReadFileBytes(path));
+    auto art = dckv::DckvArtifact::Parse(bytes);
+    if (!art.ok()) return art.status().WithContext(path);
+    bytes = {};
+    auto codec = dckv::DckvCodec::Create(std::move(art).value());
+    if (!codec.ok()) return codec.status().WithContext(path);
+    auto out = std::make_shared<const dckv::DckvCodec>(std::move(codec).value());
+    dckv_codecs_[id] = out;
+    ++dckv_codec_builds_;
+    return std::shared_ptr<const dckv::DckvCodec>(out);
+  }
+
+  // Live entries and how often each kind was loaded since start.
+  std::map<std::string, uint64_t> Info() KVSTASH_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    Prune(models_);
+    Prune(predictors_);
+    Prune(spec_artifacts_);
+    Prune(dckv_codecs_);
+    return {{"models", models_.size()},
+            {"predictors", predictors_.size()},
+            {"spec_artifacts", spec_artifacts_.size()},
+            {"dckv_codecs", dckv_codecs_.size()},
+            {"model_loads", model_loads_},
+            {"predictor_builds", predictor_builds_},
+            {"spec_artifact_loads", spec_artifact_loads_},
+            {"dckv_codec_builds", dckv_codec_builds_}};
+  }
+
+ private:
+  template <typename M>
+  static void Prune(M& m) {
+    std::erase_if(m, [](const auto& kv) { return kv.second.expired(); });
+  }
+
+  Result<std::shared_ptr<const model::Model>> ModelLocked(const std::string& path) KVSTASH_REQUIRES(mu_) {
+    KVSTASH_ASSIGN_OR_RETURN(FileId id, ModelFileId(path));
+    Prune(models_);
+    if (auto hit = models_[id].lock()) return hit;
+    KVSTASH_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m, model::LoadModel(path));
+    std::shared_ptr<const model::Model> out(std::move(m));
+    models_[id] = out;
+    ++model_loads_;
+    return out;
+  }
+
+  Mutex mu_;
+  std::map<FileId, std::weak_ptr<const model::Model>> models_ KVSTASH_GUARDED_BY(mu_);
+  std::map<std::pair<FileId, int>, std::weak_ptr<const model::SpecPredictor>> predictors_
+      KVSTASH_GUARDED_BY(mu_);
+  std::map<FileId, std::weak_ptr<const spec::SpecArtifact>> spec_artifacts_ KVSTASH_GUARDED_BY(mu_);
+  std::map<FileId, std::weak_ptr<const dckv::DckvCodec>> dckv_codecs_ KVSTASH_GUARDED_BY(mu_);
+  uint64_t model_loads_ KVSTASH_GUARDED_BY(mu_) = 0;
+  uint64_t predictor_builds_ KVSTASH_GUARDED_BY(mu_) = 0;
+  uint64_t spec_artifact_loads_ KVSTASH_GUARDED_BY(mu_) = 0;
+  uint64_t dckv_codec_builds_ KVSTASH_GUARDED_BY(mu_) = 0;
+};
 
 }  // namespace
 
@@ -210,23 +373,20 @@ void BindCodec(nb::module_& m) {
           [](const std::string& model_path, const std::string& artifact_path,
              const PyCodecOptions& options, int threads) {
             auto c = std::make_unique<PyCodec>();
-            c->model = LoadModelOrThrow(model_path);
-            const std::vector<uint8_t> bytes = ReadOrThrow(artifact_path);
             const PrefixCodecOptions o = OptionsFor(options, PrefixCodecKind::kSpec);
             Status s;
             {
               nb::gil_scoped_release release;
-              model::SpecPredictorOptions po;
-              po.threads = threads;
-              auto p = model::SpecPredictor::Create(*c->model, po);
-              auto art = spec::SpecArtifact::Parse(bytes);
-              if (!p.ok()) {
-                s = p.status();
-              } else if (!art.ok()) {
-                s = art.status().WithContext(artifact_path);
+              SharedState& shared = SharedState::Instance();
+              auto p = shared.GetPredictor(model_path, threads, &c->model);
+              auto art = p.ok() ? shared.GetSpecArtifact(artifact_path)
+                                : Result<std::shared_ptr<const spec::SpecArtifact>>(p.status());
+              if (!art.ok()) {
+                s = art.status();
               } else {
                 c->predictor = std::move(p).value();
-                auto codec = PrefixCodec::CreateSpec(*c->model, c->predictor, std::move(art).value(), o);
+                c->spec_artifact = std::move(art).value();
+                auto codec = PrefixCodec::CreateSpec(*c->model, c->predictor, c->spec_artifact, o);
                 if (codec.ok()) c->codec = std::move(codec).value();
                 s = codec.status();
               }
@@ -237,24 +397,29 @@ void BindCodec(nb::module_& m) {
           nb::arg("model_path"), nb::arg("artifact_path"), nb::arg("options"), nb::arg("threads") = 1,
           "Lossless spec coding: loads the reference model from model_path (GGUF, safetensors, "
           "llama2.c), builds its deterministic predictor (threads: its thread count; results do "
-          "not depend on it) and the spec artifact (.kvsa). Raises NotFoundError for a missing "
-          "file, CorruptionError/InvalidArgumentError for a bad one, MismatchError for an "
-          "artifact calibrated with another predictor.")
+          "not depend on it) and the spec artifact (.kvsa). The model, predictor and artifact are "
+          "shared by every codec made from the same files (same path, size and mtime; see "
+          "shared_state()), so a codec per namespace costs only its options. Raises "
+          "NotFoundError for a missing file, CorruptionError/InvalidArgumentError for a bad one, "
+          "MismatchError for an artifact calibrated with another predictor.")
       .def_static(
           "dckv",
           [](const std::string& model_path, const std::string& artifact_path, const PyCodecOptions& options) {
             auto c = std::make_unique<PyCodec>();
-            c->model = LoadModelOrThrow(model_path);
-            const std::vector<uint8_t> bytes = ReadOrThrow(artifact_path);
             const PrefixCodecOptions o = OptionsFor(options, PrefixCodecKind::kDckv);
             Status s;
             {
               nb::gil_scoped_release release;
-              auto art = dckv::DckvArtifact::Parse(bytes);
-              if (!art.ok()) {
-                s = art.status().WithContext(artifact_path);
+              SharedState& shared = SharedState::Instance();
+              auto m = shared.GetModel(model_path);
+              auto dk = m.ok() ? shared.GetDckvCodec(artifact_path)
+                               : Result<std::shared_ptr<const dckv::DckvCodec>>(m.status());
+              if (!dk.ok()) {
+                s = dk.status();
               } else {
-                auto codec = PrefixCodec::CreateDckv(*c->model, std::move(art).value(), o);
+                c->model = std::move(m).value();
+                c->dckv = std::move(dk).value();
+                auto codec = PrefixCodec::CreateDckv(*c->model, c->dckv, o);
                 if (codec.ok()) c->codec = std::move(codec).value();
                 s = codec.status();
               }
@@ -263,7 +428,25 @@ void BindCodec(nb::module_& m) {
             return c;
           },
           nb::arg("model_path"), nb::arg("artifact_path"), nb::arg("options"),
-          "Lossy dckv coding with the artifact (.kvda) of the model at model_path. Raises as spec().")
+          "Lossy dckv coding with the artifact (.kvda) of the model at model_path. The model and "
+          "the codec built from the artifact are shared like spec()'s. Raises as spec().")
+      .def_static(
+          "shared_state",
+          []() {
+            std::map<std::string, uint64_t> info;
+            {
+              nb::gil_scoped_release release;
+              info = SharedState::Instance().Info();
+            }
+            nb::dict d;
+            for (const auto& [k, v] : info) d[nb::str(k.c_str())] = v;
+            return d;
+          },
+          "The process-wide cache of the codecs' heavy state: live entries ('models', "
+          "'predictors', 'spec_artifacts', 'dckv_codecs': held by at least one codec) and loads "
+          "since start ('model_loads', 'predictor_builds', 'spec_artifact_loads', "
+          "'dckv_codec_builds'). Keyed by each file's canonical path, size and mtime (the "
+          "predictor also by its thread count); an entry is freed with its last codec.")
       .def_prop_ro("kind", [](const PyCodec& c) { return std::string(PrefixCodecName(c.codec->kind())); })
       .def_prop_ro("layout", [](const PyCodec& c) { return c.codec->layout(); },
                    "Stored layout (n_layers, n_kv_heads, head_dim, dtype = options.kv_dtype).")

@@ -1,7 +1,8 @@
 """Fixtures of the kvstash package tests: a REAL kvstash-server on free loopback ports.
 
 Environment: KVSTASH_SERVER_BIN (default build/kvstash-server of the repository),
-KVSTASH_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf).
+KVSTASH_FAULT_PROXY_BIN (default build/kvstash_fault_proxy: the fault-injection proxy of
+tests/support/fault_proxy.h), KVSTASH_MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf).
 """
 
 from __future__ import annotations
@@ -12,10 +13,16 @@ import subprocess
 import tempfile
 import time
 
+import sys
+
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from fault_proxy import FaultProxy  # noqa: E402  (tests/support/fault_proxy.py)
 SERVER_BIN = os.environ.get("KVSTASH_SERVER_BIN", os.path.join(ROOT, "build", "kvstash-server"))
+FAULT_PROXY_BIN = os.environ.get("KVSTASH_FAULT_PROXY_BIN",
+                                 os.path.join(ROOT, "build", "kvstash_fault_proxy"))
 MODEL = os.environ.get("KVSTASH_MODEL",
                        os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
 TENANT, CREDENTIAL = "pytest", "s3cret"
@@ -59,6 +66,14 @@ class Server:
                 self.proc.wait()
         self.log.close()
         self.tmp.cleanup()
+
+
+@pytest.fixture
+def fault_proxy(server):
+    """A FaultProxy in front of the session's server, without rules."""
+    p = FaultProxy(FAULT_PROXY_BIN, server.address)
+    yield p
+    p.stop()
 
 
 @pytest.fixture(scope="session")

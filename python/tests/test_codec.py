@@ -180,6 +180,50 @@ def test_spec_round_trip_on_real_kv_through_the_server(smol, model_path, client)
         spec.restore_chunks(tokens, keys, [payloads[0], bytes(bad)])
 
 
+def test_spec_codecs_share_the_heavy_state(smol, model_path, tmp_path):
+    """Codecs of many namespaces made from the same files share one model, predictor and
+    artifact (PrefixCodec.shared_state()); another artifact or thread count adds only
+    that; a copy of a file at another path is another entry; the state is freed with the
+    last codec."""
+    import gc
+    import shutil
+    ref, tokens, kv, arts = smol
+    gc.collect()
+    s0 = kvstash.PrefixCodec.shared_state()
+    codecs = [kvstash.PrefixCodec.spec(model_path, arts[0], kvstash.PrefixCodecOptions(
+        FP, chunk_tokens=SPEC_CHUNK, cache_salt=f"salt-{i}"), threads=1) for i in range(12)]
+    s1 = kvstash.PrefixCodec.shared_state()
+    assert len({c.namespace_digest for c in codecs}) == 12
+    assert s1["model_loads"] - s0["model_loads"] <= 1           # 0 if a live codec holds it
+    assert s1["predictor_builds"] - s0["predictor_builds"] <= 1
+    assert s1["spec_artifact_loads"] - s0["spec_artifact_loads"] <= 1
+    # A codec on the shared state still round-trips exactly.
+    keys = codecs[0].chain_keys(tokens)
+    puts = codecs[0].encode_chunks(tokens, keys, split_chunks(kv, keys), 0)
+    out = codecs[0].restore_chunks(tokens, keys, [p.payload for p in puts])
+    assert all(np.array_equal(a, b) for a, b in zip(out, split_chunks(kv, keys)))
+    # Another artifact: one artifact load, the model and predictor shared; another thread
+    # count: another predictor of the same model.
+    other = kvstash.PrefixCodec.spec(model_path, arts[1], kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK))
+    two = kvstash.PrefixCodec.spec(model_path, arts[0], kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK), threads=2)
+    s2 = kvstash.PrefixCodec.shared_state()
+    assert s2["model_loads"] == s1["model_loads"]
+    assert s2["spec_artifact_loads"] == s1["spec_artifact_loads"] + 1
+    assert s2["predictor_builds"] == s1["predictor_builds"] + 1
+    # A copy of the artifact elsewhere (another path) is another entry.
+    copy = str(tmp_path / "copy.kvsa")
+    shutil.copyfile(arts[0], copy)
+    c3 = kvstash.PrefixCodec.spec(model_path, copy, kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK))
+    assert kvstash.PrefixCodec.shared_state()["spec_artifact_loads"] == s2["spec_artifact_loads"] + 1
+    assert c3.artifact_digest == codecs[0].artifact_digest
+    live = kvstash.PrefixCodec.shared_state()
+    del codecs, other, two, c3
+    gc.collect()
+    end = kvstash.PrefixCodec.shared_state()
+    assert end["spec_artifacts"] == live["spec_artifacts"] - 3
+    assert end["predictors"] == live["predictors"] - 2
+
+
 def test_codec_factories_report_bad_files(model_path, tmp_path):
     opts = kvstash.PrefixCodecOptions(FP)
     with pytest.raises(kvstash.NotFoundError):

@@ -55,7 +55,7 @@ namespace kvstash::campaign {
 namespace {
 
 constexpr int kAbsent = -1;
-constexpr uint32_t kTokens = 16;  // RawPayload(16, ...): 2184 bytes
+constexpr uint32_t kTokens = 16;  // RawPayload(16, ...) as stored: 2200 bytes
 
 struct Options {
   std::string server_bin;
@@ -214,7 +214,9 @@ class Campaign {
   // chunk may hold. Returns the version matched, or nullopt (wrong bytes).
   std::optional<int> Match(uint32_t chain, uint32_t j, const std::vector<uint8_t>& payload) {
     for (int v : possible_[chain][j]) {
-      if (v != kAbsent && payload == server::testing::RawPayload(kTokens, SeedOf(chain, j, v))) {
+      if (v != kAbsent &&
+          payload == server::testing::Bound(server::testing::RawPayload(kTokens, SeedOf(chain, j, v)),
+                                            ChunkKeyOf(chain, j))) {
         return v;
       }
     }

@@ -64,11 +64,12 @@
 namespace kvstash::campaign {
 namespace {
 
+using server::testing::Bound;
 using server::testing::RawPayload;
 using server::testing::ServerProcess;
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kTokens = 16;  // RawPayload(16, ...): 2184 bytes
+constexpr uint32_t kTokens = 16;  // RawPayload(16, ...) as stored: 2200 bytes
 constexpr const char* kTenant = "f";  // the one tenant every scenario's server knows
 constexpr const char* kCredential = "pf";
 
@@ -186,7 +187,7 @@ class Load {
     t_->requests++;
     auto r = c.Get(KeyOf(seed), KeyOf(seed));
     if (r.ok()) {
-      if (r->payload == RawPayload(kTokens, seed)) {
+      if (r->payload == Bound(RawPayload(kTokens, seed), KeyOf(seed))) {
         t_->ok++;
       } else {
         t_->wrong++;
@@ -236,7 +237,7 @@ void Verify(const std::string& address, const std::vector<uint32_t>& acked, bool
   for (uint32_t seed : acked) {
     t->requests++;
     auto r = (*c)->Get(KeyOf(seed), KeyOf(seed));
-    if (r.ok() && r->payload == RawPayload(kTokens, seed)) {
+    if (r.ok() && r->payload == Bound(RawPayload(kTokens, seed), KeyOf(seed))) {
       t->ok++;
     } else if (r.ok()) {
       t->wrong++;

@@ -379,6 +379,66 @@ TEST_F(PrefixCodecTest, RawErrorsNeverReturnKv) {
   EXPECT_STATUS(PrefixCodec::CreateRaw(*s_->model, Options(PrefixCodecKind::kSpec)), kInvalidArgument);
 }
 
+// Payloads of another chain at the same positions: a storage, server or proxy fault
+// answering chunk i of prefix A with chunk i of prefix D. D's payloads are valid (they
+// restore D; same codec, model, layout, token counts and offsets as A's), so before
+// payload format version 2 every check passed and Restore returned D's KV as A's.
+// Check exercised: PrefixCodec::CheckHeader's CheckPayloadKey(header, chain key i)
+// (client/prefix_codec.cc), run by Restore, RestoreKvChunks and CheckRestoreInputs.
+// Without it the Corruption expectations below fail (Ok, with D's KV), and the unbound
+// (version-1) payload is no longer Mismatch.
+TEST_F(PrefixCodecTest, PayloadsOfAnotherChainAreCorruptionAndUnboundOnesMismatch) {
+  ASSERT_OK_AND_ASSIGN(auto raw, PrefixCodec::CreateRaw(*s_->model, Options(PrefixCodecKind::kRaw)));
+  // A: the first 128 evaluation tokens; D: the 128 calibration tokens (another text).
+  // Both are two full chunks.
+  const std::span<const uint32_t> a(s_->tokens.data(), 2 * kC);
+  const std::span<const uint32_t> d(s_->cal_tokens);
+  ASSERT_EQ(d.size(), a.size());
+  ASSERT_OK_AND_ASSIGN(model::KvCache a_exact, s_->exact.Prefix(2 * kC));
+  ASSERT_OK_AND_ASSIGN(auto a_puts, raw->EncodeChunks(a, a_exact, 0));
+  ASSERT_OK_AND_ASSIGN(auto d_puts, raw->EncodeChunks(d, s_->cal_exact, 0));
+  ASSERT_OK_AND_ASSIGN(auto a_keys, raw->ChainKeys(a, ChainInputs::TokensOnly()));
+  ASSERT_OK_AND_ASSIGN(auto d_keys, raw->ChainKeys(d, ChainInputs::TokensOnly()));
+  const auto pa = Payloads(a_puts), pd = Payloads(d_puts);
+  ASSERT_EQ(pa.size(), 2u);
+  ASSERT_EQ(pd.size(), 2u);
+
+  // D's payloads are valid, at A's positions, and hold other KV.
+  ASSERT_OK(raw->RestoreKvChunks(d, d_keys, pd));
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_OK_AND_ASSIGN(PayloadHeader ha, ParsePayloadHeader(pa[i]));
+    ASSERT_OK_AND_ASSIGN(PayloadHeader hd, ParsePayloadHeader(pd[i]));
+    EXPECT_EQ(hd.token_offset, ha.token_offset);
+    EXPECT_EQ(hd.tokens, ha.tokens);
+    EXPECT_EQ(hd.layout, ha.layout);
+    EXPECT_EQ(hd.model_fingerprint, ha.model_fingerprint);
+    EXPECT_NE(hd.content_checksum, ha.content_checksum);
+    EXPECT_TRUE(hd.chunk_key == d_keys[i].stored());
+  }
+  ASSERT_OK(raw->Restore(a, pa));  // A's own payloads restore A
+
+  // All of D's payloads for A: refused, nothing returned.
+  EXPECT_STATUS(raw->Restore(a, pd), kCorruption);
+  EXPECT_STATUS(raw->RestoreKvChunks(a, a_keys, pd), kCorruption);
+  EXPECT_STATUS(raw->CheckRestoreInputs(a, a_keys, pd), kCorruption);
+  // One chunk substituted (the second): refused too.
+  const std::vector<std::vector<uint8_t>> mixed{pa[0], pd[1]};
+  EXPECT_STATUS(raw->Restore(a, mixed), kCorruption);
+  EXPECT_STATUS(raw->RestoreKvChunks(a, a_keys, mixed), kCorruption);
+
+  // A's own chunk 0 as an unbound (version-1) payload: same body, no key. It cannot be
+  // tied to its key: Mismatch, never KV.
+  ASSERT_OK_AND_ASSIGN(PayloadView v, ParsePayload(pa[0]));
+  PayloadHeader h = v.header;
+  h.chunk_key.reset();
+  ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> unbound, BuildPayload(h, v.body));
+  ASSERT_EQ(unbound.size(), pa[0].size() - (kPayloadHeaderBytes - kPayloadHeaderBytesUnbound));
+  const std::vector<std::vector<uint8_t>> with_unbound{unbound, pa[1]};
+  EXPECT_STATUS(raw->Restore(a, with_unbound), kMismatch);
+  EXPECT_STATUS(raw->RestoreKvChunks(a, a_keys, with_unbound), kMismatch);
+  EXPECT_STATUS(raw->CheckRestoreInputs(a, a_keys, with_unbound), kMismatch);
+}
+
 TEST_F(PrefixCodecTest, SpecRestoresBitExactAndRefusesForeignPayloads) {
   spec::SpecArtifact art = SpecArtifact();
   ASSERT_OK_AND_ASSIGN(auto spec, PrefixCodec::CreateSpec(*s_->model, s_->predictor, art, Options(PrefixCodecKind::kSpec)));
@@ -401,10 +461,12 @@ TEST_F(PrefixCodecTest, SpecRestoresBitExactAndRefusesForeignPayloads) {
   ASSERT_OK_AND_ASSIGN(RestoredPrefix two, spec->Restore(s_->tokens, std::span(p).first(2)));
   EXPECT_EQ(two.cache.tokens, 128u);
   EXPECT_EQ(two.chunks[1].data, ExactChunk(kN, 1).data);
-  // Other tokens than the encoder's: the prediction digest disagrees from chunk 1 on.
+  // Other tokens than the encoder's: from chunk 1 on, the payloads are bound to the keys
+  // of the encoder's tokens, not of these: Corruption, before any prediction runs. (A
+  // predictor that disagrees on the same tokens is Mismatch: determinism_tests.)
   auto tokens = s_->tokens;
   tokens[70] = tokens[70] == 1 ? 2 : 1;
-  EXPECT_STATUS(spec->Restore(tokens, p), kMismatch);
+  EXPECT_STATUS(spec->Restore(tokens, p), kCorruption);
   // A raw payload is not a spec payload.
   ASSERT_OK_AND_ASSIGN(auto raw_puts, raw->EncodeChunks(s_->tokens, s_->exact, 0));
   EXPECT_STATUS(spec->Restore(s_->tokens, Payloads(raw_puts)), kMismatch);

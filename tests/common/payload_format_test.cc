@@ -82,10 +82,78 @@ TEST(PayloadFormatTest, TruncationAndVersion) {
   extra.push_back(0);
   EXPECT_STATUS(ParsePayload(extra), kCorruption);
   // A future version with a valid CRC is a Mismatch, not Corruption.
+  auto v3 = bytes;
+  StoreLe<uint16_t>(&v3[4], 3);
+  StoreLe<uint32_t>(&v3[128], Crc32c(std::span(v3).first(128)));
+  EXPECT_STATUS(ParsePayload(v3), kMismatch);
+  // Version 2 with version 1's header size: the size field does not match the version.
   auto v2 = bytes;
   StoreLe<uint16_t>(&v2[4], 2);
   StoreLe<uint32_t>(&v2[128], Crc32c(std::span(v2).first(128)));
-  EXPECT_STATUS(ParsePayload(v2), kMismatch);
+  EXPECT_STATUS(ParsePayload(v2), kCorruption);
+}
+
+StoredKey SampleKey(uint8_t seed) {
+  StoredKey k{};
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<uint8_t>(seed + 11 * i);
+  return k;
+}
+
+TEST(PayloadFormatTest, BoundHeaderLayoutIsAsDocumented) {
+  const std::vector<uint8_t> body = {1, 2, 3};
+  PayloadHeader h = SampleHeader();
+  h.chunk_key = SampleKey(7);
+  ASSERT_OK_AND_ASSIGN(auto bytes, BuildPayload(h, body));
+  ASSERT_EQ(bytes.size(), 152u + 3);
+  EXPECT_EQ(LoadLe<uint16_t>(&bytes[4]), 2);    // version
+  EXPECT_EQ(LoadLe<uint16_t>(&bytes[6]), 152);  // header bytes
+  // Bytes 8..127 are version 1's fields at version 1's offsets.
+  ASSERT_OK_AND_ASSIGN(auto unbound, BuildPayload(SampleHeader(), body));
+  EXPECT_TRUE(std::equal(bytes.begin() + 8, bytes.begin() + 128, unbound.begin() + 8));
+  EXPECT_TRUE(std::equal(bytes.begin() + 128, bytes.begin() + 144, h.chunk_key->begin()));
+  EXPECT_EQ(LoadLe<uint32_t>(&bytes[144]), Crc32c(std::span(bytes).first(144)));
+  EXPECT_EQ(LoadLe<uint32_t>(&bytes[148]), 0u);  // reserved
+  EXPECT_TRUE(std::equal(bytes.begin() + 152, bytes.end(), body.begin()));
+}
+
+TEST(PayloadFormatTest, BindingRoundTripsAndEveryByteFlipIsDetected) {
+  const std::vector<uint8_t> body(64, 5);
+  ASSERT_OK_AND_ASSIGN(auto unbound, BuildPayload(SampleHeader(), body));
+  ASSERT_OK_AND_ASSIGN(auto bound, BindPayloadToKey(unbound, SampleKey(1)));
+  ASSERT_OK_AND_ASSIGN(PayloadView v, ParsePayload(bound));
+  EXPECT_EQ(v.header.chunk_key, SampleKey(1));
+  EXPECT_EQ(v.header.header_bytes(), 152u);
+  EXPECT_TRUE(std::equal(v.body.begin(), v.body.end(), body.begin(), body.end()));
+  PayloadHeader want = SampleHeader();
+  want.body_bytes = body.size();
+  want.body_checksum = Xxh3_64(body);
+  want.chunk_key = SampleKey(1);
+  EXPECT_EQ(v.header, want);
+  // Binding again to the same key changes nothing; to another key is refused.
+  ASSERT_OK_AND_ASSIGN(auto again, BindPayloadToKey(bound, SampleKey(1)));
+  EXPECT_EQ(again, bound);
+  EXPECT_STATUS(BindPayloadToKey(bound, SampleKey(2)), kInvalidArgument);
+  for (size_t i = 0; i < bound.size(); ++i) {
+    auto bad = bound;
+    bad[i] ^= 0x10;
+    const Status s = ParsePayload(bad).status();
+    EXPECT_FALSE(s.ok()) << "flip at byte " << i;
+    EXPECT_TRUE(s.IsCorruption() || s.IsMismatch()) << s.ToString();
+  }
+  for (size_t n = 0; n < bound.size(); ++n) {
+    EXPECT_STATUS(ParsePayload(std::span(bound).first(n)), kCorruption) << n;
+  }
+}
+
+TEST(PayloadFormatTest, CheckPayloadKeyTellsAnotherKeyFromNoKey) {
+  ASSERT_OK_AND_ASSIGN(auto unbound, BuildPayload(SampleHeader(), std::vector<uint8_t>(8, 1)));
+  ASSERT_OK_AND_ASSIGN(auto bound, BindPayloadToKey(unbound, SampleKey(3)));
+  EXPECT_OK(CheckPayloadKey(bound, SampleKey(3)));
+  // The valid payload of another chunk: Corruption, never accepted.
+  EXPECT_STATUS(CheckPayloadKey(bound, SampleKey(4)), kCorruption);
+  // A version-1 payload cannot be tied to any key: Mismatch (recompute, store again).
+  EXPECT_STATUS(CheckPayloadKey(unbound, SampleKey(3)), kMismatch);
+  EXPECT_STATUS(CheckPayloadKey(std::span(bound).first(20), SampleKey(3)), kCorruption);
 }
 
 TEST(PayloadFormatTest, RejectsInvalidLayoutEvenWithValidCrc) {

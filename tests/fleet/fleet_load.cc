@@ -31,7 +31,7 @@ void Count(LoadCounts* c, std::chrono::steady_clock::time_point t0, const Status
 }  // namespace
 
 std::vector<uint8_t> ExpectedPayload(const StoredKey& key) {
-  return server::testing::KeyedPayload(key, kChunkTokens, SmolLm2Layout());
+  return server::testing::Bound(server::testing::KeyedPayload(key, kChunkTokens, SmolLm2Layout()), key);
 }
 
 std::vector<FleetChain> MakeFleetChains(uint64_t seed, size_t n, size_t chunks) {

@@ -1,10 +1,10 @@
 // FleetLoad: bounded, verifiable traffic for tests of several kvstash-server nodes.
 //
 // A chain is a few chunk keys (the first routes it, kvstash::Client's rendezvous
-// hashing); every chunk's payload is KeyedPayload(key): SmolLM2-135M-shaped bf16 KV of
-// kChunkTokens tokens (30 layers x 3 KV heads x 64 dims, 368,640 bytes of KV plus the
-// 136-byte header) whose bytes are a function of the key alone, so a GET that returns
-// any other chunk's bytes is counted as wrong KV.
+// hashing); every chunk's payload is KeyedPayload(key) bound to the key: SmolLM2-135M-
+// shaped bf16 KV of kChunkTokens tokens (30 layers x 3 KV heads x 64 dims, 368,640 bytes
+// of KV plus the 152-byte header) whose bytes are a function of the key alone, so a GET
+// that returns any other chunk's bytes is counted as wrong KV.
 //
 // One visit of a chain = LOOKUP, GET of every matched chunk (each compared with its
 // expected bytes), then (when asked) PUT of the chunks after the matched run. Outcomes

@@ -109,7 +109,7 @@ TEST_F(HybridRestoreTest, CorruptMissingOrMisplacedKvIsRefused) {
   const StoredBoundary stored = Stored(80);
   ASSERT_EQ(stored.kv_payloads.size(), 5u);
   auto kv = stored.kv_payloads;
-  kv[2][kPayloadHeaderBytes + 5] ^= 0x01;  // a body byte
+  kv[2][kPayloadHeaderBytesUnbound + 5] ^= 0x01;  // a body byte (unbound payload)
   EXPECT_STATUS(RestoreStoredBoundary(*model_, kv, stored.state_record), kCorruption);
   kv = stored.kv_payloads;
   kv.pop_back();  // chunks end before the state's boundary

@@ -84,13 +84,17 @@ class HybridServerTest : public ::testing::Test {
   }
 
   // PUTs the full chunks of `tokens`, with a state record on the chunks that end at
-  // one of `state_at` (token counts). Returns the stored forms by boundary.
+  // one of `state_at` (token counts). Returns the stored forms by boundary (payloads
+  // bound to their keys, as stored and as a GET returns them).
   void PutPrefix(std::span<const uint32_t> tokens, std::vector<uint32_t> state_at) {
     const auto keys = Keys(tokens);
     for (size_t i = 0; i < keys.size() && !keys[i].partial; ++i) {
       const uint32_t end = static_cast<uint32_t>((i + 1) * kChunk);
       const HybridState s = Run(tokens.first(end));
       ASSERT_OK_AND_ASSIGN(StoredBoundary b, EncodeStoredBoundary(*model_, s, kChunk));
+      for (size_t j = 0; j < b.kv_payloads.size(); ++j) {
+        ASSERT_OK_AND_ASSIGN(b.kv_payloads[j], BindPayloadToKey(b.kv_payloads[j], keys[j].stored()));
+      }
       PutChunk p;
       p.route = keys[0].stored();
       p.key = keys[i].stored();
@@ -253,8 +257,10 @@ TEST_F(HybridServerTest, SpecCodedKvAndStateRoundTripThroughTheServer) {
     p.route = keys[0].stored();
     p.key = keys[c].stored();
     if (c > 0) p.parent = keys[c - 1].stored();
-    ASSERT_OK_AND_ASSIGN(p.payload, EncodeHybridSpecChunk(*model_, artifact, exact, pred, c * kChunk,
-                                                          (c + 1) * kChunk, false));
+    ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> unbound,
+                         EncodeHybridSpecChunk(*model_, artifact, exact, pred, c * kChunk,
+                                               (c + 1) * kChunk, false));
+    ASSERT_OK_AND_ASSIGN(p.payload, BindPayloadToKey(unbound, p.key));
     sent.push_back(p.payload);
     if (c + 1 == keys.size()) {
       // A damaged record is refused (its record checksum covers the coded body)...

@@ -6,7 +6,8 @@
 // (our deterministic predictor on both sides, an artifact calibrated on llama.cpp's own
 // KV of another text) for f16 and bf16, lossless, with the same logits. A chunk removed
 // between LOOKUP and GET makes the hit fall back to a full prefill (never a partial
-// import).
+// import); so does a proxy (tests/support/fault_proxy.h) that answers the GETs of one
+// document's chunks with another document's valid payloads (Corruption).
 #include "engines/llama_cpp/llama_session.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "model/formats/model_loader.h"
 #include "model/predictor/spec_predictor.h"
 #include "tests/server/server_process.h"
+#include "tests/support/fault_proxy.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::llama_cpp {
@@ -64,7 +66,20 @@ class LlamaSessionTest : public ::testing::Test {
     client_ = std::shared_ptr<Client>(std::move(c).value());
   }
 
-  std::unique_ptr<LlamaSession> MakeSession(bool fa, DType dt) {
+  // A client of the server (or of another address, such as a proxy in front of it).
+  std::shared_ptr<Client> MakeClient(const std::string& address) {
+    ClientOptions o;
+    o.servers = {address};
+    o.tenant = "t";
+    o.credential = "secret";
+    o.max_attempts = 1;
+    auto c = Client::Create(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::shared_ptr<Client>(std::move(c).value()) : nullptr;
+  }
+
+  // client: the session's client (default: client_, straight to the server).
+  std::unique_ptr<LlamaSession> MakeSession(bool fa, DType dt, std::shared_ptr<Client> client = nullptr) {
     const auto params = ContextParams(256, 1, fa, dt).value();
     const StateLayout layout = StateLayoutOf(model_, params).value();
     PrefixCodecOptions po;
@@ -76,7 +91,7 @@ class LlamaSessionTest : public ::testing::Test {
     po.cache_salt = std::string(fa ? "fa" : "nofa");
     auto codec = PrefixCodec::CreateRaw(layout.kv, po);
     EXPECT_TRUE(codec.ok()) << codec.status().ToString();
-    auto s = LlamaSession::Create(model_, params, client_,
+    auto s = LlamaSession::Create(model_, params, client ? client : client_,
                                   std::shared_ptr<const PrefixCodec>(std::move(codec).value()));
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(s).value();
@@ -298,6 +313,74 @@ TEST_F(LlamaSessionTest, ChunkGoneBetweenLookupAndGetFallsBackToFullPrefill) {
   EXPECT_EQ(r.evaluated_tokens, doc.size());
   EXPECT_TRUE(Same(r.logits, Reference(false, DType::kF16, doc, 0)));
   EXPECT_EQ(session->stats().fallbacks, 1u);
+}
+
+// Two documents A and D of the same length are stored; the session's client then goes
+// through a fault-injection proxy that forwards the GET of each of A's chunks as the
+// GET of D's chunk at the same position, so every reply is a valid payload (codec,
+// layout, model, token count and offset all A's chunk's) of the other document. The
+// restore must be refused (fallback Corruption), the prompt recomputed: logits of a
+// fresh prefill, counted in fallbacks_corruption.
+// Checks exercised: the payload's chunk key, by Client::GetAsync's CheckPayloadKey
+// (client/client.cc) and, behind it, PrefixCodec::RestoreKvChunks' CheckHeader
+// (client/prefix_codec.cc). The test fails only if BOTH are removed (either one alone
+// refuses the payloads): tests/client/client_fault_test.cc and prefix_codec_test.cc
+// cover each on its own. Without them the hit imports D's KV for A's tokens.
+TEST_F(LlamaSessionTest, AnotherDocumentsPayloadsFallBackAsCorruption) {
+  const std::vector<llama_token> doc_a = Tokenize(model_, kDoc).value();
+  // D: another text (the Apache-2.0 sentence, then the GPL-3 text) cut to A's length, so
+  // its chain has the same chunks and token counts.
+  std::vector<llama_token> doc_d = Tokenize(model_, kOther).value();
+  const std::vector<llama_token> more = Tokenize(model_, kDoc).value();
+  doc_d.insert(doc_d.end(), more.begin(), more.end());
+  ASSERT_GE(doc_d.size(), doc_a.size());
+  doc_d.resize(doc_a.size());
+  ASSERT_NE(doc_d[0], doc_a[0]);
+
+  {  // Store both (straight to the server).
+    auto writer = MakeSession(false, DType::kF16);
+    ASSERT_TRUE(writer);
+    ASSERT_OK(writer->EvaluatePrompt(doc_a));
+    ASSERT_OK(writer->EvaluatePrompt(doc_d));
+    ASSERT_OK(writer->Flush());
+  }
+  ASSERT_OK_AND_ASSIGN(auto proxy, testing::FaultProxy::Start(server_.address()));
+  auto session = MakeSession(false, DType::kF16, MakeClient(proxy->address()));
+  ASSERT_TRUE(session);
+  ASSERT_OK_AND_ASSIGN(LlamaLookup la, session->Lookup(doc_a));
+  ASSERT_OK_AND_ASSIGN(LlamaLookup ld, session->Lookup(doc_d));
+  ASSERT_EQ(la.matched_chunks, la.keys.size());
+  ASSERT_EQ(ld.matched_chunks, ld.keys.size());
+  ASSERT_EQ(la.keys.size(), ld.keys.size());
+  for (size_t i = 0; i < la.keys.size(); ++i) {
+    ASSERT_EQ(la.keys[i].tokens, ld.keys[i].tokens) << "chunk " << i;
+    ASSERT_NE(la.keys[i].stored(), ld.keys[i].stored()) << "chunk " << i;
+  }
+
+  // Through the proxy without rules: a hit, as straight to the server.
+  ASSERT_OK_AND_ASSIGN(EvalResult clean, session->RestoreHit(doc_a, la));
+  EXPECT_OK(clean.fallback);
+  EXPECT_EQ(clean.restored_tokens, doc_a.size() - 1);
+  EXPECT_TRUE(Same(clean.logits, Reference(false, DType::kF16, doc_a, doc_a.size() - 1)));
+  EXPECT_EQ(session->stats().fallbacks, 0u);
+
+  // substitute A_i -> D_i: every GET of A's chunks is answered with D's chunk.
+  for (size_t i = 0; i < la.keys.size(); ++i) proxy->Substitute(la.keys[i].stored(), ld.keys[i].stored());
+  ASSERT_OK_AND_ASSIGN(EvalResult r, session->RestoreHit(doc_a, la));
+  EXPECT_EQ(proxy->substituted(), la.keys.size()) << "every GET of A's chunks is substituted";
+  EXPECT_STATUS(r.fallback, kCorruption);
+  EXPECT_EQ(r.restored_tokens, 0u);
+  EXPECT_EQ(r.restored_chunks, 0u);
+  EXPECT_EQ(r.evaluated_tokens, doc_a.size());
+  EXPECT_TRUE(Same(r.logits, Reference(false, DType::kF16, doc_a, 0)));
+  const LlamaSessionStats st = session->stats();
+  EXPECT_EQ(st.fallbacks, 1u);
+  EXPECT_EQ(st.fallbacks_corruption, 1u);
+  EXPECT_EQ(st.fallbacks_mismatch, 0u);
+  // D itself still restores through the proxy (its GETs are not substituted).
+  ASSERT_OK_AND_ASSIGN(EvalResult own_d, session->RestoreHit(doc_d, ld));
+  EXPECT_OK(own_d.fallback);
+  EXPECT_EQ(own_d.restored_tokens, doc_d.size() - 1);
 }
 
 TEST_F(LlamaSessionTest, CodecOfAnotherLayoutIsRefused) {

@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/file_bytes.h"
 #include "common/payload_format.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
@@ -67,6 +68,13 @@ const std::string kServer = KVSTASH_SERVER_BIN;
 const std::string kKey1 = "000102030405060708090a0b0c0d0e0f";
 const std::string kKey2 = "100102030405060708090a0b0c0d0e0f";
 
+// The stored key written as 32 hex digits.
+StoredKey KeyOfHex(const std::string& hex) {
+  StoredKey k{};
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  return k;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -91,14 +99,15 @@ TEST_F(CliTest, PutAndGetPrintRequestMemory) {
   auto [rc, out] = Sh(kCli + " put" + flags_ + "--key " + kKey1 + " --payload " + P("c1") +
                       " --state " + P("s1"));
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("request memory 2314 bytes = payload 2184 (coded 136 + 16 uncompressed "
+  // The file's unbound payload (136-byte header) is stored bound to --key (152 bytes).
+  EXPECT_NE(out.find("request memory 2330 bytes = payload 2200 (coded 152 + 16 uncompressed "
                      "positions in 2048 bytes) + state 130"),
             std::string::npos)
       << out;
   std::tie(rc, out) = Sh(kCli + " get" + flags_ + "--key " + kKey1 + " --out " + P("o1") +
                          " --state-out " + P("os1"));
   ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("request memory 2314 bytes"), std::string::npos) << out;
+  EXPECT_NE(out.find("request memory 2330 bytes"), std::string::npos) << out;
   EXPECT_EQ(std::filesystem::file_size(P("os1")), 130u);
   // `kvstash stats` shows the tenant's memory counters.
   std::tie(rc, out) = Sh(kCli + " stats" + flags_);
@@ -216,6 +225,26 @@ TEST_F(CliTest, LookupCountsTheStoredTokensOfAPartialLastChunk) {
   ASSERT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("\"tokens_hit\": 13"), std::string::npos) << out;
   EXPECT_NE(out.find("\"tokens_requested\": 15"), std::string::npos) << out;
+}
+
+// put binds an unbound payload file to --key; a file bound to another key is refused
+// before anything is sent (exit 2), and the stored payload names its key.
+TEST_F(CliTest, PutBindsThePayloadToItsKey) {
+  WriteFile(P("c1"), RawPayload(4, 1));
+  WriteFile(P("bound2"), testing::Bound(RawPayload(4, 1), KeyOfHex(kKey2)));
+  auto [rc, out] = Sh(kCli + " put" + flags_ + "--key " + kKey1 + " --payload " + P("bound2"));
+  EXPECT_EQ(rc, 2) << out;
+  EXPECT_NE(out.find("payload is bound to key " + kKey2), std::string::npos) << out;
+  std::tie(rc, out) = Sh(kCli + " put" + flags_ + "--key " + kKey1 + " --payload " + P("c1"));
+  ASSERT_EQ(rc, 0) << out;
+  std::tie(rc, out) = Sh(kCli + " get" + flags_ + "--key " + kKey1 + " --out " + P("o1"));
+  ASSERT_EQ(rc, 0) << out;
+  ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> got, ReadFileBytes(P("o1")));
+  EXPECT_EQ(got, testing::Bound(RawPayload(4, 1), KeyOfHex(kKey1)));
+  std::tie(rc, out) = Sh(kCli + " inspect " + P("o1"));
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"chunk_key\": \"" + kKey1 + "\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"format_version\": 2"), std::string::npos) << out;
 }
 
 TEST_F(CliTest, GetWritesBothFilesOrNeither) {

@@ -115,8 +115,8 @@ TEST(DashboardTest, ChartsRenderLiveNumbersInHeadlessChromium) {
   EXPECT_GE(status["points"]["latency"].get<int>(), 6) << text;  // p50 + p99 of >= 3 ops
   EXPECT_DOUBLE_EQ(status["hit_rate"].get<double>(), 0.6) << text;
   EXPECT_EQ(status["lookups"], 2 * kLookups) << text;
-  // Request memory: 6 raw PUTs of 136 + 16 x 128 bytes each, no state.
-  EXPECT_DOUBLE_EQ(status["put_memory"].get<double>(), 2184.0) << text;
+  // Request memory: 6 raw PUTs of 152 + 16 x 128 bytes each (bound payloads), no state.
+  EXPECT_DOUBLE_EQ(status["put_memory"].get<double>(), 2200.0) << text;
   EXPECT_EQ(status["state_stored"], 0) << text;
   EXPECT_EQ(status["codecs"], nlohmann::json::array({"raw"}));
   EXPECT_EQ(status["tiers"], nlohmann::json::array({"T0"}));

@@ -31,6 +31,7 @@ namespace {
 using protocol::Frame;
 using protocol::Opcode;
 using testing::Key;
+using testing::Bound;
 using testing::RawPayload;
 
 // Codec placement with dckv: a small artifact calibrated on the dckv tests' synthetic
@@ -121,7 +122,7 @@ TEST_F(DckvPlacementTest, RawKvIsEncodedWithTheTenantsArtifactAndDecodedOnReques
   KvChunk chunk;
   protocol::PutRequest put;
   put.key = Key(1);
-  put.payload = RawChunkPayload(0, 40, &chunk);
+  put.payload = Bound(RawChunkPayload(0, 40, &chunk), Key(1));
   put.raw_kv = true;
   put.target_codec = CodecId::kDckv;
   put.prefix_tokens = 200;  // the prefix goes on: no raw tail in this chunk
@@ -129,9 +130,9 @@ TEST_F(DckvPlacementTest, RawKvIsEncodedWithTheTenantsArtifactAndDecodedOnReques
   put.Encode(&body);
   auto [s, reply] = HandleOne(handler, "a", Opcode::kPut, put.Flags(), body);
   ASSERT_OK(s);
-  // What is stored is exactly the dckv encoder's payload for this chunk.
+  // What is stored is exactly the dckv encoder's payload for this chunk, bound to its key.
   const std::vector<uint8_t> want =
-      reference_->Encode(chunk.view(), 0, 200, kModel).value();
+      Bound(reference_->Encode(chunk.view(), 0, 200, kModel).value(), Key(1));
   ASSERT_OK_AND_ASSIGN(std::optional<ChunkRead> stored, store.Get(ScopeKey("a", Key(1))));
   ASSERT_TRUE(stored.has_value());
   EXPECT_EQ(std::vector<uint8_t>(stored->payload->begin(), stored->payload->end()), want);
@@ -141,6 +142,7 @@ TEST_F(DckvPlacementTest, RawKvIsEncodedWithTheTenantsArtifactAndDecodedOnReques
      // x 8 dims x 2 bytes = 192: 2304 bytes. Decoded GET: all 40 positions, 7680 bytes.
     protocol::PutRequest end = put;
     end.key = Key(2);
+    end.payload = Bound(RawChunkPayload(0, 40, &chunk), Key(2));
     end.prefix_tokens = 40;
     end.memory = true;
     std::vector<uint8_t> end_body;
@@ -153,7 +155,8 @@ TEST_F(DckvPlacementTest, RawKvIsEncodedWithTheTenantsArtifactAndDecodedOnReques
     ASSERT_EQ(out[24], 0) << std::string(out.begin() + 32, out.end());
     const uint16_t flags = LoadLe<uint16_t>(out.data() + 6);
     auto r = protocol::PutReply::Decode(flags, std::span<const uint8_t>(out).subspan(32)).value();
-    const std::vector<uint8_t> want_end = reference_->Encode(chunk.view(), 0, 40, kModel).value();
+    const std::vector<uint8_t> want_end =
+        Bound(reference_->Encode(chunk.view(), 0, 40, kModel).value(), Key(2));
     EXPECT_EQ(r.stored_bytes, want_end.size());
     EXPECT_EQ(r.memory, (protocol::ReplyMemory{12, 2304, 0}));
     // The codec's own parse agrees on the split.
@@ -170,7 +173,7 @@ TEST_F(DckvPlacementTest, RawKvIsEncodedWithTheTenantsArtifactAndDecodedOnReques
     auto gr = protocol::GetReply::Decode(LoadLe<uint16_t>(gout.data() + 6),
                                          std::span<const uint8_t>(gout).subspan(32)).value();
     EXPECT_EQ(gr.memory, (protocol::ReplyMemory{40, 7680, 0}));
-    EXPECT_EQ(gr.payload.size(), 136u + 7680);
+    EXPECT_EQ(gr.payload.size(), 152u + 7680);  // decoded, still bound to Key(2)
   }
   EXPECT_LT(want.size(), put.payload.size());
   EXPECT_EQ(handler.TenantStatsJson("a")["codecs"]["dckv"]["chunks"], 2);  // Key(1), Key(2)

@@ -23,6 +23,7 @@ namespace {
 
 using testing::HttpGet;
 using testing::Key;
+using testing::Bound;
 using testing::RawPayload;
 using testing::ServerProcess;
 using testing::TempDir;
@@ -81,7 +82,7 @@ TEST(E2eTest, EveryOpcodeTenantsAndHttpAgainstTheRealStore) {
   EXPECT_EQ(lb.matched_chunks, 0u);
   EXPECT_STATUS(b->Get(Key(1), Key(1)), kNotFound);
   ASSERT_OK_AND_ASSIGN(GetResult g, a->Get(Key(1), Key(2), GetOptions{.decoded = true}));
-  EXPECT_EQ(g.payload, RawPayload(16, 2));
+  EXPECT_EQ(g.payload, Bound(RawPayload(16, 2), Key(2)));
   ASSERT_OK(a->Pin(Key(1), Key(1)));
   ASSERT_OK(a->Pin(Key(1), Key(1), false));
   ASSERT_OK_AND_ASSIGN(bool existed, a->Delete(Key(1), Key(1)));
@@ -134,7 +135,7 @@ TEST(E2eTest, RestartKeepsData) {
   EXPECT_EQ(l.matched_chunks, 10u);
   for (uint32_t i = 1; i <= 10; ++i) {
     ASSERT_OK_AND_ASSIGN(GetResult g, a->Get(Key(1), Key(i)));
-    EXPECT_EQ(g.payload, RawPayload(64, i)) << i;
+    EXPECT_EQ(g.payload, Bound(RawPayload(64, i), Key(i))) << i;
   }
   EXPECT_EQ(nlohmann::json::parse(HttpGet(s.http_port(), "/v1/stats").second)["pinned_entries"], 1);
 }
@@ -165,8 +166,8 @@ TEST(E2eTest, RemoteBudgetBoundsRedisAndT2EvictionsAreCounted) {
   std::string error;
   auto redis = store::testing::RedisServer::Start(dir.path(), false, &error);
   ASSERT_TRUE(redis) << error;
-  constexpr uint64_t kChunk = 2184;  // RawPayload(16, ...): 136-byte header + 16 x 128
-  ASSERT_EQ(RawPayload(16, 1).size(), kChunk);
+  constexpr uint64_t kChunk = 2200;  // RawPayload(16, ...) as stored: 152-byte header + 16 x 128
+  ASSERT_EQ(Bound(RawPayload(16, 1), Key(1)).size(), kChunk);
   const std::string config = dir.path() + "/c.json";
   std::ofstream(config) << "{\"store\": {\"path\": \"" << dir.path() << "/db\", "
                         << "\"memory_budget_bytes\": " << 2 * kChunk
@@ -207,7 +208,7 @@ TEST(E2eTest, RemoteBudgetBoundsRedisAndT2EvictionsAreCounted) {
       continue;
     }
     ++found;
-    EXPECT_EQ(g->payload, RawPayload(16, i)) << i;
+    EXPECT_EQ(g->payload, Bound(RawPayload(16, i), Key(i))) << i;
   }
   EXPECT_GE(found, 1);
   EXPECT_LE(RedisChunkBytes(redis->endpoint()), 6 * kChunk);
@@ -240,9 +241,9 @@ TEST(E2eTest, APutThatReparentsAStoredKeyIsRefusedAndBothEntriesSurviveARestart)
   ASSERT_OK_AND_ASSIGN(LookupResult l, a->Lookup(chain));
   EXPECT_EQ(l.matched_chunks, 2u);
   ASSERT_OK_AND_ASSIGN(GetResult g1, a->Get(Key(1), Key(1)));
-  EXPECT_EQ(g1.payload, RawPayload(16, 1));
+  EXPECT_EQ(g1.payload, Bound(RawPayload(16, 1), Key(1)));
   ASSERT_OK_AND_ASSIGN(GetResult g2, a->Get(Key(1), Key(2)));
-  EXPECT_EQ(g2.payload, RawPayload(16, 22));
+  EXPECT_EQ(g2.payload, Bound(RawPayload(16, 22), Key(2)));
   ASSERT_OK_AND_ASSIGN(bool existed, a->Delete(Key(3), Key(3)));  // K3 alone: K2 is not under it
   EXPECT_TRUE(existed);
   ASSERT_OK_AND_ASSIGN(l, a->Lookup(chain));
@@ -321,7 +322,7 @@ TEST(E2eTest, KillDashNineMidPutLeavesNoTornEntry) {
     const bool was_acked = std::find(acked.begin(), acked.end(), i) != acked.end();
     if (g.ok()) {
       ++present;
-      EXPECT_EQ(g->payload, payload) << "entry " << i << " is torn";
+      EXPECT_EQ(g->payload, Bound(payload, Key(i))) << "entry " << i << " is torn";
       EXPECT_OK(ParsePayload(g->payload).status());
     } else {
       EXPECT_STATUS(g, kNotFound);

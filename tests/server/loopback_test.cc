@@ -38,6 +38,7 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 using protocol::Opcode;
 using testing::Key;
+using testing::Bound;
 using testing::RawPayload;
 
 ServerConfig TestConfig() {
@@ -86,7 +87,7 @@ class LoopbackTest : public ::testing::Test {
     p.route = Key(1);
     p.key = Key(key);
     if (parent) p.parent = Key(*parent);
-    p.payload = RawPayload(tokens, key);
+    p.payload = Bound(RawPayload(tokens, key), Key(key));
     return p;
   }
   // A raw socket connected to the protocol port.
@@ -163,7 +164,7 @@ TEST_F(LoopbackTest, EveryOpcodeThroughTheClient) {
   EXPECT_EQ(l.matched_chunks, 2u);
   EXPECT_EQ(l.matched_tokens, 32u);
   ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(1), Key(2)));
-  EXPECT_EQ(g.payload, RawPayload(16, 2));
+  EXPECT_EQ(g.payload, Bound(RawPayload(16, 2), Key(2)));
   EXPECT_STATUS(c->Get(Key(1), Key(3)), kNotFound);
   ASSERT_OK(c->Pin(Key(1), Key(1), true));
   EXPECT_STATUS(c->Pin(Key(1), Key(7), true), kNotFound);
@@ -193,14 +194,14 @@ TEST_F(LoopbackTest, ClientExposesRequestMemory) {
   PutChunk p = Chunk(1, std::nullopt);
   p.state_record = EncodeStateRecord(st, Digest256{}).value();
   ASSERT_OK_AND_ASSIGN(PutResult put, c->PutWithResult(p));
-  EXPECT_EQ(put.stored_bytes, 136u + 2048);
+  EXPECT_EQ(put.stored_bytes, 152u + 2048);
   ASSERT_TRUE(put.memory.has_value());
-  EXPECT_EQ(*put.memory, (RequestMemory{2184, 16, 2048, 130}));
-  EXPECT_EQ(put.memory->total_bytes(), 2314u);
-  EXPECT_EQ(put.memory->coded_bytes(), 136u);
+  EXPECT_EQ(*put.memory, (RequestMemory{2200, 16, 2048, 130}));
+  EXPECT_EQ(put.memory->total_bytes(), 2330u);
+  EXPECT_EQ(put.memory->coded_bytes(), 152u);
   ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(1), Key(1), GetOptions{false, true}));
   ASSERT_TRUE(g.memory.has_value());
-  EXPECT_EQ(*g.memory, (RequestMemory{2184, 16, 2048, 130}));
+  EXPECT_EQ(*g.memory, (RequestMemory{2200, 16, 2048, 130}));
   // A client that does not ask gets the version-1 replies.
   ClientOptions o;
   o.servers = {"127.0.0.1:" + std::to_string(server_->port())};
@@ -209,7 +210,7 @@ TEST_F(LoopbackTest, ClientExposesRequestMemory) {
   o.request_memory = false;
   auto old = Client::Create(o).value();
   ASSERT_OK_AND_ASSIGN(put, old->PutWithResult(Chunk(2, 1)));
-  EXPECT_EQ(put.stored_bytes, 2184u);
+  EXPECT_EQ(put.stored_bytes, 2200u);
   EXPECT_FALSE(put.memory.has_value());
   ASSERT_OK_AND_ASSIGN(g, old->Get(Key(1), Key(2)));
   EXPECT_FALSE(g.memory.has_value());
@@ -230,7 +231,7 @@ TEST_F(LoopbackTest, PipelinedAsyncCallsAllComplete) {
   for (uint32_t i = 2; i < 200; ++i) {
     auto r = gets[i - 2].get();
     ASSERT_OK(r.status());
-    EXPECT_EQ(r->payload, RawPayload(1 + i % 7, i)) << i;
+    EXPECT_EQ(r->payload, Bound(RawPayload(1 + i % 7, i), Key(i))) << i;
   }
   std::atomic<int> done{0};
   for (int i = 0; i < 50; ++i) {
@@ -369,7 +370,7 @@ TEST_F(LoopbackTest, MalformedFramesGetAnErrorAndOthersKeepBeingServed) {
     EXPECT_TRUE(ClosedByServer(s));
   }
   ASSERT_OK_AND_ASSIGN(GetResult g, good->Get(Key(1), Key(1)));
-  EXPECT_EQ(g.payload, RawPayload(16, 1));
+  EXPECT_EQ(g.payload, Bound(RawPayload(16, 1), Key(1)));
   EXPECT_GE(ServerStats()["bad_frames"].get<int>(), 3);
 }
 
@@ -618,7 +619,7 @@ TEST_F(LoopbackTest, ADeadServersChainsFailOverAsMissesWithinTheDeadline) {
   ASSERT_OK_AND_ASSIGN(LookupResult hit, c->Lookup(chain, false, call));
   EXPECT_EQ(hit.matched_chunks, 1u);
   ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(root), Key(root), {}, call));
-  EXPECT_EQ(g.payload, RawPayload(16, root));
+  EXPECT_EQ(g.payload, Bound(RawPayload(16, root), Key(root)));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1000));
   EXPECT_EQ(c->ServerFor(Key(root)), 0u);  // still its owner, once it is back
   // Without failover the dead owner's chain is an error.
@@ -827,7 +828,7 @@ TEST_F(LoopbackTest, ClientSpeaksTlsAndVerifiesTheServer) {
     auto c = tls_client("127.0.0.1", verified);
     ASSERT_OK(c->Put(Chunk(1, std::nullopt)));
     ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(1), Key(1)));
-    EXPECT_EQ(g.payload, RawPayload(16, 1));
+    EXPECT_EQ(g.payload, Bound(RawPayload(16, 1), Key(1)));
   }
   {  // a host name via SNI
     ClientTlsOptions named = verified;

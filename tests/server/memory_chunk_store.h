@@ -46,6 +46,9 @@ class MemoryChunkStore : public ChunkStore {
   }
   Result<std::optional<ChunkRead>> Get(const StoredKey& key) override {
     std::lock_guard<std::mutex> l(mu_);
+    if (corrupt_.count(key)) {  // worded as StoreChunkStore's
+      return Status::Corruption("the stored chunk failed its checksum and was dropped");
+    }
     auto it = entries_.find(key);
     if (it == entries_.end()) return std::optional<ChunkRead>();
     return std::optional<ChunkRead>(it->second.read);
@@ -104,6 +107,11 @@ class MemoryChunkStore : public ChunkStore {
   std::atomic<bool> needs_restart{false};
   // What Snapshot() reports as the tier's free and needed disk bytes (for tests).
   std::atomic<uint64_t> disk_free_bytes{0}, free_bytes_needed{0};
+  // The next Gets of `k` fail their checksum, as a damaged disk's would (for tests).
+  void MarkCorrupt(const StoredKey& k) {
+    std::lock_guard<std::mutex> l(mu_);
+    corrupt_.insert(k);
+  }
   bool IsPinned(const StoredKey& k) const {
     std::lock_guard<std::mutex> l(mu_);
     return pinned_.count(k) > 0;
@@ -118,6 +126,7 @@ class MemoryChunkStore : public ChunkStore {
   mutable std::mutex mu_;
   std::map<StoredKey, Entry> entries_;
   std::set<StoredKey> pinned_;
+  std::set<StoredKey> corrupt_;
 };
 
 }  // namespace kvstash::server::testing

@@ -30,6 +30,7 @@ namespace {
 
 using protocol::Frame;
 using protocol::Opcode;
+using testing::Bound;
 using testing::Key;
 using testing::RawPayload;
 
@@ -460,7 +461,7 @@ class HandlerTest : public ::testing::Test {
     protocol::PutRequest p;
     p.key = Key(key);
     if (parent) p.parent = Key(*parent);
-    p.payload = RawPayload(tokens, key);
+    p.payload = Bound(RawPayload(tokens, key), Key(key));
     p.raw_kv = raw_kv;
     return Call(tenant, Opcode::kPut, p).first;
   }
@@ -575,7 +576,7 @@ TEST_F(HandlerTest, PutLookupGetDeleteChain) {
   auto [gs, gbody] = Call("a", Opcode::kGet, protocol::GetRequest{Key(2)});
   ASSERT_OK(gs);
   auto g = protocol::GetReply::Decode(0, gbody).value();
-  EXPECT_EQ(g.payload, RawPayload(16, 2));
+  EXPECT_EQ(g.payload, Bound(RawPayload(16, 2), Key(2)));
   auto [ds, dbody] = Call("a", Opcode::kDelete, protocol::DeleteRequest{Key(2)});
   ASSERT_OK(ds);
   EXPECT_TRUE(protocol::DeleteReply::Decode(0, dbody).value().existed);
@@ -592,7 +593,7 @@ TEST_F(HandlerTest, PutAndGetReportRequestMemory) {
   // Raw chunk (16 positions, 2048 bytes) + hybrid state record (130 bytes).
   protocol::PutRequest p;
   p.key = Key(1);
-  p.payload = RawPayload(16, 1);
+  p.payload = Bound(RawPayload(16, 1), Key(1));
   p.state_record = SmallStateRecord();
   ASSERT_EQ(p.state_record.size(), 130u);
   p.memory = true;
@@ -600,11 +601,12 @@ TEST_F(HandlerTest, PutAndGetReportRequestMemory) {
   ASSERT_OK(s);
   EXPECT_EQ(last_reply_flags_, protocol::kReplyFlagMemory);
   auto put = protocol::PutReply::Decode(last_reply_flags_, body).value();
-  EXPECT_EQ(put.stored_bytes, 2184u);
+  EXPECT_EQ(put.stored_bytes, 2200u);  // 152-byte header + 16 x 128
   EXPECT_EQ(put.memory, (protocol::ReplyMemory{16, 2048, 130}));
   // Without the flag: the version-1 reply (8 bytes, no flags).
   p.key = Key(2);
   p.parent = Key(1);
+  p.payload = Bound(RawPayload(16, 1), Key(2));
   p.memory = false;
   auto [s2, body2] = Call("a", Opcode::kPut, p);
   ASSERT_OK(s2);
@@ -622,31 +624,31 @@ TEST_F(HandlerTest, PutAndGetReportRequestMemory) {
   EXPECT_EQ(protocol::GetReply::Decode(last_reply_flags_, gbody2).value().memory,
             (protocol::ReplyMemory{16, 2048, 0}));
 
-  // A client-encoded dckv payload (7 raw rows of 128 bytes, 1120 bytes) is stored as
+  // A client-encoded dckv payload (7 raw rows of 128 bytes, 1136 bytes) is stored as
   // sent and measured from its body; one whose rows do not fit is refused.
   protocol::PutRequest d;
   d.key = Key(3);
-  d.payload = PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 9, true, 128, 50));
+  d.payload = Bound(PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 9, true, 128, 50)), Key(3));
   d.memory = true;
   auto [ds, dbody] = Call("a", Opcode::kPut, d);
   ASSERT_OK(ds);
   auto dput = protocol::PutReply::Decode(last_reply_flags_, dbody).value();
-  EXPECT_EQ(dput.stored_bytes, 1120u);
+  EXPECT_EQ(dput.stored_bytes, 1136u);
   EXPECT_EQ(dput.memory, (protocol::ReplyMemory{7, 896, 0}));
   d.key = Key(4);
-  d.payload = PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 9, true, 100, 0));
+  d.payload = Bound(PayloadWithBody(CodecId::kDckv, 16, DckvBody(4, 3, 9, true, 100, 0)), Key(4));
   EXPECT_STATUS(Call("a", Opcode::kPut, d).first, kCorruption);
 
   auto j = handler_.StatsJson();
   EXPECT_EQ(j["memory"]["PUT"]["requests"], 3);
-  EXPECT_EQ(j["memory"]["PUT"]["payload_bytes"], 2184 + 2184 + 1120);
+  EXPECT_EQ(j["memory"]["PUT"]["payload_bytes"], 2200 + 2200 + 1136);
   EXPECT_EQ(j["memory"]["PUT"]["raw_position_bytes"], 2048 + 2048 + 896);
   EXPECT_EQ(j["memory"]["PUT"]["state_bytes"], 260);
   EXPECT_EQ(j["memory"]["PUT"]["state_records"], 2);
-  EXPECT_EQ(j["memory"]["PUT"]["request_bytes"], 2184 + 2184 + 1120 + 260);
+  EXPECT_EQ(j["memory"]["PUT"]["request_bytes"], 2200 + 2200 + 1136 + 260);
   EXPECT_EQ(j["memory"]["GET"]["requests"], 2);
   EXPECT_EQ(j["memory"]["GET"]["state_bytes"], 130);
-  EXPECT_EQ(j["memory"]["GET"]["request_bytes"], 2 * 2184 + 130);
+  EXPECT_EQ(j["memory"]["GET"]["request_bytes"], 2 * 2200 + 130);
   EXPECT_EQ(j["payload_rejected"], 1);
   EXPECT_EQ(handler_.TenantStatsJson("a")["memory"]["PUT"]["state_bytes"], 260);
   EXPECT_EQ(handler_.TenantStatsJson("b")["memory"]["PUT"]["requests"], 0);
@@ -668,10 +670,10 @@ TEST_F(HandlerTest, TenantsNeverSeeEachOthersEntries) {
 TEST_F(HandlerTest, PutValidatesPayloads) {
   protocol::PutRequest p;
   p.key = Key(1);
-  p.payload = RawPayload(4, 1);
+  p.payload = Bound(RawPayload(4, 1), Key(1));
   p.payload[200] ^= 1;  // body byte: body XXH3 mismatch
   EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kCorruption);
-  p.payload = RawPayload(4, 1);
+  p.payload = Bound(RawPayload(4, 1), Key(1));
   p.payload[10] ^= 1;  // header byte: header CRC mismatch
   EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kCorruption);
   p.payload = {1, 2, 3};
@@ -679,11 +681,16 @@ TEST_F(HandlerTest, PutValidatesPayloads) {
   // A raw payload whose content checksum lies (body digest recomputed to match).
   KvChunk c = KvChunk::Zeros(testing::SmallLayout(), 4);
   PayloadHeader h{.codec = CodecId::kRaw, .layout = testing::SmallLayout(), .tokens = 4,
-                  .content_checksum = 12345};
+                  .content_checksum = 12345, .chunk_key = Key(1)};
   p.payload = BuildPayload(h, c.data).value();
   EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kCorruption);
-  // Raw KV to be encoded with a codec this build lacks.
+  // A payload not bound to a key (format version 1), and one bound to another key.
   p.payload = RawPayload(4, 1);
+  EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kInvalidArgument);
+  p.payload = Bound(RawPayload(4, 1), Key(2));
+  EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kInvalidArgument);
+  // Raw KV to be encoded with a codec this build lacks.
+  p.payload = Bound(RawPayload(4, 1), Key(1));
   p.raw_kv = true;
   p.target_codec = CodecId::kZstd;
   EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kNotSupported);
@@ -695,10 +702,11 @@ TEST_F(HandlerTest, PutValidatesPayloads) {
   // A well-formed payload of a codec id no build knows.
   p.state_record.clear();
   p.raw_kv = false;
-  PayloadHeader unknown{.codec = static_cast<CodecId>(77), .layout = testing::SmallLayout(), .tokens = 4};
+  PayloadHeader unknown{.codec = static_cast<CodecId>(77), .layout = testing::SmallLayout(), .tokens = 4,
+                        .chunk_key = Key(1)};
   p.payload = BuildPayload(unknown, std::vector<uint8_t>(10, 1)).value();
   EXPECT_STATUS(Call("a", Opcode::kPut, p).first, kInvalidArgument);
-  EXPECT_EQ(handler_.StatsJson()["payload_rejected"], 6);
+  EXPECT_EQ(handler_.StatsJson()["payload_rejected"], 8);
 }
 
 TEST_F(HandlerTest, GetDecodedAndStateAndPin) {
@@ -707,7 +715,7 @@ TEST_F(HandlerTest, GetDecodedAndStateAndPin) {
   st.tensors.push_back({"layers.0.state", DType::kF32, {2, 2}, std::vector<uint8_t>(16, 7)});
   protocol::PutRequest p;
   p.key = Key(1);
-  p.payload = RawPayload(16, 1);
+  p.payload = Bound(RawPayload(16, 1), Key(1));
   p.state_record = EncodeStateRecord(st, Digest256{}).value();
   p.pin = true;
   ASSERT_OK(Call("a", Opcode::kPut, p).first);
@@ -726,6 +734,37 @@ TEST_F(HandlerTest, GetDecodedAndStateAndPin) {
   auto [ls, lbody] = Call("a", Opcode::kLookup, lr);
   ASSERT_OK(ls);
   EXPECT_EQ(protocol::LookupReply::Decode(0, lbody).value().matched_chunks, 1u);
+}
+
+// A storage fault that files key 1's valid payload under key 2 (the class of LMCache
+// #4385): the GET of key 2 is Corruption, plain or decoded, never key 1's KV; a stored
+// chunk that fails its checksum is Corruption too, not a miss. Both are counted.
+TEST_F(HandlerTest, GetRefusesAPayloadOfAnotherKeyAndReportsDamage) {
+  ASSERT_OK(Put("a", 1, std::nullopt, 16));
+  ChunkWrite misfiled;
+  misfiled.key = ScopeKey("a", Key(2));
+  misfiled.tokens = 16;
+  const std::vector<uint8_t> other = Bound(RawPayload(16, 1), Key(1));
+  misfiled.payload = other;
+  ASSERT_OK(store_.Put(misfiled));
+  for (bool decoded : {false, true}) {
+    const Status s = Call("a", Opcode::kGet, protocol::GetRequest{Key(2), decoded}).first;
+    EXPECT_STATUS(s, kCorruption);
+    EXPECT_NE(s.message().find("bound to key " + ToHex(Key(1))), std::string::npos) << s.ToString();
+  }
+  // An unbound (format version 1) payload in the store: Mismatch, not served.
+  misfiled.key = ScopeKey("a", Key(3));
+  const std::vector<uint8_t> unbound = RawPayload(16, 3);
+  misfiled.payload = unbound;
+  ASSERT_OK(store_.Put(misfiled));
+  EXPECT_STATUS(Call("a", Opcode::kGet, protocol::GetRequest{Key(3)}).first, kMismatch);
+  // Damage on disk: Corruption, counted apart from misses.
+  store_.MarkCorrupt(ScopeKey("a", Key(1)));
+  EXPECT_STATUS(Call("a", Opcode::kGet, protocol::GetRequest{Key(1)}).first, kCorruption);
+  auto j = handler_.StatsJson();
+  EXPECT_EQ(j["get"]["corrupt"], 3);
+  EXPECT_EQ(j["get"]["misses"], 0);
+  EXPECT_NE(handler_.PrometheusText().find("kvstash_get_corrupt_total 3\n"), std::string::npos);
 }
 
 // A server_id that is not UTF-8 (Validate refuses one since; a handler built without

@@ -25,7 +25,14 @@ inline std::vector<uint8_t> RawPayloadOf(const KvChunk& c) {
   return BuildPayload(h, c.data).value();
 }
 
-// A codec-kRaw payload of `tokens` tokens whose bytes depend on `seed`.
+// `payload` bound to `key` (format version 2): what kvstash::Client::Put sends, and a
+// GET of `key` returns, for the unbound payload a codec or RawPayload writes.
+inline std::vector<uint8_t> Bound(const std::vector<uint8_t>& payload, const StoredKey& key) {
+  return BindPayloadToKey(payload, key).value();
+}
+
+// A codec-kRaw payload of `tokens` tokens whose bytes depend on `seed` (unbound: format
+// version 1, 136-byte header).
 inline std::vector<uint8_t> RawPayload(uint32_t tokens, uint32_t seed,
                                        KvLayout layout = SmallLayout()) {
   KvChunk c = KvChunk::Zeros(layout, tokens);

@@ -61,31 +61,44 @@ def test_keys_command_model_file_is_the_producers_fingerprint(tmp_path):
     assert r.returncode == 2
 
 
-def _vllm_fingerprint(files):
-    """engines/vllm/kvstash_vllm/namespace.py's rule, restated: SHA-256 over each weights
-    file's base name, a NUL and its bytes, in name order."""
+def _vllm_fingerprint(files, config=None, overrides=None):
+    """engines/vllm/kvstash_vllm/namespace.py's rule (docs/format/keys.md), restated:
+    SHA-256 over each weights file's base name, a NUL and its bytes, in name order; then
+    the config file's name (config.json / adapter_config.json), a NUL and its bytes; then
+    b"hf_overrides", a NUL and the overrides' canonical JSON when they are not empty."""
     import hashlib
     h = hashlib.sha256()
     for f in sorted(files, key=lambda p: p.name):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
+    if config is not None:
+        h.update(config.name.encode() + b"\0" + config.read_bytes())
+    if overrides:
+        h.update(b"hf_overrides\0" + _canonical(overrides))
     return h.digest()
+
+
+def _canonical(obj):
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False).encode("ascii")
 
 
 @pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
 def test_keys_command_vllm_model_and_adapter_are_the_connectors_fields(tmp_path):
     """--vllm-model and --vllm-adapter give the fields the vLLM connector writes: the model
     fingerprint as hex text, the adapter digest as 32 raw bytes; a folder's weights are
-    its *.safetensors (else *.bin/*.pt/*.pth, else *.gguf), other files are ignored."""
+    its *.safetensors (else *.bin/*.pt/*.pth, else *.gguf), other files are ignored
+    except config.json (adapter_config.json for an adapter), which follows the weights."""
     model, adapter = tmp_path / "model", tmp_path / "lora"
     model.mkdir()
     adapter.mkdir()
     shards = [model / "model-00002-of-00002.safetensors", model / "model-00001-of-00002.safetensors"]
     for i, f in enumerate(shards):
         f.write_bytes(bytes([i]) * 1000 + b"tensors")
-    (model / "config.json").write_text("{}")
+    (model / "config.json").write_text('{"rope_theta": 100000.0, "num_hidden_layers": 30}')
     (model / "pytorch_model.bin").write_bytes(b"ignored: safetensors win")
+    (model / "generation_config.json").write_text("{}")       # not part of the KV
     (adapter / "adapter_model.bin").write_bytes(b"lora weights")
-    (adapter / "adapter_config.json").write_text("{}")
+    (adapter / "adapter_config.json").write_text('{"r": 8, "lora_alpha": 16}')
     base = [KVSTASH, "keys", "--chunk-tokens", "2", "--tokens", "1,2,3,4", "--tenant", "vllm",
             "--adapter-name", "sql", "--adapter-id", "1"]
 
@@ -93,17 +106,36 @@ def test_keys_command_vllm_model_and_adapter_are_the_connectors_fields(tmp_path)
         r = subprocess.run(base + list(extra), capture_output=True, text=True)
         return r.returncode, (json.loads(r.stdout)["namespace_digest"] if r.returncode == 0 else r.stderr)
 
+    def want(fp, ad):
+        return namespace_digest(Namespace(model_fingerprint=fp.hex().encode(), kv_dtype="bf16",
+                                          n_layers=30, n_kv_heads=3, head_dim=64, chunk_tokens=2,
+                                          adapter_name=b"sql", adapter_id=b"1", adapter_digest=ad,
+                                          tenant=b"vllm", codec_id=b"raw")).hex()
+
     rc, got = run("--vllm-model", str(model), "--vllm-adapter", str(adapter))
     assert rc == 0, got
-    fp, ad = _vllm_fingerprint(shards), _vllm_fingerprint([adapter / "adapter_model.bin"])
-    want = namespace_digest(Namespace(model_fingerprint=fp.hex().encode(), kv_dtype="bf16",
-                                      n_layers=30, n_kv_heads=3, head_dim=64, chunk_tokens=2,
-                                      adapter_name=b"sql", adapter_id=b"1", adapter_digest=ad,
-                                      tenant=b"vllm", codec_id=b"raw"))
-    assert got == want.hex()
+    fp = _vllm_fingerprint(shards, model / "config.json")
+    ad = _vllm_fingerprint([adapter / "adapter_model.bin"], adapter / "adapter_config.json")
+    assert got == want(fp, ad)
+    # The configuration is part of the digest: another config.json or adapter_config.json
+    # (same weights) is another namespace.
+    (model / "config.json").write_text('{"rope_theta": 10000.0, "num_hidden_layers": 30}')
+    rc, other = run("--vllm-model", str(model), "--vllm-adapter", str(adapter))
+    assert rc == 0 and other != got
+    assert other == want(_vllm_fingerprint(shards, model / "config.json"), ad)
+    (adapter / "adapter_config.json").write_text('{"r": 8, "lora_alpha": 32}')
+    rc, other2 = run("--vllm-model", str(model), "--vllm-adapter", str(adapter))
+    assert rc == 0 and other2 != other
+    ad = _vllm_fingerprint([adapter / "adapter_model.bin"], adapter / "adapter_config.json")
+    assert other2 == want(_vllm_fingerprint(shards, model / "config.json"), ad)
+    # Without a config file the stream is the weights alone.
+    (model / "config.json").unlink()
+    (adapter / "adapter_config.json").unlink()
+    rc, bare = run("--vllm-model", str(model), "--vllm-adapter", str(adapter))
+    assert rc == 0 and bare == want(_vllm_fingerprint(shards), _vllm_fingerprint([adapter / "adapter_model.bin"]))
     # One weights file: its name enters the digest too (unlike --model-file).
     rc, one = run("--vllm-model", str(shards[1]), "--vllm-adapter", str(adapter))
-    assert rc == 0 and one != got
+    assert rc == 0 and one != bare
     rc, plain = run("--model-file", str(shards[1]), "--vllm-adapter", str(adapter))
     assert rc == 0 and plain != one
     # Errors: no weights in the folder (exit 1); no such path, an empty path (an unset
@@ -120,6 +152,82 @@ def test_keys_command_vllm_model_and_adapter_are_the_connectors_fields(tmp_path)
     assert rc == 2
     rc, _ = run("--vllm-adapter", str(adapter), "--adapter-digest", "x")
     assert rc == 2
+
+
+def _float_cases():
+    """Doubles whose repr exercises every branch of Python's float formatting, and random
+    bit patterns (all finite doubles are fair game)."""
+    import random
+    import struct
+    rnd = random.Random(1234)
+    out = [0.0, -0.0, 1.0, -1.5, 0.1, 0.2 + 0.1, 1 / 3, 10000.0, 1e-4, 1.5e-4, 9.99e-5, 1e-5,
+           1e15, 1e16, 9999999999999998.0, 1234567890123456.7, 12345678901234567.0, 2.0 ** 53,
+           2.0 ** 63, 2.0 ** 64, 1e22, 1e23, 5e-324, 2.2250738585072014e-308,
+           1.7976931348623157e308, 123.456, 100.0, 1e100, -2.5e-7, 0.5, 4.35, 0.3]
+    while len(out) < 3000:
+        v = struct.unpack("<d", rnd.getrandbits(64).to_bytes(8, "little"))[0]
+        if v == v and abs(v) != float("inf"):
+            out.append(v)
+    for _ in range(1000):                                    # human-sized values
+        out.append(round(rnd.uniform(-1e6, 1e6), rnd.randrange(0, 12)))
+    return out
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+def test_keys_command_hf_overrides_canonical_json(tmp_path):
+    """--vllm-hf-overrides JSON enters --vllm-model's fingerprint in the connector's
+    canonical form: Python json.dumps(sort_keys=True, separators=(",", ":"),
+    ensure_ascii=True) of the parsed object, whatever the input's spacing, key order,
+    number spelling and escapes; checked on nested objects, unicode (BMP, astral,
+    controls, DEL) and 4,000 floats against Python's repr."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights" * 100)
+    (model / "config.json").write_text('{"rope_theta": 100000.0}')
+    base = [KVSTASH, "keys", "--chunk-tokens", "2", "--tokens", "1,2", "--vllm-model", str(model)]
+
+    def run(*extra):
+        r = subprocess.run(base + list(extra), capture_output=True, text=True)
+        return r.returncode, (json.loads(r.stdout)["namespace_digest"] if r.returncode == 0 else r.stderr)
+
+    def want(overrides):
+        fp = _vllm_fingerprint([model / "model.safetensors"], model / "config.json", overrides)
+        return namespace_digest(Namespace(model_fingerprint=fp.hex().encode(), kv_dtype="bf16",
+                                          n_layers=30, n_kv_heads=3, head_dim=64, chunk_tokens=2,
+                                          codec_id=b"raw")).hex()
+
+    rc, none = run()
+    assert rc == 0 and none == want(None)
+    assert run("--vllm-hf-overrides", "{}") == (0, none)      # empty: no overrides part
+    rc, rope = run("--vllm-hf-overrides", '{"rope_theta": 10000}')
+    assert rc == 0 and rope == want({"rope_theta": 10000}) and rope != none
+    # The same object spelt differently: same digest. 10000 and 10000.0 differ (int vs float
+    # in Python too), 1e4 is the float.
+    assert run("--vllm-hf-overrides", ' { "rope_theta" :10000 } ') == (0, rope)
+    rc, f = run("--vllm-hf-overrides", '{"rope_theta": 1e4}')
+    assert rc == 0 and f == want({"rope_theta": 10000.0}) and f != rope
+    nested = {"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192,
+                               "beta": [1, 32.5, None, True, False]},
+              "z": -0.0, "a": {"b": {"c": {}}, "empty": []}, "num_layers": -9223372036854775808,
+              "big": 18446744073709551615, "text": "caf\u00e9 \u2603 \U0001F600 tab\t nl\n \x01 \x7f \" \\ /",
+              "\u00e9": 1, "e": 2, "\U0001F600": 3, "\uffff": 4}
+    text = json.dumps(nested, ensure_ascii=False, indent=1)  # raw UTF-8, unsorted, spaced
+    rc, got = run("--vllm-hf-overrides", text)
+    assert rc == 0, got
+    assert got == want(nested)
+    assert run("--vllm-hf-overrides", json.dumps(nested, ensure_ascii=True)) == (0, got)
+    floats = _float_cases()
+    rc, got = run("--vllm-hf-overrides", json.dumps({"f": floats}))
+    assert rc == 0 and got == want({"f": floats}), got
+    # Refused (exit 2): not an object, not JSON, NaN/Infinity (not JSON), numbers Python
+    # reads differently (integers beyond 64 bits, 1e400); without --vllm-model.
+    for bad in ("[1]", "3", "{", '{"a": NaN}', '{"a": Infinity}', '{"a": 18446744073709551616}',
+                '{"a": -9223372036854775809}', '{"a": 1e400}', '{"a": "\\ud800"}', ""):
+        rc, err = run("--vllm-hf-overrides", bad)
+        assert rc == 2 and "--vllm-hf-overrides" in err, (bad, err)
+    r = subprocess.run([KVSTASH, "keys", "--tokens", "1", "--vllm-hf-overrides", "{}"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
 
 
 @pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")

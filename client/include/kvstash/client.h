@@ -130,7 +130,7 @@ struct LookupResult {
 // What one PUT stored or one GET returned weighs, as the server measured it from the
 // payload and codec headers (docs/protocol.md §5.7). Bytes.
 struct RequestMemory {
-  uint64_t payload_bytes = 0;       // whole payload (136-byte header + codec body)
+  uint64_t payload_bytes = 0;       // whole payload (152-byte header + codec body)
   uint32_t raw_positions = 0;       // token positions kept uncompressed in the payload
   uint64_t raw_position_bytes = 0;  // their bytes (part of payload_bytes)
   uint64_t state_bytes = 0;         // recurrent-state record (0: none)
@@ -195,13 +195,20 @@ class Client {
   // Longest stored run from chain[0] (chain non-empty; routed by chain[0].key).
   Result<LookupResult> Lookup(std::span<const ChunkRef> chain, bool require_state = false,
                               const CallOptions& call = {});
-  // Stores one chunk. Errors: the server's (InvalidArgument/Corruption for a payload
-  // that fails validation, NotFound for a parent not stored, NotSupported for a codec
-  // the server cannot encode), DeadlineExceeded, Unavailable.
+  // Stores one chunk. A payload not yet bound to a key (format version 1, as a codec
+  // writes it) is bound to chunk.key first (docs/format/payload.md); the server refuses
+  // one bound to another key. Errors: the server's (InvalidArgument/Corruption for a
+  // payload that fails validation or is bound to another key, NotFound for a parent not
+  // stored, NotSupported for a codec the server cannot encode), DeadlineExceeded,
+  // Unavailable.
   Status Put(const PutChunk& chunk, const CallOptions& call = {});
   // Put, returning what the server stored (stored bytes, request memory).
   Result<PutResult> PutWithResult(const PutChunk& chunk, const CallOptions& call = {});
-  // NotFound on a miss.
+  // The payload stored under `key` (bound to it: format version 2). Errors: NotFound on
+  // a miss; Corruption when the stored chunk failed its checksum on the server, or when
+  // the reply's payload is bound to another key (a server, proxy or storage fault: never
+  // returned); Mismatch for an unbound (version 1) payload; DeadlineExceeded,
+  // Unavailable.
   Result<GetResult> Get(const StoredKey& route, const StoredKey& key, GetOptions get = {},
                         const CallOptions& call = {});
   // Removes the chunk and its descendants; true when it existed.

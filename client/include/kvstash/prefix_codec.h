@@ -33,9 +33,16 @@
 //   the prefix tokens; EncodeChunks runs it over tokens [0, end of the last chunk put),
 //   Restore over the matched tokens. Its cost is reported separately (predictor_ms).
 //   The spec payloads' streams are coded on the predictor's thread count.
+// - Every payload it encodes is bound to its chunk key (payload format version 2,
+//   docs/format/payload.md), and Restore checks each payload's key against the chain's:
+//   a valid payload of another chunk (a storage or proxy fault) is Corruption.
 // - Restore never returns KV that fails a check: a payload of another codec, artifact or
-//   model is Mismatch; a damaged one is Corruption (codec-level checks plus the header's
+//   model, or one not bound to a key (format version 1), is Mismatch; a damaged one, or
+//   one bound to another key, is Corruption (codec-level checks plus the header's
 //   content checksum of the decoded chunk, verified by every decoder).
+// - The heavy state (model, predictor, spec artifact, dckv codec) can be shared by the
+//   codecs of many namespaces (the shared_ptr factories): what a namespace costs on its
+//   own is its options and its digest.
 //
 // Shapes: model::KvCache per layer [tokens, n_kv_heads, head_dim] fp32, K after RoPE.
 // Thread-safety: immutable after Create; all const methods may run concurrently.
@@ -151,9 +158,18 @@ class PrefixCodec {
   static Result<std::unique_ptr<PrefixCodec>> CreateSpec(
       const model::Model& model, std::shared_ptr<const model::SpecPredictor> predictor,
       spec::SpecArtifact artifact, const PrefixCodecOptions& options);
+  // The same with an artifact shared by other codecs (InvalidArgument if null).
+  static Result<std::unique_ptr<PrefixCodec>> CreateSpec(
+      const model::Model& model, std::shared_ptr<const model::SpecPredictor> predictor,
+      std::shared_ptr<const spec::SpecArtifact> artifact, const PrefixCodecOptions& options);
   // InvalidArgument if the artifact's shape is not the model's or it is not usable.
   static Result<std::unique_ptr<PrefixCodec>> CreateDckv(const model::Model& model,
                                                          dckv::DckvArtifact artifact,
+                                                         const PrefixCodecOptions& options);
+  // The same with a codec (built from its artifact once) shared by other codecs
+  // (InvalidArgument if null).
+  static Result<std::unique_ptr<PrefixCodec>> CreateDckv(const model::Model& model,
+                                                         std::shared_ptr<const dckv::DckvCodec> codec,
                                                          const PrefixCodecOptions& options);
 
   PrefixCodecKind kind() const { return options_.kind; }
@@ -189,7 +205,8 @@ class PrefixCodec {
   // builds the runtime's fp32 cache (InvalidArgument for a codec made without a model).
   // Errors: InvalidArgument for no payloads or more payloads than chunks; Mismatch for a
   // payload of another codec/artifact/model/layout, a token count or offset that is not
-  // the chunk's, or (spec) a predictor that disagrees; Corruption for a damaged payload.
+  // the chunk's, an unbound (format version 1) payload, or (spec) a predictor that
+  // disagrees; Corruption for a damaged payload or one bound to another chunk's key.
   Result<RestoredPrefix> Restore(std::span<const uint32_t> tokens,
                                  std::span<const std::vector<uint8_t>> payloads,
                                  PrefixRestoreStats* stats = nullptr) const;
@@ -221,11 +238,13 @@ class PrefixCodec {
 
   // The checks RestoreKvChunks makes before it decodes: keys are the chain of `tokens`,
   // 1 <= payloads.size() <= keys.size(), and payload i's header covers chain chunk i's
-  // tokens. For callers that decode the payloads with another decoder of this codec's
-  // format (the CUDA decoders of the Python package, python/src/cuda_module.cc), which
-  // then verify the codec, artifact, model and content checksum themselves.
-  // Errors: InvalidArgument (chain, count), Corruption (unparsable header), Mismatch
-  // (a payload of another position or length).
+  // tokens and is bound to chain chunk i's key. For callers that decode the payloads with
+  // another decoder of this codec's format (the CUDA decoders of the Python package,
+  // python/src/cuda_module.cc), which then verify the codec, artifact, model and content
+  // checksum themselves.
+  // Errors: InvalidArgument (chain, count), Corruption (unparsable header, a payload
+  // bound to another key), Mismatch (a payload of another codec, model, artifact,
+  // position or length, or an unbound one).
   Status CheckRestoreInputs(std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
                             std::span<const std::vector<uint8_t>> payloads) const;
 
@@ -254,14 +273,19 @@ class PrefixCodec {
   Status Predict(std::span<const uint32_t> tokens, model::PredictorCache* out,
                  double* ms) const;
   // chunk_tokens: the chunk's token ids (dckv's token-conditioned models carry them).
-  Result<std::vector<uint8_t>> EncodeOne(const KvChunk& chunk,
+  // The payload comes back bound to `key`.
+  Result<std::vector<uint8_t>> EncodeOne(const KvChunk& chunk, const StoredKey& key,
                                          std::span<const uint32_t> chunk_tokens,
                                          uint32_t token_offset, uint32_t prefix_tokens,
                                          const model::PredictorCache* prediction) const;
-  Result<KvChunk> DecodeOne(std::span<const uint8_t> payload, uint32_t token_offset,
-                            uint32_t tokens, const model::PredictorCache* prediction) const;
-  // Mismatch unless the payload's header covers [token_offset, token_offset + tokens).
-  static Status CheckPosition(std::span<const uint8_t> payload, uint32_t token_offset, uint32_t tokens);
+  Result<KvChunk> DecodeOne(std::span<const uint8_t> payload, const StoredKey& key,
+                            uint32_t token_offset, uint32_t tokens,
+                            const model::PredictorCache* prediction) const;
+  // Mismatch unless the payload's header is of this codec, model and artifact and covers
+  // [token_offset, token_offset + tokens); then CheckPayloadKey's errors unless it is
+  // bound to `key` (Corruption: another chunk's payload; Mismatch: unbound).
+  Status CheckHeader(std::span<const uint8_t> payload, const StoredKey& key,
+                     uint32_t token_offset, uint32_t tokens) const;
 
   const model::Model* model_;  // null for CreateRaw(layout, ...)
   PrefixCodecOptions options_;
@@ -269,8 +293,8 @@ class PrefixCodec {
   Digest256 namespace_{};
   Digest256 artifact_digest_{};
   std::shared_ptr<const model::SpecPredictor> predictor_;  // spec only
-  std::unique_ptr<spec::SpecArtifact> spec_artifact_;      // spec only
-  std::unique_ptr<dckv::DckvCodec> dckv_;                  // dckv only
+  std::shared_ptr<const spec::SpecArtifact> spec_artifact_;  // spec only
+  std::shared_ptr<const dckv::DckvCodec> dckv_;              // dckv only
 };
 
 }  // namespace kvstash

@@ -35,8 +35,9 @@ class ConnectorConfig:
     codec_model: str = ""                # spec/dckv: the GGUF our predictor/decoder runs on
     codec_artifact: str = ""             # spec: .kvsa, dckv: .kvda artifact
     codec_threads: int = 1               # threads of the spec predictor / coder
+    max_codecs: int = 64                 # namespace codecs kept (LRU; one per cache_salt x adapter)
     chunk_tokens: int = 0                # tokens per kvstash chunk; 0 = 2 vLLM blocks
-    model_fingerprint: str = ""          # hex SHA-256 overriding the weights digest
+    model_fingerprint: str = ""          # hex SHA-256 replacing the model fingerprint (weights + config)
     lookup_deadline_ms: int = 1000       # the one LOOKUP per request (scheduler)
     get_deadline_ms: int = 5000          # each chunk GET (worker; the engine waits on it only in sync mode)
     put_deadline_ms: int = 10000         # each chunk PUT (background thread)
@@ -109,7 +110,7 @@ class ConnectorConfig:
                 raise ConfigError(f"{key}: must be >= 0")
         for key in ("lookup_deadline_ms", "get_deadline_ms", "put_deadline_ms",
                     "connect_timeout_ms", "max_attempts", "get_parallelism",
-                    "max_pending_saves", "codec_threads", "load_concurrency"):
+                    "max_pending_saves", "codec_threads", "load_concurrency", "max_codecs"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be > 0")
         if self.model_fingerprint:

@@ -12,7 +12,9 @@ vLLM makes one instance per role: SCHEDULER (scheduler.SchedulerSide: one LOOKUP
 request, load/save planning) and WORKER (worker.WorkerSide: GET/restore/scatter and
 gather/encode/PUT). Requirements checked here, each a ValueError naming the fix:
 the CPU attention backend's paged layout (the worker probes it), one KV cache group,
-a KV dtype of bf16 or f16 (kv_cache_dtype "auto"), kv_load_failure_policy "recompute".
+a KV dtype of bf16 or f16 (kv_cache_dtype "auto"), kv_load_failure_policy "recompute",
+hf_overrides that can be fingerprinted (a dict of JSON values, not a function; else set
+model_fingerprint).
 Loads are asynchronous by default (extra_config async_load): the request waits parked
 in vLLM (WAITING_FOR_REMOTE_KVS) while a background thread loads it, and the engine
 keeps stepping the other requests; async_load=false loads inside the step instead.
@@ -35,7 +37,7 @@ import kvstash
 
 from .config import ConfigError, ConnectorConfig
 from .metadata import KvstashConnectorMetadata
-from .namespace import CodecCache, weights_fingerprint
+from .namespace import CodecCache, model_fingerprint
 from .scheduler import SchedulerSide
 from .stats import Counters, KvstashConnectorStats
 from .worker import WorkerSide
@@ -98,7 +100,7 @@ class KvstashConnector(KVConnectorBase_V1):
         self.kv_dtype = _DTYPES[self.model_dtype]
         self.block_size = int(cache.block_size)
         self.chunk_tokens = self.cfg.resolved_chunk_tokens(self.block_size)
-        self.fingerprint = self.cfg.model_fingerprint.lower() or weights_fingerprint(mc.model)
+        self.fingerprint = self.cfg.model_fingerprint.lower() or self._model_fingerprint(mc)
         pc = vllm_config.parallel_config
         self.tp_size = int(pc.tensor_parallel_size)
         self.tp_rank = 0
@@ -126,6 +128,15 @@ class KvstashConnector(KVConnectorBase_V1):
                  "model %s.. load %s save %s", role.name, ",".join(self.cfg.servers), self.cfg.tenant,
                  self.cfg.codec, self.chunk_tokens, self.chunk_tokens // self.block_size,
                  self.fingerprint[:12], self.load_enabled, self.save_enabled)
+
+    @staticmethod
+    def _model_fingerprint(mc: Any) -> str:
+        """namespace.model_fingerprint of the served model: its weights files, config.json
+        and the engine's hf_overrides. ConfigError for overrides it cannot fingerprint."""
+        try:
+            return model_fingerprint(mc.model, getattr(mc, "hf_overrides", None))
+        except ValueError as e:
+            raise ConfigError(f"KvstashConnector cannot fingerprint the model: {e}") from e
 
     def _codecs(self, n_layers: int, n_kv_heads: int, head_dim: int) -> CodecCache:
         return CodecCache.shared(self.cfg, int(n_layers), int(n_kv_heads), int(head_dim), self.kv_dtype,

@@ -27,11 +27,14 @@ raises LayoutError naming the build option: the connector does not fall back sil
 to a slow CPU path (docs/engines/vllm.md).
 
 Thread-safety: the hooks run on vLLM's worker thread; DeviceDecoders are cached per
-codec under a lock, and restore/scatter may run from several threads (disjoint blocks).
+codec under a lock (an LRU of max_decoders: the connector passes max_codecs, so a codec
+the CodecCache evicted is not kept alive here), and restore/scatter may run from several
+threads (disjoint blocks).
 """
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -74,19 +77,20 @@ class CudaPagedKv:
     """The CUDA layers of one worker. Construct through `create`, which checks them."""
 
     def __init__(self, kc: Any, layers: list[torch.Tensor], n_kv_heads: int, head_dim: int,
-                 block_size: int, kernel_block_size: int, chunk_tokens: int):
+                 block_size: int, kernel_block_size: int, chunk_tokens: int, max_decoders: int = 64):
         self.kc, self.layers = kc, layers
         self.H, self.D, self.B, self.C = n_kv_heads, head_dim, block_size, chunk_tokens
         self.KB = kernel_block_size               # tokens per block of the tensors
         self.ratio = block_size // kernel_block_size
         self.device = layers[0].device
         self.dtype = layers[0].dtype
-        self._decoders: dict[int, tuple[Any, Any]] = {}
+        self._decoders: OrderedDict[int, tuple[Any, Any]] = OrderedDict()
+        self.max_decoders = max(1, int(max_decoders))
         self._lock = threading.Lock()
 
     @staticmethod
     def create(layers: list[torch.Tensor], block_size: int, chunk_tokens: int,
-               model_dtype: torch.dtype) -> "CudaPagedKv":
+               model_dtype: torch.dtype, max_decoders: int = 64) -> "CudaPagedKv":
         """Checks that `layers` are CUDA caches this class can move KV of; LayoutError if not."""
         kc = cuda_module()
         first = layers[0]
@@ -108,7 +112,7 @@ class CudaPagedKv:
         ok, why = kc.device_available()
         if not ok:
             raise LayoutError(f"CUDA KV caches but the kvstash CUDA module sees no device: {why}")
-        return CudaPagedKv(kc, layers, H, D2 // 2, block_size, KB, chunk_tokens)
+        return CudaPagedKv(kc, layers, H, D2 // 2, block_size, KB, chunk_tokens, max_decoders)
 
     def _stream(self) -> int:
         return torch.cuda.current_stream(self.device).cuda_stream
@@ -120,6 +124,9 @@ class CudaPagedKv:
                 with torch.cuda.device(self.device):
                     hit = (codec, self.kc.DeviceDecoder(codec, self._stream()))
                 self._decoders[id(codec)] = hit
+                while len(self._decoders) > self.max_decoders:
+                    self._decoders.popitem(last=False)
+            self._decoders.move_to_end(id(codec))
             return hit[1]
 
     def load(self, codec: Any, tokens: Any, keys: list, payloads: list, block_ids: list[int],

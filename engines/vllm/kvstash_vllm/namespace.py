@@ -1,12 +1,15 @@
 """What besides token ids decides a request's KV, and the kvstash codecs keyed by it.
 
-- Model fingerprint: SHA-256 over the weights files of the model folder (*.safetensors,
-  else *.bin / *.pt / *.gguf), each file's name and bytes in sorted order; or the
-  `model_fingerprint` setting. Computed once per (path, size, mtime) in a process.
+- Model fingerprint (model_fingerprint): SHA-256 over the model's weights files AND its
+  configuration (the folder's config.json and the engine's hf_overrides), the exact byte
+  stream in model_fingerprint's docstring and docs/format/keys.md; or the
+  `model_fingerprint` setting. Computed once per (files, sizes, mtimes, overrides) in a
+  process.
 - KV dtype, chunk size, layout (layers, KV heads, head dim), tensor-parallel rank/size,
   tenant, cache_salt (the request's), LoRA adapter (name, id, SHA-256 of its weights
-  files) and the codec with its artifact all enter the namespace (docs/format/keys.md)
-  through kvstash.PrefixCodecOptions; two requests share stored KV only when all agree.
+  files and adapter_config.json) and the codec with its artifact all enter the namespace
+  (docs/format/keys.md) through kvstash.PrefixCodecOptions; two requests share stored
+  KV only when all agree.
 - Multimodal inputs: a request with multimodal features is not cached unless
   `cache_multimodal` is set; then every chunk's extra keys are the identifiers (content
   hashes) of the features whose placeholder tokens overlap that chunk.
@@ -19,8 +22,11 @@ and may be used from several threads (kvstash.PrefixCodec's contract).
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,10 +34,12 @@ import kvstash
 
 from .config import ConnectorConfig
 
-__all__ = ["weights_fingerprint", "adapter_of", "request_extra_keys", "CodecCache",
-           "NamespaceKey", "UncacheableRequest"]
+__all__ = ["weights_fingerprint", "model_fingerprint", "adapter_fingerprint", "canonical_json",
+           "adapter_of", "request_extra_keys", "CodecCache", "NamespaceKey", "UncacheableRequest"]
 
 _WEIGHT_SUFFIXES = ((".safetensors",), (".bin", ".pt", ".pth"), (".gguf",))
+MODEL_CONFIG = "config.json"              # the model folder's file entering the fingerprint
+ADAPTER_CONFIG = "adapter_config.json"    # the LoRA adapter folder's
 _fp_lock = threading.Lock()
 _fp_cache: dict[tuple, str] = {}
 
@@ -53,27 +61,124 @@ def _weight_files(path: str) -> list[str]:
     raise FileNotFoundError(f"no weights files (*.safetensors, *.bin, *.gguf) in {path!r}")
 
 
-def weights_fingerprint(path: str) -> str:
-    """Hex SHA-256 of the weights files under `path` (a folder or one file).
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
-    The digest covers each file's base name and contents, in name order. Raises
-    FileNotFoundError when there are no weights files (a hub id that is not local).
-    """
+
+def _check_json(v: Any, where: str) -> None:
+    """ValueError unless `v` is a JSON value canonical_json can write reproducibly."""
+    if v is None or isinstance(v, bool):
+        return
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{where}: a string with a lone surrogate") from None
+        return
+    if isinstance(v, int):
+        if not _INT_MIN <= v <= _INT_MAX:
+            raise ValueError(f"{where}: integer {v} outside [-2^63, 2^64 - 1]")
+        return
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"{where}: {v} (NaN and infinities are not JSON)")
+        return
+    if isinstance(v, (list, tuple)):
+        for i, x in enumerate(v):
+            _check_json(x, f"{where}[{i}]")
+        return
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{where}: key {k!r} is not a string")
+            _check_json(k, f"{where} key")
+            _check_json(x, f"{where}[{k!r}]")
+        return
+    raise ValueError(f"{where}: {type(v).__name__} is not a JSON value")
+
+
+def canonical_json(value: Any, where: str = "hf_overrides") -> bytes:
+    """The canonical JSON text of `value` (ASCII bytes): json.dumps(value, sort_keys=True,
+    separators=(",", ":")) with ensure_ascii (non-ASCII as lowercase \\uXXXX escapes,
+    surrogate pairs above U+FFFF) and floats as Python's repr (shortest round-trip digits;
+    exponent form "1e-05" / "1.5e+16" when the decimal exponent is < -4 or >= 16, else
+    fixed with at least one decimal "10000.0"). `kvstash keys --vllm-hf-overrides`
+    reproduces it byte for byte (cli/keys_command.cc). Accepted: None, bool, str (no lone
+    surrogates), int in [-2^63, 2^64 - 1], finite float, list/tuple, dict with str keys;
+    anything else raises ValueError (it could not be reproduced from JSON text)."""
+    _check_json(value, where)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False).encode("ascii")
+
+
+def _file_id(f: str) -> tuple:
+    st = os.stat(f)
+    return (f, st.st_size, st.st_mtime_ns)
+
+
+def _fingerprint(path: str, config_name: str, overrides: bytes) -> str:
     files = _weight_files(path)
-    key = tuple((f, os.path.getsize(f), os.path.getmtime(f)) for f in files)
+    config = os.path.join(path, config_name) if config_name and os.path.isdir(path) else ""
+    if config and not os.path.isfile(config):
+        config = ""
+    key = (tuple(_file_id(f) for f in files), _file_id(config) if config else None, config_name, overrides)
     with _fp_lock:
         if key in _fp_cache:
             return _fp_cache[key]
     h = hashlib.sha256()
-    for f in files:
-        h.update(os.path.basename(f).encode() + b"\0")
+
+    def feed(name: str, f: str) -> None:
+        h.update(name.encode() + b"\0")
         with open(f, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 22), b""):
                 h.update(block)
+
+    for f in files:
+        feed(os.path.basename(f), f)
+    if config:
+        feed(config_name, config)
+    if overrides:
+        h.update(b"hf_overrides\0" + overrides)
     digest = h.hexdigest()
     with _fp_lock:
         _fp_cache[key] = digest
     return digest
+
+
+def weights_fingerprint(path: str) -> str:
+    """Hex SHA-256 of the weights files under `path` (a folder or one file) alone: the
+    first part of model_fingerprint's stream (no configuration). Raises FileNotFoundError
+    when there are no weights files (a hub id that is not local)."""
+    return _fingerprint(path, "", b"")
+
+
+def model_fingerprint(path: str, hf_overrides: Any = None) -> str:
+    """Hex SHA-256 identifying the model vLLM serves from `path` (a folder or one file)
+    with the engine's `hf_overrides` (vllm_config.model_config.hf_overrides).
+
+    The digest is SHA-256 over, in this order:
+      1. each weights file, in name order: its base name, a NUL byte, its bytes (a folder's
+         *.safetensors, else *.bin / *.pt / *.pth, else *.gguf; a file path: that file);
+      2. when `path` is a folder holding a file config.json: b"config.json", NUL, its bytes;
+      3. when hf_overrides is a non-empty dict: b"hf_overrides", NUL, canonical_json(it).
+    Part 1 alone is weights_fingerprint. `kvstash keys --vllm-model PATH
+    [--vllm-hf-overrides JSON]` computes the same digest (docs/format/keys.md).
+    Raises FileNotFoundError when there are no weights files (a hub id that is not local),
+    ValueError for hf_overrides that cannot be fingerprinted (a function, or a value
+    canonical_json refuses).
+    """
+    if callable(hf_overrides):
+        raise ValueError("hf_overrides is a function: what it changes cannot be fingerprinted "
+                         "(set the connector's model_fingerprint instead)")
+    if hf_overrides and not isinstance(hf_overrides, dict):
+        raise ValueError(f"hf_overrides: expected a dict, got {type(hf_overrides).__name__}")
+    overrides = canonical_json(hf_overrides) if hf_overrides else b""
+    return _fingerprint(path, MODEL_CONFIG, overrides)
+
+
+def adapter_fingerprint(path: str) -> str:
+    """Hex SHA-256 of a LoRA adapter folder (or file): model_fingerprint's parts 1 and 2
+    with adapter_config.json in place of config.json (`kvstash keys --vllm-adapter PATH`)."""
+    return _fingerprint(path, ADAPTER_CONFIG, b"")
 
 
 @dataclass(frozen=True)
@@ -83,17 +188,18 @@ class NamespaceKey:
     cache_salt: str = ""
     adapter_name: str = ""
     adapter_id: str = ""
-    adapter_digest: str = ""   # hex SHA-256 of the adapter's weights ("" = no adapter)
+    adapter_digest: str = ""   # hex adapter_fingerprint ("" = no adapter)
 
 
 def adapter_of(lora_request: Any) -> tuple[str, str, str]:
-    """(name, id, hex digest of the weights) of a vLLM LoRARequest, or empty strings."""
+    """(name, id, hex adapter_fingerprint: weights + adapter_config.json) of a vLLM
+    LoRARequest, or empty strings."""
     if lora_request is None:
         return "", "", ""
     name = str(getattr(lora_request, "lora_name", "") or "")
     lid = str(getattr(lora_request, "lora_int_id", "") or "")
     path = getattr(lora_request, "lora_path", "") or ""
-    digest = weights_fingerprint(path) if path else ""
+    digest = adapter_fingerprint(path) if path else ""
     if not digest:
         raise UncacheableRequest(f"LoRA adapter {name!r} has no local weights to fingerprint")
     return name, lid, digest
@@ -138,8 +244,15 @@ class CodecCache:
     """kvstash.PrefixCodec per NamespaceKey, built on first use, shared by both roles.
 
     One instance per (connector settings, engine layout) in a process, so a scheduler
-    and a worker in the same process (VLLM_ENABLE_V1_MULTIPROCESSING=0) load the spec
-    predictor once.
+    and a worker in the same process (VLLM_ENABLE_V1_MULTIPROCESSING=0) share codecs.
+    What a namespace's codec costs on its own is small (its options and digest): the
+    native module shares the heavy state (model, spec predictor and artifact, dckv
+    codec) of every codec made from the same files (python/src/codec.cc). The cache is
+    an LRU of at most `max_codecs` codecs (the setting); an evicted codec still in use
+    (a load or save holding it) lives until that finishes, and its namespace's next
+    request builds a new one (its heavy state stays loaded while any codec uses it).
+    get() counts `codec_builds` and `codec_evictions` and sets the `codecs_cached` gauge
+    on the Counters passed to it (stats.py).
     """
 
     _instances: dict[tuple, "CodecCache"] = {}
@@ -153,8 +266,11 @@ class CodecCache:
         self.chunk_tokens = chunk_tokens
         self.tp_rank, self.tp_size = tp_rank, tp_size
         self.kv_dtype = kv_dtype
+        self.max_codecs = int(cfg.max_codecs)
         self._lock = threading.Lock()
-        self._codecs: dict[NamespaceKey, Any] = {}
+        self._codecs: OrderedDict[NamespaceKey, Any] = OrderedDict()
+        self.builds = 0          # codecs built since start
+        self.evictions = 0       # codecs dropped by the LRU bound since start
 
     @classmethod
     def shared(cls, cfg: ConnectorConfig, n_layers: int, n_kv_heads: int, head_dim: int,
@@ -170,6 +286,10 @@ class CodecCache:
                 cls._instances[key] = inst
             return inst
 
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._codecs)
+
     def options(self, ns: NamespaceKey) -> "kvstash.PrefixCodecOptions":
         return kvstash.PrefixCodecOptions(
             kind=self.cfg.codec, model_fingerprint=bytes.fromhex(self.fingerprint),
@@ -178,20 +298,35 @@ class CodecCache:
             adapter_name=ns.adapter_name, adapter_id=ns.adapter_id,
             adapter_digest=bytes.fromhex(ns.adapter_digest) if ns.adapter_digest else b"")
 
-    def get(self, ns: NamespaceKey) -> Any:
-        """The codec of namespace `ns`. Raises kvstash.KvstashError when it cannot be built
-        (e.g. an artifact that does not fit the model: MismatchError)."""
+    def _build(self, ns: NamespaceKey) -> Any:
+        opts = self.options(ns)
+        if self.cfg.codec == "raw":
+            return kvstash.PrefixCodec.raw(self.layout, opts)
+        if self.cfg.codec == "spec":
+            return kvstash.PrefixCodec.spec(self.cfg.codec_model, self.cfg.codec_artifact,
+                                            opts, threads=self.cfg.codec_threads)
+        return kvstash.PrefixCodec.dckv(self.cfg.codec_model, self.cfg.codec_artifact, opts)
+
+    def get(self, ns: NamespaceKey, counters: Any = None) -> Any:
+        """The codec of namespace `ns` (the most recently used one). counters: a
+        stats.Counters that gets codec_builds / codec_evictions / codecs_cached. Raises
+        kvstash.KvstashError when it cannot be built (e.g. an artifact that does not fit
+        the model: MismatchError)."""
         with self._lock:
             codec = self._codecs.get(ns)
             if codec is not None:
+                self._codecs.move_to_end(ns)
                 return codec
-            opts = self.options(ns)
-            if self.cfg.codec == "raw":
-                codec = kvstash.PrefixCodec.raw(self.layout, opts)
-            elif self.cfg.codec == "spec":
-                codec = kvstash.PrefixCodec.spec(self.cfg.codec_model, self.cfg.codec_artifact,
-                                                 opts, threads=self.cfg.codec_threads)
-            else:
-                codec = kvstash.PrefixCodec.dckv(self.cfg.codec_model, self.cfg.codec_artifact, opts)
+            codec = self._build(ns)
             self._codecs[ns] = codec
-            return codec
+            self.builds += 1
+            evicted = 0
+            while len(self._codecs) > self.max_codecs:
+                self._codecs.popitem(last=False)
+                evicted += 1
+            self.evictions += evicted
+            size = len(self._codecs)
+        if counters is not None:
+            counters.add(codec_builds=1, **({"codec_evictions": evicted} if evicted else {}))
+            counters.gauge(codecs_cached=size)
+        return codec

@@ -88,7 +88,7 @@ class SchedulerSide:
             log.debug("kvstash: request %s not cached: %s", rid, e)
             return st
         try:
-            codec = self.codecs.get(st.ns)
+            codec = self.codecs.get(st.ns, self.counters)
             keys = [k for k in codec.chain_keys(tokens[: n_full * self.C], extra_keys=st.extra_keys)
                     if not k.partial][:n_full]
         except Exception as e:  # a codec that cannot be built: nothing cached

@@ -15,6 +15,13 @@ Counter names:
   saves, saved_chunks, save_raw_bytes, save_bytes, save_failures, saves_dropped
   load_ms, save_ms                    wall time of loads (the engine waits in sync mode
                                       only) / saves (background)
+  codec_builds, codec_evictions       namespace codecs built (a new cache_salt / adapter,
+                                      or one evicted before) and dropped by the
+                                      max_codecs LRU bound (namespace.CodecCache)
+Gauges (GAUGES: a value, not a sum; aggregated as the maximum, so the scheduler's and
+the workers' reports of one cache do not add up):
+  codecs_cached                       codecs in the connector's CodecCache (<= max_codecs),
+                                      reported in the intervals where it changed
 Thread-safety: Counters is guarded by a lock (the save thread adds to it).
 """
 from __future__ import annotations
@@ -25,7 +32,9 @@ from typing import Any
 
 from vllm.distributed.kv_transfer.kv_connector.v1.metrics import KVConnectorStats
 
-__all__ = ["KvstashConnectorStats", "Counters", "failure_reason"]
+__all__ = ["KvstashConnectorStats", "Counters", "failure_reason", "GAUGES"]
+
+GAUGES = frozenset({"codecs_cached"})
 
 
 @dataclass
@@ -39,7 +48,10 @@ class KvstashConnectorStats(KVConnectorStats):
 
     def aggregate(self, other: KVConnectorStats) -> "KvstashConnectorStats":
         for k, v in (other.data or {}).items():
-            self.data[k] = self.data.get(k, 0) + v
+            if k in GAUGES:
+                self.data[k] = max(self.data.get(k, v), v)
+            else:
+                self.data[k] = self.data.get(k, 0) + v
         return self
 
     def reduce(self) -> dict[str, int | float]:
@@ -63,7 +75,8 @@ def failure_reason(exc: BaseException) -> str:
 
 
 class Counters:
-    """Interval counters plus running totals (totals() is what tests and benches read)."""
+    """Interval counters plus running totals (totals() is what tests and benches read);
+    gauges (GAUGES) hold their latest value in both."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -75,6 +88,13 @@ class Counters:
             for k, v in kv.items():
                 self._interval[k] = self._interval.get(k, 0) + v
                 self._total[k] = self._total.get(k, 0) + v
+
+    def gauge(self, **kv: int | float) -> None:
+        """Sets gauges (GAUGES): the interval and the totals hold the latest value."""
+        with self._lock:
+            for k, v in kv.items():
+                self._interval[k] = v
+                self._total[k] = v
 
     def take_interval(self) -> dict[str, int | float]:
         with self._lock:

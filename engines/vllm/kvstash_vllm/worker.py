@@ -125,7 +125,8 @@ class WorkerSide:
     def _register_cuda_kv_caches(self, names: list[str], kv_caches: dict[str, torch.Tensor]) -> None:
         """CUDA caches: checked and moved by cuda_layout.CudaPagedKv (LayoutError if it cannot)."""
         self.layers = [kv_caches[n] for n in names]
-        self.cuda = CudaPagedKv.create(self.layers, self.B, self.C, self.model_dtype)
+        self.cuda = CudaPagedKv.create(self.layers, self.B, self.C, self.model_dtype,
+                                       max_decoders=self.cfg.max_codecs)
         self.H, self.D = self.cuda.H, self.cuda.D
         self.layer_names = names
         self.codecs = self._make_codecs(len(names), self.H, self.D)
@@ -175,7 +176,7 @@ class WorkerSide:
     def _fetch(self, op: LoadOp) -> tuple[Any, list, list[bytes]]:
         """GET the load's chunks (the network part): (codec, keys, payloads). Touches no
         engine state. Raises on any failure."""
-        codec = self.codecs.get(op.ns)
+        codec = self.codecs.get(op.ns, self.counters)
         keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
         route = keys[0].stored
         dl = self.cfg.get_deadline_ms
@@ -289,7 +290,7 @@ class WorkerSide:
     def _save(self, op: SaveOp, buf: torch.Tensor) -> None:
         t0 = time.perf_counter()
         try:
-            codec = self.codecs.get(op.ns)
+            codec = self.codecs.get(op.ns, self.counters)
             keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
             C = self.C
             chunks = [_as_numpy_u16(buf[:, :, j * C:(j + 1) * C])

@@ -160,6 +160,7 @@ def connector_config(server_addrs, codec="raw", tenant="vllm", credential="secre
 
 class Engine:
     """A vLLM engine in its own process (runner.py); one JSON request/reply per call.
+    model: the model folder (default MODEL); hf_overrides: vLLM's, passed as given.
 
     Every reply has a deadline (timeout_s, or longer for a command with its own
     timeout_s; 60 s for "quit"): a runner that stops answering (hung, or killed without
@@ -169,15 +170,16 @@ class Engine:
 
     def __init__(self, kv_transfer_config: dict | None, block_size: int = 32,
                  enable_prefix_caching: bool = False, log_path: str | None = None,
-                 max_model_len: int = 2048, timeout_s: float = 600, max_lora_rank: int = 0):
+                 max_model_len: int = 2048, timeout_s: float = 600, max_lora_rank: int = 0,
+                 hf_overrides: dict | None = None, model: str = MODEL):
         env = dict(os.environ)
         env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         env.setdefault("OMP_NUM_THREADS", "1")
         env["PYTHONPATH"] = os.path.join(ROOT, "engines", "vllm") + os.pathsep + env.get("PYTHONPATH", "")
-        spec = {"model": MODEL, "kv_transfer_config": kv_transfer_config, "block_size": block_size,
+        spec = {"model": model, "kv_transfer_config": kv_transfer_config, "block_size": block_size,
                 "enable_prefix_caching": enable_prefix_caching, "max_model_len": max_model_len,
-                "max_lora_rank": max_lora_rank}
+                "max_lora_rank": max_lora_rank, "hf_overrides": hf_overrides}
         self.log_path = log_path
         self.log = open(log_path, "ab") if log_path else subprocess.DEVNULL
         self.timeout_s = timeout_s
@@ -236,6 +238,11 @@ class Engine:
         return self.call(cmd="generate", prompts=[list(p) for p in prompts], max_tokens=max_tokens,
                          salts=salts, serial=serial, flush_each=flush_each,
                          loras=[list(lo) if lo else None for lo in loras] if loras else None)
+
+    def status(self) -> dict:
+        """The runner's "status": VmRSS of the engine process, each connector's fingerprint
+        and codec-cache counts, kvstash.PrefixCodec.shared_state()."""
+        return self.call(cmd="status")
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -1,7 +1,8 @@
 """One vLLM engine in this process, driven by JSON lines on stdin (harness.Engine).
 
 argv[1]: {"model", "kv_transfer_config" (dict or null), "block_size",
-          "enable_prefix_caching", "max_model_len", "max_lora_rank" (0 or absent: LoRA off)}
+          "enable_prefix_caching", "max_model_len", "max_lora_rank" (0 or absent: LoRA off),
+          "hf_overrides" (dict; absent or null: none)}
 Commands (one JSON object per line) and replies (a line "@@kvstash@@" + JSON):
   {"cmd": "generate", "prompts": [[ids]], "max_tokens": N, "salts": [str|null]|null,
    "loras": [[name, int id, path]|null]|null, "serial": bool, "flush_each": bool}
@@ -19,6 +20,9 @@ Commands (one JSON object per line) and replies (a line "@@kvstash@@" + JSON):
       adds the prompt through LLMEngine, steps until vLLM parks it for an async load
       (WAITING_FOR_REMOTE_KVS), aborts it, then steps: its blocks must stay allocated
       while the load is in flight and return to the pool once it is reported.
+  {"cmd": "status"} -> {"vm_rss_kib": VmRSS of this (the engine's) process from
+      /proc/self/status, "connectors": [{"role", "fingerprint", "codecs_cached",
+      "codec_builds", "codec_evictions"}], "shared_state": kvstash.PrefixCodec.shared_state()}
   {"cmd": "quit"} -> {"bye": true}
 A failed command replies {"error": text}. Greedy sampling (temperature 0).
 """
@@ -50,6 +54,35 @@ def flush(timeout_s):
     except Exception:
         return True
     return all(c.flush(timeout_s) for c in instances())
+
+
+def vm_rss_kib():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return -1
+
+
+def status():
+    conns = []
+    try:
+        from kvstash_vllm.connector import instances
+    except Exception:
+        instances = list
+    for c in instances():
+        codecs = c._scheduler.codecs if c._scheduler is not None else (c._worker.codecs if c._worker else None)
+        conns.append({"role": c.role.name.lower(), "fingerprint": c.fingerprint,
+                      "codecs_cached": len(codecs) if codecs is not None else 0,
+                      "codec_builds": codecs.builds if codecs is not None else 0,
+                      "codec_evictions": codecs.evictions if codecs is not None else 0})
+    out = {"vm_rss_kib": vm_rss_kib(), "connectors": conns}
+    try:
+        import kvstash
+        out["shared_state"] = dict(kvstash.PrefixCodec.shared_state())
+    except Exception:
+        pass
+    return out
 
 
 def vllm_counters(llm):
@@ -107,6 +140,8 @@ def main():
                   disable_log_stats=False, seed=0)
     if ktc:
         kwargs["kv_transfer_config"] = KVTransferConfig(**ktc)
+    if spec.get("hf_overrides"):
+        kwargs["hf_overrides"] = spec["hf_overrides"]
     if spec.get("max_lora_rank"):
         kwargs.update(enable_lora=True, max_lora_rank=spec["max_lora_rank"], max_loras=2)
     t0 = time.time()
@@ -120,6 +155,9 @@ def main():
                 break
             if cmd["cmd"] == "flush":
                 reply({"flushed": flush(cmd.get("timeout_s", 120))})
+                continue
+            if cmd["cmd"] == "status":
+                reply(status())
                 continue
             if cmd["cmd"] == "abort_during_load":
                 reply(abort_during_load(llm, cmd))

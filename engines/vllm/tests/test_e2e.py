@@ -26,8 +26,10 @@ Order matters (pytest runs the file top to bottom; engines are module fixtures):
   engine", behind a delay proxy) -> the engine loop is not blocked by a held load ->
   a request aborted during its load -> cache_salt isolation -> faults: GET past deadline,
   -> sync mode (async_load false: loads, blocking contrast, GET past deadline) ->
-  payload corrupted on disk, forged payloads (another model's header: Mismatch; a
-  flipped body byte: Corruption), server killed mid-run -> a new engine started while
+  payload corrupted on disk (counted as corruption by the connector and in /metrics),
+  forged payloads (another model's header: Mismatch; a flipped body byte: Corruption),
+  another document's valid payloads served for this one's keys by the fault proxy
+  (Corruption: each payload is bound to its key), server killed mid-run -> a new engine started while
   the server is down (then tenant isolation on it) -> model-fingerprint isolation ->
   spec save/load (raw and spec outputs token-identical).
 Run: .venv-vllm/bin/python -m pytest -q engines/vllm/tests/test_e2e.py
@@ -35,17 +37,21 @@ Run: .venv-vllm/bin/python -m pytest -q engines/vllm/tests/test_e2e.py
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+import urllib.request
 
 import numpy as np
 import pytest
 
 import kvstash
-from harness import GGUF, MODEL, Engine, Server, connector_config, demo_prompts
+from harness import GGUF, MODEL, ROOT, Engine, Server, connector_config, demo_prompts
 from harness import spec_artifact as harness_spec_artifact
 from delay_proxy import DelayProxy
-from kvstash_vllm.namespace import weights_fingerprint
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from fault_proxy import FaultProxy  # noqa: E402  (tests/support/fault_proxy.py)
+from kvstash_vllm.namespace import model_fingerprint
 
 BLOCK, CHUNK = 64, 64
 DOCS, DOC_TOKENS, QPD = 2, 200, 2
@@ -130,8 +136,18 @@ def server(tmp_path_factory, logdir):
 
 
 @pytest.fixture(scope="module")
-def proxy(server):
-    p = DelayProxy(server.port).start()
+def fault_proxy(server):
+    """kvstash_fault_proxy in front of the server (no rules unless a test sets them)."""
+    binary = os.environ.get("KVSTASH_FAULT_PROXY_BIN", os.path.join(ROOT, "build", "kvstash_fault_proxy"))
+    p = FaultProxy(binary, server.address)
+    yield p
+    p.stop()
+
+
+@pytest.fixture(scope="module")
+def proxy(fault_proxy):
+    """The fault engine's path to the server: delay proxy -> fault proxy -> server."""
+    p = DelayProxy(fault_proxy.port).start()
     yield p
     p.close()
 
@@ -146,7 +162,7 @@ def fault_engine(proxy, logdir):
 
 
 def raw_codec(fingerprint_hex=None, tenant="vllm", salt=""):
-    fp = bytes.fromhex(fingerprint_hex or weights_fingerprint(MODEL))
+    fp = bytes.fromhex(fingerprint_hex or model_fingerprint(MODEL))
     opts = kvstash.PrefixCodecOptions(model_fingerprint=fp, chunk_tokens=CHUNK, tenant=tenant,
                                       cache_salt=salt, kv_dtype="bf16")
     return kvstash.PrefixCodec.raw(kvstash.KvLayout(*LAYOUT, "bf16"), opts)
@@ -338,6 +354,13 @@ def test_payload_corrupted_on_disk_is_recomputed(workload, reference, server, fa
     check(r, reference, ["full"])
     d = delta(r, before)
     assert d.get("load_failures", 0) == 1 and d.get("loads", 0) == 0
+    # Damage, not absence: the server answers the GET Corruption (it drops the entry)
+    # and both sides count it as such.
+    assert d.get("load_fail_corruption", 0) == 1 and d.get("load_fail_not_found", 0) == 0, d
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/metrics", timeout=10).read().decode()
+    counters = dict(line.rsplit(" ", 1) for line in metrics.splitlines() if line and not line.startswith("#"))
+    assert float(counters["kvstash_checksum_failures_total"]) >= 1, metrics
+    assert float(counters["kvstash_get_corrupt_total"]) >= 1, metrics
 
 
 def _crc32c(data: bytes) -> int:
@@ -349,12 +372,15 @@ def _crc32c(data: bytes) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def _reseal(payload: bytearray) -> bytes:
-    """Recompute body_checksum and header_crc32c (docs/format/payload.md) after an edit,
-    so the damage is only visible to the codec's content checksum."""
+def _reseal(payload: bytearray, key: bytes | None = None) -> bytes:
+    """Recompute body_checksum and header_crc32c of a stored (version 2, 152-byte
+    header) payload after an edit (docs/format/payload.md), binding it to `key` when
+    given, so the damage is visible only to the checks after the record's own."""
     import xxhash
-    payload[120:128] = xxhash.xxh3_64_intdigest(bytes(payload[136:])).to_bytes(8, "little")
-    payload[128:132] = _crc32c(bytes(payload[:128])).to_bytes(4, "little")
+    if key is not None:
+        payload[128:144] = key
+    payload[120:128] = xxhash.xxh3_64_intdigest(bytes(payload[152:])).to_bytes(8, "little")
+    payload[144:148] = _crc32c(bytes(payload[:144])).to_bytes(4, "little")
     return bytes(payload)
 
 
@@ -373,7 +399,8 @@ def _forge(server, prompt, payload_codec, corrupt=False):
             body = bytearray(pc.payload)
             if corrupt:                      # one flipped KV bit, checksums of the record re-sealed
                 body[len(body) - 100] ^= 0x01
-                body = bytearray(_reseal(body))
+            # Bound to this namespace's key, as a producer that stored it there would.
+            body = bytearray(_reseal(body, keys[i].stored))
             c.put(keys[0].stored, keys[i].stored, keys[i - 1].stored if i else None, bytes(body))
 
 
@@ -391,6 +418,40 @@ def test_forged_payloads_are_refused_and_recomputed(workload, reference, server,
     d = delta(r, before)
     assert d.get("load_fail_mismatch", 0) == 1 and d.get("loads", 0) == 0
     assert r["cached"][1] == 0                                            # nothing was stored
+
+
+def test_another_documents_payloads_are_refused_and_recomputed(workload, reference, server,
+                                                              fault_proxy, fault_engine):
+    """A server that answers the GETs of one document's chunks with another document's
+    valid payloads for the same positions (a storage bug; LMCache #4385): every record
+    check passes on such a payload, but it is bound to the other document's key, so the
+    connector refuses it (CorruptionError), vLLM recomputes, and the output is vLLM's
+    own. The fault proxy forwards each GET of document 0's chunk i as the GET of document
+    1's chunk i."""
+    main, _ = workload
+    a, b = main[0], main[2]
+    assert a[:CHUNK] != b[:CHUNK]
+    fault_engine.generate([a, b], MAXTOK)              # both chains stored (or already were)
+    assert fault_engine.call(cmd="flush", timeout_s=120)["flushed"]
+    codec = raw_codec()
+    ka = [k for k in codec.chain_keys(a[: loadable(a)]) if not k.partial]
+    kb = [k for k in codec.chain_keys(b[: loadable(b)]) if not k.partial]
+    before = fault_engine.generate(main[1:2], 1)       # counters before the fault
+    substituted = fault_proxy.stats()["substituted"]
+    for x, y in zip(ka, kb):
+        fault_proxy.substitute(x.stored, y.stored)
+    try:
+        r = fault_engine.generate([a], MAXTOK)
+    finally:
+        fault_proxy.rule("clear")
+    check(r, reference, ["full"])
+    d = delta(r, before)
+    assert d.get("load_failures", 0) == 1 and d.get("loads", 0) == 0, d
+    assert d.get("load_fail_corruption", 0) == 1, d
+    assert fault_proxy.stats()["substituted"] > substituted
+    r = fault_engine.generate([b], MAXTOK)             # the other document still loads
+    assert r["cached"] == [loadable(b)]
+    check(r, reference, ["hit"], idx=[2])
 
 
 def test_server_killed_mid_run(workload, reference, server, fault_engine):

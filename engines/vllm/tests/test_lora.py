@@ -17,11 +17,18 @@ engine (process 2) then serves the second prompt of the document:
     output in tokens and every logprob; were another adapter's KV loaded, it would not;
   - with the base model: no kvstash hit at all (cached 0) and the full base output.
 The adapters are real: their outputs differ from the base model's and from each other.
-Run: .venv-vllm/bin/python -m pytest -q engines/vllm/tests/test_lora.py (~3 min here).
+The adapter digest covers adapter_config.json too (test_adapter_config_is_in_the_namespace):
+"legal" copied twice, the second copy with lora_alpha doubled, both served under the same
+name and id by two engines on one server: the second misses the first's chunks and
+equals vLLM's own output for its adapter.
+Run: .venv-vllm/bin/python -m pytest -q engines/vllm/tests/test_lora.py (~5 min here).
 """
 from __future__ import annotations
 
+import filecmp
+import json
 import os
+import shutil
 
 import pytest
 
@@ -53,9 +60,34 @@ def prompts():
 
 
 @pytest.fixture(scope="module")
-def reference(prompts, logdir):
+def alpha_adapters(tmp_path_factory):
+    """{"a": folder, "b": folder}: two copies of models/lora/legal with the same weights
+    file; "a" as is (lora_alpha 16: the same adapter as "legal"), "b" with lora_alpha
+    doubled in adapter_config.json and nothing else changed (vLLM scales the adapter's
+    delta by lora_alpha / r, so "b" is another model)."""
+    root = tmp_path_factory.mktemp("lora-alpha")
+    paths = {tag: str(root / f"legal-{tag}") for tag in ("a", "b")}
+    for d in paths.values():
+        shutil.copytree(ADAPTERS["legal"][2], d)
+    cfg_path = os.path.join(paths["b"], "adapter_config.json")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    cfg["lora_alpha"] *= 2
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f, indent=2)
+    assert filecmp.cmp(os.path.join(paths["a"], "adapter_model.safetensors"),
+                       os.path.join(paths["b"], "adapter_model.safetensors"), shallow=False)
+    assert sorted(os.listdir(paths["a"])) == sorted(os.listdir(paths["b"]))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def reference(prompts, alpha_adapters, logdir):
     """{adapter: {"full": output of the second prompt computed from scratch,
-                  "hit": its output with the prefix from vLLM's own cache}}."""
+                  "hit": its output with the prefix from vLLM's own cache}},
+    and "alpha32" (alpha_adapters["b"], served last under a name and id of its own):
+    {"full": the second prompt from scratch, "self": the second prompt again, its
+    prefix from vLLM's cache filled by that same prompt}."""
     eng = Engine(None, block_size=BLOCK, enable_prefix_caching=True, max_lora_rank=RANK,
                  log_path=os.path.join(logdir, "lora-reference.log"))
     refs = {}
@@ -67,6 +99,11 @@ def reference(prompts, logdir):
             hit = eng.generate(prompts[1:], MAXTOK, loras=[lora])
             assert hit["cached"] == [loadable(prompts[1])]
             refs[name] = {"full": out(full, 0), "hit": out(hit, 0)}
+        lora = ("legal-alpha32", 3, alpha_adapters["b"])
+        full = eng.generate(prompts[1:], MAXTOK, salts=["solo-alpha32"], loras=[lora])
+        again = eng.generate(prompts[1:], MAXTOK, salts=["solo-alpha32"], loras=[lora])
+        assert full["cached"] == [0] and again["cached"] == [loadable(prompts[1])]
+        refs["alpha32"] = {"full": out(full, 0), "self": out(again, 0)}
     finally:
         eng.close()
     return refs
@@ -107,6 +144,59 @@ def test_each_adapter_loads_only_its_own_kv(prompts, reference, tmp_path, logdir
             assert out(r, 0) == reference["base"]["full"]
             assert r["connector"]["worker"]["loaded_tokens"] == loaded
             assert r["connector"]["worker"].get("load_failures", 0) == 0
+        finally:
+            second.close()
+    finally:
+        server.kill()
+
+
+def test_adapter_config_is_in_the_namespace(prompts, reference, alpha_adapters, tmp_path, logdir):
+    """Namespace field: the adapter digest's adapter_config.json part (adapter_of ->
+    namespace.adapter_fingerprint: the weights files, then b"adapter_config.json", NUL,
+    its bytes). Issue [integrity]: the same adapter weights served under the same name
+    and id with lora_alpha 16 and with 32 shared KV. Engine 1 serves the second prompt
+    with adapter "a" (name "legal", id 1) and saves it; engine 2, a fresh process on the
+    same server and tenant, serves it with adapter "b" under the SAME name and id: the
+    name, the id and the weights agree, so with the weights alone in the digest it
+    would load engine 1's chunks (cached 192, output of the alpha-16 adapter's KV) and
+    fail the cached == [0] and output checks. Instead it misses and equals vLLM's own
+    output for "b"; its second request then loads its own chunks."""
+    p = prompts[1]
+    want = loadable(p)
+    chunks = len(p) // CHUNK
+    ref_a, ref_b = reference["legal"], reference["alpha32"]
+    assert ref_b["full"]["tokens"] != ref_a["full"]["tokens"], "lora_alpha must change the output"
+    server = Server(data_dir=str(tmp_path / "kvstash-data"), memory_budget="0",
+                    log_path=os.path.join(logdir, "lora-alpha-server.log")).start()
+    try:
+        cfg = connector_config([server.address], chunk_tokens=CHUNK)
+        first = Engine(cfg, block_size=BLOCK, max_lora_rank=RANK,
+                       log_path=os.path.join(logdir, "lora-alpha16-save.log"))
+        try:
+            r = first.generate([p], MAXTOK, loras=[("legal", 1, alpha_adapters["a"])], flush_each=True)
+            assert r["cached"] == [0]
+            assert out(r, 0) == ref_a["full"]          # "a" is the "legal" adapter
+            assert first.call(cmd="flush", timeout_s=120)["flushed"]
+            saved = first.generate([p], 1, loras=[("legal", 1, alpha_adapters["a"])])["connector"]["worker"]
+            assert saved["saved_chunks"] == chunks and saved.get("save_failures", 0) == 0
+        finally:
+            first.close()
+        second = Engine(cfg, block_size=BLOCK, max_lora_rank=RANK,
+                        log_path=os.path.join(logdir, "lora-alpha32-load.log"))
+        try:
+            b = ("legal", 1, alpha_adapters["b"])
+            r = second.generate([p], MAXTOK, loras=[b], flush_each=True)
+            assert r["connector"]["scheduler"]["lookups"] == 1            # it did look up ...
+            assert r["cached"] == [0], "loaded the lora_alpha 16 adapter's KV"
+            assert r["connector"]["worker"].get("loaded_tokens", 0) == 0
+            assert out(r, 0) == ref_b["full"], "not vLLM's output for the lora_alpha 32 adapter"
+            assert second.call(cmd="flush", timeout_s=120)["flushed"]
+            r = second.generate([p], MAXTOK, loras=[b])
+            assert r["cached"] == [want], "its own chunks must load"
+            assert out(r, 0) == ref_b["self"]
+            w = r["connector"]["worker"]
+            assert w["loaded_tokens"] == want and w.get("load_failures", 0) == 0
+            assert w["saved_chunks"] == chunks and w.get("save_failures", 0) == 0
         finally:
             second.close()
     finally:
