@@ -42,6 +42,7 @@ TEST_PACKAGES=(
   chromium openssl                         # dashboard test (headless), TLS test certs
   prometheus                               # promtool + a real scrape of deploy/ rules
   iproute2                                 # ip netns / tc: bench link, fleet test
+  qemu-user                                # qemu-x86_64: scripts/no_avx512_check.sh (and aarch64 runs)
   python3 python3-venv python3-dev         # python3-dev: headers for pip install ./python
 )
 case "$PROFILE" in
@@ -77,7 +78,7 @@ fi
 # The aarch64 cross build of the determinism check (scripts/determinism_aarch64.sh,
 # docs/determinism.md): Debian's cross compiler, qemu-user, and the arm64 -dev packages
 # of the decoder's libraries through multiarch. Skip with KVSTASH_SETUP_CROSS=0.
-CROSS_PACKAGES=(g++-aarch64-linux-gnu qemu-user libopenblas-dev:arm64 libspdlog-dev:arm64
+CROSS_PACKAGES=(g++-aarch64-linux-gnu libopenblas-dev:arm64 libspdlog-dev:arm64
                 libxxhash-dev:arm64 libzstd-dev:arm64 libssl-dev:arm64 libicu-dev:arm64)
 if [[ "$PROFILE" == full && "${KVSTASH_SETUP_CROSS:-1}" == 1 && "${KVSTASH_SKIP_APT:-0}" != 1 \
       && "$(dpkg --print-architecture)" == amd64 ]]; then

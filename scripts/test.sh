@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The test command (README.md; .ci/run calls it). Runs set-up, then:
 #   1. configure + build (CUDA kernels too when nvcc exists) and run every ctest test;
+#   1a. the CPU code as a CPU without AVX-512 runs it: the determinism manifest and the
+#      common and codec unit tests under qemu-x86_64 -cpu EPYC-Milan-v1, an emulated AMD
+#      Zen 3 (scripts/no_avx512_check.sh); skip with KVSTASH_SKIP_NO_AVX512=1;
 #   1b. clang's -Wthread-safety over the library code as an error (scripts/thread_safety.sh:
 #      build/compile_commands.json, syntax only; python/src/ after step 5 from a
 #      configure-only build-python-tsa/); skip with KVSTASH_SKIP_TSA=1;
 #   2. an AddressSanitizer + UBSan build of the unit tests (label "unit");
-#   3. every libFuzzer target under fuzz/ for KVSTASH_FUZZ_SECONDS (default 60) each;
+#   3. every libFuzzer target under fuzz/ for KVSTASH_FUZZ_SECONDS (default 20) each (a
+#      smoke run: the 10^8-execution campaigns are scripts/fuzz_campaign.sh);
 #   4. the Python tests of tools/ (pytest);
 #   5. the kvstash Python package: pip install ./python into .venv (scikit-build-core +
 #      nanobind, build folder build-python/, ccache), then its pytest suite python/tests
@@ -13,15 +17,17 @@
 #      built as a wheel (build-python-cuda/) and its tests run without a device;
 #   6. the vLLM connector tests (engines/vllm/tests, real vLLM in .venv-vllm, real
 #      kvstash-server from build/): installs the kvstash package into .venv-vllm first;
-#   6b. the determinism variants (docs/determinism.md): decoder-only builds clang -O0,
-#      clang -O3 and gcc -O3 -march=x86-64-v4, run with forced SIMD paths, thread counts
-#      and batch splits against tests/determinism/manifest.json (build-det/;
-#      KVSTASH_DETERMINISM_ROWS=. runs the full table, gcc -O0/-O3 too); then the aarch64 cross build
+#   6b. the determinism variants (docs/determinism.md): decoder-only builds clang -O3
+#      and gcc -O3 -march=x86-64-v4 (the latter SKIPPED on a CPU without AVX-512), run
+#      with forced SIMD paths, thread counts and batch splits against
+#      tests/determinism/manifest.json (build-det/; KVSTASH_DETERMINISM_ROWS=. runs the
+#      full table, gcc -O0/-O3 and clang -O0 too); then the aarch64 cross build
 #      (build-aarch64/) run under qemu-user against the manifest, and its payloads
 #      decoded on x86-64 (scripts/determinism_aarch64.sh); skip both with KVSTASH_SKIP_CROSS=1;
 #   7. optional (KVSTASH_TSAN=1): the store and server integration tests under
 #      ThreadSanitizer, the kvstash-server processes they start included (build-tsan/).
 # Environment: KVSTASH_FUZZ_SECONDS, KVSTASH_SKIP_SANITIZE=1, KVSTASH_SKIP_FUZZ=1,
+#   KVSTASH_SKIP_NO_AVX512=1,
 #   KVSTASH_SKIP_PYTHON_CUDA=1 (the CUDA module's compile check), KVSTASH_SKIP_VLLM=1,
 #   KVSTASH_VLLM_TIMEOUT_S (cap of the vLLM step, default 2400), KVSTASH_SKIP_CROSS=1,
 #   KVSTASH_SKIP_TSA=1, KVSTASH_TSAN=1, KVSTASH_JOBS (parallel build jobs, default nproc),
@@ -30,7 +36,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 JOBS="${KVSTASH_JOBS:-$(nproc)}"
-FUZZ_SECONDS="${KVSTASH_FUZZ_SECONDS:-60}"
+FUZZ_SECONDS="${KVSTASH_FUZZ_SECONDS:-20}"
 step() { printf '\n==== %s (at %d s) ====\n' "$*" "$SECONDS"; }
 # ccache (when installed): paths relative to the clone so any clone folder hits. One
 # cold run of every build below filled 0.6 GB (2026-12-02).
@@ -44,6 +50,11 @@ KVSTASH_BUILD_DIR=build scripts/build.sh
 
 step "tests (ctest)"
 ctest --test-dir build --output-on-failure -j "$JOBS" --timeout 1500
+
+if [[ "${KVSTASH_SKIP_NO_AVX512:-0}" != 1 ]]; then
+  step "CPU code on an emulated AMD Zen 3 without AVX-512 (scripts/no_avx512_check.sh)"
+  scripts/no_avx512_check.sh build
+fi
 
 if [[ "${KVSTASH_SKIP_TSA:-0}" != 1 ]]; then
   step "clang -Wthread-safety (scripts/thread_safety.sh)"
@@ -81,7 +92,7 @@ step "Python tests (tools/)"
 
 step "Python package (pip install ./python, python/tests)"
 CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv/bin/pip install -q ./python
-KVSTASH_SERVER_BIN="$ROOT/build/kvstash-server" .venv/bin/python -m pytest -q -rs python/tests
+KVSTASH_SERVER_BIN="$ROOT/build/kvstash-server" KVSTASH_FAULT_PROXY_BIN="$ROOT/build/kvstash_fault_proxy" .venv/bin/python -m pytest -q -rs python/tests
 if [[ "${KVSTASH_SKIP_TSA:-0}" != 1 ]]; then
   # The module's own sources (python/src/) are not in build/: a configure-only folder
   # (build-python-tsa/, ~10 s) gives their compile commands, with nanobind's headers from
@@ -117,18 +128,20 @@ if [[ "${KVSTASH_SKIP_VLLM:-0}" != 1 && -x .venv-vllm/bin/python ]]; then
   .venv-vllm/bin/python -m pytest -q -p no:cacheprovider python/tests/test_codec.py -k torch
   # Each engine reply has its own deadline (harness.Engine); the step as a whole is capped
   # too (SIGINT: pytest reports the test it was in), and the slowest tests are listed.
-  KVSTASH_SERVER="$ROOT/build/kvstash-server" VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
+  KVSTASH_SERVER="$ROOT/build/kvstash-server" KVSTASH_FAULT_PROXY_BIN="$ROOT/build/kvstash_fault_proxy" \
+  VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
     timeout -s INT -k 60 "${KVSTASH_VLLM_TIMEOUT_S:-2400}" \
     .venv-vllm/bin/python -m pytest -q -p no:cacheprovider --durations=12 engines/vllm/tests
 fi
 
 if [[ "${KVSTASH_SKIP_CROSS:-0}" != 1 ]]; then
-  # CI runs the rows of three builds: with build/'s gcc RelWithDebInfo (-O2, whose
-  # manifest check is a ctest test) they cover both compilers, -O0 to -O3, AVX-512
-  # code generation, the scalar and AVX2 paths, 1 and 2 threads and batch splits
-  # (builds: 342 s after a codec change, ~1 min warm; runs ~50 s). gcc -O0/-O3 add nothing new
-  # and stay in the campaign (KVSTASH_DETERMINISM_ROWS=. runs all five).
-  rows="${KVSTASH_DETERMINISM_ROWS:-clang-O0|clang-O3|gcc-O3-x86-64-v4}"
+  # CI runs the rows of two builds: with build/'s gcc RelWithDebInfo (-O2, whose
+  # manifest check is a ctest test, and its no-AVX-512 run above) they cover both
+  # compilers, -O2 and -O3, AVX-512 code generation (on a CPU with AVX-512; SKIPPED
+  # elsewhere), the scalar and AVX2 paths, 1 and 2 threads and batch splits. The -O0
+  # builds add a third and fourth decoder build to a cold run and stay in the campaign
+  # (KVSTASH_DETERMINISM_ROWS=. runs all five).
+  rows="${KVSTASH_DETERMINISM_ROWS:-clang-O3|gcc-O3-x86-64-v4}"
   step "determinism variants on x86-64 (build-det/, rows: $rows)"
   KVSTASH_JOBS="$JOBS" scripts/determinism_variants.sh "$rows"
   step "determinism on aarch64 under qemu-user (build-aarch64/): both directions"
