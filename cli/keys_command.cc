@@ -84,9 +84,18 @@ std::string PythonFloatRepr(double v) {
 }
 
 // Rejects number literals nlohmann would turn into a double although Python reads them
-// as integers: integer literals outside [-2^63, 2^64 - 1].
+// as integers (integer literals outside [-2^63, 2^64 - 1]), and nesting deeper than
+// kMaxDepth (Python's json.loads gives up near 1,000 levels; the canonical form is
+// built recursively).
 struct IntegerRangeCheck : nlohmann::json_sax<nlohmann::json> {
+  static constexpr size_t kMaxDepth = 512;
   std::string error;
+  size_t depth = 0;
+  bool Enter() {
+    if (++depth <= kMaxDepth) return true;
+    error = "JSON nested deeper than " + std::to_string(kMaxDepth) + " levels";
+    return false;
+  }
   bool null() override { return true; }
   bool boolean(bool) override { return true; }
   bool number_integer(number_integer_t) override { return true; }
@@ -100,11 +109,11 @@ struct IntegerRangeCheck : nlohmann::json_sax<nlohmann::json> {
   }
   bool string(string_t&) override { return true; }
   bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return true; }
+  bool start_object(std::size_t) override { return Enter(); }
   bool key(string_t&) override { return true; }
-  bool end_object() override { return true; }
-  bool start_array(std::size_t) override { return true; }
-  bool end_array() override { return true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return Enter(); }
+  bool end_array() override { return --depth, true; }
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) override {
     error = ex.what();
     return false;
@@ -159,9 +168,9 @@ Status AppendCanonical(const nlohmann::json& j, std::string* out) {
 // sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False). Keys in
 // code point order, strings with every non-ASCII character as a lowercase \uXXXX escape
 // (surrogate pairs above U+FFFF), integers as decimals, floats as Python's repr.
-// Errors: InvalidArgument for text that is not JSON, not an object, an integer literal
-// outside [-2^63, 2^64 - 1] or a number beyond the double range (Python reads both
-// differently or refuses them).
+// Errors: InvalidArgument for text that is not JSON, not an object, nested deeper than
+// 512 levels, an integer literal outside [-2^63, 2^64 - 1] or a number beyond the
+// double range (Python reads both differently or refuses them).
 Result<std::string> CanonicalJsonObject(const std::string& text) {
   IntegerRangeCheck check;
   if (!nlohmann::json::sax_parse(text, &check)) {

@@ -224,11 +224,12 @@ void Client::GetAsync(const StoredKey& route, const StoredKey& key, GetOptions g
                         auto m = protocol::GetReply::DecodeOwned(r->header.flags,
                                                                  std::move(r->body));
                         if (!m.ok()) return done(m.status());
-                        // Only the payload stored under `key` is returned: another
-                        // chunk's (a server, proxy or storage fault) is Corruption.
-                        if (Status s = CheckPayloadKey(m->payload, key); !s.ok()) {
-                          return done(s.WithContext("GET " + ToHex(key)));
-                        }
+                        // Only an intact payload stored under `key` is returned: one
+                        // damaged on the way (body checksum) or another chunk's (a
+                        // server, proxy or storage fault) is Corruption.
+                        auto parsed = ParsePayload(m->payload);
+                        Status s = parsed.ok() ? CheckPayloadKey(parsed->header, key) : parsed.status();
+                        if (!s.ok()) return done(s.WithContext("GET " + ToHex(key)));
                         GetResult out{std::move(m->payload), std::move(m->state_record),
                                       std::nullopt};
                         if (m->memory) {

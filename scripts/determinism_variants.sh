@@ -33,8 +33,9 @@ declare -A needs_name=([gcc-O3-x86-64-v4]="AVX-512")
 cpu_model="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)"
 cpu_flags=" $(sed -n 's/^flags[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1) "
 # Prints the flags build $1 needs that this CPU lacks (nothing: it can run here).
-# KVSTASH_CPU_FLAGS (a space-separated flag list) replaces the CPU's flags, to check
-# this skip on a CPU that has them.
+# KVSTASH_CPU_FLAGS (a space-separated flag list, non-empty) replaces the CPU's flags,
+# to check this skip on a CPU that has them (the SKIPPED line still names this CPU's
+# model).
 missing_flags() {
   local f have="${KVSTASH_CPU_FLAGS:+ $KVSTASH_CPU_FLAGS }"
   have="${have:-$cpu_flags}"
@@ -123,6 +124,10 @@ for r in "${runs[@]}"; do
 done
 cat "$table"
 n_skipped=$(grep -c '| SKIPPED: ' "$table" || true)
+if [[ $(($(wc -l <"$table") - 2)) -eq 0 ]]; then
+  echo "determinism variants: no row matches '$FILTER' (rows: build names of this script)"
+  exit 1
+fi
 [[ $fail -eq 0 ]] && echo "determinism variants: every row that ran equals the manifest ($n_skipped rows SKIPPED)" \
                   || echo "determinism variants: ROWS DIFFER (logs in $OUTDIR/)"
 exit $fail

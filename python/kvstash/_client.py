@@ -178,10 +178,10 @@ class Client:
         self._native.put_chunks(list(chunks), deadline_ms)
 
     def get(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> bytes:
-        """The payload stored under `key`, checked to be bound to `key`. Raises
-        NotFoundError when absent; CorruptionError when the stored chunk failed its
-        checksum or the reply's payload is bound to another key (never returned);
-        MismatchError for an unbound (format version 1) payload."""
+        """The payload stored under `key`, verified (header, body checksum, bound to
+        `key`). Raises NotFoundError when absent; CorruptionError when the stored chunk
+        failed its checksum, the reply's payload is damaged or is bound to another key
+        (never returned); MismatchError for an unbound (format version 1) payload."""
         return self._native.get(route, key, deadline_ms)
 
     def delete(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> bool:

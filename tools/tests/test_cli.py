@@ -222,7 +222,8 @@ def test_keys_command_hf_overrides_canonical_json(tmp_path):
     # Refused (exit 2): not an object, not JSON, NaN/Infinity (not JSON), numbers Python
     # reads differently (integers beyond 64 bits, 1e400); without --vllm-model.
     for bad in ("[1]", "3", "{", '{"a": NaN}', '{"a": Infinity}', '{"a": 18446744073709551616}',
-                '{"a": -9223372036854775809}', '{"a": 1e400}', '{"a": "\\ud800"}', ""):
+                '{"a": -9223372036854775809}', '{"a": 1e400}', '{"a": "\\ud800"}', "",
+                '{"a":' + "[" * 20000 + "]" * 20000 + "}"):  # nested 20,000 deep (crashed)
         rc, err = run("--vllm-hf-overrides", bad)
         assert rc == 2 and "--vllm-hf-overrides" in err, (bad, err)
     r = subprocess.run([KVSTASH, "keys", "--tokens", "1", "--vllm-hf-overrides", "{}"],
