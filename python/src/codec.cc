@@ -222,34 +222,20 @@ class SharedState {
   Result<std::shared_ptr<const spec::SpecArtifact>> GetSpecArtifact(const std::string& path)
       KVSTASH_EXCLUDES(mu_) {
     MutexLock lock(mu_);
-    KVSTASH_ASSIGN_OR_RETURN(FileId id, ArtifactFileId(path));
-    Prune(spec_artifacts_);
-    if (auto hit = spec_artifacts_[id].lock()) return hit;
-    KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, kvstash::ReadFileBytes(path));
-    auto art = spec::SpecArtifact::Parse(bytes);
-    if (!art.ok()) return art.status().WithContext(path);
-    auto out = std::make_shared<const spec::SpecArtifact>(std::move(art).value());
-    spec_artifacts_[id] = out;
-    ++spec_artifact_loads_;
-    return std::shared_ptr<const spec::SpecArtifact>(out);
+    return ArtifactLocked(path, spec_artifacts_, &spec_artifact_loads_,
+                          [](std::vector<uint8_t> bytes) { return spec::SpecArtifact::Parse(bytes); });
   }
 
   Result<std::shared_ptr<const dckv::DckvCodec>> GetDckvCodec(const std::string& path)
       KVSTASH_EXCLUDES(mu_) {
     MutexLock lock(mu_);
-    KVSTASH_ASSIGN_OR_RETURN(FileId id, ArtifactFileId(path));
-    Prune(dckv_codecs_);
-    if (auto hit = dckv_codecs_[id].lock()) return hit;
-    KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, kvstash::ReadFileBytes(path));
-    auto art = dckv::DckvArtifact::Parse(bytes);
-    if (!art.ok()) return art.status().WithContext(path);
-    bytes = {};
-    auto codec = dckv::DckvCodec::Create(std::move(art).value());
-    if (!codec.ok()) return codec.status().WithContext(path);
-    auto out = std::make_shared<const dckv::DckvCodec>(std::move(codec).value());
-    dckv_codecs_[id] = out;
-    ++dckv_codec_builds_;
-    return std::shared_ptr<const dckv::DckvCodec>(out);
+    return ArtifactLocked(path, dckv_codecs_, &dckv_codec_builds_,
+                          [](std::vector<uint8_t> bytes) -> Result<dckv::DckvCodec> {
+                            auto art = dckv::DckvArtifact::Parse(bytes);
+                            bytes = {};  // the file's bytes go before the codec is built
+                            if (!art.ok()) return art.status();
+                            return dckv::DckvCodec::Create(std::move(art).value());
+                          });
   }
 
   // Live entries and how often each kind was loaded since start.
@@ -270,6 +256,24 @@ class SharedState {
   }
 
  private:
+  // The artifact at `path` from `cache`, or `build` of the file's bytes, then cached
+  // (weakly) and counted in *loads. Errors: the file's, and build's with the path.
+  template <typename T, typename Build>
+  Result<std::shared_ptr<const T>> ArtifactLocked(const std::string& path,
+                                                  std::map<FileId, std::weak_ptr<const T>>& cache,
+                                                  uint64_t* loads, Build build) KVSTASH_REQUIRES(mu_) {
+    KVSTASH_ASSIGN_OR_RETURN(FileId id, ArtifactFileId(path));
+    Prune(cache);
+    if (auto hit = cache[id].lock()) return hit;
+    KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, kvstash::ReadFileBytes(path));
+    Result<T> built = build(std::move(bytes));
+    if (!built.ok()) return built.status().WithContext(path);
+    auto out = std::make_shared<const T>(std::move(built).value());
+    cache[id] = out;
+    ++*loads;
+    return std::shared_ptr<const T>(out);
+  }
+
   template <typename M>
   static void Prune(M& m) {
     std::erase_if(m, [](const auto& kv) { return kv.second.expired(); });
