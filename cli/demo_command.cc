@@ -14,6 +14,7 @@ struct Options {
   demo::DemoOptions demo;
   ClientFlags client;
   std::string kv_dtype = "f16";
+  std::string restore_policy = "cost";
 };
 
 // --model-kind, --hybrid-model, --hybrid-chunk-tokens, --state-every, --hybrid-cal-tokens,
@@ -91,6 +92,11 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--dckv-rate", o->demo.artifacts.dckv_rate, "dckv target ratio vs bf16")->capture_default_str();
       cmd->add_option("--predictor-threads", o->demo.predictor_threads, "Threads of the spec predictor")
           ->capture_default_str();
+      cmd->add_option("--restore-policy", o->restore_policy,
+                      "Which LOOKUP hits are restored: cost (only when the restore is estimated faster than "
+                      "the engine's prefill; the others run as misses and are counted as declined) or always")
+          ->check(CLI::IsMember({"cost", "always"}))
+          ->capture_default_str();
       cmd->add_option("--json", o->demo.json, "Also write the table as JSON to FILE");
       cmd->add_flag("--quiet", o->demo.quiet, "No per-request progress lines");
       AddHybridDemoFlags(cmd, &o->demo.hybrid);
@@ -106,6 +112,7 @@ const bool kRegistered = RegisterCommand(
         }
         d.client = o->client.Options();
         d.llama_kv_dtype = o->kv_dtype == "bf16" ? DType::kBF16 : DType::kF16;
+        ParseRestorePolicy(o->restore_policy, &d.restore_policy);  // checked by IsMember
         return demo::RunDemo(std::move(d));
       };
     });

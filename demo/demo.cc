@@ -31,7 +31,8 @@ int RunDemo(DemoOptions o) {
   if (o.engine == "llama.cpp") return RunLlamaDemo(o);
   if (o.hybrid.enabled()) {
     return RunHybridDemo(o.hybrid, {o.codecs, o.model_path, o.client, o.start_server, o.data_dir, o.port, o.http_port,
-                                    o.keep_server, o.workload, o.gen_tokens, o.json, o.quiet});
+                                    o.keep_server, o.workload, o.gen_tokens, o.json, o.quiet,
+                                    o.restore_policy});
   }
   const auto t_start = Clock::now();
   auto parsed = ParseDemoCodecs(o.codecs);
@@ -95,6 +96,7 @@ int RunDemo(DemoOptions o) {
   // A fresh cache salt per run: entries of an earlier run (RocksDB persists) never hit.
   const std::string run_id = RandomHex(8);
   ro.verbose = !o.quiet;
+  ro.restore_policy = o.restore_policy;
   auto reference = std::make_unique<DemoReference>();  // filled by the codec passes
 
   std::vector<DemoCodecRow> rows;

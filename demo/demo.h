@@ -22,6 +22,7 @@
 #include "demo/demo_hybrid.h"
 #include "demo/demo_workload.h"
 #include "kvstash/client.h"
+#include "kvstash/restore_cost.h"
 
 namespace kvstash::demo {
 
@@ -49,6 +50,8 @@ struct DemoOptions {
   int predictor_threads = 2;      // threads of the spec predictor
   std::string json;               // also write the report as JSON here ("" = no)
   bool quiet = false;             // no per-request progress lines
+  // Which LOOKUP hits are restored (DemoRunOptions::restore_policy). Default: kCost.
+  RestoreCostOptions::Policy restore_policy = RestoreCostOptions::Policy::kCost;
   HybridDemoOptions hybrid;       // the hybrid variant (off by default)
 };
 

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "kvstash/client.h"
+#include "kvstash/restore_cost.h"
 #include "demo/demo_workload.h"
 
 namespace kvstash::demo {
@@ -57,6 +58,7 @@ struct DemoCommonArgs {
   uint32_t gen_tokens = 8;
   std::string json;
   bool quiet = false;
+  RestoreCostOptions::Policy restore_policy = RestoreCostOptions::Policy::kCost;
 };
 
 int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs args);

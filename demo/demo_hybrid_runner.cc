@@ -137,8 +137,11 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
   HybridDemoRow out;
   DemoCodecRow& row = out.base;
   row.codec = coder.name();
-  std::vector<double> ttft_miss, ttft_hit;
+  std::vector<double> ttft_miss, ttft_hit, ttft_declined;
   double top1 = 0, kl = 0;
+  RestoreCostOptions cost_options;
+  cost_options.policy = o.restore_policy;
+  RestoreCostModel cost(cost_options);
   for (size_t i = 0; i < w.requests.size(); ++i) {
     const DemoRequest& rq = w.requests[i];
     const auto& prefix = w.documents[rq.doc].prefix;
@@ -153,9 +156,11 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
     KVSTASH_ASSIGN_OR_RETURN(LookupResult lk, client->Lookup(chain, /*require_state=*/true));
     const double lookup_ms = Ms(t0, Clock::now());
     uint32_t have = lk.matched_chunks;  // chunks the server holds (for the PUT below)
+    const RestoreEstimate decision = cost.Estimate(lk.matched_tokens);
+    const bool declined = have > 0 && !decision.take;
 
     bool served = false;
-    if (have > 0) {
+    if (have > 0 && !declined) {
       const uint32_t b = static_cast<uint32_t>(lk.matched_tokens);
       const double store_before = ServerGetUs(client);
       t0 = Clock::now();
@@ -191,6 +196,8 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
       auto restored = bound.ok() ? coder.Restore(prefix, payloads, record, &predictor_ms)
                                  : Result<hybrid::HybridState>(bound);
       const double restore_ms = Ms(t0, Clock::now());
+      uint64_t payload_bytes = record.size();
+      for (const auto& p : payloads) payload_bytes += p.size();
       if (!restored.ok() || restored->tokens != b) {
         ++row.hits_mismatched;
         std::fprintf(stderr, "[%s] request %zu: restore failed (served as a miss): %s\n", row.codec.c_str(), i + 1,
@@ -247,6 +254,9 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
 
         const double ttft = lookup_ms + get_ms + restore_ms + first_ms;
         ttft_hit.push_back(ttft);
+        cost.ObserveRestore(b, payload_bytes, get_ms / 1e3, restore_ms / 1e3);
+        cost.ObservePrefill(suffix.size(), first_ms / 1e3);
+        row.estimates.push_back({static_cast<uint32_t>(i + 1), true, decision, get_ms + restore_ms});
         row.hit.lookup += lookup_ms;
         row.hit.network += std::max(0.0, get_ms - store_ms);
         row.hit.store += store_ms;
@@ -257,17 +267,35 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
         if (o.verbose) {
           std::fprintf(stderr,
                        "[%s] request %zu/%zu: hit %u/%zu prefix tokens (KV + state), TTFT %.1f ms (restore %.1f, "
-                       "suffix %zu tokens %.1f); KV %s, state %s, %zu continuation rows %s, answer %s\n",
-                       row.codec.c_str(), i + 1, w.requests.size(), b, prefix.size(), ttft, restore_ms,
-                       suffix.size(), first_ms, kv_ok ? "exact" : "DIFFERS", state_ok ? "exact" : "DIFFERS",
+                       "suffix %zu tokens %.1f; %s); KV %s, state %s, %zu continuation rows %s, answer %s\n",
+                       row.codec.c_str(), i + 1, w.requests.size(), b, prefix.size(), ttft, get_ms + restore_ms,
+                       suffix.size(), first_ms, DecisionText(decision).c_str(), kv_ok ? "exact" : "DIFFERS", state_ok ? "exact" : "DIFFERS",
                        suffix.size(), logits_ok ? "bit-identical" : (coder.lossy() ? "differ (lossy KV)" : "DIFFER"),
                        answer_ok ? "same" : "differs");
         }
       }
     }
     if (!served) {
-      ++row.misses;
-      ttft_miss.push_back(lookup_ms + rr.full_prefill_ms);
+      // A miss, a declined hit or a failed restore: the full prefill (measured once, in
+      // the reference pass) and the first token.
+      const uint64_t prompt_tokens = w.PromptTokens(rq);
+      cost.ObservePrefill(prompt_tokens, rr.full_prefill_ms / 1e3);
+      if (declined) {
+        ++row.declined;
+        row.declined_tokens += lk.matched_tokens;
+        ttft_declined.push_back(lookup_ms + rr.full_prefill_ms);
+        row.estimates.push_back({static_cast<uint32_t>(i + 1), false, decision,
+                                 rr.full_prefill_ms * static_cast<double>(lk.matched_tokens) / prompt_tokens});
+        if (o.verbose) {
+          std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.1f ms\n",
+                       row.codec.c_str(), i + 1, w.requests.size(),
+                       static_cast<unsigned long long>(lk.matched_tokens), DecisionText(decision).c_str(),
+                       ttft_declined.back());
+        }
+      } else {
+        ++row.misses;
+        ttft_miss.push_back(lookup_ms + rr.full_prefill_ms);
+      }
     }
     if (have == keys.size()) continue;
     // Store what the server lacks, after the first token: chunks [have, n), with a
@@ -306,14 +334,14 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
     }
     row.encode_ms += encode_ms;
     row.put_ms += put_ms;
-    if (o.verbose && !served) {
+    cost.ObserveEncode(prefix.size() - uint64_t{have} * o.chunk_tokens, put_bytes, encode_ms / 1e3);
+    if (o.verbose && !served && !declined) {
       std::fprintf(stderr, "[%s] request %zu/%zu: miss, TTFT %.1f ms; put %zu chunks %.3f MB (encode %.1f ms, put %.1f ms)\n",
                    row.codec.c_str(), i + 1, w.requests.size(), ttft_miss.back(), keys.size() - have, put_bytes / 1e6,
                    encode_ms, put_ms);
     }
   }
-  row.ttft_miss_ms = Median(ttft_miss);
-  row.ttft_hit_ms = Median(ttft_hit);
+  FinishTtfts(ttft_miss, ttft_hit, ttft_declined, &row);
   if (row.misses) {
     row.encode_ms /= row.misses;
     row.put_ms /= row.misses;

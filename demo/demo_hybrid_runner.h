@@ -108,6 +108,8 @@ struct HybridDemoRunOptions {
   uint32_t chunk_tokens = 256;  // tokens per stored chunk. Default: 256.
   uint32_t state_every = 2;   // a state record every this many chunks (+ the prefix end). Default: 2.
   bool verbose = true;        // one progress line per request on stderr
+  // Which LOOKUP hits are restored (DemoRunOptions::restore_policy). Default: kCost.
+  RestoreCostOptions::Policy restore_policy = RestoreCostOptions::Policy::kCost;
 };
 
 struct HybridDemoReference {

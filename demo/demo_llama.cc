@@ -154,6 +154,7 @@ int RunLlamaDemo(const DemoOptions& o) {
   ro.params = *params;
   ro.gen_tokens = o.gen_tokens;
   ro.verbose = !o.quiet;
+  ro.restore_policy = o.restore_policy;
   const std::string run_id = RandomHex(8);  // fresh cache salt: earlier runs never hit
   LlamaDemoReference reference;
   std::vector<DemoCodecRow> rows;

@@ -75,12 +75,14 @@ Result<DemoCodecRow> RunLlamaDemoCodec(llama_model* model, const DemoWorkload& w
   if (o.gen_tokens == 0) return Status::InvalidArgument("demo: gen_tokens must be > 0");
   const auto t_start = Clock::now();
   const bool lossy = codec->kind() == PrefixCodecKind::kDckv;
-  KVSTASH_ASSIGN_OR_RETURN(auto session, LlamaSession::Create(model, o.params, client, codec));
+  llama_cpp::LlamaSessionOptions so;
+  so.restore_cost.policy = o.restore_policy;
+  KVSTASH_ASSIGN_OR_RETURN(auto session, LlamaSession::Create(model, o.params, client, codec, so));
   KVSTASH_ASSIGN_OR_RETURN(auto ref_ctx, llama_cpp::NewContext(model, o.params));
   DemoCodecRow row;
   row.codec = PrefixCodecName(codec->kind());
   row.reference = "llama.cpp full prefill";
-  std::vector<double> ttft_miss, ttft_hit;
+  std::vector<double> ttft_miss, ttft_hit, ttft_declined;
   std::vector<double> h_lookup, h_network, h_store, h_predictor, h_decode, h_suffix;
   double top1 = 0, kl = 0;
   for (size_t i = 0; i < w.requests.size(); ++i) {
@@ -95,19 +97,34 @@ Result<DemoCodecRow> RunLlamaDemoCodec(llama_model* model, const DemoWorkload& w
     ++row.requests;
     row.prompt_tokens += prompt.size();
     KVSTASH_ASSIGN_OR_RETURN(LlamaLookup lk, session->Lookup(prompt, prefix_tokens));
-    if (lk.matched_chunks == 0) {
-      ++row.misses;
+    const RestoreEstimate decision = session->EstimateRestore(lk, prompt.size());
+    if (lk.matched_chunks == 0 || !decision.take) {
       KVSTASH_ASSIGN_OR_RETURN(EvalResult r, session->PrefillMiss(prompt, lk));
       const auto t0 = Clock::now();
       KVSTASH_RETURN_IF_ERROR(
           Generate(session->context(), std::move(r.logits), static_cast<llama_pos>(prompt.size()), 1, nullptr, nullptr)
               .status());
-      ttft_miss.push_back(lk.lookup_ms + r.prefill_ms + Ms(t0, Clock::now()));
+      const double ttft = lk.lookup_ms + r.prefill_ms + Ms(t0, Clock::now());
       // Requests arrive one after another: the miss's chunks are stored before the next.
       KVSTASH_RETURN_IF_ERROR(session->Flush().WithContext("put"));
-      if (o.verbose) {
-        std::fprintf(stderr, "[%s] request %zu/%zu: miss, TTFT %.0f ms (llama.cpp prefill of %zu tokens); %u chunks queued\n",
-                     row.codec.c_str(), i + 1, w.requests.size(), ttft_miss.back(), prompt.size(), r.queued_chunks);
+      if (lk.matched_chunks == 0) {
+        ++row.misses;
+        ttft_miss.push_back(ttft);
+        if (o.verbose) {
+          std::fprintf(stderr, "[%s] request %zu/%zu: miss, TTFT %.0f ms (llama.cpp prefill of %zu tokens); %u chunks queued\n",
+                       row.codec.c_str(), i + 1, w.requests.size(), ttft, prompt.size(), r.queued_chunks);
+        }
+      } else {
+        ++row.declined;
+        row.declined_tokens += decision.tokens;
+        ttft_declined.push_back(ttft);
+        row.estimates.push_back({static_cast<uint32_t>(i + 1), false, decision,
+                                 r.prefill_ms * static_cast<double>(decision.tokens) / prompt.size()});
+        if (o.verbose) {
+          std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.0f ms\n",
+                       row.codec.c_str(), i + 1, w.requests.size(),
+                       static_cast<unsigned long long>(decision.tokens), DecisionText(decision).c_str(), ttft);
+        }
       }
       continue;
     }
@@ -148,6 +165,7 @@ Result<DemoCodecRow> RunLlamaDemoCodec(llama_model* model, const DemoWorkload& w
     }
     const double store_ms = store_before >= 0 && store_after >= 0 ? (store_after - store_before) / 1000.0 : 0.0;
     ttft_hit.push_back(ttft);
+    row.estimates.push_back({static_cast<uint32_t>(i + 1), true, r.estimate, r.restore_ms});
     h_lookup.push_back(r.lookup_ms);
     h_network.push_back(std::max(0.0, r.get_ms - store_ms));
     h_store.push_back(store_ms);
@@ -158,10 +176,10 @@ Result<DemoCodecRow> RunLlamaDemoCodec(llama_model* model, const DemoWorkload& w
     if (o.verbose) {
       std::fprintf(stderr,
                    "[%s] request %zu/%zu: hit %u/%u prefix tokens, TTFT %.0f ms (restore %.0f: get %.0f, predictor %.0f, "
-                   "decode %.0f, import %.0f; llama.cpp prefill of %u tokens %.0f)%s\n",
+                   "decode %.0f, import %.0f; llama.cpp prefill of %u tokens %.0f; %s)%s\n",
                    row.codec.c_str(), i + 1, w.requests.size(), r.restored_tokens, prefix_tokens, ttft, r.restore_ms,
                    r.get_ms, r.predictor_ms, r.decode_ms - r.predictor_ms, r.import_ms, r.evaluated_tokens,
-                   r.prefill_ms,
+                   r.prefill_ms, DecisionText(r.estimate).c_str(),
                    lossy ? "" : (verified ? " logit-identical, same answer" : " MISMATCH"));
     }
   }
@@ -169,8 +187,7 @@ Result<DemoCodecRow> RunLlamaDemoCodec(llama_model* model, const DemoWorkload& w
   const llama_cpp::LlamaSessionStats st = session->stats();
   row.raw_bytes = st.put_raw_bytes;
   row.stored_bytes = st.put_payload_bytes;
-  row.ttft_miss_ms = Median(ttft_miss);
-  row.ttft_hit_ms = Median(ttft_hit);
+  FinishTtfts(ttft_miss, ttft_hit, ttft_declined, &row);
   if (row.misses) {
     row.encode_ms = st.encode_ms / row.misses;
     row.put_ms = st.put_ms / row.misses;

@@ -58,6 +58,8 @@ struct LlamaDemoRunOptions {
   llama_context_params params;  // the session's and the reference's (llama_cpp::ContextParams)
   uint32_t gen_tokens = 8;      // tokens generated per request. Default: 8.
   bool verbose = true;          // one progress line per request on stderr
+  // Which LOOKUP hits are restored (DemoRunOptions::restore_policy). Default: kCost.
+  RestoreCostOptions::Policy restore_policy = RestoreCostOptions::Policy::kCost;
 };
 
 // A pass of one codec. `codec` must have the context's KV layout (LlamaSession::Create).

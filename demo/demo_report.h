@@ -2,7 +2,11 @@
 // no-compression baseline), with the acceptance verdicts (token hit rate > 50%, hit
 // TTFT below miss TTFT, no mismatched hit).
 //
-// JSON: {"rows": [{codec, requests, hits, misses, token_hit_rate, raw_bytes,
+// JSON: {"rows": [{codec, requests, hits (taken), misses, token_hit_rate (restored
+// tokens / prompt tokens), lookup_hit_rate (+ declined tokens), declined,
+// declined_tokens, declined_share, ttft_declined_ms, hits_slower_than_miss,
+// median_estimate_error, estimates: [{request, taken, informed, tokens,
+// restore_est_ms, recompute_est_ms, decode_rate_from_encode, measured_ms, error}], raw_bytes,
 // stored_bytes, ratio, ttft_miss_ms, ttft_hit_ms, hits_verified, hits_mismatched,
 // same_tokens_as_fp32 (answers equal to the reference's), reference,
 // top1_agreement, kl_mean, scored_positions, encode_ms_per_miss,
@@ -25,7 +29,9 @@ namespace kvstash::demo {
 nlohmann::json DemoRowJson(const DemoCodecRow& row);
 
 // {"token_hit_rate_over_50": bool, "hit_ttft_below_miss": bool, "no_mismatch": bool,
-//  "passed": bool} over all rows.
+//  "passed": bool} over all rows. The hit rate counts declined hits' tokens (the store
+// held them); a row's TTFT check holds when its taken hits' median beats its misses',
+// or when the cost model declined every hit it saw.
 // Rows whose codec is in ttft_exempt are left out of the TTFT verdict (all rows count
 // when that leaves none); with an exemption the result also has
 // "hit_ttft_below_miss_codecs": the codecs checked, ", "-separated, or "all".

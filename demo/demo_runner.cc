@@ -33,6 +33,39 @@ double Median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+double DemoHitEstimate::error() const {
+  if (!estimate.informed || measured_ms <= 0) return -1;
+  const double forecast_ms = 1e3 * (taken ? estimate.restore_s : estimate.recompute_s);
+  return std::abs(forecast_ms - measured_ms) / measured_ms;
+}
+
+double DemoCodecRow::median_estimate_error() const {
+  std::vector<double> errors;
+  for (const DemoHitEstimate& e : estimates) {
+    if (e.error() >= 0) errors.push_back(e.error());
+  }
+  return errors.empty() ? -1 : Median(errors);
+}
+
+void FinishTtfts(const std::vector<double>& miss, const std::vector<double>& hit,
+                 const std::vector<double>& declined, DemoCodecRow* row) {
+  row->ttft_miss_ms = Median(miss);
+  row->ttft_hit_ms = Median(hit);
+  row->ttft_declined_ms = Median(declined);
+  row->hits_slower_than_miss = 0;
+  if (miss.empty()) return;
+  for (double t : hit) row->hits_slower_than_miss += t > row->ttft_miss_ms;
+}
+
+std::string DecisionText(const RestoreEstimate& e) {
+  if (!e.informed) return "no rates yet: restore";
+  char b[160];
+  std::snprintf(b, sizeof b, "restore est %.0f ms %s recompute est %.0f ms%s", 1e3 * e.restore_s,
+                e.restore_s < e.recompute_s ? "<" : ">=", 1e3 * e.recompute_s,
+                e.decode_from_encode ? " (decode rate from encodes)" : "");
+  return b;
+}
+
 Result<std::vector<std::vector<uint8_t>>> GetChainPayloads(Client* client, std::span<const ChunkKey> keys, uint32_t n) {
   std::vector<std::future<Result<GetResult>>> gets;
   for (uint32_t c = 0; c < n; ++c) gets.push_back(client->GetAsync(keys[0].stored(), keys[c].stored()));
@@ -156,9 +189,12 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
   const bool lossy = codec.kind() == PrefixCodecKind::kDckv;
   DemoCodecRow row;
   row.codec = PrefixCodecName(codec.kind());
-  std::vector<double> ttft_miss, ttft_hit;
+  std::vector<double> ttft_miss, ttft_hit, ttft_declined;
   std::vector<double> h_lookup, h_network, h_store, h_predictor, h_decode, h_suffix;
   double top1 = 0, kl = 0;
+  RestoreCostOptions cost_options;
+  cost_options.policy = o.restore_policy;
+  RestoreCostModel cost(cost_options);
   for (size_t i = 0; i < w.requests.size(); ++i) {
     const DemoRequest& rq = w.requests[i];
     const auto& prefix = w.documents[rq.doc].prefix;
@@ -172,20 +208,40 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
     KVSTASH_ASSIGN_OR_RETURN(LookupResult lk, client->Lookup(chain));
     const double lookup_ms = Ms(t0, Clock::now());
     const uint32_t matched_chunks = lk.matched_chunks;
+    const uint64_t lookup_matched = codec.TokensOfChunks(prefix.size(), matched_chunks);
+    const RestoreEstimate decision = cost.Estimate(lookup_matched);
 
-    if (matched_chunks == 0) {
-      ++row.misses;
-      // What a miss costs: the full prefill of the prompt and the first token.
+    if (matched_chunks == 0 || !decision.take) {
+      // What a miss (or a declined hit) costs: the full prefill of the prompt and the
+      // first token.
       auto cache = model::KvCache::ForModel(m.config);
       t0 = Clock::now();
       KVSTASH_ASSIGN_OR_RETURN(auto r, model::Prefill(m, prompt, &cache));
       (void)model::Argmax(r.logits);
-      ttft_miss.push_back(lookup_ms + Ms(t0, Clock::now()));
+      const double prefill_ms = Ms(t0, Clock::now());
+      cost.ObservePrefill(prompt.size(), prefill_ms / 1e3);
+      if (matched_chunks == 0) {
+        ++row.misses;
+        ttft_miss.push_back(lookup_ms + prefill_ms);
+      } else {
+        ++row.declined;
+        row.declined_tokens += lookup_matched;
+        ttft_declined.push_back(lookup_ms + prefill_ms);
+        row.estimates.push_back({static_cast<uint32_t>(i + 1), false, decision,
+                                 prefill_ms * static_cast<double>(lookup_matched) / prompt.size()});
+        if (o.verbose) {
+          std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.0f ms\n",
+                       row.codec.c_str(), i + 1, w.requests.size(),
+                       static_cast<unsigned long long>(lookup_matched), DecisionText(decision).c_str(),
+                       ttft_declined.back());
+        }
+      }
       auto& doc = ref.docs[rq.doc];
       if (!doc.ready) {  // this prefill's prefix is the document's exact cache
         KVSTASH_ASSIGN_OR_RETURN(doc.exact, cache.Prefix(static_cast<uint32_t>(prefix.size())));
         doc.ready = true;
       }
+      if (matched_chunks == keys.size()) continue;  // a declined whole-prefix hit: nothing to PUT
     } else {
       ++row.hits;
       const uint64_t matched = codec.TokensOfChunks(prefix.size(), matched_chunks);
@@ -198,6 +254,8 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
       const double store_ms = store_before >= 0 && store_after >= 0 ? (store_after - store_before) / 1000.0 : 0.0;
       KVSTASH_RETURN_IF_ERROR(got.status());
       const std::vector<std::vector<uint8_t>> payloads = std::move(got).value();
+      uint64_t payload_bytes = 0;
+      for (const auto& p : payloads) payload_bytes += p.size();
       PrefixRestoreStats rs;
       auto restored = codec.Restore(prefix, payloads, &rs);
       if (!restored.ok()) {
@@ -261,7 +319,11 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
           }
         }
       }
-      const double ttft = lookup_ms + get_ms + rs.predictor_ms + rs.decode_ms + rs.assemble_ms + first_ms;
+      const double restore_ms = get_ms + rs.predictor_ms + rs.decode_ms + rs.assemble_ms;
+      const double ttft = lookup_ms + restore_ms + first_ms;
+      cost.ObserveRestore(matched, payload_bytes, get_ms / 1e3, (restore_ms - get_ms) / 1e3);
+      cost.ObservePrefill(suffix.size(), first_ms / 1e3);
+      row.estimates.push_back({static_cast<uint32_t>(i + 1), true, decision, restore_ms});
       ttft_hit.push_back(ttft);
       h_lookup.push_back(lookup_ms);
       h_network.push_back(std::max(0.0, get_ms - store_ms));
@@ -271,9 +333,10 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
       h_suffix.push_back(first_ms);
       verified ? ++row.hits_verified : ++row.hits_mismatched;
       if (o.verbose) {
-        std::fprintf(stderr, "[%s] request %zu/%zu: hit %llu/%zu prefix tokens, TTFT %.0f ms (predictor %.0f, decode %.0f, suffix %zu tokens %.0f)%s\n",
+        std::fprintf(stderr, "[%s] request %zu/%zu: hit %llu/%zu prefix tokens, TTFT %.0f ms (restore %.0f: predictor %.0f, decode %.0f; suffix %zu tokens %.0f; %s)%s\n",
                      row.codec.c_str(), i + 1, w.requests.size(), static_cast<unsigned long long>(matched),
-                     prefix.size(), ttft, rs.predictor_ms, rs.decode_ms + rs.assemble_ms, suffix.size(), first_ms,
+                     prefix.size(), ttft, restore_ms, rs.predictor_ms, rs.decode_ms + rs.assemble_ms, suffix.size(),
+                     first_ms, DecisionText(decision).c_str(),
                      lossy ? "" : (verified ? " bit-exact, same answer" : " MISMATCH"));
       }
       if (matched_chunks == keys.size()) continue;
@@ -284,6 +347,8 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
     t0 = Clock::now();
     for (const PutChunk& p : puts) KVSTASH_RETURN_IF_ERROR(client->Put(p));
     const double put_ms = Ms(t0, Clock::now());
+    cost.ObserveEncode(prefix.size() - codec.TokensOfChunks(prefix.size(), matched_chunks), es.stored_bytes,
+                       (es.predictor_ms + es.encode_ms) / 1e3);
     row.raw_bytes += es.raw_bytes;
     row.stored_bytes += es.stored_bytes;
     row.encode_ms += es.predictor_ms + es.encode_ms;
@@ -294,8 +359,7 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
                    es.stored_bytes / 1e6, es.encode_ms, es.predictor_ms, put_ms);
     }
   }
-  row.ttft_miss_ms = Median(ttft_miss);
-  row.ttft_hit_ms = Median(ttft_hit);
+  FinishTtfts(ttft_miss, ttft_hit, ttft_declined, &row);
   if (row.misses) {
     row.encode_ms /= row.misses;
     row.put_ms /= row.misses;

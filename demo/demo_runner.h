@@ -46,6 +46,7 @@
 #include "demo/demo_workload.h"
 #include "kvstash/client.h"
 #include "kvstash/prefix_codec.h"
+#include "kvstash/restore_cost.h"
 #include "model/forward/model.h"
 
 namespace kvstash::demo {
@@ -74,6 +75,11 @@ void ScorePosition(std::span<const float> logits, const float* ref_logprobs, uin
 struct DemoRunOptions {
   uint32_t gen_tokens = 8;  // tokens generated per request. Default: 8.
   bool verbose = true;      // one progress line per request on stderr
+  // Which LOOKUP hits are restored (kvstash/restore_cost.h): kCost declines a hit whose
+  // restore is estimated slower than recomputing it (it then runs as a miss, without a
+  // PUT); kAlways restores every hit. Each codec pass has its own model, fed by the
+  // pass's prefills, encodes and restores. Default: kCost.
+  RestoreCostOptions::Policy restore_policy = RestoreCostOptions::Policy::kCost;
 };
 
 // Reference results shared by the codec passes, filled as they are needed (see the top).
@@ -97,9 +103,31 @@ struct DemoHitBreakdown {
   double lookup = 0, network = 0, store = 0, predictor = 0, decode = 0, suffix_prefill = 0;
 };
 
+// One LOOKUP hit's restore estimate next to what was measured (milliseconds).
+// Taken hits: measured_ms is the restore (GET + predictor + decode + import, the LOOKUP
+// excluded), the estimate's restore_s its forecast. Declined hits: measured_ms is the
+// prefill of the whole prompt scaled to the matched tokens (prefill_ms * matched /
+// prompt), the estimate's recompute_s its forecast.
+struct DemoHitEstimate {
+  uint32_t request = 0;          // 1-based, as in the progress lines
+  bool taken = true;
+  RestoreEstimate estimate;
+  double measured_ms = 0;
+  // |forecast - measured| / measured of the part that ran; -1 when the model was not
+  // informed (its first hits, before a rate was measured).
+  double error() const;
+};
+
 struct DemoCodecRow {
   std::string codec;
   uint32_t requests = 0, hits = 0, misses = 0;
+  // LOOKUP hits the cost model declined: recomputed like misses (counted apart from
+  // both), with their prefix tokens in declined_tokens.
+  uint32_t declined = 0;
+  uint64_t declined_tokens = 0;
+  std::vector<DemoHitEstimate> estimates;  // every LOOKUP hit, taken or declined
+  double ttft_declined_ms = 0;              // median TTFT of the declined hits
+  uint32_t hits_slower_than_miss = 0;       // taken hits whose TTFT > ttft_miss_ms
   uint64_t prompt_tokens = 0, matched_tokens = 0;
   uint64_t raw_bytes = 0, stored_bytes = 0;  // chunks PUT: bf16 bytes vs payload bytes
   double ttft_miss_ms = 0, ttft_hit_ms = 0;  // medians
@@ -111,9 +139,26 @@ struct DemoCodecRow {
   uint32_t scored_positions = 0;             // dckv
   double top1_agreement = -1, kl_mean = -1;  // dckv; -1 = not measured
   double wall_s = 0;
+  // Restored tokens / prompt tokens.
   double token_hit_rate() const { return prompt_tokens ? double(matched_tokens) / prompt_tokens : 0; }
+  // Tokens the store held (restored or declined) / prompt tokens.
+  double lookup_hit_rate() const {
+    return prompt_tokens ? double(matched_tokens + declined_tokens) / prompt_tokens : 0;
+  }
+  // Declined / LOOKUP hits (0 when there was none).
+  double declined_share() const { return hits + declined ? double(declined) / (hits + declined) : 0; }
+  // Median error() of the informed estimates (-1 when there is none).
+  double median_estimate_error() const;
   double ratio() const { return stored_bytes ? double(raw_bytes) / stored_bytes : 0; }
 };
+
+// Sets row->ttft_miss_ms, ttft_hit_ms, ttft_declined_ms (medians of the lists, ms) and
+// hits_slower_than_miss (taken hits above the miss median).
+void FinishTtfts(const std::vector<double>& miss, const std::vector<double>& hit,
+                 const std::vector<double>& declined, DemoCodecRow* row);
+// One progress-line fragment for a hit's decision: "restore est 812 ms < recompute est
+// 1930 ms" (or ">", or "no rates yet").
+std::string DecisionText(const RestoreEstimate& e);
 
 // Fills *reference (sized to the workload on first use) as it needs reference results.
 Result<DemoCodecRow> RunDemoCodec(const model::Model& model, const DemoWorkload& workload,

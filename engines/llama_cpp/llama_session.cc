@@ -1,5 +1,6 @@
 #include "engines/llama_cpp/llama_session.h"
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -54,7 +55,9 @@ LlamaSession::LlamaSession(llama_model* model, ContextPtr ctx, StateLayout layou
       layout_(layout),
       client_(std::move(client)),
       codec_(std::move(codec)),
-      options_(std::move(options)) {
+      options_(std::move(options)),
+      cost_(options_.cost_model ? options_.cost_model
+                                : std::make_shared<RestoreCostModel>(options_.restore_cost)) {
   put_thread_ = std::thread([this] { PutLoop(); });
 }
 
@@ -136,8 +139,20 @@ Result<EvalResult> LlamaSession::EvaluatePrompt(std::span<const llama_token> tok
     r.fallback = lookup.status().WithContext("lookup");
     return r;
   }
-  if (lookup->matched_chunks > 0) return RestoreHit(tokens, *lookup);
-  return PrefillMiss(tokens, *lookup);
+  if (lookup->matched_chunks == 0) return PrefillMiss(tokens, *lookup);
+  const RestoreEstimate estimate = EstimateRestore(*lookup, tokens.size());
+  if (estimate.take) return RestoreHit(tokens, *lookup);
+  KVSTASH_ASSIGN_OR_RETURN(EvalResult r, PrefillMiss(tokens, *lookup));
+  r.declined = true;
+  MutexLock lock(mu_);
+  ++stats_.declined_hits;
+  stats_.declined_tokens += estimate.tokens;
+  return r;
+}
+
+RestoreEstimate LlamaSession::EstimateRestore(const LlamaLookup& lookup, size_t prompt_tokens) const {
+  const uint64_t tokens = prompt_tokens == 0 ? 0 : std::min<uint64_t>(lookup.matched_tokens, prompt_tokens - 1);
+  return cost_->Estimate(tokens);
 }
 
 Result<EvalResult> LlamaSession::PrefillMiss(std::span<const llama_token> tokens,
@@ -153,6 +168,8 @@ Result<EvalResult> LlamaSession::PrefillMiss(std::span<const llama_token> tokens
   KVSTASH_ASSIGN_OR_RETURN(out.logits, Evaluate(ctx_.get(), tokens, 0, options_.seq_id));
   out.prefill_ms = Ms(t0, Clock::now());
   out.evaluated_tokens = out.prompt_tokens;
+  cost_->ObservePrefill(out.evaluated_tokens, out.prefill_ms / 1e3);
+  if (lookup.matched_chunks > 0) out.estimate = EstimateRestore(lookup, tokens.size());
   {
     MutexLock lock(mu_);
     ++stats_.prompts;
@@ -182,9 +199,14 @@ Result<EvalResult> LlamaSession::RestoreHit(std::span<const llama_token> tokens,
   EvalResult out;
   out.prompt_tokens = n;
   out.lookup_ms = lookup.lookup_ms;
+  out.estimate = EstimateRestore(lookup, n);
   const auto t0 = Clock::now();
   const Status st = Restore(ids, lookup, lookup.matched_chunks, restore_tokens, &out);
   out.restore_ms = Ms(t0, Clock::now());
+  if (st.ok()) {
+    cost_->ObserveRestore(restore_tokens, out.get_payload_bytes, out.get_ms / 1e3,
+                          (out.restore_ms - out.get_ms) / 1e3);
+  }
   if (!st.ok()) {
     // Recompute: the whole prompt, as a miss; chunks the LOOKUP saw are not re-put.
     KVSTASH_ASSIGN_OR_RETURN(EvalResult miss, PrefillMiss(tokens, lookup));
@@ -204,6 +226,7 @@ Result<EvalResult> LlamaSession::RestoreHit(std::span<const llama_token> tokens,
                                                 options_.seq_id));
   out.prefill_ms = Ms(t1, Clock::now());
   out.evaluated_tokens = n - restore_tokens;
+  cost_->ObservePrefill(out.evaluated_tokens, out.prefill_ms / 1e3);
   {
     MutexLock lock(mu_);
     ++stats_.prompts;
@@ -350,6 +373,11 @@ void LlamaSession::PutLoop() {
     }
 
     const auto t2 = Clock::now();
+    if (puts.ok()) {
+      uint64_t tokens = 0;
+      for (const KvChunk& c : job.chunks) tokens += c.tokens;
+      cost_->ObserveEncode(tokens, es.stored_bytes, std::chrono::duration<double>(t1 - t0).count());
+    }
     lock.Lock();
     busy_ = false;
     stats_.encode_ms += Ms(t0, t1);

@@ -30,6 +30,12 @@
 //   knows where its reusable prefix ends (system prompt + RAG document) passes
 //   chain_tokens: the chain, the restore and the PUTs then cover tokens
 //   [0, chain_tokens), and that prefix's own partial last chunk can hit too.
+// - A hit is restored only when it pays: EvaluatePrompt asks the session's
+//   RestoreCostModel (kvstash/restore_cost.h) whether restoring the matched tokens is
+//   estimated faster than llama.cpp prefilling them; a declined hit runs as a miss
+//   (EvalResult::declined, stats declined_hits). The model learns from this session's
+//   own prefills, restores and encodes (PUT thread). RestoreHit called directly always
+//   restores (it still reports the estimate).
 // - PUTs run on a background thread in submission order; the queue holds at most
 //   options.max_queued_puts prompts and a full queue makes the next miss WAIT (back-
 //   pressure: a chain is never dropped silently). Put errors are counted and returned
@@ -58,6 +64,7 @@
 #include "engines/llama_cpp/llama_state.h"
 #include "kvstash/client.h"
 #include "kvstash/prefix_codec.h"
+#include "kvstash/restore_cost.h"
 
 namespace kvstash::llama_cpp {
 
@@ -68,6 +75,10 @@ struct LlamaSessionOptions {
   uint32_t max_queued_puts = 4;
   // Deadline etc. of the session's LOOKUP/GET/PUT calls. Default: the client's.
   CallOptions call;
+  // The restore cost model (READ ME FIRST); sessions of one engine may share one.
+  // Default (null): the session makes its own with `restore_cost`.
+  std::shared_ptr<RestoreCostModel> cost_model;
+  RestoreCostOptions restore_cost;
 };
 
 // What the session found on the servers for a prompt (Lookup).
@@ -97,6 +108,10 @@ struct EvalResult {
   uint64_t get_payload_bytes = 0; // payload bytes received
   // Ok, or why a hit was not used and the prompt was recomputed from scratch.
   Status fallback;
+  // LOOKUP hits: the cost model's estimate for the tokens a restore would import, and
+  // whether EvaluatePrompt declined the hit (then the prompt ran as a miss).
+  RestoreEstimate estimate;
+  bool declined = false;
   // Logits of the last prompt token (llama_vocab_n_tokens floats).
   std::vector<float> logits;
 };
@@ -104,6 +119,9 @@ struct EvalResult {
 // Counters over the session's life.
 struct LlamaSessionStats {
   uint64_t prompts = 0, hits = 0, fallbacks = 0;
+  // LOOKUP hits EvaluatePrompt declined (restore estimated slower than the prefill), and
+  // the stored tokens they left unused.
+  uint64_t declined_hits = 0, declined_tokens = 0;
   // Of the fallbacks: restores refused because a payload was damaged (Corruption: a
   // stored chunk that failed its checksum, or a payload bound to another key), and
   // because one was of another codec, artifact, model or format version (Mismatch).
@@ -150,6 +168,11 @@ class LlamaSession {
   // PrefillMiss on any load-path failure (see READ ME FIRST).
   Result<EvalResult> RestoreHit(std::span<const llama_token> tokens, const LlamaLookup& lookup);
 
+  // The cost model's estimate for restoring `lookup`'s matched tokens of a prompt of
+  // `prompt_tokens` tokens (at most prompt_tokens - 1: the last one is evaluated).
+  RestoreEstimate EstimateRestore(const LlamaLookup& lookup, size_t prompt_tokens) const;
+  RestoreCostModel& cost_model() const { return *cost_; }
+
   // Waits until every queued PUT has finished. Returns the first PUT error since the
   // previous Flush (Ok when none).
   Status Flush();
@@ -191,6 +214,7 @@ class LlamaSession {
   std::shared_ptr<Client> client_;
   std::shared_ptr<const PrefixCodec> codec_;
   LlamaSessionOptions options_;
+  std::shared_ptr<RestoreCostModel> cost_;
 
   mutable Mutex mu_;
   std::condition_variable cv_;

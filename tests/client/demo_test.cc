@@ -36,7 +36,7 @@ DemoRun RunDemo(const std::string& model, const std::string& name, const std::st
                           " --data-dir " + (run.dir / "data").string() + " --port 0 --http-port 0" +
                           " --model " + model + " --documents 2 --doc-tokens 256 --requests-per-doc 3" +
                           " --gen-tokens 4 --cal-tokens 256 --cache-dir " + (run.dir / "cache").string() +
-                          " --json " + json + " " + extra + " > " + (run.dir / "out.txt").string() + " 2>&1";
+                          " --json " + json + " --restore-policy always " + extra + " > " + (run.dir / "out.txt").string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   std::ifstream out_file(run.dir / "out.txt");
   run.out.assign(std::istreambuf_iterator<char>(out_file), {});
@@ -80,6 +80,21 @@ TEST(DemoTest, ScaledDownDemoPassesItsChecks) {
     EXPECT_EQ(r["hits_verified"], 4) << out;
     EXPECT_GT(r["ttft_miss_ms"].get<double>(), 0);
     EXPECT_GT(r["ttft_hit_ms"].get<double>(), 0);
+    // --restore-policy always: every LOOKUP hit restored, each with its estimate; the
+    // model had a prefill and an encode sample (the misses) before the first hit.
+    EXPECT_EQ(r["declined"], 0);
+    EXPECT_EQ(r["declined_share"].get<double>(), 0.0);
+    EXPECT_DOUBLE_EQ(r["lookup_hit_rate"].get<double>(), r["token_hit_rate"].get<double>());
+    ASSERT_EQ(r["estimates"].size(), 4u) << out;
+    for (const auto& e : r["estimates"]) {
+      EXPECT_TRUE(e["taken"].get<bool>());
+      EXPECT_TRUE(e["informed"].get<bool>());
+      EXPECT_GT(e["restore_est_ms"].get<double>(), 0);
+      EXPECT_GT(e["recompute_est_ms"].get<double>(), 0);
+      EXPECT_GT(e["measured_ms"].get<double>(), 0);
+      EXPECT_GE(e["error"].get<double>(), 0);
+    }
+    EXPECT_GE(r["median_estimate_error"].get<double>(), 0);
     // Both documents' prefixes (system prompt + 256 tokens) were PUT once, as bf16 KV.
     EXPECT_GT(r["raw_bytes"].get<uint64_t>(), 2u * 256u * 23040u);
   }

@@ -29,7 +29,7 @@ TEST(HybridDemoTest, ScaledDownHybridDemoIsExactOnEveryHit) {
   const std::string cmd = std::string(KVSTASH_CLI_BIN) + " demo --model-kind hybrid --codec raw --codec spec --codec dckv --hybrid-cal-tokens 2048 --start-server " +
                           KVSTASH_SERVER_BIN + " --data-dir " + (dir / "data").string() + " --port 0 --http-port 0" +
                           " --model " + tokenizer + " --documents 2 --doc-tokens 300 --requests-per-doc 3" +
-                          " --gen-tokens 4 --hybrid-chunk-tokens 64 --state-every 2 --json " + json + " > " +
+                          " --gen-tokens 4 --hybrid-chunk-tokens 64 --state-every 2 --restore-policy always --json " + json + " > " +
                           (dir / "out.txt").string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc));

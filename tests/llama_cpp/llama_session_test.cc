@@ -78,8 +78,17 @@ class LlamaSessionTest : public ::testing::Test {
     return c.ok() ? std::shared_ptr<Client>(std::move(c).value()) : nullptr;
   }
 
+  // Sessions that must exercise the load path restore every hit (the cost model's
+  // decision, which depends on this machine's speed, is tested on its own below).
+  static LlamaSessionOptions AlwaysRestore() {
+    LlamaSessionOptions o;
+    o.restore_cost.policy = RestoreCostOptions::Policy::kAlways;
+    return o;
+  }
+
   // client: the session's client (default: client_, straight to the server).
-  std::unique_ptr<LlamaSession> MakeSession(bool fa, DType dt, std::shared_ptr<Client> client = nullptr) {
+  std::unique_ptr<LlamaSession> MakeSession(bool fa, DType dt, std::shared_ptr<Client> client = nullptr,
+                                            LlamaSessionOptions options = AlwaysRestore()) {
     const auto params = ContextParams(256, 1, fa, dt).value();
     const StateLayout layout = StateLayoutOf(model_, params).value();
     PrefixCodecOptions po;
@@ -92,7 +101,7 @@ class LlamaSessionTest : public ::testing::Test {
     auto codec = PrefixCodec::CreateRaw(layout.kv, po);
     EXPECT_TRUE(codec.ok()) << codec.status().ToString();
     auto s = LlamaSession::Create(model_, params, client ? client : client_,
-                                  std::shared_ptr<const PrefixCodec>(std::move(codec).value()));
+                                  std::shared_ptr<const PrefixCodec>(std::move(codec).value()), options);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(s).value();
   }
@@ -274,7 +283,8 @@ TEST_F(LlamaSessionTest, SpecMissThenHitIsLosslessAndLogitIdentical) {
     po.model_fingerprint[0] = 0x5b;
     ASSERT_OK_AND_ASSIGN(auto codec, PrefixCodec::CreateSpec(*m, predictor, std::move(art), po));
     ASSERT_OK_AND_ASSIGN(auto session, LlamaSession::Create(model_, params, client_,
-                                                            std::shared_ptr<const PrefixCodec>(std::move(codec))));
+                                                            std::shared_ptr<const PrefixCodec>(std::move(codec)),
+                                                            AlwaysRestore()));
     ASSERT_OK_AND_ASSIGN(EvalResult miss, session->EvaluatePrompt(doc));
     EXPECT_EQ(miss.restored_tokens, 0u);
     ASSERT_OK(session->Flush());
@@ -294,6 +304,62 @@ TEST_F(LlamaSessionTest, SpecMissThenHitIsLosslessAndLogitIdentical) {
     const uint32_t r = static_cast<uint32_t>(doc.size() - 1);
     EXPECT_EQ(SliceTokens(a.kv, 0, r).value().data, SliceTokens(b.kv, 0, r).value().data);
   }
+}
+
+// The cost model decides EvaluatePrompt's hits: fed rates under which a restore costs
+// more than llama.cpp's prefill, the hit is declined (a miss with the same logits, no
+// chunk re-put); fed rates under which it costs less, the hit is restored, and the
+// restore becomes a sample of the model.
+TEST_F(LlamaSessionTest, CostModelDeclinesHitsThatDoNotPay) {
+  const std::vector<llama_token> doc = Tokenize(model_, kDoc).value();
+  const uint32_t n = static_cast<uint32_t>(doc.size());
+  // A full window (8) of each sample, so that the session's own measurements (one miss)
+  // cannot move the medians.
+  auto slow = std::make_shared<RestoreCostModel>();
+  for (int i = 0; i < 8; ++i) {
+    slow->ObservePrefill(1000, 0.001);     // prefill 1 us/token
+    slow->ObserveEncode(1000, 1000, 1.0);  // decode proxy 1 ms/token: never pays
+  }
+  LlamaSessionOptions so;
+  so.cost_model = slow;
+  auto session = MakeSession(false, DType::kF16, nullptr, so);
+  ASSERT_TRUE(session);
+  ASSERT_OK_AND_ASSIGN(EvalResult miss, session->EvaluatePrompt(doc));
+  EXPECT_FALSE(miss.declined);
+  ASSERT_OK(session->Flush());
+  const uint64_t puts = session->stats().puts_ok;
+  ASSERT_OK_AND_ASSIGN(EvalResult declined, session->EvaluatePrompt(doc));
+  EXPECT_TRUE(declined.declined);
+  EXPECT_FALSE(declined.estimate.take);
+  EXPECT_TRUE(declined.estimate.informed);
+  EXPECT_EQ(declined.estimate.tokens, n - 1);
+  EXPECT_GT(declined.estimate.restore_s, declined.estimate.recompute_s);
+  EXPECT_EQ(declined.restored_tokens, 0u);
+  EXPECT_EQ(declined.evaluated_tokens, n);
+  EXPECT_TRUE(Same(declined.logits, Reference(false, DType::kF16, doc, 0)));
+  ASSERT_OK(session->Flush());
+  LlamaSessionStats st = session->stats();
+  EXPECT_EQ(st.declined_hits, 1u);
+  EXPECT_EQ(st.declined_tokens, n - 1);
+  EXPECT_EQ(st.hits, 0u);
+  EXPECT_EQ(st.puts_ok, puts) << "a declined hit's chunks are stored already";
+
+  // Restores that pay: the prefill rate is far above any decode rate the model knows.
+  auto fast = std::make_shared<RestoreCostModel>();
+  for (int i = 0; i < 8; ++i) {
+    fast->ObservePrefill(1000, 1000.0);
+    fast->ObserveEncode(1000, 1000, 0.001);
+  }
+  so.cost_model = fast;
+  auto session2 = MakeSession(false, DType::kF16, nullptr, so);
+  ASSERT_TRUE(session2);
+  ASSERT_OK_AND_ASSIGN(EvalResult hit, session2->EvaluatePrompt(doc));
+  EXPECT_FALSE(hit.declined);
+  EXPECT_TRUE(hit.estimate.take);
+  EXPECT_EQ(hit.restored_tokens, n - 1);
+  EXPECT_TRUE(Same(hit.logits, Reference(false, DType::kF16, doc, n - 1)));
+  EXPECT_EQ(fast->rates().decode_samples, 1u) << "the restore is measured";
+  EXPECT_EQ(session2->stats().declined_hits, 0u);
 }
 
 TEST_F(LlamaSessionTest, ChunkGoneBetweenLookupAndGetFallsBackToFullPrefill) {
