@@ -79,11 +79,12 @@ RestoreRates RestoreCostModel::rates() const {
   return r;
 }
 
-RestoreEstimate RestoreCostModel::Estimate(uint64_t tokens) const {
+RestoreEstimate RestoreCostModel::Estimate(uint64_t restore_tokens, uint64_t recompute_tokens) const {
   const RestoreRates r = rates();
   RestoreEstimate e;
-  e.tokens = tokens;
-  const double n = static_cast<double>(tokens);
+  e.tokens = restore_tokens;
+  e.recompute_tokens = recompute_tokens;
+  const double n = static_cast<double>(restore_tokens);
   const double link_s_per_byte =
       r.link_samples > 0 ? r.link_s_per_byte : 1.0 / std::max(options_.link_bytes_per_s, 1.0);
   e.decode_from_encode = r.decode_samples == 0 && r.encode_samples > 0;
@@ -91,10 +92,10 @@ RestoreEstimate RestoreCostModel::Estimate(uint64_t tokens) const {
   e.transfer_s = n * r.bytes_per_token * link_s_per_byte;
   e.decode_s = n * decode_rate;
   e.restore_s = e.transfer_s + e.decode_s;
-  e.recompute_s = n * r.prefill_s_per_token;
+  e.recompute_s = static_cast<double>(recompute_tokens) * r.prefill_s_per_token;
   e.informed = r.prefill_samples > 0 && (r.decode_samples > 0 || r.encode_samples > 0);
-  e.take = options_.policy == RestoreCostOptions::Policy::kAlways || !e.informed ||
-           e.restore_s * options_.margin < e.recompute_s;
+  e.take = options_.policy == RestoreCostOptions::Policy::kAlways ||
+           (e.informed && e.restore_s * options_.margin < e.recompute_s);
   return e;
 }
 

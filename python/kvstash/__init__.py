@@ -25,7 +25,7 @@ _native._set_error_factory(error_from_status)
 from ._client import Client  # noqa: E402
 from ._native import (  # noqa: E402
     ChunkKey, KvLayout, LookupResult, Namespace, PrefixCodec, PrefixCodecOptions, PutChunk,
-    ReferenceModel, TlsOptions, chain_keys,
+    ReferenceModel, RestoreCostModel, RestoreEstimate, TlsOptions, chain_keys,
 )
 
 __version__ = "0.1.0"
@@ -35,6 +35,6 @@ __all__ = [
     "InternalError", "InvalidArgumentError", "KvLayout", "KvstashError", "LookupResult",
     "MismatchError", "Namespace", "NotFoundError", "NotSupportedError",
     "PermissionDeniedError", "PrefixCodec", "PrefixCodecOptions", "PutChunk",
-    "ReferenceModel", "ResourceExhaustedError", "StorageIOError",
+    "ReferenceModel", "ResourceExhaustedError", "RestoreCostModel", "RestoreEstimate", "StorageIOError",
     "TlsOptions", "UnavailableError", "chain_keys", "error_from_status",
 ]

@@ -378,3 +378,53 @@ class ReferenceModel:
         """
         Calibrates a spec artifact for this model's predictor (W8A16-g128) on the full chunk_tokens-token chunks of each token list in `docs` and writes it to out_path (.kvsa; PrefixCodec.spec loads it). Returns its size in bytes.
         """
+
+class RestoreEstimate:
+    """The cost model's answer for restoring `tokens` matched tokens (seconds)."""
+
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def restore_s(self) -> float: ...
+    @property
+    def transfer_s(self) -> float: ...
+    @property
+    def decode_s(self) -> float: ...
+    @property
+    def recompute_s(self) -> float: ...
+    @property
+    def recompute_tokens(self) -> int: ...
+    @property
+    def informed(self) -> bool: ...
+    @property
+    def decode_from_encode(self) -> bool: ...
+    @property
+    def take(self) -> bool: ...
+
+class RestoreCostModel:
+    """
+    Restore a hit only when it is estimated faster than the engine's prefill (kvstash/restore_cost.h).
+    """
+
+    def __init__(self, policy: str = 'cost', window: int = 8, min_prefill_tokens: int = 64, link_bytes_per_s: float = 125000000.0, margin: float = 1.0) -> None:
+        """policy 'cost' or 'always'. Raises InvalidArgumentError for another policy, window 0, or a non-positive link speed or margin."""
+
+    def observe_prefill(self, tokens: int, seconds: float) -> None:
+        """The engine prefilled `tokens` tokens in `seconds`."""
+
+    def observe_restore(self, tokens: int, bytes: int, transfer_s: float, decode_s: float) -> None:
+        """A load: `bytes` arrived in transfer_s, then `tokens` tokens were decoded and imported in decode_s."""
+
+    def observe_encode(self, tokens: int, bytes: int, seconds: float) -> None:
+        """A save: `tokens` tokens encoded to `bytes` bytes in `seconds`."""
+
+    def estimate(self, tokens: int, recompute_tokens: int | None = None) -> RestoreEstimate:
+        """
+        RestoreEstimate for restoring (decoding) `tokens` matched tokens that save the engine recompute_tokens tokens of prefill (default: tokens), and whether to take the hit. Declines (take False) until a prefill and a decode or encode rate are known, unless the policy is 'always'.
+        """
+
+    @property
+    def policy(self) -> str: ...
+
+    def rates(self) -> dict[str, float | int]:
+        """The medians the estimate uses (0 where no sample exists yet) and the sample counts."""

@@ -1,5 +1,5 @@
 // kvstash._native: the entry point of the native module; each Bind* lives in its own
-// file (errors.cc, keys.cc, client.cc, codec.cc, reference_model.cc; cuda/cuda_module.cc
+// file (errors.cc, keys.cc, client.cc, codec.cc, reference_model.cc, restore_cost.cc; cuda/cuda_module.cc
 // only in the KVSTASH_PYTHON_CUDA build).
 #include "native.h"
 
@@ -10,6 +10,7 @@ NB_MODULE(_native, m) {
   kvstash::py::BindClient(m);
   kvstash::py::BindCodec(m);
   kvstash::py::BindReferenceModel(m);
+  kvstash::py::BindRestoreCost(m);
 #if defined(KVSTASH_PYTHON_CUDA)
   nanobind::module_ cuda = m.def_submodule("_cuda", "CUDA restore and paged KV scatter/gather (optional build; use kvstash.cuda).");
   kvstash::py::BindCuda(cuda);

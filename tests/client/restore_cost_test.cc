@@ -10,16 +10,30 @@
 namespace kvstash {
 namespace {
 
-TEST(RestoreCostTest, UninformedTakesTheHit) {
+TEST(RestoreCostTest, UninformedDeclinesTheHit) {
   RestoreCostModel m;
   RestoreEstimate e = m.Estimate(1000);
   EXPECT_FALSE(e.informed);
-  EXPECT_TRUE(e.take);
+  EXPECT_FALSE(e.take);
   m.ObservePrefill(1000, 1.0);  // a prefill rate, but no decode or encode rate yet
   e = m.Estimate(1000);
   EXPECT_FALSE(e.informed);
-  EXPECT_TRUE(e.take);
+  EXPECT_FALSE(e.take);
   EXPECT_DOUBLE_EQ(e.recompute_s, 1.0);
+  m.ObserveEncode(1000, 1000, 0.1);
+  EXPECT_TRUE(m.Estimate(1000).take);
+}
+
+TEST(RestoreCostTest, RecomputeCountsItsOwnTokens) {
+  RestoreCostModel m;
+  m.ObservePrefill(1000, 1.0);            // 1 ms/token
+  m.ObserveRestore(1000, 0, 0.0, 0.5);    // 0.5 ms/token
+  RestoreEstimate e = m.Estimate(1000, 400);  // decode 1000 tokens to save 400
+  EXPECT_DOUBLE_EQ(e.decode_s, 0.5);
+  EXPECT_DOUBLE_EQ(e.recompute_s, 0.4);
+  EXPECT_EQ(e.recompute_tokens, 400u);
+  EXPECT_FALSE(e.take);
+  EXPECT_TRUE(m.Estimate(1000, 600).take);
 }
 
 TEST(RestoreCostTest, EncodeStandsInForDecodeUntilALoadIsSeen) {

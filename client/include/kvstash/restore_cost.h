@@ -8,16 +8,20 @@
 //                 + tokens * decode_s_per_token                    (verify + decode, the
 //                   spec predictor included, + import into the engine)
 //     recompute_s = tokens * prefill_s_per_token                   (the engine's own prefill)
-//   The tokens after the match are prefilled either way, so they are left out of both.
+//   The tokens after the match are prefilled either way, so they are left out of both
+//   (recompute_s may count fewer tokens than restore_s: see the two-count Estimate).
 // - Every rate is the median of the last `window` samples the engine reported:
 //   ObservePrefill from its own prefills (misses and declined hits), ObserveRestore from
 //   the loads it took, ObserveEncode from its saves. A save runs the same predictor and
 //   an entropy coder of the same cost as the load, so until a load has been measured
 //   the encode rate stands in for the decode rate. Until a transfer has been measured
 //   the link is options.link_bytes_per_s.
-// - A hit is taken when restore_s * margin < recompute_s, or when the model has no
-//   prefill sample or no decode/encode sample yet (then it cannot know; it takes the
-//   hit and learns from it). policy kAlways takes every hit and still estimates.
+// - A hit is taken when restore_s * margin < recompute_s. Until the model has a prefill
+//   sample and a decode (or encode) sample it cannot compare, and declines: a declined
+//   hit costs exactly a miss, a restore of unknown cost may cost several. The prefill it
+//   then runs is its first prefill sample; engines that only load (no saves) feed an
+//   encode sample from a probe when they start (the vLLM connector does).
+//   policy kAlways takes every hit and still estimates.
 // - Units: seconds, bytes, tokens. Samples with zero tokens or bytes, or a negative or
 //   non-finite time, are ignored.
 //
@@ -55,14 +59,15 @@ bool ParseRestorePolicy(std::string_view name, RestoreCostOptions::Policy* out);
 
 // The model's answer for one matched prefix.
 struct RestoreEstimate {
-  uint64_t tokens = 0;       // matched tokens the estimate is for
+  uint64_t tokens = 0;       // matched tokens the restore decodes
   double restore_s = 0;      // transfer_s + decode_s
   double transfer_s = 0;     //   GET of the payloads over the measured (or assumed) link
   double decode_s = 0;       //   verify, decode (predictor included) and import
   double recompute_s = 0;    // the engine's prefill of the same tokens
+  uint64_t recompute_tokens = 0;  // tokens the engine would prefill instead
   bool informed = false;     // a prefill rate and a decode (or encode) rate were known
   bool decode_from_encode = false;  // the decode rate is the encode proxy (no load seen)
-  bool take = true;          // restore (true) or recompute (false)
+  bool take = false;         // restore (true) or recompute (false)
 };
 
 // The medians the estimate uses (0 where no sample exists yet).
@@ -88,7 +93,10 @@ class RestoreCostModel {
   void ObserveEncode(uint64_t tokens, uint64_t bytes, double seconds);
 
   // The estimate for restoring `tokens` matched tokens, and the decision.
-  RestoreEstimate Estimate(uint64_t tokens) const;
+  RestoreEstimate Estimate(uint64_t tokens) const { return Estimate(tokens, tokens); }
+  // As above when the restore decodes `restore_tokens` tokens but saves the engine only
+  // `recompute_tokens` (vLLM: chunks that also hold tokens of its own prefix cache).
+  RestoreEstimate Estimate(uint64_t restore_tokens, uint64_t recompute_tokens) const;
   RestoreRates rates() const;
   const RestoreCostOptions& options() const { return options_; }
 

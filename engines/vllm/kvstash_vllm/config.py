@@ -14,6 +14,7 @@ from typing import Any
 __all__ = ["ConnectorConfig", "ConfigError"]
 
 CODECS = ("raw", "spec", "dckv")
+RESTORE_POLICIES = ("cost", "always")
 
 
 class ConfigError(ValueError):
@@ -51,6 +52,8 @@ class ConnectorConfig:
     idle_wait_ms: int = 5                # async mode: a step with nothing to compute waits this long for a load
     max_pending_saves: int = 16          # queued saves; beyond: dropped and counted
     cache_multimodal: bool = False       # cache requests with multimodal inputs, keyed by their digests
+    restore_policy: str = "cost"         # cost: load a hit only when estimated faster than vLLM's prefill; always
+    restore_margin: float = 1.0          # cost: load when restore estimate * margin < prefill estimate
     save: bool = True                    # store prefixes (also requires kv_role producer/both)
     load: bool = True                    # load prefixes (also requires kv_role consumer/both)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)  # unused, for forward compat
@@ -79,6 +82,10 @@ class ConnectorConfig:
             elif isinstance(default, bool):
                 if not isinstance(v, bool):
                     raise ConfigError(f"{name}: expected true or false, got {v!r}")
+            elif isinstance(default, float):
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise ConfigError(f"{name}: expected a number, got {v!r}")
+                v = float(v)
             elif isinstance(default, int):
                 if isinstance(v, bool) or not isinstance(v, int):
                     raise ConfigError(f"{name}: expected an integer, got {v!r}")
@@ -101,6 +108,10 @@ class ConnectorConfig:
                     raise ConfigError(f"{key}: required for codec {self.codec}")
                 if not os.path.isfile(path):
                     raise ConfigError(f"{key}: no file at {path!r}")
+        if self.restore_policy not in RESTORE_POLICIES:
+            raise ConfigError(f"restore_policy: one of {RESTORE_POLICIES}, got {self.restore_policy!r}")
+        if not self.restore_margin > 0 or self.restore_margin == float("inf"):
+            raise ConfigError("restore_margin: a finite number > 0")
         if not self.tenant:
             raise ConfigError("tenant: must not be empty")
         if self.chunk_tokens < 0:

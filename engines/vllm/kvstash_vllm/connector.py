@@ -177,14 +177,30 @@ class KvstashConnector(KVConnectorBase_V1):
     def register_kv_caches(self, kv_caches: dict[str, torch.Tensor]) -> None:
         self._worker.register_kv_caches(kv_caches)
 
+    def bind_connector_metadata(self, connector_metadata: KVConnectorMetadata) -> None:
+        """vLLM binds the step's metadata right before its forward (sync loads first)."""
+        super().bind_connector_metadata(connector_metadata)
+        if self._worker is not None:
+            self._worker.forward_began()
+
+    def _meta(self) -> KvstashConnectorMetadata | None:
+        meta = self._get_connector_metadata() if self.has_connector_metadata() else None
+        return meta if isinstance(meta, KvstashConnectorMetadata) else None
+
     def start_load_kv(self, forward_context: "ForwardContext", **kwargs: Any) -> None:
         """Sync mode: loads before the forward. Async mode (vLLM calls it after the
         forward): starts the loads on background threads."""
         self._idle_step = forward_context is None or getattr(forward_context, "attn_metadata", None) is None
         meta = self._get_connector_metadata()
         assert isinstance(meta, KvstashConnectorMetadata)
+        # vLLM calls this before the forward only for a step with sync loads.
+        before_forward = not self.cfg.async_load and bool(meta.loads)
+        if not before_forward:
+            self._worker.forward_ended(meta)
         if meta.loads:
             self._worker.start_load_kv(meta)
+        if before_forward:
+            self._worker.forward_began()          # the forward follows the sync loads
 
     def wait_for_layer_load(self, layer_name: str) -> None:
         return    # sync: start_load_kv loaded every layer; async: loaded requests are not in the forward
@@ -194,10 +210,11 @@ class KvstashConnector(KVConnectorBase_V1):
         return    # all layers are gathered at once in wait_for_save, after the forward
 
     def wait_for_save(self) -> None:
-        if not self.has_connector_metadata():
+        meta = self._meta()
+        if meta is None:
             return
-        meta = self._get_connector_metadata()
-        if isinstance(meta, KvstashConnectorMetadata) and meta.saves:
+        self._worker.forward_ended(meta)          # sync mode: the forward ends here
+        if meta.saves:
             self._worker.wait_for_save(meta)
 
     def get_block_ids_with_load_errors(self) -> set[int]:

@@ -6,6 +6,8 @@ and write tokens [first_block * block_size, n_chunks * chunk_tokens) into its bl
 SaveOp: after this step's forward, copy chunks [first_chunk, n_chunks) out of the
 request's blocks (block_ids[i] holds tokens [(first_chunk * chunk_tokens / block_size
 + i) * block_size, ...)) and store them in the background.
+step_tokens: the step's scheduled tokens; the worker times the step's forward and reports
+(tokens, ms) as a prefill sample of the restore cost model (scheduler.py).
 Thread-safety: built by the scheduler thread, read by the worker; never mutated after.
 """
 from __future__ import annotations
@@ -28,6 +30,7 @@ class LoadOp:
     n_chunks: int
     block_ids: list[int]              # blocks of tokens [0, n_chunks * chunk_tokens)
     first_block: int                  # blocks below are vLLM's own (local prefix hit)
+    estimate_ms: float = 0.0          # the cost model's restore estimate (reported next to load_ms)
 
 
 @dataclass
@@ -45,3 +48,4 @@ class SaveOp:
 class KvstashConnectorMetadata(KVConnectorMetadata):
     loads: list[LoadOp] = field(default_factory=list)
     saves: list[SaveOp] = field(default_factory=list)
+    step_tokens: int = 0              # tokens vLLM computes in this step (prefill rate samples)

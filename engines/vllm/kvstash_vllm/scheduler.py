@@ -7,6 +7,16 @@ Per request (first get_num_new_matched_tokens call):
              lookup counts as 0 (and in lookup_failures): vLLM computes everything.
   loadable = min(matched, (len(tokens) - 1) // C) chunks: never the last prompt token,
              whose logits vLLM needs; answered in whole chunks.
+  decision = the restore cost model (kvstash.RestoreCostModel, restore_policy "cost"):
+             the hit is loaded only when restoring its loadable chunks is estimated
+             faster than vLLM prefilling the tokens it would load; otherwise it is
+             declined (declined_hits, declined_tokens) and vLLM computes everything.
+             Its rates come from the workers' stats (cost_* counters, read in
+             update_connector_output): each step's forward time per scheduled token
+             (prefill), each load's transfer and decode time, each save's encode time;
+             and, until a load or save is measured, from a probe encode of one chunk
+             run on a background thread at start. It declines until it knows both a
+             prefill and a decode (or encode) rate: a declined hit costs a miss.
   save     = chunks [matched, n_full), emitted once the prefill has computed them, unless
              this process saved the same keys within the last SAVE_DEDUP_S seconds.
 Loads are asynchronous by default (get_num_new_matched_tokens answers (n, True): vLLM
@@ -25,10 +35,15 @@ Thread-safety: called on vLLM's scheduler thread only.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+
+import kvstash
 
 from .metadata import KvstashConnectorMetadata, LoadOp, SaveOp
 from .namespace import NamespaceKey, UncacheableRequest, namespace_key, request_extra_keys
@@ -50,6 +65,7 @@ class _ReqState:
     local_computed: int = 0             # vLLM's own (block-aligned) prefix hit
     save: tuple[int, int] | None = None  # chunks [first, n) still to save
     load_failed: bool = False           # an async load of it failed: never load it again
+    estimate: Any = None                # kvstash.RestoreEstimate of its hit (decided once)
 
 
 class SchedulerSide:
@@ -66,6 +82,62 @@ class SchedulerSide:
         self._loading: dict[str, set[int]] = {}      # async loads in flight: their blocks
         self._recent: OrderedDict[bytes, float] = OrderedDict()
         self.kv_cache_manager = None
+        self.cost = kvstash.RestoreCostModel(policy=cfg.restore_policy, margin=cfg.restore_margin)
+        self.probe_done = threading.Event()
+        if load and cfg.restore_policy == "cost":
+            threading.Thread(target=self._probe, name="kvstash-cost-probe", daemon=True).start()
+        else:
+            self.probe_done.set()
+
+    # ------------------------------------------------------------------ cost model
+    def _probe(self) -> None:
+        """One encode of a chunk of random KV with this connector's codec: the decode-rate
+        sample of the cost model until a load or a save of this process is measured (a
+        process that only loads has no other). Runs once, on a background thread."""
+        try:
+            codec = self.codecs.build_unshared(NamespaceKey(cache_salt="kvstash-restore-cost-probe"))
+            lay = self.codecs.layout
+            tokens = [1 + i % 1000 for i in range(self.C)]
+            keys = [k for k in codec.chain_keys(tokens) if not k.partial][:1]
+            rng = np.random.default_rng(0)
+            x = rng.standard_normal((lay.n_layers, 2, self.C, lay.n_kv_heads, lay.head_dim), dtype=np.float32)
+            chunk = (x.view(np.uint32) >> 16).astype(np.uint16) if lay.dtype == "bf16" else x.astype(np.float16)
+            t0 = time.perf_counter()
+            puts = codec.encode_chunks(tokens, keys, [chunk], 0)
+            s = time.perf_counter() - t0
+            self.cost.observe_encode(self.C, sum(p.payload_size for p in puts), s)
+            self.counters.add(cost_probe_ms=s * 1e3)
+        except Exception as e:  # no probe: hits wait for a measured save or load
+            log.warning("kvstash: restore cost probe failed (%s: %s)", type(e).__name__, e)
+        finally:
+            self.probe_done.set()
+
+    def _observe(self, data: dict) -> None:
+        """Feeds the workers' samples of one interval (stats counters cost_*) to the model."""
+        if data.get("cost_prefill_tokens"):
+            self.cost.observe_prefill(int(data["cost_prefill_tokens"]), data.get("cost_prefill_ms", 0) / 1e3)
+        if data.get("cost_restore_tokens"):
+            self.cost.observe_restore(int(data["cost_restore_tokens"]), int(data.get("cost_restore_bytes", 0)),
+                                      data.get("cost_transfer_ms", 0) / 1e3, data.get("cost_decode_ms", 0) / 1e3)
+        if data.get("cost_encode_tokens"):
+            self.cost.observe_encode(int(data["cost_encode_tokens"]), int(data.get("cost_encode_bytes", 0)),
+                                     data.get("cost_encode_ms", 0) / 1e3)
+
+    def _decide(self, rid: str, st: _ReqState, loadable: int, ext: int) -> bool:
+        """Whether to load the request's hit (decided once per request)."""
+        if st.estimate is None:
+            e = st.estimate = self.cost.estimate(loadable * self.C, ext)
+            if e.take:
+                self.counters.add(taken_hits=1, restore_estimate_ms=e.restore_s * 1e3,
+                                  recompute_estimate_ms=e.recompute_s * 1e3)
+            else:
+                self.counters.add(declined_hits=1, declined_tokens=ext,
+                                  declined_restore_estimate_ms=e.restore_s * 1e3,
+                                  declined_recompute_estimate_ms=e.recompute_s * 1e3)
+                log.debug("kvstash: request %s: hit of %d tokens declined (%s)", rid, ext,
+                          f"restore est {e.restore_s * 1e3:.0f} ms >= prefill est {e.recompute_s * 1e3:.0f} ms"
+                          if e.informed else "no rates measured yet")
+        return bool(st.estimate.take)
 
     # ------------------------------------------------------------------ state
     def _state(self, request: Any) -> _ReqState:
@@ -120,7 +192,9 @@ class SchedulerSide:
             return 0, False
         loadable = min(st.matched, (len(st.tokens) - 1) // self.C)
         ext = loadable * self.C - num_computed_tokens
-        return (ext, self.cfg.async_load) if ext > 0 else (0, False)
+        if ext <= 0 or not self._decide(request.request_id, st, loadable, ext):
+            return 0, False
+        return ext, self.cfg.async_load
 
     def update_state_after_alloc(self, request: Any, blocks: Any, num_external_tokens: int) -> None:
         if num_external_tokens <= 0:
@@ -158,8 +232,10 @@ class SchedulerSide:
             meta.loads.append(LoadOp(
                 req_id=rid, tokens=st.tokens[:hi], ns=st.ns,
                 extra_keys=st.extra_keys[: hi // self.C] if st.extra_keys else None,
-                n_chunks=hi // self.C, block_ids=blocks, first_block=lo // self.B))
+                n_chunks=hi // self.C, block_ids=blocks, first_block=lo // self.B,
+                estimate_ms=st.estimate.restore_s * 1e3 if st.estimate is not None else 0.0))
         self._need_load.clear()
+        meta.step_tokens = int(getattr(so, "total_num_scheduled_tokens", 0) or 0)
 
         done_after: dict[str, int] = {}
         for nr in so.scheduled_new_reqs:
@@ -187,8 +263,12 @@ class SchedulerSide:
         return meta
 
     def update_connector_output(self, out: Any) -> None:
-        """Marks requests whose async load failed (blocks in invalid_block_ids, reported no
-        later than their finished_recving) and forgets the loads that finished."""
+        """Feeds the workers' cost samples to the cost model, marks requests whose async
+        load failed (blocks in invalid_block_ids, reported no later than their
+        finished_recving) and forgets the loads that finished."""
+        stats = getattr(out, "kv_connector_stats", None)
+        if stats is not None and getattr(stats, "data", None):
+            self._observe(stats.data)
         bad = getattr(out, "invalid_block_ids", None) or set()
         if bad:
             for rid, blocks in self._loading.items():

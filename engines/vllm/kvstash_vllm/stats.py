@@ -18,6 +18,19 @@ Counter names:
   codec_builds, codec_evictions       namespace codecs built (a new cache_salt / adapter,
                                       or one evicted before) and dropped by the
                                       max_codecs LRU bound (namespace.CodecCache)
+  taken_hits, declined_hits, declined_tokens
+                                      scheduler: LOOKUP hits the restore cost model let
+                                      load, and those it declined (vLLM computed them)
+  restore_estimate_ms, recompute_estimate_ms
+                                      scheduler: the model's estimates for the taken hits
+                                      (compare with the workers' load_ms)
+  declined_restore_estimate_ms, declined_recompute_estimate_ms
+                                      the same for the declined hits
+  cost_prefill_tokens, cost_prefill_ms, cost_restore_tokens, cost_restore_bytes,
+  cost_transfer_ms, cost_decode_ms, cost_encode_tokens, cost_encode_bytes, cost_encode_ms
+                                      worker: the cost model's samples (steps' forwards,
+                                      loads, saves), read by the scheduler
+  cost_probe_ms                       scheduler: the start-up probe encode of one chunk
 Gauges (GAUGES: a value, not a sum; aggregated as the maximum, so the scheduler's and
 the workers' reports of one cache do not add up):
   codecs_cached                       codecs in the connector's CodecCache (<= max_codecs),

@@ -84,6 +84,7 @@ class WorkerSide:
         self.cuda: CudaPagedKv | None = None  # set when the caches are CUDA tensors
         self.H = self.D = 0
         self._failed_blocks: set[int] = set()
+        self._fwd_t0: float | None = None     # forward_began of the current step
         self._pool = ThreadPoolExecutor(max_workers=cfg.get_parallelism, thread_name_prefix="kvstash-get")
         self.async_load = bool(cfg.async_load)
         self.loads = LoadTracker()
@@ -132,6 +133,22 @@ class WorkerSide:
         self.codecs = self._make_codecs(len(names), self.H, self.D)
         log.info("kvstash: %d KV layers, %d heads x %d dims, block %d (kernel block %d), chunk %d, CUDA %s",
                  len(names), self.H, self.D, self.B, self.cuda.KB, self.C, self.layers[0].device)
+
+    # ------------------------------------------------------------------ step timing
+    def forward_began(self) -> None:
+        """The step's forward starts now (after the metadata is bound, and in sync mode
+        after its loads)."""
+        self._fwd_t0 = time.perf_counter()
+
+    def forward_ended(self, meta: KvstashConnectorMetadata | None) -> None:
+        """The step's forward has finished: its (tokens, ms) is a prefill sample for the
+        scheduler's cost model (counters cost_prefill_tokens / cost_prefill_ms; steps of
+        fewer than 64 tokens are dropped there). Counts each step once."""
+        t0, self._fwd_t0 = self._fwd_t0, None
+        if t0 is None or meta is None or meta.step_tokens <= 0:
+            return
+        self.counters.add(cost_prefill_tokens=meta.step_tokens,
+                          cost_prefill_ms=(time.perf_counter() - t0) * 1e3)
 
     # ------------------------------------------------------------------ load
     def start_load_kv(self, meta: KvstashConnectorMetadata) -> None:
@@ -208,13 +225,20 @@ class WorkerSide:
             if job is not None and job.cancelled:
                 self.counters.add(loads_cancelled=1)
                 return set()
+            t1 = time.perf_counter()
             self._restore_into_blocks(op, codec, keys, payloads)
+            t2 = time.perf_counter()
         except Exception as e:
             return self._fail(op, e)
         finally:
             self.counters.add(load_ms=(time.perf_counter() - t0) * 1e3)
         loaded = (len(op.block_ids) - op.first_block) * self.B
-        self.counters.add(loads=1, loaded_tokens=loaded, load_bytes=sum(len(p) for p in payloads))
+        nbytes = sum(len(p) for p in payloads)
+        # A restore sample of the scheduler's cost model (scheduler.py): every chunk of
+        # the chain is decoded, so the rate is per decoded token.
+        self.counters.add(loads=1, loaded_tokens=loaded, load_bytes=nbytes,
+                          cost_restore_tokens=op.n_chunks * self.C, cost_restore_bytes=nbytes,
+                          cost_transfer_ms=(t1 - t0) * 1e3, cost_decode_ms=(t2 - t1) * 1e3)
         return set()
 
     def _fail(self, op: LoadOp, e: BaseException) -> set[int]:
@@ -295,11 +319,15 @@ class WorkerSide:
             C = self.C
             chunks = [_as_numpy_u16(buf[:, :, j * C:(j + 1) * C])
                       for j in range(op.n_chunks - op.first_chunk)]
+            t_enc = time.perf_counter()
             puts = codec.encode_chunks(op.tokens, keys, chunks, op.first_chunk)
+            encode_ms = (time.perf_counter() - t_enc) * 1e3
             self.client.put_chunks(puts, deadline_ms=self.cfg.put_deadline_ms)
+            nbytes = sum(p.payload_size for p in puts)
             self.counters.add(saves=1, saved_chunks=len(puts),
                               save_raw_bytes=int(buf.numel() * buf.element_size()),
-                              save_bytes=sum(p.payload_size for p in puts))
+                              save_bytes=nbytes, cost_encode_tokens=len(puts) * C,
+                              cost_encode_bytes=nbytes, cost_encode_ms=encode_ms)
         except Exception as e:
             self.counters.add(save_failures=1)
             log.warning("kvstash: save of chunks [%d, %d) for request %s failed: %s: %s",

@@ -149,9 +149,12 @@ def demo_prompts(n_docs: int, doc_tokens: int, questions_per_doc: int, model_dir
 
 
 def connector_config(server_addrs, codec="raw", tenant="vllm", credential="secret",
-                     chunk_tokens=64, **extra) -> dict:
+                     chunk_tokens=64, restore_policy="always", **extra) -> dict:
+    """restore_policy defaults to "always" here (the connector's default is "cost"): the
+    tests that check loads must not depend on this machine's speed; test_e2e's
+    cost-model test passes "cost"."""
     cfg = {"servers": list(server_addrs), "tenant": tenant, "credential": credential,
-           "codec": codec, "chunk_tokens": chunk_tokens}
+           "codec": codec, "chunk_tokens": chunk_tokens, "restore_policy": restore_policy}
     cfg.update(extra)
     return {"kv_connector": "KvstashConnector", "kv_connector_module_path": "kvstash_vllm",
             "kv_role": "kv_both", "kv_load_failure_policy": "recompute",

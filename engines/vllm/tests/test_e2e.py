@@ -206,6 +206,42 @@ def test_raw_save_in_one_process_then_load_in_a_fresh_one(workload, reference, s
     assert r2["connector"]["scheduler"]["matched_tokens"] == sum(want)
 
 
+@pytest.mark.parametrize("margin,taken", [(1e-9, True), (1e9, False)])
+def test_cost_policy_loads_or_declines_by_its_estimate(workload, reference, server, logdir, margin, taken):
+    """restore_policy "cost": with both rates measured (the document's first prompt: a
+    prefill step and a save; the start-up probe), a margin of 1e-9 makes every restore
+    estimate win and 1e9 makes it lose, so the decision is fixed whatever this machine's
+    speed: the second prompt of each document is loaded, or declined and computed by
+    vLLM (same tokens as without the connector either way), and counted as such."""
+    main, _ = workload
+    cfg = connector_config([server.address], chunk_tokens=CHUNK, restore_policy="cost",
+                           restore_margin=margin)
+    eng = Engine(cfg, block_size=BLOCK, log_path=os.path.join(logdir, f"engine-cost-{taken}.log"))
+    try:
+        r = eng.generate(main, MAXTOK, salts=[f"cost-{taken}"] * len(main), flush_each=True)
+    finally:
+        eng.close()
+    s, w = r["connector"]["scheduler"], r["connector"]["worker"]
+    assert s.get("cost_probe_ms", 0) > 0
+    hits = [1, 3]                                   # each document's second prompt
+    if taken:
+        assert r["cached"] == [0, loadable(main[1]), 0, loadable(main[3])]
+        check(r, reference, ["full", "hit", "full", "hit"])
+        assert s["taken_hits"] == 2 and s.get("declined_hits", 0) == 0
+        assert s["restore_estimate_ms"] > 0 and s["recompute_estimate_ms"] > 0
+        assert w["loads"] == 2 and w["cost_restore_tokens"] == sum(loadable(main[i]) for i in hits)
+    else:
+        assert r["cached"] == [0, 0, 0, 0]
+        check(r, reference, ["full"] * 4)
+        assert s["declined_hits"] == 2 and s.get("taken_hits", 0) == 0
+        assert s["declined_tokens"] == sum(loadable(main[i]) for i in hits)
+        assert s["declined_restore_estimate_ms"] > 0 and s["declined_recompute_estimate_ms"] > 0
+        assert w.get("loads", 0) == 0
+    assert w["cost_prefill_tokens"] >= sum(len(p) for p in main) - (sum(loadable(main[i]) for i in hits)
+                                                                   if taken else 0)
+    assert w["cost_encode_tokens"] > 0 and w["cost_encode_ms"] > 0
+
+
 def _held(proxy, fn, hold_s=HOLD_S):
     """fn() with the proxy holding each load's GET replies hold_s; asserts it held some."""
     holds = proxy.holds
