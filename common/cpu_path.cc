@@ -7,24 +7,36 @@
 namespace kvstash {
 namespace {
 
-bool ReadAllowsAvx2() {
+enum class Level { kScalar, kAvx2, kAuto };
+
+Level ReadLevel() {
   const char* v = std::getenv("KVSTASH_CPU_PATH");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0 || std::strcmp(v, "avx2") == 0) {
-    return true;
-  }
+  if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return Level::kAuto;
+  if (std::strcmp(v, "avx2") == 0) return Level::kAvx2;
   if (std::strcmp(v, "scalar") != 0) {
     std::fprintf(stderr, "kvstash: unknown KVSTASH_CPU_PATH=%s (auto, avx2, scalar): using scalar\n", v);
   }
-  return false;
+  return Level::kScalar;
+}
+
+Level CachedLevel() {
+  static const Level level = ReadLevel();
+  return level;
 }
 
 }  // namespace
 
-bool CpuPathAllowsAvx2() {
-  static const bool allows = ReadAllowsAvx2();
-  return allows;
-}
+bool CpuPathAllowsAvx2() { return CachedLevel() != Level::kScalar; }
 
-const char* CpuPathName() { return CpuPathAllowsAvx2() ? "auto" : "scalar"; }
+bool CpuPathAllowsAvx512() { return CachedLevel() == Level::kAuto; }
+
+const char* CpuPathName() {
+  switch (CachedLevel()) {
+    case Level::kAuto: return "auto";
+    case Level::kAvx2: return "avx2";
+    case Level::kScalar: return "scalar";
+  }
+  return "scalar";
+}
 
 }  // namespace kvstash

@@ -1,13 +1,14 @@
 // Which hand-written SIMD code paths a process may take: the KVSTASH_CPU_PATH
 // environment variable, read once (docs/determinism.md).
 //
-//   unset, "" or "auto"  every path the CPU supports (the default)
+//   unset, "" or "auto"  every path the CPU supports (the default): AVX-512 kernels
+//                        where the CPU has the extensions they need, else AVX2
+//   "avx2"               AVX2 at most: behave as a CPU without AVX-512 (an AMD Zen 3):
+//                        kAuto backends take their AVX2 code, and an explicit AVX-512
+//                        request is NotSupported as it would be on such a CPU
 //   "scalar"             behave as a CPU without AVX2: kAuto backends (spec GEMM and
 //                        predictor, rANS decoder, dckv synthesis) resolve to the portable
-//                        code, and an explicit AVX2 request is NotSupported as it would be
-//                        on such a CPU
-//   "avx2"               the same as "auto" on this code base (AVX2 is the widest
-//                        hand-written path; there is no AVX-512 kernel)
+//                        code, and an explicit AVX2 or AVX-512 request is NotSupported
 // Any other value is treated as "scalar" and reported once on stderr, so a typo never
 // silently runs the fast path in a determinism check.
 //
@@ -21,7 +22,11 @@ namespace kvstash {
 // False when KVSTASH_CPU_PATH forbids AVX2 code ("scalar" or an unknown value).
 bool CpuPathAllowsAvx2();
 
-// The resolved setting, "auto" or "scalar", for reports.
+// False when KVSTASH_CPU_PATH forbids AVX-512 code ("avx2", "scalar" or an unknown
+// value).
+bool CpuPathAllowsAvx512();
+
+// The resolved setting, "auto", "avx2" or "scalar", for reports.
 const char* CpuPathName();
 
 }  // namespace kvstash

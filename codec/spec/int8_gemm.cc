@@ -128,13 +128,40 @@ bool CpuHasAvx2() {
 #endif
 }
 
+bool CpuHasAvx512() {
+#if defined(__x86_64__)
+  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+                          CpuPathAllowsAvx512();
+  return has;
+#else
+  return false;
+#endif
+}
+
 Result<bool> UseAvx2(GemmBackend backend) {
   switch (backend) {
     case GemmBackend::kScalar: return false;
     case GemmBackend::kAvx2:
       if (!CpuHasAvx2()) return Status::NotSupported("AVX2 GEMM requested on a CPU without AVX2");
       return true;
+    case GemmBackend::kAvx512:
+      if (!CpuHasAvx512()) return Status::NotSupported("AVX-512 GEMM requested on a CPU without AVX-512");
+      return true;
     case GemmBackend::kAuto: return CpuHasAvx2();
+  }
+  return false;
+}
+
+Result<bool> UseAvx512(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::kScalar:
+    case GemmBackend::kAvx2: return false;
+    case GemmBackend::kAvx512:
+      if (!CpuHasAvx512()) return Status::NotSupported("AVX-512 GEMM requested on a CPU without AVX-512");
+      return true;
+    case GemmBackend::kAuto: return CpuHasAvx512();
   }
   return false;
 }

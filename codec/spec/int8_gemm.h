@@ -31,15 +31,29 @@
 
 namespace kvstash::spec {
 
-enum class GemmBackend { kAuto, kScalar, kAvx2 };
+// kAuto: the widest path this CPU (and KVSTASH_CPU_PATH) allows. kAvx2: AVX2 code
+// only, never AVX-512. kAvx512: the AVX-512 kernels where one exists (the packed GEMM,
+// the predictor's attention and exp/SiLU), AVX2 code elsewhere. Every backend gives
+// the same bits.
+enum class GemmBackend { kAuto, kScalar, kAvx2, kAvx512 };
 
 // True when this CPU supports AVX2 (checked once with cpuid) and KVSTASH_CPU_PATH
 // allows it (common/cpu_path.h: "scalar" makes this false).
 bool CpuHasAvx2();
 
-// Whether `backend` runs the AVX2 code here: kScalar false, kAuto CpuHasAvx2(), kAvx2
-// true or NotSupported on a CPU without AVX2.
+// True when this CPU supports AVX2 and AVX-512 F, BW, DQ, VL and VNNI (Intel Ice Lake /
+// Sapphire Rapids, AMD Zen 4; cpuid, including the OS's zmm state support) and
+// KVSTASH_CPU_PATH allows AVX-512 ("avx2" and "scalar" make this false).
+bool CpuHasAvx512();
+
+// Whether `backend` runs AVX2 code here: kScalar false, kAuto CpuHasAvx2(), kAvx2
+// true or NotSupported on a CPU without AVX2, kAvx512 true or NotSupported on a CPU
+// without AVX-512 (CpuHasAvx512).
 Result<bool> UseAvx2(GemmBackend backend);
+
+// Whether `backend` runs the AVX-512 kernels here: kScalar and kAvx2 false, kAuto
+// CpuHasAvx512(), kAvx512 true or NotSupported on a CPU without AVX-512.
+Result<bool> UseAvx512(GemmBackend backend);
 
 // C = A * B^T in int32. REQUIRES: spans sized M*K, N*K, M*N (InvalidArgument
 // otherwise); backend kAvx2 on a CPU without AVX2 is NotSupported.

@@ -176,12 +176,20 @@ Status GemmPacked(const PackedActivations& a, const PackedWeights& b, std::span<
   }
   auto avx2 = UseAvx2(backend);
   if (!avx2.ok()) return avx2.status();
-  ParallelRanges(b.blocks, threads, [&, use = *avx2](int begin, int end) {
+  auto avx512 = UseAvx512(backend);
+  if (!avx512.ok()) return avx512.status();
+  ParallelRanges(b.blocks, threads, [&, use = *avx2, use512 = *avx512](int begin, int end) {
 #if defined(__x86_64__)
+    if (use512) {
+      internal::GemmPackedAvx512(a, b, out.data(), begin, end);
+      return;
+    }
     if (use) {
       internal::GemmPackedAvx2(a, b, out.data(), begin, end);
       return;
     }
+#else
+    (void)use512;  // false off x86-64 (CpuHasAvx512)
 #endif
     GemmPackedScalar(a, b, out.data(), begin, end);
   });

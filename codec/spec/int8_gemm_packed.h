@@ -19,7 +19,9 @@
 //   channels 0-7 then 8-15, each as (w[k], w[k+1]). A group of odd length is padded
 //   with a zero weight; channels past n are zero. The AVX2 kernel widens 16 bytes to
 //   int16 and multiplies them with a broadcast activation pair (vpmaddwd), giving 8
-//   output channels' partial sums per instruction without horizontal reductions.
+//   output channels' partial sums per instruction without horizontal reductions. The
+//   AVX-512 kernel widens all 32 bytes to one zmm and uses vpdpwssd (16 channels per
+//   instruction; int8_gemm_packed_avx512.cc states its exactness argument).
 // - Activation layout (PackedActivations): int16 rows of `stride` = 2 * pairs values,
 //   each group starting at an even offset and padded with a zero when its length is
 //   odd. With an even group size and even K the layout is plain row-major [m, K].
@@ -94,8 +96,10 @@ Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& s
 // out [m, n] = A * B^T as documented at the top. REQUIRES a.shape == b.shape (k and
 // group); 16-bit activations need group <= kMaxInt16Group, 8-bit ones k <= 2^17 (so
 // the int32 sums cannot overflow). kScalar runs a portable loop over the
-// packed layout; kAuto / kAvx2 the blocked kernel. Errors: InvalidArgument on
-// mismatched shapes or sizes, NotSupported for kAvx2 without AVX2.
+// packed layout; kAvx2 the AVX2 blocked kernel; kAvx512 the AVX-512 VNNI kernel
+// (int8_gemm_packed_avx512.cc); kAuto the widest of these the CPU has (CpuHasAvx512,
+// CpuHasAvx2). Errors: InvalidArgument on mismatched shapes or sizes, NotSupported for
+// kAvx2 without AVX2 or kAvx512 without AVX-512.
 Status GemmPacked(const PackedActivations& a, const PackedWeights& b, std::span<float> out,
                   GemmBackend backend, int threads);
 
@@ -103,6 +107,10 @@ namespace internal {
 // AVX2 kernels (int8_gemm_packed_avx2.cc); entered only after a CPU check.
 void GemmPackedAvx2(const PackedActivations& a, const PackedWeights& b, float* out,
                     int block_begin, int block_end);
+// AVX-512 VNNI kernel (int8_gemm_packed_avx512.cc); entered only after
+// CpuHasAvx512().
+void GemmPackedAvx512(const PackedActivations& a, const PackedWeights& b, float* out,
+                      int block_begin, int block_end);
 // As QuantizeGroup (same values, stored as int16) when the group's scale is nonzero:
 // returns false without writing when amax / qmax underflows to 0 (the caller then
 // runs the reference quantiser, whose NaN handling for that case it keeps).

@@ -12,6 +12,7 @@
 #include "common/byte_io.h"
 #include "common/checksum.h"
 #include "model/predictor/spec_predictor_avx2.h"
+#include "model/predictor/spec_predictor_avx512.h"
 #include "model/predictor/spec_predictor_ops.h"
 #include "model/predictor/parallel_for.h"
 
@@ -229,6 +230,8 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
   const size_t row_scratch = static_cast<size_t>(first) + rows + 8;
 #if defined(__x86_64__)
   if (options_.backend != spec::GemmBackend::kScalar && spec::CpuHasAvx2()) {
+    const auto avx512 = spec::UseAvx512(options_.backend);
+    const bool use512 = avx512.ok() && *avx512;
     // A job is a tile of kTileTokens tokens x the query heads that share one kv head:
     // the tile's rows reuse each block of keys and values while it is in L1.
     constexpr uint32_t kTileTokens = 8;
@@ -240,9 +243,9 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
       const uint32_t t0 = (job / c.n_kv_heads) * kTileTokens, g = job % c.n_kv_heads;
       const uint32_t tokens = std::min(kTileTokens, rows - t0);
       const size_t at = static_cast<size_t>(t0) * token_stride + static_cast<size_t>(g) * group * hd;
-      avx2::AttentionTile(q + at, token_stride, tokens, group, &K[static_cast<size_t>(g) * hd],
-                          &V[static_cast<size_t>(g) * hd], stride, first + t0 + 1, hd, scale,
-                          scratch[w].data(), out + at, token_stride);
+      const auto tile = use512 ? avx512::AttentionTile : avx2::AttentionTile;
+      tile(q + at, token_stride, tokens, group, &K[static_cast<size_t>(g) * hd], &V[static_cast<size_t>(g) * hd],
+           stride, first + t0 + 1, hd, scale, scratch[w].data(), out + at, token_stride);
     });
     return;
   }
@@ -298,6 +301,8 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
   // every layer (no reallocation per projection).
   spec::PackedActivations act_d, act_q, act_f;
   const bool use_avx2 = options_.backend != spec::GemmBackend::kScalar && spec::CpuHasAvx2();
+  const auto avx512 = spec::UseAvx512(options_.backend);
+  const bool use_avx512 = use_avx2 && avx512.ok() && *avx512;
   auto rope = [&](float* rows, uint32_t heads) {
     for (uint32_t t = 0; t < T; ++t) {
       const float* cs = &cosv[static_cast<size_t>(t) * half];
@@ -347,12 +352,15 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
         Project({{&L.w_gate, gate.data()}, {&L.w_up, up.data()}}, h.data(), T, &act_d, profile));
     sw.Skip();  // Project timed itself
 #if defined(__x86_64__)
-    if (use_avx2) {
+    if (use_avx512) {
+      avx512::SiluMul(gate.data(), up.data(), gate.size());
+    } else if (use_avx2) {
       avx2::SiluMul(gate.data(), up.data(), gate.size());
     } else
 #endif
     {
       (void)use_avx2;
+      (void)use_avx512;
       for (size_t i = 0; i < gate.size(); ++i) gate[i] = DMul(spec::DetSilu(gate[i]), up[i]);
     }
     sw.Lap(&PredictorProfile::other_s);

@@ -19,7 +19,10 @@
 //   packed, register-blocked GEMM of codec/spec/int8_gemm_packed.h (weights packed once
 //   in Create; one activation quantisation shared by q/k/v and by gate/up), attention
 //   runs in tiles of 8 tokens x the query heads of one kv head
-//   (model/predictor/spec_predictor_avx2.h), and exp/SiLU are vectorised lane for lane. kScalar
+//   (model/predictor/spec_predictor_avx2.h), and exp/SiLU are vectorised lane for lane.
+//   On a CPU with AVX-512 (spec::CpuHasAvx512; kAuto or kAvx512, not kAvx2) the GEMM is
+//   the vpdpwssd kernel (codec/spec/int8_gemm_packed_avx512.cc) and the tile, exp and
+//   SiLU the AVX-512 forms (model/predictor/spec_predictor_avx512.h). kScalar
 //   keeps the portable reference path (QuantizeRows* + *GemmGroupedNT, AttentionRow);
 //   tests/spec/predictor_golden_test.cc pins the output digests of both.
 // - The embedding rows and norm weights are the model's fp32 values. RoPE tables are

@@ -104,6 +104,33 @@ TEST_F(PredictorGoldenTest, W8A16G128) {
   EXPECT_EQ(RunDigest(scalar, {300}), kGolden) << std::hex << "scalar backend, 2 threads, split 300";
 }
 
+// The same digests with each SIMD backend forced (spec::GemmBackend: kAvx2 never runs
+// AVX-512 code, kAvx512 runs the AVX-512 GEMM, attention and SiLU), 1 and 2 threads,
+// one batch and a split; each prints SKIPPED on a CPU without its instructions.
+void CheckBackend(spec::GemmBackend backend, uint64_t golden, uint64_t golden_long,
+                  uint64_t (*run)(const SpecPredictorOptions&, std::vector<size_t>, size_t)) {
+  SpecPredictorOptions o = Variant(128, 16);
+  o.backend = backend;
+  EXPECT_EQ(run(o, {}, kGoldenTokens), golden) << std::hex << "1 thread";
+  o.threads = 2;
+  EXPECT_EQ(run(o, {1, 257, 258}, kGoldenTokens), golden) << std::hex << "2 threads, splits 1/257/258";
+  EXPECT_EQ(run(o, {}, kLongTokens), golden_long) << std::hex << "2 threads, 1,536 tokens";
+  o.threads = 1;
+  EXPECT_EQ(run(o, {700}, kLongTokens), golden_long) << std::hex << "1 thread, 1,536 tokens, split 700";
+}
+
+TEST_F(PredictorGoldenTest, W8A16G128Avx2Backend) {
+  if (!spec::CpuHasAvx2()) GTEST_SKIP() << "this CPU has no AVX2 (or KVSTASH_CPU_PATH=scalar)";
+  CheckBackend(spec::GemmBackend::kAvx2, 0xb2cb75036f09c9cdull, 0x169576bd5378a8fbull, RunDigest);
+}
+
+TEST_F(PredictorGoldenTest, W8A16G128Avx512Backend) {
+  if (!spec::CpuHasAvx512()) {
+    GTEST_SKIP() << "this CPU has no AVX-512 F/BW/DQ/VL/VNNI (or KVSTASH_CPU_PATH forbids it)";
+  }
+  CheckBackend(spec::GemmBackend::kAvx512, 0xb2cb75036f09c9cdull, 0x169576bd5378a8fbull, RunDigest);
+}
+
 // The default predictor over a long prompt (the demo's RAG documents are >= 1,500
 // tokens), one batch and two threads.
 TEST_F(PredictorGoldenTest, W8A16G128LongPrompt) {
