@@ -2,7 +2,7 @@
 """TTFT of a shared 1,500-token document prefix in vLLM with and without KvstashConnector.
 
   .venv-vllm/bin/python benchmarks/vllm_ttft.py [--codecs raw,spec] [--modes async,sync]
-      [--repeats 5] [--spec-artifact F] [--dckv-artifact F]
+      [--policies cost,always] [--repeats 5] [--spec-artifact F] [--dckv-artifact F]
       [--json benchmarks/results/vllm_ttft.json]
 
 Workload: the demo's first document (harness.demo_prompts: system prompt + "Document:"
@@ -19,6 +19,11 @@ TTFT is vLLM's own first_token_latency per request (RequestStateStats); reported
 the median (and all values). Bytes moved: the connector's load_bytes (payload bytes
 received by process 2) and save_bytes, next to the bf16 bytes of the loaded tokens.
 Also records whether every output token equals the baseline's (greedy, 8 tokens).
+Restore policies (--policies): "cost" (the connector's default: a hit is loaded only when
+its restore is estimated faster than vLLM's prefill; runs[codec], runs[codec + "_sync"])
+and "always" (every hit loaded: what a hit of that codec costs; runs[codec + "_always"],
+first load mode only). Each run's restore_decisions lists every timed request's decision
+with the estimates next to the measured time, the declined share and the median error.
 Server: a memory-only kvstash-server on free loopback ports (harness.Server).
 Exit 0 on success; 2 on bad arguments (missing artifact).
 """
@@ -44,16 +49,54 @@ BF16_BYTES_PER_TOKEN = 30 * 2 * 3 * 64 * 2    # SmolLM2-135M: layers x K/V x hea
 WARMUP = list(range(1000, 1100))    # 100 token ids of no stored prefix: one-time costs off the clock
 
 
+def _delta(after, before, role):
+    a, b = after["connector"].get(role, {}), before["connector"].get(role, {})
+    return {k: a.get(k, 0) - b.get(k, 0) for k in set(a) | set(b)}
+
+
 def serve_one_by_one(eng, prompts, max_tokens):
-    """Serves each prompt alone; returns TTFTs, output tokens and the worker's counter deltas."""
+    """Serves each prompt alone; returns TTFTs, output tokens, the worker's counter deltas
+    over all prompts and each prompt's (scheduler, worker) counter deltas."""
     warm = eng.generate([WARMUP], 1)
-    ttft, tokens, last = [], [], warm
+    ttft, tokens, per_request, prev = [], [], [], warm
     for p in prompts:
         last = eng.generate([p], max_tokens)
         ttft.append(last["ttft_s"][0])
         tokens.append(last["tokens"][0])
-    w0, w1 = warm["connector"].get("worker", {}), last["connector"].get("worker", {})
-    return ttft, tokens, {k: w1.get(k, 0) - w0.get(k, 0) for k in w1}
+        per_request.append((_delta(last, prev, "scheduler"), _delta(last, prev, "worker")))
+        prev = last
+    return ttft, tokens, _delta(prev, warm, "worker"), per_request
+
+
+def decisions(ttft, prompts, per_request):
+    """Each timed request's restore decision: the cost model's estimates next to what was
+    measured (a taken hit: its load_ms vs restore_est_ms; a declined one: its TTFT, a full
+    prefill, scaled to the declined tokens vs recompute_est_ms), and the summary."""
+    rows, errors = [], []
+    for t, p, (s, w) in zip(ttft, prompts, per_request):
+        if s.get("taken_hits"):
+            est, measured = s["restore_estimate_ms"], w.get("load_ms", 0)
+            row = {"decision": "taken", "restore_est_ms": est, "recompute_est_ms": s["recompute_estimate_ms"],
+                   "measured_load_ms": measured}
+        elif s.get("declined_hits"):
+            est = s["declined_recompute_estimate_ms"]
+            measured = t * 1e3 * s["declined_tokens"] / len(p)
+            row = {"decision": "declined", "restore_est_ms": s["declined_restore_estimate_ms"],
+                   "recompute_est_ms": est, "measured_prefill_ms_of_declined_tokens": measured,
+                   "informed": s["declined_recompute_estimate_ms"] > 0}
+        else:
+            rows.append({"decision": "none"})
+            continue
+        if est > 0 and measured > 0:
+            row["estimate_error"] = abs(est - measured) / measured
+            errors.append(row["estimate_error"])
+        row["ttft_s"] = t
+        rows.append(row)
+    hits = [r for r in rows if r["decision"] != "none"]
+    declined = sum(r["decision"] == "declined" for r in hits)
+    return {"per_request": rows, "lookup_hits": len(hits), "declined": declined,
+            "declined_share": declined / len(hits) if hits else 0.0,
+            "median_estimate_error": statistics.median(errors) if errors else None}
 
 
 def runtime_kv_ratio(prompt, chunk_tokens, artifact, n_chunks):
@@ -102,6 +145,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--codecs", default="raw,spec")
     ap.add_argument("--modes", default="async,sync", help="load modes to time: async, sync")
+    ap.add_argument("--policies", default="cost,always",
+                    help="restore policies to time (cost: the connector's default; always: every hit "
+                         "loaded, what a hit costs; run in the first load mode only)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--doc-tokens", type=int, default=1500)
     ap.add_argument("--block-size", type=int, default=128)
@@ -116,6 +162,10 @@ def main(argv=None):
     modes = [m for m in a.modes.split(",") if m]
     if not modes or any(m not in ("async", "sync") for m in modes):
         print(f"--modes: async and/or sync, got {a.modes!r}", file=sys.stderr)
+        return 2
+    policies = [p for p in a.policies.split(",") if p]
+    if not policies or any(p not in ("cost", "always") for p in policies):
+        print(f"--policies: cost and/or always, got {a.policies!r}", file=sys.stderr)
         return 2
     if "spec" in codecs and not a.spec_artifact:
         a.spec_artifact = spec_artifact(a.chunk_tokens)
@@ -148,7 +198,7 @@ def main(argv=None):
 
     base = engine(None, "baseline")
     try:
-        b_ttft, b_tokens, _ = serve_one_by_one(base, timed, a.max_tokens)
+        b_ttft, b_tokens, _, _ = serve_one_by_one(base, timed, a.max_tokens)
     finally:
         base.close()
     result["runs"]["no_connector"] = {"ttft_s": b_ttft, "ttft_median_s": statistics.median(b_ttft)}
@@ -171,24 +221,34 @@ def main(argv=None):
                 save_totals = saver.generate(prompts[:1], 1)["connector"].get("worker", {})
             finally:
                 saver.close()
-            for mode in modes:
-                name = codec if mode == "async" else f"{codec}_sync"
+            plan = [(m, policies[0]) for m in modes] + [(modes[0], p) for p in policies[1:]]
+            for mode, policy in plan:
+                name = codec + ("" if mode == "async" else "_sync") + ("" if policy == "cost" else "_" + policy)
                 lcfg = connector_config([srv.address], codec=codec, chunk_tokens=a.chunk_tokens,
                                         get_deadline_ms=30000, put_deadline_ms=60000,
-                                        async_load=(mode == "async"), save=False, **extra)
+                                        async_load=(mode == "async"), save=False, restore_policy=policy,
+                                        **extra)
                 loader = engine(lcfg, f"{name}-load")
                 try:
-                    ttft, tokens, w = serve_one_by_one(loader, timed, a.max_tokens)
+                    ttft, tokens, w, per_request = serve_one_by_one(loader, timed, a.max_tokens)
                 finally:
                     loader.close()
                 run = load_run(ttft, tokens, w, b_ttft, b_tokens, save_totals, mode)
+                run["restore_policy"] = policy
+                run["restore_decisions"] = decisions(ttft, timed, per_request)
+                run["hits_slower_than_no_connector_median"] = sum(
+                    t > statistics.median(b_ttft) for t in ttft)
                 if codec == "spec" and mode == modes[0]:
                     run["stored_ratio_on_runtime_kv"] = runtime_kv_ratio(
                         prompts[0], a.chunk_tokens, artifacts["spec"], run["saved_chunks"])
                 result["runs"][name] = run
+                d = run["restore_decisions"]
+                err = d["median_estimate_error"]
                 print(f"{name}: TTFT median {run['ttft_median_s'] * 1e3:.1f} ms "
                       f"({run['speedup_vs_no_connector']:.2f}x), {run['load_bytes_per_request'] / 1e6:.2f} MB "
-                      f"per request, identical {run['tokens_identical_to_no_connector']}", flush=True)
+                      f"per request, identical {run['tokens_identical_to_no_connector']}; "
+                      f"hits declined {d['declined']}/{d['lookup_hits']}, median estimate error "
+                      f"{'-' if err is None else f'{100 * err:.0f}%'}", flush=True)
     finally:
         srv.kill()
     result["machine"]["load_avg_at_end"] = os.getloadavg()

@@ -25,7 +25,8 @@ _native._set_error_factory(error_from_status)
 from ._client import Client  # noqa: E402
 from ._native import (  # noqa: E402
     ChunkKey, KvLayout, LookupResult, Namespace, PrefixCodec, PrefixCodecOptions, PutChunk,
-    ReferenceModel, RestoreCostModel, RestoreEstimate, TlsOptions, chain_keys,
+    ReferenceModel, RestoreCostModel, RestoreEstimate, TlsOptions, chain_keys, paged_gather,
+    paged_scatter,
 )
 
 __version__ = "0.1.0"
@@ -36,5 +37,6 @@ __all__ = [
     "MismatchError", "Namespace", "NotFoundError", "NotSupportedError",
     "PermissionDeniedError", "PrefixCodec", "PrefixCodecOptions", "PutChunk",
     "ReferenceModel", "ResourceExhaustedError", "RestoreCostModel", "RestoreEstimate", "StorageIOError",
-    "TlsOptions", "UnavailableError", "chain_keys", "error_from_status",
+    "TlsOptions", "UnavailableError", "chain_keys", "error_from_status", "paged_gather",
+    "paged_scatter",
 ]

@@ -428,3 +428,13 @@ class RestoreCostModel:
 
     def rates(self) -> dict[str, float | int]:
         """The medians the estimate uses (0 where no sample exists yet) and the sample counts."""
+
+def paged_scatter(chunk: NDArray[np.uint16], token_offset: int, layers: Sequence[NDArray[np.uint16]], block_ids: Sequence[int], src_of_pos: NDArray[np.int64]) -> None:
+    """
+    Writes chunk tokens [token_offset, token_offset + len(block_ids) * B) of a canonical chunk [layers, 2, T, heads, head_dim] (16-bit patterns) into blocks block_ids of every paged cache layer [blocks, heads, B, 2 * head_dim], each (block, head) tile in the order src_of_pos (tile position -> canonical index kv * B * D + t * D + d). Releases the GIL. Raises InvalidArgumentError for shapes, non-dense tiles, a block id out of range or an order that is not a permutation.
+    """
+
+def paged_gather(layers: Sequence[NDArray[np.uint16]], block_ids: Sequence[int], src_of_pos: NDArray[np.int64], out: NDArray[np.uint16]) -> None:
+    """
+    Copies blocks block_ids of every paged cache layer into out [layers, 2, len(block_ids) * B, heads, head_dim] in canonical order (the inverse of paged_scatter). Releases the GIL. Raises as paged_scatter.
+    """

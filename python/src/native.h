@@ -69,6 +69,7 @@ void BindClient(nb::module_& m);
 void BindCodec(nb::module_& m);
 void BindReferenceModel(nb::module_& m);
 void BindRestoreCost(nb::module_& m);
+void BindPagedKv(nb::module_& m);
 #if defined(KVSTASH_PYTHON_CUDA)
 void BindCuda(nb::module_& m);  // cuda/cuda_module.cc, only with KVSTASH_PYTHON_CUDA
 #endif

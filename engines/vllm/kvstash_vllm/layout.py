@@ -14,7 +14,8 @@ hard-coding each order, `TileOrder.probe` runs that very kernel once on a scratc
 with a distinct bf16 bit pattern per (K/V, token, dim) and reads back where each value
 landed: the resulting permutation is what gather/scatter use, so the conversion is
 exact for whatever ISA the engine picked (and probe refuses a kernel that does not
-write a permutation).
+write a permutation). The copies themselves are native (kvstash.paged_scatter /
+paged_gather: ~memory speed; torch's index_select over the tile managed ~130 MB/s).
 
 Thread-safety: TileOrder is immutable after construction; gather/scatter read/write
 the given tensors and may run concurrently on disjoint blocks.
@@ -23,9 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import kvstash
+import numpy as np
 import torch
 
-__all__ = ["TileOrder", "LayoutError", "probe_codes", "cpu_attention_isa"]
+__all__ = ["TileOrder", "LayoutError", "probe_codes", "cpu_attention_isa", "as_u16_view"]
 
 
 class LayoutError(RuntimeError):
@@ -132,21 +135,22 @@ class TileOrder:
         if kv.device.type != "cpu":
             raise LayoutError(f"KV cache on {kv.device}: this conversion is for the CPU backend")
 
-    def gather(self, kv: torch.Tensor, block_ids: torch.Tensor, out: torch.Tensor) -> None:
-        """Copies blocks `block_ids` of one layer into `out` [2, n*B, H, D] (canonical order).
+    def gather(self, layers: list[np.ndarray], block_ids: list[int], out: np.ndarray) -> None:
+        """Copies blocks `block_ids` of every layer into `out` [L, 2, n*B, H, D] (canonical).
 
-        kv: [num_blocks, H, B, 2*D] (check_cache); block_ids: int64 [n]; out: same dtype.
+        layers: uint16 views [num_blocks, H, B, 2*D] of the caches (as_u16_view);
+        out: uint16, C-contiguous. Native (kvstash.paged_gather), GIL released.
         """
-        B, D = self.block_size, self.head_dim
-        n, H = block_ids.numel(), kv.shape[1]
-        tiles = kv.index_select(0, block_ids).view(n, H, 2 * B * D)
-        canon = tiles.index_select(2, self.pos_of_src).view(n, H, 2, B, D)
-        out.copy_(canon.permute(2, 0, 3, 1, 4).reshape(2, n * B, H, D))
+        kvstash.paged_gather(layers, list(block_ids), self.src_of_pos.numpy(), out)
 
-    def scatter(self, src: torch.Tensor, kv: torch.Tensor, block_ids: torch.Tensor) -> None:
-        """Writes `src` [2, n*B, H, D] (canonical, one layer) into blocks `block_ids` of kv."""
-        B, D = self.block_size, self.head_dim
-        n, H = block_ids.numel(), kv.shape[1]
-        canon = src.reshape(2, n, B, H, D).permute(1, 3, 0, 2, 4).reshape(n, H, 2 * B * D)
-        tiles = canon.index_select(2, self.src_of_pos).view(n, H, B, 2 * D)
-        kv.index_copy_(0, block_ids, tiles.to(kv.dtype))
+    def scatter(self, chunk: np.ndarray, token_offset: int, layers: list[np.ndarray],
+                block_ids: list[int]) -> None:
+        """Writes chunk tokens [token_offset, token_offset + n*B) of a canonical chunk
+        [L, 2, T, H, D] (uint16, C-contiguous) into blocks `block_ids` of every layer.
+        Native (kvstash.paged_scatter), GIL released."""
+        kvstash.paged_scatter(chunk, token_offset, layers, list(block_ids), self.src_of_pos.numpy())
+
+
+def as_u16_view(kv: torch.Tensor) -> np.ndarray:
+    """A uint16 NumPy view of a 16-bit CPU cache tensor (same memory, same strides)."""
+    return kv.view(torch.int16).numpy().view(np.uint16)

@@ -47,7 +47,7 @@ import torch
 
 from .async_loads import LoadJob, LoadTracker
 from .cuda_layout import CudaPagedKv
-from .layout import LayoutError, TileOrder, cpu_attention_isa
+from .layout import LayoutError, TileOrder, as_u16_view, cpu_attention_isa
 from .metadata import KvstashConnectorMetadata, LoadOp, SaveOp
 from .stats import Counters, failure_reason
 
@@ -118,6 +118,9 @@ class WorkerSide:
         for n in names:
             self.order.check_cache(kv_caches[n], self.H)
         self.layers = [kv_caches[n] for n in names]
+        # uint16 NumPy views sharing the caches' memory: kvstash.paged_scatter/gather
+        # (native, GIL released) copy tiles through them.
+        self._layers_u16 = [as_u16_view(kv) for kv in self.layers]
         self.layer_names = names
         self.codecs = self._make_codecs(len(names), self.H, self.D)
         log.info("kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, CPU isa %s",
@@ -255,9 +258,10 @@ class WorkerSide:
                 self._failed_blocks.update(blocks)
 
     def _scatter(self, op: LoadOp, arrays: list) -> None:
+        """Writes the restored chunks into the request's blocks from op.first_block on
+        (TileOrder.scatter: every layer's tiles in the probed order, natively)."""
         L, H, D, C, B = len(self.layers), self.H, self.D, self.C, self.B
         bpc = C // B
-        dtype = self.layers[0].dtype
         for j, arr in enumerate(arrays):
             a = np.ascontiguousarray(arr)
             if a.shape != (L, 2, C, H, D):
@@ -266,11 +270,8 @@ class WorkerSide:
             hi_blk = (j + 1) * bpc
             if lo_blk >= hi_blk:
                 continue
-            t = torch.from_numpy(a.view(np.int16)).view(dtype)
-            sub = t[:, :, (lo_blk - j * bpc) * B:]
-            ids = torch.tensor(op.block_ids[lo_blk:hi_blk], dtype=torch.int64)
-            for layer, kv in enumerate(self.layers):
-                self.order.scatter(sub[layer], kv, ids)
+            self.order.scatter(a.view(np.uint16), (lo_blk - j * bpc) * B, self._layers_u16,
+                               op.block_ids[lo_blk:hi_blk])
 
     def take_failed_blocks(self) -> set[int]:
         with self._failed_lock:
@@ -294,12 +295,10 @@ class WorkerSide:
     def _gather(self, block_ids: list[int]) -> torch.Tensor:
         if self.cuda is not None:
             return self.cuda.gather(block_ids)
-        ids = torch.tensor(block_ids, dtype=torch.int64)
         T = len(block_ids) * self.B
-        buf = torch.empty(len(self.layers), 2, T, self.H, self.D, dtype=self.layers[0].dtype)
-        for layer, kv in enumerate(self.layers):
-            self.order.gather(kv, ids, buf[layer])
-        return buf
+        out = np.empty((len(self.layers), 2, T, self.H, self.D), dtype=np.uint16)
+        self.order.gather(self._layers_u16, block_ids, out)
+        return torch.from_numpy(out.view(np.int16)).view(self.layers[0].dtype)
 
     def _save_loop(self) -> None:
         while True:

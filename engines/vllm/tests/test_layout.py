@@ -1,16 +1,18 @@
 """kvstash_vllm.layout on real vLLM tensors: vLLM's own cache-write kernel
 (cpu_attn_reshape_and_cache) fills paged blocks; gather must return exactly the K/V it
-was given, and scatter must reproduce the kernel's bytes. No kvstash package needed.
+was given, and scatter must reproduce the kernel's bytes (the copies are the kvstash
+package's native paged_gather / paged_scatter).
 
 Run: .venv-vllm/bin/python -m pytest -q engines/vllm/tests/test_layout.py  (~15 s)
 """
+import numpy as np
 import pytest
 import torch
 
 import vllm  # noqa: F401  (loads vLLM's custom ops)
 import vllm._custom_ops as ops
 
-from kvstash_vllm.layout import LayoutError, TileOrder, cpu_attention_isa, probe_codes
+from kvstash_vllm.layout import LayoutError, TileOrder, as_u16_view, cpu_attention_isa, probe_codes
 
 ISAS = ["amx", "vec", "vec16"]
 
@@ -50,13 +52,13 @@ def test_gather_returns_kernel_input(isa, dtype):
     kv = torch.zeros(NB, H, B, 2 * D, dtype=dtype)
     _write(kv, key, val, slots, isa)
     order.check_cache(kv, H)
-    out = torch.empty(2, T, H, D, dtype=dtype)
-    order.gather(kv, torch.tensor(blocks), out)
-    assert torch.equal(out[0].view(torch.int16), key.view(torch.int16))
-    assert torch.equal(out[1].view(torch.int16), val.view(torch.int16))
+    out = np.empty((1, 2, T, H, D), dtype=np.uint16)
+    order.gather([as_u16_view(kv)], blocks, out)
+    assert np.array_equal(out[0, 0], as_u16_view(key))
+    assert np.array_equal(out[0, 1], as_u16_view(val))
     # scatter into a fresh cache reproduces the kernel's bytes, block for block
     kv2 = torch.full_like(kv, 3.0)
-    order.scatter(out, kv2, torch.tensor(blocks))
+    order.scatter(out, 0, [as_u16_view(kv2)], blocks)
     for b in blocks:
         assert torch.equal(kv2[b].view(torch.int16), kv[b].view(torch.int16))
     untouched = [b for b in range(NB) if b not in blocks]
