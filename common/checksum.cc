@@ -20,11 +20,20 @@ namespace {
 #if defined(__x86_64__)
 // CRC32C with the SSE4.2 CRC32 instruction (which implements exactly CRC-32C, Intel
 // SDM vol. 2A "CRC32"): the state is the un-inverted reflected remainder, so the
-// standard CRC is ~process(~previous). ~8 GB/s against Boost's ~0.4 GB/s table; the
-// protocol checks every frame body with it.
-__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const uint8_t* p, size_t n,
-                                                        uint32_t previous) {
-  uint64_t crc = previous ^ 0xFFFFFFFFu;
+// standard CRC is ~process(~previous). The protocol checks every frame body with it.
+//
+// The instruction has a latency of 3 cycles and a throughput of 1, so one dependent
+// stream runs at a third of its speed (~8 GB/s). Buffers of 3 * kStripe bytes or more
+// are therefore cut into groups of three consecutive stripes coded as three
+// independent streams, then joined: the register update is linear over GF(2),
+// r(A || B) = Shift(r(A), |B|) ^ r_0(B) where r_0 starts from 0 and Shift(x, n) is the
+// state reached from x after n zero bytes (the technique of Intel's "Fast CRC
+// Computation for iSCSI Polynomial Using CRC32 Instruction", 2011, and of zlib's
+// crc32_combine). Shift by kStripe bytes is a fixed linear map, applied with four
+// 256-entry tables built once from the instruction itself.
+constexpr size_t kStripe = 4096;
+
+__attribute__((target("sse4.2"))) uint64_t CrcRun(uint64_t crc, const uint8_t* p, size_t n) {
   for (; n >= 8; p += 8, n -= 8) {
     uint64_t v;
     std::memcpy(&v, p, 8);
@@ -32,7 +41,53 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const uint8_t* p, size_t 
   }
   uint32_t c = static_cast<uint32_t>(crc);
   for (; n > 0; ++p, --n) c = _mm_crc32_u8(c, *p);
-  return c ^ 0xFFFFFFFFu;
+  return c;
+}
+
+// kShift[k][b] = Shift(b << 8k, kStripe), so Shift(x) = XOR over k of kShift[k][byte k of x].
+struct ShiftTables {
+  uint32_t t[4][256];
+};
+
+__attribute__((target("sse4.2"))) ShiftTables MakeShiftTables() {
+  static const uint8_t kZeros[kStripe] = {};
+  uint32_t column[32];
+  for (int i = 0; i < 32; ++i) column[i] = static_cast<uint32_t>(CrcRun(1u << i, kZeros, kStripe));
+  ShiftTables s{};
+  for (int k = 0; k < 4; ++k) {
+    for (uint32_t b = 0; b < 256; ++b) {
+      uint32_t v = 0;
+      for (int i = 0; i < 8; ++i) {
+        if (b >> i & 1u) v ^= column[8 * k + i];
+      }
+      s.t[k][b] = v;
+    }
+  }
+  return s;
+}
+
+inline uint32_t Shift(const ShiftTables& s, uint32_t x) {
+  return s.t[0][x & 0xFF] ^ s.t[1][x >> 8 & 0xFF] ^ s.t[2][x >> 16 & 0xFF] ^ s.t[3][x >> 24];
+}
+
+__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const uint8_t* p, size_t n, uint32_t previous) {
+  static const ShiftTables kShift = MakeShiftTables();
+  uint64_t crc = previous ^ 0xFFFFFFFFu;
+  for (; n >= 3 * kStripe; p += 3 * kStripe, n -= 3 * kStripe) {
+    uint64_t c0 = crc, c1 = 0, c2 = 0;
+    for (size_t i = 0; i < kStripe; i += 8) {
+      uint64_t v0, v1, v2;
+      std::memcpy(&v0, p + i, 8);
+      std::memcpy(&v1, p + kStripe + i, 8);
+      std::memcpy(&v2, p + 2 * kStripe + i, 8);
+      c0 = _mm_crc32_u64(c0, v0);
+      c1 = _mm_crc32_u64(c1, v1);
+      c2 = _mm_crc32_u64(c2, v2);
+    }
+    crc = Shift(kShift, Shift(kShift, static_cast<uint32_t>(c0)) ^ static_cast<uint32_t>(c1)) ^
+          static_cast<uint32_t>(c2);
+  }
+  return static_cast<uint32_t>(CrcRun(crc, p, n)) ^ 0xFFFFFFFFu;
 }
 const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
 #endif
