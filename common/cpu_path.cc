@@ -7,14 +7,15 @@
 namespace kvstash {
 namespace {
 
-enum class Level { kScalar, kAvx2, kAuto };
+enum class Level { kScalar, kAvx2, kAvx512, kAuto };
 
 Level ReadLevel() {
   const char* v = std::getenv("KVSTASH_CPU_PATH");
   if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return Level::kAuto;
   if (std::strcmp(v, "avx2") == 0) return Level::kAvx2;
+  if (std::strcmp(v, "avx512") == 0) return Level::kAvx512;
   if (std::strcmp(v, "scalar") != 0) {
-    std::fprintf(stderr, "kvstash: unknown KVSTASH_CPU_PATH=%s (auto, avx2, scalar): using scalar\n", v);
+    std::fprintf(stderr, "kvstash: unknown KVSTASH_CPU_PATH=%s (auto, avx512, avx2, scalar): using scalar\n", v);
   }
   return Level::kScalar;
 }
@@ -28,11 +29,14 @@ Level CachedLevel() {
 
 bool CpuPathAllowsAvx2() { return CachedLevel() != Level::kScalar; }
 
-bool CpuPathAllowsAvx512() { return CachedLevel() == Level::kAuto; }
+bool CpuPathAllowsAvx512() { return CachedLevel() == Level::kAuto || CachedLevel() == Level::kAvx512; }
+
+bool CpuPathAllowsAmx() { return CachedLevel() == Level::kAuto; }
 
 const char* CpuPathName() {
   switch (CachedLevel()) {
     case Level::kAuto: return "auto";
+    case Level::kAvx512: return "avx512";
     case Level::kAvx2: return "avx2";
     case Level::kScalar: return "scalar";
   }

@@ -1,8 +1,10 @@
 // Which hand-written SIMD code paths a process may take: the KVSTASH_CPU_PATH
 // environment variable, read once (docs/determinism.md).
 //
-//   unset, "" or "auto"  every path the CPU supports (the default): AVX-512 kernels
-//                        where the CPU has the extensions they need, else AVX2
+//   unset, "" or "auto"  every path the CPU supports (the default): AMX tiles and
+//                        AVX-512 kernels where the CPU has the extensions they need,
+//                        else AVX2
+//   "avx512"             AVX-512 at most: behave as a CPU without AMX (an AMD Zen 4)
 //   "avx2"               AVX2 at most: behave as a CPU without AVX-512 (an AMD Zen 3):
 //                        kAuto backends take their AVX2 code, and an explicit AVX-512
 //                        request is NotSupported as it would be on such a CPU
@@ -26,7 +28,10 @@ bool CpuPathAllowsAvx2();
 // value).
 bool CpuPathAllowsAvx512();
 
-// The resolved setting, "auto", "avx2" or "scalar", for reports.
+// False when KVSTASH_CPU_PATH forbids AMX tile code (anything but "auto").
+bool CpuPathAllowsAmx();
+
+// The resolved setting, "auto", "avx512", "avx2" or "scalar", for reports.
 const char* CpuPathName();
 
 }  // namespace kvstash

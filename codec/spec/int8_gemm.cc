@@ -2,6 +2,11 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #endif
 
 #include <algorithm>
@@ -140,6 +145,25 @@ bool CpuHasAvx512() {
 #endif
 }
 
+bool CpuHasAmx() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool has = [] {
+    if (!CpuHasAvx512() || !CpuPathAllowsAmx()) return false;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!((d >> 24) & 1) || !((d >> 25) & 1)) return false;  // AMX-TILE, AMX-INT8
+    unsigned lo = 0, hi = 0;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if (((lo >> 17) & 3) != 3) return false;  // XCR0: XTILECFG and XTILEDATA enabled
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 Result<bool> UseAvx2(GemmBackend backend) {
   switch (backend) {
     case GemmBackend::kScalar: return false;
@@ -148,6 +172,9 @@ Result<bool> UseAvx2(GemmBackend backend) {
       return true;
     case GemmBackend::kAvx512:
       if (!CpuHasAvx512()) return Status::NotSupported("AVX-512 GEMM requested on a CPU without AVX-512");
+      return true;
+    case GemmBackend::kAmx:
+      if (!CpuHasAmx()) return Status::NotSupported("AMX GEMM requested on a CPU without AMX");
       return true;
     case GemmBackend::kAuto: return CpuHasAvx2();
   }
@@ -161,7 +188,23 @@ Result<bool> UseAvx512(GemmBackend backend) {
     case GemmBackend::kAvx512:
       if (!CpuHasAvx512()) return Status::NotSupported("AVX-512 GEMM requested on a CPU without AVX-512");
       return true;
+    case GemmBackend::kAmx:
+      if (!CpuHasAmx()) return Status::NotSupported("AMX GEMM requested on a CPU without AMX");
+      return true;
     case GemmBackend::kAuto: return CpuHasAvx512();
+  }
+  return false;
+}
+
+Result<bool> UseAmx(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::kScalar:
+    case GemmBackend::kAvx2:
+    case GemmBackend::kAvx512: return false;
+    case GemmBackend::kAmx:
+      if (!CpuHasAmx()) return Status::NotSupported("AMX GEMM requested on a CPU without AMX");
+      return true;
+    case GemmBackend::kAuto: return CpuHasAmx();
   }
   return false;
 }

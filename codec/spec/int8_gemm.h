@@ -33,9 +33,10 @@ namespace kvstash::spec {
 
 // kAuto: the widest path this CPU (and KVSTASH_CPU_PATH) allows. kAvx2: AVX2 code
 // only, never AVX-512. kAvx512: the AVX-512 kernels where one exists (the packed GEMM,
-// the predictor's attention and exp/SiLU), AVX2 code elsewhere. Every backend gives
-// the same bits.
-enum class GemmBackend { kAuto, kScalar, kAvx2, kAvx512 };
+// the predictor's attention and exp/SiLU), AVX2 code elsewhere; never AMX. kAmx: as
+// kAvx512, but the packed GEMM on AMX tiles where its operands carry the tile layout
+// (codec/spec/int8_gemm_packed.h). Every backend gives the same bits.
+enum class GemmBackend { kAuto, kScalar, kAvx2, kAvx512, kAmx };
 
 // True when this CPU supports AVX2 (checked once with cpuid) and KVSTASH_CPU_PATH
 // allows it (common/cpu_path.h: "scalar" makes this false).
@@ -46,14 +47,24 @@ bool CpuHasAvx2();
 // KVSTASH_CPU_PATH allows AVX-512 ("avx2" and "scalar" make this false).
 bool CpuHasAvx512();
 
+// True when CpuHasAvx512() and the CPU has AMX-TILE and AMX-INT8 (Intel Sapphire
+// Rapids and later; cpuid and XCR0), Linux granted this process the tile data state
+// (arch_prctl ARCH_REQ_XCOMP_PERM, requested once here) and KVSTASH_CPU_PATH allows
+// AMX (only "auto" does).
+bool CpuHasAmx();
+
 // Whether `backend` runs AVX2 code here: kScalar false, kAuto CpuHasAvx2(), kAvx2
-// true or NotSupported on a CPU without AVX2, kAvx512 true or NotSupported on a CPU
-// without AVX-512 (CpuHasAvx512).
+// true or NotSupported on a CPU without AVX2, kAvx512 / kAmx true or NotSupported on a
+// CPU without AVX-512 / AMX.
 Result<bool> UseAvx2(GemmBackend backend);
 
 // Whether `backend` runs the AVX-512 kernels here: kScalar and kAvx2 false, kAuto
-// CpuHasAvx512(), kAvx512 true or NotSupported on a CPU without AVX-512.
+// CpuHasAvx512(), kAvx512 / kAmx true or NotSupported on a CPU without AVX-512 / AMX.
 Result<bool> UseAvx512(GemmBackend backend);
+
+// Whether `backend` runs AMX tile code here: kAuto CpuHasAmx(), kAmx true or
+// NotSupported on a CPU without AMX, the others false.
+Result<bool> UseAmx(GemmBackend backend);
 
 // C = A * B^T in int32. REQUIRES: spans sized M*K, N*K, M*N (InvalidArgument
 // otherwise); backend kAvx2 on a CPU without AVX2 is NotSupported.

@@ -25,6 +25,16 @@ void ParallelRanges(int n, int threads, Body body) {
   });
 }
 
+// a = 256 * hi + lo exactly: hi = a >> 8 (arithmetic shift, -128..127), lo = a & 255
+// (0..255, stored as its byte). Groups of the AMX shape have even lengths, so a packed
+// row is the plain row [k].
+void SplitRowForAmx(const int16_t* q, int k, int8_t* hi, int8_t* lo) {
+  for (int c = 0; c < k; ++c) {
+    hi[c] = static_cast<int8_t>(q[c] >> 8);
+    lo[c] = static_cast<int8_t>(static_cast<uint8_t>(q[c] & 0xFF));
+  }
+}
+
 // Portable form of the blocked kernel for output-channel blocks [begin, end): per
 // (row, channel) the exact int32 group sums and the reference fp32 order.
 void GemmPackedScalar(const PackedActivations& a, const PackedWeights& b, float* out, int begin,
@@ -62,6 +72,10 @@ void GemmPackedScalar(const PackedActivations& a, const PackedWeights& b, float*
 int PackedShape::PairsOf(int g) const {
   if (g + 1 < groups) return group_pairs;
   return (k - g * group + 1) / 2;
+}
+
+bool PackedShape::AmxShape() const {
+  return group % 64 == 0 && (k - (groups - 1) * group) % 64 == 0;
 }
 
 Status PackedShape::Make(int k, int group, PackedShape* out) {
@@ -106,6 +120,25 @@ Status PackWeights(std::span<const int8_t> b, std::span<const float> b_scale, in
       out->scales[static_cast<size_t>(g) * np + j] = b_scale[static_cast<size_t>(j) * s.groups + g];
     }
   }
+  out->amx.clear();
+  if (s.AmxShape() && CpuHasAmx()) {
+    // Groups have even lengths, so pair p holds input channels 2p, 2p+1 and quad q
+    // (channels 4q..4q+3) is pairs 2q, 2q+1: per channel c, its 2 bytes of each.
+    out->amx.resize(out->data.size());
+    for (int blk = 0; blk < out->blocks; ++blk) {
+      const int8_t* panel = out->data.data() + static_cast<size_t>(blk) * s.pairs * 2 * kPackedBlock;
+      int8_t* dst = out->amx.data() + static_cast<size_t>(blk) * s.pairs * 2 * kPackedBlock;
+      for (int q = 0; q < s.pairs / 2; ++q) {
+        for (int c = 0; c < kPackedBlock; ++c) {
+          for (int h = 0; h < 2; ++h) {
+            const int8_t* src = panel + static_cast<size_t>(2 * q + h) * 32 + (c / 8) * 16 + (c % 8) * 2;
+            dst[static_cast<size_t>(q) * 64 + c * 4 + 2 * h] = src[0];
+            dst[static_cast<size_t>(q) * 64 + c * 4 + 2 * h + 1] = src[1];
+          }
+        }
+      }
+    }
+  }
   return Status::Ok();
 }
 
@@ -117,6 +150,8 @@ Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& s
   if (bits != 8 && bits != 16) return Status::InvalidArgument("quantise activations: bits must be 8 or 16");
   auto avx2 = UseAvx2(backend);
   if (!avx2.ok()) return avx2.status();
+  auto amx = UseAmx(backend);
+  if (!amx.ok()) return amx.status();
   out->shape = shape;
   out->m = m;
   out->bits = bits;
@@ -124,6 +159,15 @@ Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& s
   out->q.resize(static_cast<size_t>(m) * stride);
   out->scales.resize(static_cast<size_t>(m) * shape.groups);
   const float qmax = bits == 16 ? 32767.0f : 127.0f;
+  // The AMX operands, split row by row below (padding rows stay 0).
+  const bool split = *amx && shape.AmxShape();
+  out->amx_hi.clear();
+  out->amx_lo.clear();
+  if (split) {
+    const size_t rows16 = (static_cast<size_t>(m) + 15) / 16 * 16;
+    out->amx_hi.assign(rows16 * shape.k, 0);
+    out->amx_lo.assign(rows16 * shape.k, 0);
+  }
   ParallelRanges(m, threads, [&, use = *avx2](int begin, int end) {
     int8_t q8[kMaxInt16Group];
     for (int i = begin; i < end; ++i) {
@@ -156,10 +200,28 @@ Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& s
         if (len % 2 != 0) dst[len] = 0;
         out->scales[static_cast<size_t>(i) * shape.groups + g] = scale;
       }
+      if (split) {
+        const size_t at = static_cast<size_t>(i) * shape.k;
+        SplitRowForAmx(row, shape.k, out->amx_hi.data() + at, out->amx_lo.data() + at);
+      }
     }
   });
   return Status::Ok();
 }
+
+namespace internal {
+
+void SplitForAmx(PackedActivations* a) {
+  const size_t k = static_cast<size_t>(a->shape.k);
+  const size_t rows16 = (static_cast<size_t>(a->m) + 15) / 16 * 16;
+  a->amx_hi.assign(rows16 * k, 0);
+  a->amx_lo.assign(rows16 * k, 0);
+  for (size_t i = 0; i < static_cast<size_t>(a->m); ++i) {
+    SplitRowForAmx(a->q.data() + i * k, a->shape.k, a->amx_hi.data() + i * k, a->amx_lo.data() + i * k);
+  }
+}
+
+}  // namespace internal
 
 Status GemmPacked(const PackedActivations& a, const PackedWeights& b, std::span<float> out,
                   GemmBackend backend, int threads) {
@@ -178,8 +240,17 @@ Status GemmPacked(const PackedActivations& a, const PackedWeights& b, std::span<
   if (!avx2.ok()) return avx2.status();
   auto avx512 = UseAvx512(backend);
   if (!avx512.ok()) return avx512.status();
+  auto amx = UseAmx(backend);
+  if (!amx.ok()) return amx.status();
+  const size_t rows16 = (static_cast<size_t>(a.m) + 15) / 16 * 16;
+  const bool tiles = *amx && b.amx.size() == b.data.size() && a.amx_hi.size() == rows16 * a.shape.k &&
+                     a.amx_lo.size() == a.amx_hi.size();
   ParallelRanges(b.blocks, threads, [&, use = *avx2, use512 = *avx512](int begin, int end) {
 #if defined(__x86_64__)
+    if (tiles) {
+      internal::GemmPackedAmx(a, b, out.data(), begin, end);
+      return;
+    }
     if (use512) {
       internal::GemmPackedAvx512(a, b, out.data(), begin, end);
       return;
@@ -189,7 +260,8 @@ Status GemmPacked(const PackedActivations& a, const PackedWeights& b, std::span<
       return;
     }
 #else
-    (void)use512;  // false off x86-64 (CpuHasAvx512)
+    (void)use512;  // false off x86-64 (CpuHasAvx512), as tiles (CpuHasAmx)
+    (void)tiles;
 #endif
     GemmPackedScalar(a, b, out.data(), begin, end);
   });

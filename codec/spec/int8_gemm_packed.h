@@ -22,6 +22,12 @@
 //   output channels' partial sums per instruction without horizontal reductions. The
 //   AVX-512 kernel widens all 32 bytes to one zmm and uses vpdpwssd (16 channels per
 //   instruction; int8_gemm_packed_avx512.cc states its exactness argument).
+// - AMX tile layout (int8_gemm_packed_amx.cc), only where every group's length is a
+//   multiple of 64 (AmxShape; e.g. k 576 or 1536 with group 128) and the CPU has AMX
+//   (CpuHasAmx): PackedWeights::amx holds per block, per quad of input channels
+//   (k..k+3), 16 channels x 4 int8 (64 bytes: one row of a B tile), and
+//   PackedActivations::amx_hi / amx_lo each activation a = 256 * hi + lo as int8 rows
+//   [m rounded up to 16][k] (hi = a >> 8 signed, lo = a & 255 unsigned; padding rows 0).
 // - Activation layout (PackedActivations): int16 rows of `stride` = 2 * pairs values,
 //   each group starting at an even offset and padded with a zero when its length is
 //   odd. With an even group size and even K the layout is plain row-major [m, K].
@@ -61,6 +67,8 @@ struct PackedShape {
   // REQUIRES k >= 1, group >= 1 (InvalidArgument otherwise); a group above k becomes
   // k (one group per row, as QuantizeRowsInt8/16 treat it).
   static Status Make(int k, int group, PackedShape* out);
+  // True when every group's length is a multiple of 64 (the AMX kernel's K step).
+  bool AmxShape() const;
 };
 
 // One projection's int8 weights [n, k] with per-(output channel, group) scales.
@@ -70,10 +78,13 @@ struct PackedWeights {
   int blocks = 0;  // ceil(n / 16)
   std::vector<int8_t> data;   // [blocks][pairs][2][8][2] as described above
   std::vector<float> scales;  // [groups][blocks * 16], 0 for padding channels
+  std::vector<int8_t> amx;    // [blocks][k / 4][16][4] when AmxShape() and CpuHasAmx(), else empty
 };
 
 // Packs b [n, k] int8 (row per output channel) and b_scale [n, groups]. group = 0
-// means one group per row (group = k). Errors: InvalidArgument on sizes.
+// means one group per row (group = k). Also fills `amx` when the shape and the CPU
+// allow the AMX kernel (CpuHasAmx: one more byte per weight). Errors: InvalidArgument
+// on sizes.
 Status PackWeights(std::span<const int8_t> b, std::span<const float> b_scale, int n, int k,
                    int group, PackedWeights* out);
 
@@ -84,12 +95,15 @@ struct PackedActivations {
   int bits = 16;               // 16: int16 range; 8: values within int8's range
   std::vector<int16_t> q;      // [m, shape.stride()]
   std::vector<float> scales;   // [m, groups]
+  // AMX operands (see the top) when the backend runs AMX and AmxShape(), else empty.
+  std::vector<int8_t> amx_hi, amx_lo;  // [ceil(m / 16) * 16, k]
 };
 
 // Quantises x [m, k] fp32 per (row, group) exactly as QuantizeRowsInt16 (bits = 16)
 // or QuantizeRowsInt8 (bits = 8) would, into the packed layout of `shape`.
 // backend kScalar uses the portable QuantizeGroup; other backends the AVX2 form when
-// the CPU has it (same bits). Errors: InvalidArgument on sizes or bits not 8/16.
+// the CPU has it (same bits). With a backend that runs AMX (UseAmx) and AmxShape() it
+// also fills amx_hi / amx_lo. Errors: InvalidArgument on sizes or bits not 8/16.
 Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& shape, int bits,
                            GemmBackend backend, int threads, PackedActivations* out);
 
@@ -97,9 +111,10 @@ Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& s
 // group); 16-bit activations need group <= kMaxInt16Group, 8-bit ones k <= 2^17 (so
 // the int32 sums cannot overflow). kScalar runs a portable loop over the
 // packed layout; kAvx2 the AVX2 blocked kernel; kAvx512 the AVX-512 VNNI kernel
-// (int8_gemm_packed_avx512.cc); kAuto the widest of these the CPU has (CpuHasAvx512,
-// CpuHasAvx2). Errors: InvalidArgument on mismatched shapes or sizes, NotSupported for
-// kAvx2 without AVX2 or kAvx512 without AVX-512.
+// (int8_gemm_packed_avx512.cc); kAmx the AMX tile kernel (int8_gemm_packed_amx.cc) when
+// both operands carry the AMX layout, else the VNNI kernel; kAuto the widest of these
+// the CPU has (CpuHasAmx, CpuHasAvx512, CpuHasAvx2). Errors: InvalidArgument on
+// mismatched shapes or sizes, NotSupported for a backend the CPU lacks.
 Status GemmPacked(const PackedActivations& a, const PackedWeights& b, std::span<float> out,
                   GemmBackend backend, int threads);
 
@@ -111,6 +126,13 @@ void GemmPackedAvx2(const PackedActivations& a, const PackedWeights& b, float* o
 // CpuHasAvx512().
 void GemmPackedAvx512(const PackedActivations& a, const PackedWeights& b, float* out,
                       int block_begin, int block_end);
+// Fills a->amx_hi / amx_lo from a->q (REQUIRES a->shape.AmxShape()); QuantizeActivations
+// calls it when the backend runs AMX.
+void SplitForAmx(PackedActivations* a);
+// AMX tile kernel (int8_gemm_packed_amx.cc); entered only after CpuHasAmx() with
+// b.amx and a.amx_hi / amx_lo filled.
+void GemmPackedAmx(const PackedActivations& a, const PackedWeights& b, float* out, int block_begin,
+                   int block_end);
 // As QuantizeGroup (same values, stored as int16) when the group's scale is nonzero:
 // returns false without writing when amax / qmax underflows to 0 (the caller then
 // runs the reference quantiser, whose NaN handling for that case it keeps).

@@ -20,9 +20,11 @@
 //   in Create; one activation quantisation shared by q/k/v and by gate/up), attention
 //   runs in tiles of 8 tokens x the query heads of one kv head
 //   (model/predictor/spec_predictor_avx2.h), and exp/SiLU are vectorised lane for lane.
-//   On a CPU with AVX-512 (spec::CpuHasAvx512; kAuto or kAvx512, not kAvx2) the GEMM is
-//   the vpdpwssd kernel (codec/spec/int8_gemm_packed_avx512.cc) and the tile, exp and
-//   SiLU the AVX-512 forms (model/predictor/spec_predictor_avx512.h). kScalar
+//   On a CPU with AVX-512 (spec::CpuHasAvx512; kAuto, kAvx512 or kAmx, not kAvx2) the
+//   GEMM is the vpdpwssd kernel (codec/spec/int8_gemm_packed_avx512.cc) and the tile,
+//   exp and SiLU the AVX-512 forms (model/predictor/spec_predictor_avx512.h); with AMX
+//   too (spec::CpuHasAmx; kAuto or kAmx) the GEMMs whose groups are multiples of 64
+//   (w8a16-g128, w8a8) run on AMX tiles (codec/spec/int8_gemm_packed_amx.cc). kScalar
 //   keeps the portable reference path (QuantizeRows* + *GemmGroupedNT, AttentionRow);
 //   tests/spec/predictor_golden_test.cc pins the output digests of both.
 // - The embedding rows and norm weights are the model's fp32 values. RoPE tables are

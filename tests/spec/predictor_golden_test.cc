@@ -105,8 +105,9 @@ TEST_F(PredictorGoldenTest, W8A16G128) {
 }
 
 // The same digests with each SIMD backend forced (spec::GemmBackend: kAvx2 never runs
-// AVX-512 code, kAvx512 runs the AVX-512 GEMM, attention and SiLU), 1 and 2 threads,
-// one batch and a split; each prints SKIPPED on a CPU without its instructions.
+// AVX-512 code, kAvx512 runs the AVX-512 GEMM, attention and SiLU, kAmx the AMX tile
+// GEMM and the AVX-512 rest), 1 and 2 threads, one batch and a split; each prints
+// SKIPPED on a CPU without its instructions.
 void CheckBackend(spec::GemmBackend backend, uint64_t golden, uint64_t golden_long,
                   uint64_t (*run)(const SpecPredictorOptions&, std::vector<size_t>, size_t)) {
   SpecPredictorOptions o = Variant(128, 16);
@@ -129,6 +130,13 @@ TEST_F(PredictorGoldenTest, W8A16G128Avx512Backend) {
     GTEST_SKIP() << "this CPU has no AVX-512 F/BW/DQ/VL/VNNI (or KVSTASH_CPU_PATH forbids it)";
   }
   CheckBackend(spec::GemmBackend::kAvx512, 0xb2cb75036f09c9cdull, 0x169576bd5378a8fbull, RunDigest);
+}
+
+TEST_F(PredictorGoldenTest, W8A16G128AmxBackend) {
+  if (!spec::CpuHasAmx()) {
+    GTEST_SKIP() << "this CPU has no AMX-TILE/AMX-INT8 with AVX-512 (or KVSTASH_CPU_PATH is not auto)";
+  }
+  CheckBackend(spec::GemmBackend::kAmx, 0xb2cb75036f09c9cdull, 0x169576bd5378a8fbull, RunDigest);
 }
 
 // The default predictor over a long prompt (the demo's RAG documents are >= 1,500
