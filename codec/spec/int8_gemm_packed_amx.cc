@@ -22,8 +22,10 @@
 // (vcvtdq2ps, vmulps, vmulps, vaddps; -ffp-contract=off keeps them separate). Padding
 // rows (zeros) and padding channels are computed and never stored.
 // GCC 12 reports its own _mm512_undefined_ps() (inside _mm512_cvtepi32_ps) as maybe
-// uninitialised: a known false positive of the header, silenced for this file.
+// uninitialised: a known false positive of the header, silenced for this file (GCC only).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>

@@ -3,8 +3,10 @@
 // flags for this file only (model/predictor/CMakeLists.txt); entered only after
 // spec::CpuHasAvx512().
 // GCC 12 reports its own _mm512_undefined_ps() (inside conversions and extracts) as
-// maybe uninitialised: a known false positive of the header, silenced for this file.
+// maybe uninitialised: a known false positive of the header, silenced for this file (GCC only).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "model/predictor/spec_predictor_avx512.h"
 
 #include <immintrin.h>
