@@ -55,6 +55,9 @@ int Run(const BenchEntropyOptions& o) {
                    {"encode_mb_s", Optional(r.encode_mb_s)},
                    {"decode_mb_s", Optional(r.decode_mb_s)}});
   }
+  if (!bench::HtscodecsBuiltIn()) {
+    std::printf("SKIPPED: htscodecs rows (this build has no libhtscodecs-dev; scripts/setup.sh installs it)\n");
+  }
   if (!o.json.empty() && !WriteJsonFile("bench entropy", o.json, out)) return 1;
   return 0;
 }

@@ -2,8 +2,8 @@
 // tables. A 4-byte prefix picks the configuration: precision (10..15), alphabet
 // (1, 4, 8, 12 or 16 bits), symbol count (0..4096) and 1..4 tables selected per
 // symbol; the rest is the stream. Requirements: no crash, leak or UB; the scalar and
-// AVX2 decoders agree on status and symbols; whatever decodes re-encodes to exactly
-// the input stream (the format is canonical).
+// SIMD decoders (AVX2, AVX-512) agree on status and symbols; whatever decodes
+// re-encodes to exactly the input stream (the format is canonical).
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -34,12 +34,13 @@ const TableSet& Tables(int precision, int symbol_bits, int count) {
 template <typename OutT>
 void Check(std::span<const uint8_t> stream, std::span<const uint16_t> idx, const TableSet& tables,
            size_t n) {
-  std::vector<OutT> scalar(n), avx2(n);
+  std::vector<OutT> scalar(n), simd(n);
   const kvstash::Status a = RansDecode(stream, idx, tables, std::span<OutT>(scalar), RansDecoder::kScalar);
-  if (RansDecoderAvailable(RansDecoder::kAvx2)) {
-    const kvstash::Status b = RansDecode(stream, idx, tables, std::span<OutT>(avx2), RansDecoder::kAvx2);
+  for (RansDecoder d : {RansDecoder::kAvx2, RansDecoder::kAvx512}) {
+    if (!RansDecoderAvailable(d)) continue;
+    const kvstash::Status b = RansDecode(stream, idx, tables, std::span<OutT>(simd), d);
     if (a.code() != b.code()) std::abort();
-    if (a.ok() && scalar != avx2) std::abort();
+    if (a.ok() && scalar != simd) std::abort();
   }
   if (a.ok()) {
     auto again = RansEncode(std::span<const OutT>(scalar), idx, tables);

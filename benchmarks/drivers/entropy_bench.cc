@@ -1,6 +1,9 @@
 #include "benchmarks/drivers/entropy_bench.h"
 
 #include <zstd.h>
+#if defined(KVSTASH_HAVE_HTSCODECS)
+#include <htscodecs/rANS_static4x16.h>
+#endif
 
 #include <algorithm>
 #include <ctime>
@@ -155,7 +158,7 @@ Status BenchRans(const Stream& s, int precision, int repeats, double ideal,
                             : RansEncodeAppend(s.symbols, s.model_index, set, &stream);
   });
   KVSTASH_RETURN_IF_ERROR(st);
-  for (RansDecoder d : {RansDecoder::kScalar, RansDecoder::kAvx2}) {
+  for (RansDecoder d : {RansDecoder::kScalar, RansDecoder::kAvx2, RansDecoder::kAvx512}) {
     if (!RansDecoderAvailable(d)) continue;
     bool same = false;
     double dec_s = 0;
@@ -171,7 +174,8 @@ Status BenchRans(const Stream& s, int precision, int repeats, double ideal,
     KVSTASH_RETURN_IF_ERROR(st);
     if (!same) return Status::Internal("rANS round trip failed on " + s.name);
     EntropyBenchRow row = MakeRow(
-        s, "rans_p" + std::to_string(precision) + (d == RansDecoder::kAvx2 ? "_avx2" : "_scalar"),
+        s, "rans_p" + std::to_string(precision) +
+               (d == RansDecoder::kAvx512 ? "_avx512" : d == RansDecoder::kAvx2 ? "_avx2" : "_scalar"),
         ideal, static_cast<double>(stream.size()));
     row.encode_mb_s = mb / enc_s;
     row.decode_mb_s = mb / dec_s;
@@ -213,7 +217,51 @@ Status BenchZstd(const Stream& s, int repeats, double ideal, std::vector<Entropy
   return Status::Ok();
 }
 
+#if defined(KVSTASH_HAVE_HTSCODECS)
+// htscodecs' order-0 rANS (CRAM 3.1's rANS-Nx16, Bonfield, "The Scalable rANS Codecs
+// for CRAM", 2021) on the same 8-bit stream: the 4-way coder and the 32-way one with
+// its SIMD decoders (AVX-512 / AVX2 / SSE4 picked at run time by the library). Each
+// builds its own frequency table from the data (12-bit), like our p12 rows with the
+// stream's own histogram; a stream with several models is coded as one order-0 stream.
+Status BenchHtscodecs(const Stream& s, int repeats, double ideal, std::vector<EntropyBenchRow>* rows) {
+  if (s.symbol_bits > 8) return Status::Ok();  // byte coders
+  std::vector<uint8_t> in(s.symbols.begin(), s.symbols.end());
+  const auto n = static_cast<unsigned int>(in.size());
+  const double mb = static_cast<double>(in.size()) / 1e6;
+  for (const auto& [name, order] : {std::pair{"htscodecs_r4x16_o0", 0},
+                                    std::pair{"htscodecs_r32x16_o0", RANS_ORDER_X32 | RANS_ORDER_SIMD_AUTO}}) {
+    std::vector<uint8_t> packed(rans_compress_bound_4x16(n, order));
+    unsigned int size = 0;
+    const double enc_s = MedianSeconds(repeats, [&] {
+      size = static_cast<unsigned int>(packed.size());
+      if (rans_compress_to_4x16(in.data(), n, packed.data(), &size, order) == nullptr) size = 0;
+    });
+    if (size == 0) return Status::Internal(std::string(name) + " failed to encode " + s.name);
+    std::vector<uint8_t> back(in.size());
+    unsigned int got = 0;
+    const double dec_s = MedianSeconds(repeats, [&] {
+      got = n;
+      if (rans_uncompress_to_4x16(packed.data(), size, back.data(), &got) == nullptr) got = 0;
+    });
+    if (got != n || back != in) return Status::Internal(std::string(name) + " round trip failed on " + s.name);
+    EntropyBenchRow row = MakeRow(s, name, ideal, static_cast<double>(size));
+    row.encode_mb_s = mb / enc_s;
+    row.decode_mb_s = mb / dec_s;
+    rows->push_back(row);
+  }
+  return Status::Ok();
+}
+#endif
+
 }  // namespace
+
+bool HtscodecsBuiltIn() {
+#if defined(KVSTASH_HAVE_HTSCODECS)
+  return true;
+#else
+  return false;
+#endif
+}
 
 uint64_t HuffmanCodeBits(const std::vector<uint64_t>& counts) {
   // Min-heap of (weight, smallest symbol in the subtree, node id); code length of a
@@ -245,6 +293,9 @@ Result<std::vector<EntropyBenchRow>> RunEntropyBench(const EntropyBenchOptions& 
     const double ideal = IdealBits(s);
     for (int p : o.precisions) KVSTASH_RETURN_IF_ERROR(BenchRans(s, p, o.repeats, ideal, &rows));
     KVSTASH_RETURN_IF_ERROR(BenchZstd(s, o.repeats, ideal, &rows));
+#if defined(KVSTASH_HAVE_HTSCODECS)
+    KVSTASH_RETURN_IF_ERROR(BenchHtscodecs(s, o.repeats, ideal, &rows));
+#endif
     // Static Huffman, one code per model (as the split stream selects two).
     uint64_t bits = 0;
     for (size_t m = 0; m < s.models.size(); ++m) {

@@ -64,4 +64,9 @@ Result<std::vector<EntropyBenchRow>> RunEntropyBench(const EntropyBenchOptions& 
 // one bit per occurrence; no symbols cost 0.
 uint64_t HuffmanCodeBits(const std::vector<uint64_t>& counts);
 
+// Whether this build has htscodecs (libhtscodecs-dev): then every 8-bit stream also
+// gets the rows htscodecs_r4x16_o0 and htscodecs_r32x16_o0 (its order-0 rANS, 4-way and
+// 32-way with the library's own SIMD decoder choice) on the same symbols.
+bool HtscodecsBuiltIn();
+
 }  // namespace kvstash::bench

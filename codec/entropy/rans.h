@@ -46,18 +46,20 @@ Result<std::vector<uint8_t>> RansEncode(std::span<const uint8_t> symbols,
                                         std::span<const uint16_t> table_index,
                                         const TableSet& tables);
 
-// Which CPU decoder runs. kAuto picks AVX2 when the CPU has it.
-enum class RansDecoder { kAuto, kScalar, kAvx2 };
+// Which CPU decoder runs. kAuto picks AVX-512 (F, BW, DQ, VL) when the CPU has it,
+// else AVX2 (with BMI2), else the scalar reference; KVSTASH_CPU_PATH (common/cpu_path.h)
+// caps the choice. Every decoder gives the same output and the same errors.
+enum class RansDecoder { kAuto, kScalar, kAvx2, kAvx512 };
 
 // True when `decoder` can run on this CPU (kAuto and kScalar always).
 bool RansDecoderAvailable(RansDecoder decoder);
-// The decoder kAuto resolves to on this CPU (kScalar or kAvx2).
+// The decoder kAuto resolves to on this CPU (kScalar, kAvx2 or kAvx512).
 RansDecoder ResolveRansDecoder(RansDecoder decoder);
 
 // Decodes out.size() symbols from `stream`. `table_index`: as for the encoder.
 // Errors: InvalidArgument for a table_index of the wrong length or with an index
 // >= tables.size(), an 8-bit output with tables.symbol_bits() > 8; NotSupported for
-// kAvx2 on a CPU without AVX2; Corruption when `stream` is not a valid stream of
+// kAvx2 / kAvx512 on a CPU without AVX2 / AVX-512; Corruption when `stream` is not a valid stream of
 // exactly out.size() symbols (short, trailing words, bad states, an escaped value
 // inside its table's direct range).
 Status RansDecode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,

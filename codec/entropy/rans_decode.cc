@@ -18,6 +18,17 @@ bool CpuHasAvx2() {
 #endif
 }
 
+bool CpuHasAvx512() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                          CpuPathAllowsAvx512();
+  return has;
+#else
+  return false;
+#endif
+}
+
 template <typename OutT>
 Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,
               const TableSet& tables, std::span<OutT> out, RansDecoder decoder) {
@@ -38,8 +49,9 @@ Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_i
                                      std::to_string(tables.size()) + " tables");
     }
   }
-  if (decoder == RansDecoder::kAvx2 && !CpuHasAvx2()) {
-    return Status::NotSupported("rANS decode: this CPU has no AVX2");
+  if (!RansDecoderAvailable(decoder)) {
+    return Status::NotSupported(decoder == RansDecoder::kAvx2 ? "rANS decode: this CPU has no AVX2"
+                                                              : "rANS decode: this CPU has no AVX-512");
   }
   if (stream.size() < static_cast<size_t>(kRansHeaderBytes)) {
     return Status::Corruption("rANS decode: stream shorter than its 128-byte header");
@@ -54,8 +66,13 @@ Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_i
   in.tables = &tables;
   in.num_symbols = out.size();
 #if defined(__x86_64__)
-  if (ResolveRansDecoder(decoder) == RansDecoder::kAvx2) {
-    return internal::DecodeAvx2(in, out.data());
+  switch (ResolveRansDecoder(decoder)) {
+    case RansDecoder::kAvx512:
+      return internal::DecodeAvx512(in, out.data());
+    case RansDecoder::kAvx2:
+      return internal::DecodeAvx2(in, out.data());
+    default:
+      break;
   }
 #endif
   return internal::DecodeScalar(in, out.data());
@@ -64,12 +81,20 @@ Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_i
 }  // namespace
 
 bool RansDecoderAvailable(RansDecoder decoder) {
-  return decoder != RansDecoder::kAvx2 || CpuHasAvx2();
+  switch (decoder) {
+    case RansDecoder::kAvx2:
+      return CpuHasAvx2();
+    case RansDecoder::kAvx512:
+      return CpuHasAvx512();
+    default:
+      return true;
+  }
 }
 
 RansDecoder ResolveRansDecoder(RansDecoder decoder) {
-  if (decoder == RansDecoder::kAuto) return CpuHasAvx2() ? RansDecoder::kAvx2 : RansDecoder::kScalar;
-  return decoder;
+  if (decoder != RansDecoder::kAuto) return decoder;
+  if (CpuHasAvx512()) return RansDecoder::kAvx512;
+  return CpuHasAvx2() ? RansDecoder::kAvx2 : RansDecoder::kScalar;
 }
 
 Status RansDecode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,

@@ -1,7 +1,7 @@
 // Internal to codec/entropy: the pieces every CPU rANS decoder shares (state
 // initialisation, the bounds-checked scalar group step, escapes, the final check).
-// The public API is rans.h; the decoders are rans_decode_scalar.cc and
-// rans_decode_avx2.cc, both built on these inline functions so that their output and
+// The public API is rans.h; the decoders are rans_decode_scalar.cc,
+// rans_decode_avx2.cc and rans_decode_avx512.cc, all built on these inline functions so that their output and
 // errors are identical by construction on tails and escapes.
 //
 // Thread-safety: stateless functions over caller-owned buffers.
@@ -122,5 +122,7 @@ template <typename OutT>
 Status DecodeScalar(const DecodeInput& in, OutT* out);
 template <typename OutT>
 Status DecodeAvx2(const DecodeInput& in, OutT* out);
+template <typename OutT>
+Status DecodeAvx512(const DecodeInput& in, OutT* out);
 
 }  // namespace kvstash::entropy::internal

@@ -19,6 +19,7 @@ using testing::Sample;
 std::vector<RansDecoder> Decoders() {
   std::vector<RansDecoder> d = {RansDecoder::kScalar};
   if (RansDecoderAvailable(RansDecoder::kAvx2)) d.push_back(RansDecoder::kAvx2);
+  if (RansDecoderAvailable(RansDecoder::kAvx512)) d.push_back(RansDecoder::kAvx512);
   return d;
 }
 

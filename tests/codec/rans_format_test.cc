@@ -69,7 +69,7 @@ TEST(RansFormat, RenormalisationWordOrder) {
   for (int j = 1; j < 32; ++j) EXPECT_EQ(HeaderState(stream, j), 65601u);
   EXPECT_EQ(stream[128], 0);
   EXPECT_EQ(stream[129], 0);
-  for (RansDecoder d : {RansDecoder::kScalar, RansDecoder::kAvx2}) {
+  for (RansDecoder d : {RansDecoder::kScalar, RansDecoder::kAvx2, RansDecoder::kAvx512}) {
     if (!RansDecoderAvailable(d)) continue;
     std::vector<uint16_t> out(33);
     ASSERT_OK(RansDecode(stream, {}, tables, out, d));

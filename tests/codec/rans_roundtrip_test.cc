@@ -21,6 +21,7 @@ const size_t kSizes[] = {0, 1, 31, 32, 33, 63, 64, 65, 4095, 4096, 4097};
 std::vector<RansDecoder> Decoders() {
   std::vector<RansDecoder> d = {RansDecoder::kScalar};
   if (RansDecoderAvailable(RansDecoder::kAvx2)) d.push_back(RansDecoder::kAvx2);
+  if (RansDecoderAvailable(RansDecoder::kAvx512)) d.push_back(RansDecoder::kAvx512);
   return d;
 }
 
@@ -150,6 +151,9 @@ TEST(RansDecode, RejectsBadArguments) {
   EXPECT_STATUS(RansDecode(stream, {}, wide, out8), kInvalidArgument);
   if (!RansDecoderAvailable(RansDecoder::kAvx2)) {
     EXPECT_STATUS(RansDecode(stream, {}, tables, out, RansDecoder::kAvx2), kNotSupported);
+  }
+  if (!RansDecoderAvailable(RansDecoder::kAvx512)) {
+    EXPECT_STATUS(RansDecode(stream, {}, tables, out, RansDecoder::kAvx512), kNotSupported);
   }
 }
 
