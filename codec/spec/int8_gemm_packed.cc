@@ -25,16 +25,6 @@ void ParallelRanges(int n, int threads, Body body) {
   });
 }
 
-// a = 256 * hi + lo exactly: hi = a >> 8 (arithmetic shift, -128..127), lo = a & 255
-// (0..255, stored as its byte). Groups of the AMX shape have even lengths, so a packed
-// row is the plain row [k].
-void SplitRowForAmx(const int16_t* q, int k, int8_t* hi, int8_t* lo) {
-  for (int c = 0; c < k; ++c) {
-    hi[c] = static_cast<int8_t>(q[c] >> 8);
-    lo[c] = static_cast<int8_t>(static_cast<uint8_t>(q[c] & 0xFF));
-  }
-}
-
 // Portable form of the blocked kernel for output-channel blocks [begin, end): per
 // (row, channel) the exact int32 group sums and the reference fp32 order.
 void GemmPackedScalar(const PackedActivations& a, const PackedWeights& b, float* out, int begin,
@@ -161,12 +151,11 @@ Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& s
   const float qmax = bits == 16 ? 32767.0f : 127.0f;
   // The AMX operands, split row by row below (padding rows stay 0).
   const bool split = *amx && shape.AmxShape();
-  out->amx_hi.clear();
-  out->amx_lo.clear();
   if (split) {
-    const size_t rows16 = (static_cast<size_t>(m) + 15) / 16 * 16;
-    out->amx_hi.assign(rows16 * shape.k, 0);
-    out->amx_lo.assign(rows16 * shape.k, 0);
+    internal::SizeForAmx(out);
+  } else {
+    out->amx_hi.clear();
+    out->amx_lo.clear();
   }
   ParallelRanges(m, threads, [&, use = *avx2](int begin, int end) {
     int8_t q8[kMaxInt16Group];
@@ -200,10 +189,12 @@ Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& s
         if (len % 2 != 0) dst[len] = 0;
         out->scales[static_cast<size_t>(i) * shape.groups + g] = scale;
       }
+#if defined(__x86_64__)
       if (split) {
         const size_t at = static_cast<size_t>(i) * shape.k;
-        SplitRowForAmx(row, shape.k, out->amx_hi.data() + at, out->amx_lo.data() + at);
+        internal::SplitRowForAmx(row, shape.k, out->amx_hi.data() + at, out->amx_lo.data() + at);
       }
+#endif
     }
   });
   return Status::Ok();
@@ -211,14 +202,24 @@ Status QuantizeActivations(std::span<const float> x, int m, const PackedShape& s
 
 namespace internal {
 
-void SplitForAmx(PackedActivations* a) {
+void SizeForAmx(PackedActivations* a) {
+  // Rows [m, rows16) are zero; rows below m are all overwritten by the split.
   const size_t k = static_cast<size_t>(a->shape.k);
-  const size_t rows16 = (static_cast<size_t>(a->m) + 15) / 16 * 16;
-  a->amx_hi.assign(rows16 * k, 0);
-  a->amx_lo.assign(rows16 * k, 0);
+  const size_t m = static_cast<size_t>(a->m), rows16 = (m + 15) / 16 * 16;
+  a->amx_hi.resize(rows16 * k);
+  a->amx_lo.resize(rows16 * k);
+  std::fill(a->amx_hi.begin() + m * k, a->amx_hi.end(), int8_t{0});
+  std::fill(a->amx_lo.begin() + m * k, a->amx_lo.end(), int8_t{0});
+}
+
+void SplitForAmx(PackedActivations* a) {
+  SizeForAmx(a);
+#if defined(__x86_64__)
+  const size_t k = static_cast<size_t>(a->shape.k);
   for (size_t i = 0; i < static_cast<size_t>(a->m); ++i) {
     SplitRowForAmx(a->q.data() + i * k, a->shape.k, a->amx_hi.data() + i * k, a->amx_lo.data() + i * k);
   }
+#endif
 }
 
 }  // namespace internal

@@ -126,8 +126,13 @@ void GemmPackedAvx2(const PackedActivations& a, const PackedWeights& b, float* o
 // CpuHasAvx512().
 void GemmPackedAvx512(const PackedActivations& a, const PackedWeights& b, float* out,
                       int block_begin, int block_end);
-// Fills a->amx_hi / amx_lo from a->q (REQUIRES a->shape.AmxShape()); QuantizeActivations
-// calls it when the backend runs AMX.
+// Sizes a->amx_hi / amx_lo to [ceil(m / 16) * 16, k] with the padding rows 0.
+void SizeForAmx(PackedActivations* a);
+// hi[c] = q[c] >> 8, lo[c] = q[c] & 255 (as its byte) for c < k: a = 256 * hi + lo
+// exactly (int8_gemm_packed_amx.cc, AVX-512BW; only after CpuHasAmx()).
+void SplitRowForAmx(const int16_t* q, int k, int8_t* hi, int8_t* lo);
+// SizeForAmx, then SplitRowForAmx on every row of a->q (REQUIRES a->shape.AmxShape() and
+// CpuHasAmx()); QuantizeActivations does the same per row when the backend runs AMX.
 void SplitForAmx(PackedActivations* a);
 // AMX tile kernel (int8_gemm_packed_amx.cc); entered only after CpuHasAmx() with
 // b.amx and a.amx_hi / amx_lo filled.

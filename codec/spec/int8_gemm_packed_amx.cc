@@ -58,6 +58,20 @@ inline void Accumulate(float* o, const int32_t* hi, const int32_t* lo, __m512 sa
 
 }  // namespace
 
+void SplitRowForAmx(const int16_t* q, int k, int8_t* hi, int8_t* lo) {
+  // vpmovwb keeps each int16's low byte: of a >> 8 (-128..127, exact) and of a itself.
+  int c = 0;
+  for (; c + 32 <= k; c += 32) {
+    const __m512i v = _mm512_loadu_si512(q + c);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + c), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + c), _mm512_cvtepi16_epi8(v));
+  }
+  for (; c < k; ++c) {
+    hi[c] = static_cast<int8_t>(q[c] >> 8);
+    lo[c] = static_cast<int8_t>(static_cast<uint8_t>(q[c] & 0xFF));
+  }
+}
+
 void GemmPackedAmx(const PackedActivations& a, const PackedWeights& b, float* out, int block_begin,
                    int block_end) {
   const PackedShape& s = b.shape;
