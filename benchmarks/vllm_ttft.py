@@ -54,10 +54,17 @@ def _delta(after, before, role):
     return {k: a.get(k, 0) - b.get(k, 0) for k in set(a) | set(b)}
 
 
-def serve_one_by_one(eng, prompts, max_tokens):
+def serve_one_by_one(eng, prompts, max_tokens, wait_probe=False):
     """Serves each prompt alone; returns TTFTs, output tokens, the worker's counter deltas
-    over all prompts and each prompt's (scheduler, worker) counter deltas."""
+    over all prompts and each prompt's (scheduler, worker) counter deltas. wait_probe:
+    first wait (up to 300 s) until the connector's start-up cost probe has run (it also
+    loads the codec's model), as an engine is warmed up before it takes traffic."""
     warm = eng.generate([WARMUP], 1)
+    deadline = time.time() + 300
+    while wait_probe and not warm["connector"].get("scheduler", {}).get("cost_probe_ms") \
+            and time.time() < deadline:
+        time.sleep(1.0)
+        warm = eng.generate([WARMUP], 1)
     ttft, tokens, per_request, prev = [], [], [], warm
     for p in prompts:
         last = eng.generate([p], max_tokens)
@@ -189,6 +196,7 @@ def main(argv=None):
                            "chunk_tokens": a.chunk_tokens, "doc_tokens": a.doc_tokens,
                            "prompt_tokens": [len(p) for p in timed], "repeats": a.repeats,
                            "max_tokens": a.max_tokens, "prefix_caching": False,
+                           "codec_threads": f"0 (the process's CPUs: {len(os.sched_getaffinity(0))})",
                            "note": "each timed request is served alone; TTFT = vLLM first_token_latency"},
               "runs": {}}
 
@@ -230,7 +238,8 @@ def main(argv=None):
                                         **extra)
                 loader = engine(lcfg, f"{name}-load")
                 try:
-                    ttft, tokens, w, per_request = serve_one_by_one(loader, timed, a.max_tokens)
+                    ttft, tokens, w, per_request = serve_one_by_one(loader, timed, a.max_tokens,
+                                                                    wait_probe=(policy == "cost"))
                 finally:
                     loader.close()
                 run = load_run(ttft, tokens, w, b_ttft, b_tokens, save_totals, mode)

@@ -111,9 +111,11 @@ std::string DemoTable(const std::vector<DemoCodecRow>& rows) {
                               std::to_string(r.scored_positions) + " positions)"
                         : "bit-exact; answers = " + r.reference + ": " + std::to_string(r.same_tokens_as_fp32) + "/" +
                               std::to_string(r.hits);
-    std::snprintf(b, sizeof b, "%-5s %4u %4u %5u %6.1f%% %9.2f %9.2f %6.2f %8.0fms %8.0fms %9u %10u %s\n",
+    // TTFT hit: the taken hits' median; "-" when the cost model declined every hit.
+    const std::string ttft_hit = r.hits > 0 ? Fmt("%.0fms", r.ttft_hit_ms) : "-";
+    std::snprintf(b, sizeof b, "%-5s %4u %4u %5u %6.1f%% %9.2f %9.2f %6.2f %8.0fms %10s %9u %10u %s\n",
                   r.codec.c_str(), r.requests, r.hits + r.declined, r.misses, 100 * r.lookup_hit_rate(), r.raw_bytes / 1e6,
-                  r.stored_bytes / 1e6, r.ratio(), r.ttft_miss_ms, r.ttft_hit_ms, r.hits_verified,
+                  r.stored_bytes / 1e6, r.ratio(), r.ttft_miss_ms, ttft_hit.c_str(), r.hits_verified,
                   r.hits_mismatched, q.c_str());
     s += b;
   }

@@ -2,9 +2,10 @@
 # The x86-64 variants table of the determinism manifest (issue 21, docs/determinism.md):
 # small decoder-only builds (cmake -DKVSTASH_DECODER_ONLY=ON: common, codec, model,
 # model/rwkv7 and tests/determinism, no CUDA) with gcc and clang at -O0 and -O3, one
-# with -march=x86-64-v4 (AVX-512: the compiler may vectorise the portable code with it;
-# there is no hand-written AVX-512 kernel), each run with the SIMD path forced by
-# KVSTASH_CPU_PATH (auto = AVX2 here, scalar), 1 and 2 threads and several batch splits.
+# with -march=x86-64-v4 (AVX-512: the compiler may vectorise the portable code with it),
+# each run with the hand-written SIMD paths capped by KVSTASH_CPU_PATH (auto: the widest
+# the CPU has, AMX / AVX-512 / AVX2; avx512: no AMX; avx2: no AVX-512; scalar; a cap
+# above what the CPU has runs its widest path), 1 and 2 threads and several batch splits.
 # Every row must equal tests/determinism/manifest.json; the table goes to stdout and to
 # build-det/variants.md. Exit status 1 if any row differs.
 #
@@ -59,11 +60,15 @@ runs=(
   "gcc-O3|auto|1|-"
   "gcc-O3|scalar|1|7,40"
   "gcc-O3|auto|2|1,2,3,57"
+  "gcc-O3|avx2|2|1,33"
+  "gcc-O3|avx512|1|-"
   "gcc-O3-x86-64-v4|scalar|1|-"
   "gcc-O3-x86-64-v4|auto|2|33"
   "clang-O0|auto|2|-"
   "clang-O3|auto|1|-"
   "clang-O3|scalar|2|1,33"
+  "clang-O3|avx2|1|7,40"
+  "clang-O3|avx512|2|-"
 )
 
 declare -A build_s skipped

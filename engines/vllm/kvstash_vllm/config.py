@@ -35,7 +35,7 @@ class ConnectorConfig:
     codec: str = "raw"                   # raw | spec | dckv
     codec_model: str = ""                # spec/dckv: the GGUF our predictor/decoder runs on
     codec_artifact: str = ""             # spec: .kvsa, dckv: .kvda artifact
-    codec_threads: int = 1               # threads of the spec predictor / coder
+    codec_threads: int = 0               # threads of the spec predictor / coder; 0 = the CPUs this process may use
     max_codecs: int = 64                 # namespace codecs kept (LRU; one per cache_salt x adapter)
     chunk_tokens: int = 0                # tokens per kvstash chunk; 0 = 2 vLLM blocks
     model_fingerprint: str = ""          # hex SHA-256 replacing the model fingerprint (weights + config)
@@ -116,12 +116,12 @@ class ConnectorConfig:
             raise ConfigError("tenant: must not be empty")
         if self.chunk_tokens < 0:
             raise ConfigError("chunk_tokens: must be >= 0")
-        for key in ("idle_wait_ms", "down_server_skip_ms", "unacked_timeout_ms"):
+        for key in ("idle_wait_ms", "down_server_skip_ms", "unacked_timeout_ms", "codec_threads"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}: must be >= 0")
         for key in ("lookup_deadline_ms", "get_deadline_ms", "put_deadline_ms",
                     "connect_timeout_ms", "max_attempts", "get_parallelism",
-                    "max_pending_saves", "codec_threads", "load_concurrency", "max_codecs"):
+                    "max_pending_saves", "load_concurrency", "max_codecs"):
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}: must be > 0")
         if self.model_fingerprint:
@@ -139,6 +139,12 @@ class ConnectorConfig:
             with open(self.credential_file, encoding="utf-8") as f:
                 return f.readline().strip()
         return os.environ.get("KVSTASH_CREDENTIAL", "")
+
+    def resolved_codec_threads(self) -> int:
+        """codec_threads, or when 0 the CPUs this process may run on (its affinity mask):
+        a load's predictor runs while its request is parked, on the cores the engine
+        leaves idle (docs/engines/vllm.md, "Threads")."""
+        return self.codec_threads or len(os.sched_getaffinity(0))
 
     def resolved_chunk_tokens(self, block_size: int) -> int:
         """chunk_tokens, or 2 blocks when 0. Raises ConfigError unless a multiple of block_size."""

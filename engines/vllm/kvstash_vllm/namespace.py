@@ -304,13 +304,8 @@ class CodecCache:
             return kvstash.PrefixCodec.raw(self.layout, opts)
         if self.cfg.codec == "spec":
             return kvstash.PrefixCodec.spec(self.cfg.codec_model, self.cfg.codec_artifact,
-                                            opts, threads=self.cfg.codec_threads)
+                                            opts, threads=self.cfg.resolved_codec_threads())
         return kvstash.PrefixCodec.dckv(self.cfg.codec_model, self.cfg.codec_artifact, opts)
-
-    def build_unshared(self, ns: NamespaceKey) -> Any:
-        """A codec of namespace `ns` that is not cached or counted (the scheduler's cost
-        probe). Raises as get() does."""
-        return self._build(ns)
 
     def get(self, ns: NamespaceKey, counters: Any = None) -> Any:
         """The codec of namespace `ns` (the most recently used one). counters: a

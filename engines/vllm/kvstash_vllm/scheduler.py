@@ -93,9 +93,12 @@ class SchedulerSide:
     def _probe(self) -> None:
         """One encode of a chunk of random KV with this connector's codec: the decode-rate
         sample of the cost model until a load or a save of this process is measured (a
-        process that only loads has no other). Runs once, on a background thread."""
+        process that only loads has no other). Runs once, on a background thread. It
+        builds the codec of the default namespace (no cache_salt, no adapter) through
+        the CodecCache, which keeps it: the model and predictor it loads stay loaded for
+        the requests (a codec dropped after the probe would free them)."""
         try:
-            codec = self.codecs.build_unshared(NamespaceKey(cache_salt="kvstash-restore-cost-probe"))
+            codec = self.codecs.get(NamespaceKey(), self.counters)
             lay = self.codecs.layout
             tokens = [1 + i % 1000 for i in range(self.C)]
             keys = [k for k in codec.chain_keys(tokens) if not k.partial][:1]

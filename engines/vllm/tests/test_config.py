@@ -59,10 +59,23 @@ def test_servers_forms():
     ({"max_codecs": 0}, "max_codecs: must be > 0"),
     ({"tenant": ""}, "tenant"),
     ({"credential_file": "/nonexistent"}, "credential_file"),
+    ({"restore_policy": "never"}, "restore_policy"),
+    ({"restore_margin": 0}, "restore_margin"),
+    ({"restore_margin": float("inf")}, "restore_margin"),
+    ({"restore_margin": "2"}, "a number"),
+    ({"codec_threads": -1}, "codec_threads: must be >= 0"),
 ])
 def test_refusals(extra, msg):
     with pytest.raises(ConfigError, match=msg):
         ConnectorConfig.from_extra_config(extra)
+
+
+def test_restore_and_thread_settings():
+    c = ConnectorConfig.from_extra_config({})
+    assert c.restore_policy == "cost" and c.restore_margin == 1.0
+    assert c.resolved_codec_threads() == len(os.sched_getaffinity(0))
+    c = ConnectorConfig.from_extra_config({"restore_policy": "always", "restore_margin": 2, "codec_threads": 3})
+    assert (c.restore_policy, c.restore_margin, c.resolved_codec_threads()) == ("always", 2.0, 3)
 
 
 def test_credential_sources(tmp_path, monkeypatch):
