@@ -25,7 +25,8 @@
 // - Units: seconds, bytes, tokens. Samples with zero tokens or bytes, or a negative or
 //   non-finite time, are ignored.
 //
-// Thread-safety: all members are safe to call concurrently (one internal mutex).
+// Thread-safety: all members are safe to call concurrently (one internal std::mutex;
+// this public header stays free of the project's internal annotation macros).
 #pragma once
 
 #include <cstdint>
