@@ -215,6 +215,7 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
                   {"prompt_tokens", prompt_tokens},
                   {"gen_tokens", o.gen_tokens},
                   {"seed", o.workload.seed},
+                  {"restore_policy", std::string(RestorePolicyName(o.restore_policy))},
                   {"chunk_tokens", flags.chunk_tokens},
                   {"state_every_chunks", flags.state_every},
                   {"kv_dtype", "f32"},

@@ -109,8 +109,9 @@ std::string DemoTable(const std::vector<DemoCodecRow>& rows) {
     std::string q = r.top1_agreement >= 0
                         ? "top-1 " + Fmt("%.3f", r.top1_agreement) + ", KL " + Fmt("%.4f", r.kl_mean) + " nats (" +
                               std::to_string(r.scored_positions) + " positions)"
-                        : "bit-exact; answers = " + r.reference + ": " + std::to_string(r.same_tokens_as_fp32) + "/" +
-                              std::to_string(r.hits);
+                        : r.hits == 0 ? "no hit restored"
+                                      : "bit-exact; answers = " + r.reference + ": " +
+                                            std::to_string(r.same_tokens_as_fp32) + "/" + std::to_string(r.hits);
     // TTFT hit: the taken hits' median; "-" when the cost model declined every hit.
     const std::string ttft_hit = r.hits > 0 ? Fmt("%.0fms", r.ttft_hit_ms) : "-";
     std::snprintf(b, sizeof b, "%-5s %4u %4u %5u %6.1f%% %9.2f %9.2f %6.2f %8.0fms %10s %9u %10u %s\n",
@@ -158,6 +159,7 @@ Status WriteDemoJson(const DemoOptions& o, const std::vector<DemoCodecRow>& rows
                           {"prompt_tokens", f.prompt_tokens},
                           {"gen_tokens", o.gen_tokens},
                           {"seed", o.workload.seed},
+                          {"restore_policy", std::string(RestorePolicyName(o.restore_policy))},
                           {"chunk_tokens", 256},
                           {"dckv_rate", o.artifacts.dckv_rate},
                           {"calibration_tokens", o.artifacts.cal_tokens},

@@ -58,7 +58,7 @@ void FinishTtfts(const std::vector<double>& miss, const std::vector<double>& hit
 }
 
 std::string DecisionText(const RestoreEstimate& e) {
-  if (!e.informed) return "no rates yet: restore";
+  if (!e.informed) return e.take ? "no rates yet, restore policy always" : "no rates yet: declined";
   char b[160];
   std::snprintf(b, sizeof b, "restore est %.0f ms %s recompute est %.0f ms%s", 1e3 * e.restore_s,
                 e.restore_s < e.recompute_s ? "<" : ">=", 1e3 * e.recompute_s,

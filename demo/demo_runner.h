@@ -157,7 +157,7 @@ struct DemoCodecRow {
 void FinishTtfts(const std::vector<double>& miss, const std::vector<double>& hit,
                  const std::vector<double>& declined, DemoCodecRow* row);
 // One progress-line fragment for a hit's decision: "restore est 812 ms < recompute est
-// 1930 ms" (or ">", or "no rates yet").
+// 1930 ms" (or ">=", or "no rates yet: declined"; the margin is not shown).
 std::string DecisionText(const RestoreEstimate& e);
 
 // Fills *reference (sized to the workload on first use) as it needs reference results.

@@ -14,13 +14,17 @@
 // Each call precomputes the source offset of every tile position once, then copies each
 // tile as one gather (scatter) or one scatter (gather) of 16-bit values: about memory
 // speed, against ~130 MB/s for torch's index_select over the tile dimension.
-// Errors: InvalidArgumentError for shapes, strides, a block id out of range or a
-// src_of_pos that is not a permutation of [0, 2*B*D).
+// Arrays are never converted (a float16 chunk, an int16 layer or an int32 src_of_pos
+// is a TypeError: a converted copy would be written and thrown away, or values cast).
+// Errors: InvalidArgumentError for shapes, strides, a block id out of range, blocks
+// past the chunk's end or a src_of_pos that is not a permutation of [0, 2*B*D).
+// Duplicated block ids are allowed (the last write wins).
 // Thread-safety: the GIL is released while copying; callers must not write the same
 // blocks from two threads (the connector's loads own disjoint blocks).
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,7 +63,7 @@ Plan MakePlan(const ChunkT& chunk, size_t token_offset, const std::vector<Layer>
   p.B = layers[0].shape(2);
   const size_t n = 2 * p.B * p.D;
   if (src_of_pos.shape(0) != n) ThrowInvalid("paged KV: src_of_pos must have 2 * block_size * head_dim entries");
-  if (token_offset + block_ids.size() * p.B > p.T) {
+  if (token_offset > p.T || block_ids.size() > (p.T - token_offset) / std::max<size_t>(p.B, 1)) {
     ThrowInvalid("paged KV: blocks past the chunk's end (offset " + std::to_string(token_offset) + ", " +
                  std::to_string(block_ids.size()) + " blocks of " + std::to_string(p.B) + ", " +
                  std::to_string(p.T) + " tokens)");
@@ -122,7 +126,8 @@ void BindPagedKv(nb::module_& m) {
           for (size_t pos = 0; pos < n; ++pos) tile[pos] = s[p.off[pos]];
         });
       },
-      nb::arg("chunk"), nb::arg("token_offset"), nb::arg("layers"), nb::arg("block_ids"), nb::arg("src_of_pos"),
+      nb::arg("chunk").noconvert(), nb::arg("token_offset"), nb::arg("layers").noconvert(), nb::arg("block_ids"),
+      nb::arg("src_of_pos").noconvert(),
       "Writes chunk tokens [token_offset, token_offset + len(block_ids) * B) into blocks block_ids of every "
       "cache layer, in the tile order src_of_pos (python/src/paged_kv.cc).");
   m.def(
@@ -138,7 +143,8 @@ void BindPagedKv(nb::module_& m) {
           for (size_t pos = 0; pos < n; ++pos) d[p.off[pos]] = tile[pos];
         });
       },
-      nb::arg("layers"), nb::arg("block_ids"), nb::arg("src_of_pos"), nb::arg("out"),
+      nb::arg("layers").noconvert(), nb::arg("block_ids"), nb::arg("src_of_pos").noconvert(),
+      nb::arg("out").noconvert(),
       "Copies blocks block_ids of every cache layer into out [layers, 2, len(block_ids) * B, heads, head_dim] "
       "(canonical order).");
 }

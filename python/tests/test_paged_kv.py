@@ -55,7 +55,8 @@ def test_strided_blocks(setup):
     assert all(not w[:, H].any() for w in wide)              # the extra head is untouched
 
 
-@pytest.mark.parametrize("case", ["not_permutation", "block_out_of_range", "past_end", "layers", "dense"])
+@pytest.mark.parametrize("case", ["not_permutation", "block_out_of_range", "past_end", "layers", "dense",
+                                  "int16_layers", "float16_chunk", "int32_order", "offset_wraps"])
 def test_bad_arguments_are_refused(setup, case):
     chunk, order = setup
     layers = [np.zeros((6, H, B, 2 * D), np.uint16) for _ in range(L)]
@@ -70,7 +71,24 @@ def test_bad_arguments_are_refused(setup, case):
         args["token_offset"] = 2 * B + 1
     elif case == "layers":
         args["layers"] = layers[:2]
-    else:
+    elif case == "dense":
         args["layers"] = [np.zeros((6, H, 2 * D, B), np.uint16).transpose(0, 1, 3, 2) for _ in range(L)]
+    elif case == "int16_layers":     # a converted copy would be written and dropped
+        args["layers"] = [x.view(np.int16) for x in layers]
+    elif case == "float16_chunk":    # values would be cast, not bit patterns copied
+        args["chunk"] = chunk.view(np.float16)
+    elif case == "int32_order":
+        args["src_of_pos"] = order.astype(np.int32)
+    else:                            # token_offset + blocks * B wraps around 2^64
+        args["token_offset"] = 2**64 - B
     with pytest.raises((kvstash.InvalidArgumentError, TypeError)):
         kvstash.paged_scatter(**args)
+    assert all(not x.any() for x in layers)                  # nothing written
+
+
+def test_gather_refuses_an_out_it_cannot_fill(setup):
+    chunk, order = setup
+    layers = [np.zeros((6, H, B, 2 * D), np.uint16) for _ in range(L)]
+    for out in (np.zeros((L, 2, B, H, D), np.int16), np.zeros((L, 2, 2 * B, H, D), np.uint16)[:, :, ::2]):
+        with pytest.raises((kvstash.InvalidArgumentError, TypeError)):
+            kvstash.paged_gather(layers, [0], order, out)

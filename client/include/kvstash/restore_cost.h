@@ -22,8 +22,11 @@
 //   then runs is its first prefill sample; engines that only load (no saves) feed an
 //   encode sample from a probe when they start (the vLLM connector does).
 //   policy kAlways takes every hit and still estimates.
-// - Units: seconds, bytes, tokens. Samples with zero tokens or bytes, or a negative or
-//   non-finite time, are ignored.
+// - Units: seconds, bytes, tokens. Samples with zero tokens, or a negative or
+//   non-finite time, are ignored; a sample with zero bytes still gives its decode or
+//   encode rate (only its link and bytes-per-token parts are skipped).
+// - REQUIRES (not checked here; the Python binding checks them): window >= 1,
+//   link_bytes_per_s > 0 and margin > 0, both finite.
 //
 // Thread-safety: all members are safe to call concurrently (one internal std::mutex;
 // this public header stays free of the project's internal annotation macros).

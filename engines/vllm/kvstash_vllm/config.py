@@ -15,6 +15,7 @@ __all__ = ["ConnectorConfig", "ConfigError"]
 
 CODECS = ("raw", "spec", "dckv")
 RESTORE_POLICIES = ("cost", "always")
+MAX_CODEC_THREADS = 256   # the predictor keeps scratch per thread: a typo must not exhaust memory
 
 
 class ConfigError(ValueError):
@@ -108,6 +109,8 @@ class ConnectorConfig:
                     raise ConfigError(f"{key}: required for codec {self.codec}")
                 if not os.path.isfile(path):
                     raise ConfigError(f"{key}: no file at {path!r}")
+        if self.codec_threads > MAX_CODEC_THREADS:
+            raise ConfigError(f"codec_threads: at most {MAX_CODEC_THREADS} (0: the process's CPUs)")
         if self.restore_policy not in RESTORE_POLICIES:
             raise ConfigError(f"restore_policy: one of {RESTORE_POLICIES}, got {self.restore_policy!r}")
         if not self.restore_margin > 0 or self.restore_margin == float("inf"):

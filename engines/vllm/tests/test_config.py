@@ -64,6 +64,7 @@ def test_servers_forms():
     ({"restore_margin": float("inf")}, "restore_margin"),
     ({"restore_margin": "2"}, "a number"),
     ({"codec_threads": -1}, "codec_threads: must be >= 0"),
+    ({"codec_threads": 10**9}, "codec_threads: at most"),
 ])
 def test_refusals(extra, msg):
     with pytest.raises(ConfigError, match=msg):
