@@ -116,9 +116,11 @@ def test_scheduler_never_reoffers_a_failed_async_load():
     """A Request whose async load failed and that vLLM re-queries from zero gets (0, False);
     one whose load succeeded is not marked. Real vLLM Request and KVConnectorOutput; the
     LOOKUP goes to a down server, so `matched` is set by hand (the lookup path has its
-    own e2e tests)."""
+    own e2e tests). restore_policy "always": the cost model (which declines until it has
+    measured rates, test_e2e tests it) must not decide these hits."""
     cfg = ConnectorConfig.from_extra_config({"servers": [f"127.0.0.1:{_dead_port()}"],
-                                             "lookup_deadline_ms": 200, "chunk_tokens": C})
+                                             "lookup_deadline_ms": 200, "chunk_tokens": C,
+                                             "restore_policy": "always"})
     counters = Counters()
     client = kvstash.Client(list(cfg.servers), cfg.tenant, "secret", None, 200)
     codecs = CodecCache.shared(cfg, 30, 3, 64, "bf16", "ab" * 32, C, 0, 1)
