@@ -164,49 +164,39 @@ bool CpuHasAmx() {
 #endif
 }
 
-Result<bool> UseAvx2(GemmBackend backend) {
-  switch (backend) {
-    case GemmBackend::kScalar: return false;
-    case GemmBackend::kAvx2:
-      if (!CpuHasAvx2()) return Status::NotSupported("AVX2 GEMM requested on a CPU without AVX2");
-      return true;
-    case GemmBackend::kAvx512:
-      if (!CpuHasAvx512()) return Status::NotSupported("AVX-512 GEMM requested on a CPU without AVX-512");
-      return true;
-    case GemmBackend::kAmx:
-      if (!CpuHasAmx()) return Status::NotSupported("AMX GEMM requested on a CPU without AMX");
-      return true;
-    case GemmBackend::kAuto: return CpuHasAvx2();
+namespace {
+
+// NotSupported when `backend` forces a path this CPU (or KVSTASH_CPU_PATH) does not allow.
+Status CheckForcedBackend(GemmBackend backend) {
+  if (backend == GemmBackend::kAvx2 && !CpuHasAvx2()) {
+    return Status::NotSupported("AVX2 GEMM requested on a CPU without AVX2");
   }
-  return false;
+  if (backend == GemmBackend::kAvx512 && !CpuHasAvx512()) {
+    return Status::NotSupported("AVX-512 GEMM requested on a CPU without AVX-512");
+  }
+  if (backend == GemmBackend::kAmx && !CpuHasAmx()) {
+    return Status::NotSupported("AMX GEMM requested on a CPU without AMX");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+// A forced backend implies every narrower path (kAmx runs AVX-512 and AVX2 code too).
+Result<bool> UseAvx2(GemmBackend backend) {
+  KVSTASH_RETURN_IF_ERROR(CheckForcedBackend(backend));
+  return backend == GemmBackend::kAuto ? CpuHasAvx2() : backend != GemmBackend::kScalar;
 }
 
 Result<bool> UseAvx512(GemmBackend backend) {
-  switch (backend) {
-    case GemmBackend::kScalar:
-    case GemmBackend::kAvx2: return false;
-    case GemmBackend::kAvx512:
-      if (!CpuHasAvx512()) return Status::NotSupported("AVX-512 GEMM requested on a CPU without AVX-512");
-      return true;
-    case GemmBackend::kAmx:
-      if (!CpuHasAmx()) return Status::NotSupported("AMX GEMM requested on a CPU without AMX");
-      return true;
-    case GemmBackend::kAuto: return CpuHasAvx512();
-  }
-  return false;
+  KVSTASH_RETURN_IF_ERROR(CheckForcedBackend(backend));
+  return backend == GemmBackend::kAuto ? CpuHasAvx512()
+                                       : backend == GemmBackend::kAvx512 || backend == GemmBackend::kAmx;
 }
 
 Result<bool> UseAmx(GemmBackend backend) {
-  switch (backend) {
-    case GemmBackend::kScalar:
-    case GemmBackend::kAvx2:
-    case GemmBackend::kAvx512: return false;
-    case GemmBackend::kAmx:
-      if (!CpuHasAmx()) return Status::NotSupported("AMX GEMM requested on a CPU without AMX");
-      return true;
-    case GemmBackend::kAuto: return CpuHasAmx();
-  }
-  return false;
+  KVSTASH_RETURN_IF_ERROR(CheckForcedBackend(backend));
+  return backend == GemmBackend::kAuto ? CpuHasAmx() : backend == GemmBackend::kAmx;
 }
 
 Status Int8GemmNT(std::span<const int8_t> a, std::span<const int8_t> b, std::span<int32_t> c,
