@@ -13,14 +13,12 @@
 
 #include "codec/spec/int8_gemm_packed.h"
 #include "codec/spec/quantize.h"
+#include "tests/spec/gemm_operands.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::spec {
 namespace {
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
 
 // Activations given as int16 rows [m, k] and scales [m, groups], in the packed layout.
 PackedActivations PackRows(const std::vector<int16_t>& q, const std::vector<float>& scales, int m,
@@ -41,34 +39,9 @@ PackedActivations PackRows(const std::vector<int16_t>& q, const std::vector<floa
   return a;
 }
 
-struct Operands {
-  std::vector<int16_t> a;  // [m, k]
-  std::vector<float> a_scale;
-  std::vector<int8_t> w;  // [n, k]
-  std::vector<float> w_scale;
-};
-
-// Random operands; extreme = every value at the type's limit with random signs.
-Operands MakeOperands(int m, int n, int k, int groups, int bits, bool extreme, uint32_t seed) {
-  std::mt19937 rng(seed);
-  const int amax = bits == 16 ? 32767 : 127;
-  Operands o;
-  o.a.resize(static_cast<size_t>(m) * k);
-  o.w.resize(static_cast<size_t>(n) * k);
-  for (auto& v : o.a) {
-    v = static_cast<int16_t>(extreme ? (rng() % 2 ? amax : -amax)
-                                     : static_cast<int>(rng() % (2 * amax + 1)) - amax);
-  }
-  for (auto& v : o.w) {
-    v = static_cast<int8_t>(extreme ? (rng() % 2 ? 127 : -128) : static_cast<int>(rng() % 256) - 128);
-  }
-  std::uniform_real_distribution<float> d(1e-6f, 1e-2f);
-  o.a_scale.resize(static_cast<size_t>(m) * groups);
-  o.w_scale.resize(static_cast<size_t>(n) * groups);
-  for (auto& s : o.a_scale) s = d(rng);
-  for (auto& s : o.w_scale) s = d(rng);
-  return o;
-}
+using testing::MakeOperands;
+using testing::Operands;
+using testing::SameBits;
 
 std::vector<float> Reference(const Operands& o, int m, int n, int k, int group, int bits) {
   std::vector<float> out(static_cast<size_t>(m) * n);
