@@ -19,6 +19,20 @@ bool UsableTime(double s) { return std::isfinite(s) && s >= 0; }
 
 }  // namespace
 
+Status ValidateRestoreCostOptions(const RestoreCostOptions& options) {
+  if (options.policy != RestoreCostOptions::Policy::kCost && options.policy != RestoreCostOptions::Policy::kAlways) {
+    return Status::InvalidArgument("restore policy must be cost or always");
+  }
+  if (options.window == 0) return Status::InvalidArgument("restore cost window must be >= 1");
+  if (!std::isfinite(options.link_bytes_per_s) || !(options.link_bytes_per_s > 0)) {
+    return Status::InvalidArgument("restore cost link_bytes_per_s must be a finite number > 0");
+  }
+  if (!std::isfinite(options.margin) || !(options.margin > 0)) {
+    return Status::InvalidArgument("restore cost margin must be a finite number > 0");
+  }
+  return Status::Ok();
+}
+
 std::string_view RestorePolicyName(RestoreCostOptions::Policy policy) {
   return policy == RestoreCostOptions::Policy::kAlways ? "always" : "cost";
 }

@@ -28,6 +28,7 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::Create(llama_model* model,
     return Status::InvalidArgument("LlamaSession needs a model, a client and a codec");
   }
   if (options.max_queued_puts == 0) return Status::InvalidArgument("max_queued_puts must be > 0");
+  KVSTASH_RETURN_IF_ERROR(ValidateRestoreCostOptions(options.restore_cost));
   if (options.seq_id < 0 || static_cast<uint32_t>(options.seq_id) >= params.n_seq_max) {
     return Status::InvalidArgument("seq_id outside the context's sequences");
   }

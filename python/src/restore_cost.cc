@@ -35,12 +35,11 @@ void BindRestoreCost(nb::module_& m) {
             if (!ParseRestorePolicy(policy, &o.policy)) {
               ThrowInvalid("restore policy must be 'cost' or 'always', not '" + policy + "'");
             }
-            if (window == 0) ThrowInvalid("window must be >= 1");
-            if (!(link_bytes_per_s > 0) || !(margin > 0)) ThrowInvalid("link_bytes_per_s and margin must be > 0");
             o.window = window;
             o.min_prefill_tokens = min_prefill_tokens;
             o.link_bytes_per_s = link_bytes_per_s;
             o.margin = margin;
+            if (Status s = ValidateRestoreCostOptions(o); !s.ok()) ThrowInvalid(std::string(s.message()));
             new (self) RestoreCostModel(o);
           },
           nb::arg("policy") = "cost", nb::arg("window") = 8, nb::arg("min_prefill_tokens") = 64,

@@ -52,7 +52,8 @@ def test_policy_always_takes_every_hit():
 
 
 @pytest.mark.parametrize("kw", [{"policy": "sometimes"}, {"window": 0}, {"link_bytes_per_s": 0.0},
-                                {"margin": -1.0}])
+                                {"margin": -1.0}, {"margin": float("nan")},
+                                {"link_bytes_per_s": float("inf")}])
 def test_bad_options_are_refused(kw):
     with pytest.raises(kvstash.InvalidArgumentError):
         kvstash.RestoreCostModel(**kw)

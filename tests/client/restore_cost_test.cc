@@ -116,5 +116,24 @@ TEST(RestoreCostTest, PolicyNames) {
   EXPECT_EQ(RestorePolicyName(RestoreCostOptions::Policy::kAlways), "always");
 }
 
+TEST(RestoreCostTest, ValidateRefusesEachBadField) {
+  EXPECT_TRUE(ValidateRestoreCostOptions(RestoreCostOptions{}).ok());
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto with = [](auto edit) {
+    RestoreCostOptions o;
+    edit(o);
+    return ValidateRestoreCostOptions(o);
+  };
+  for (const Status& s : {with([](RestoreCostOptions& o) { o.window = 0; }),
+                          with([](RestoreCostOptions& o) { o.margin = 0; }),
+                          with([&](RestoreCostOptions& o) { o.margin = nan; }),
+                          with([&](RestoreCostOptions& o) { o.link_bytes_per_s = -1; }),
+                          with([&](RestoreCostOptions& o) { o.link_bytes_per_s = inf; }),
+                          with([](RestoreCostOptions& o) { o.policy = static_cast<RestoreCostOptions::Policy>(7); })}) {
+    EXPECT_EQ(s.code(), Status::Code::kInvalidArgument) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace kvstash

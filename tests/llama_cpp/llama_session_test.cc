@@ -461,5 +461,19 @@ TEST_F(LlamaSessionTest, CodecOfAnotherLayoutIsRefused) {
   EXPECT_STATUS(s, kInvalidArgument);
 }
 
+TEST_F(LlamaSessionTest, BadRestoreCostOptionsAreRefused) {
+  const auto params = ContextParams(64, 1, false, DType::kF16).value();
+  PrefixCodecOptions po;
+  po.kind = PrefixCodecKind::kRaw;
+  po.kv_dtype = DType::kF16;
+  auto codec = PrefixCodec::CreateRaw(KvLayout{30, 3, 64, DType::kF16}, po);
+  ASSERT_TRUE(codec.ok()) << codec.status().ToString();
+  LlamaSessionOptions options;
+  options.restore_cost.margin = 0;  // would take every hit however slow: refused at Create
+  auto s = LlamaSession::Create(model_, params, client_,
+                                std::shared_ptr<const PrefixCodec>(std::move(codec).value()), options);
+  EXPECT_STATUS(s, kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace kvstash::llama_cpp

@@ -37,6 +37,8 @@
 #include <mutex>
 #include <string_view>
 
+#include "common/status.h"
+
 namespace kvstash {
 
 struct RestoreCostOptions {
@@ -55,6 +57,12 @@ struct RestoreCostOptions {
   // Default: 1.0.
   double margin = 1.0;
 };
+
+// OK, or InvalidArgument naming the first bad field: window 0, link_bytes_per_s or
+// margin not a finite number > 0, or a policy outside the enum. The engines call it on
+// their options (LlamaSession::Create, the Python RestoreCostModel), so a bad setting is
+// an error at start-up, never a model that silently takes or declines every hit.
+Status ValidateRestoreCostOptions(const RestoreCostOptions& options);
 
 // "cost" or "always" (nullptr-free; the names the engines' options use).
 std::string_view RestorePolicyName(RestoreCostOptions::Policy policy);
