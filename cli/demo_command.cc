@@ -54,6 +54,9 @@ const bool kRegistered = RegisterCommand(
     "End-to-end demo: shared-prefix RAG workload on SmolLM2-135M (llama.cpp or the reference runtime) "
     "through a kvstash server, per codec",
     [](CLI::App* cmd) {
+      cmd->footer("Exit status: 0 the acceptance checks passed (token hit rate > 50%; each timed codec's hits "
+                  "faster than its misses, or every hit declined by the cost model; no mismatched hit); 1 a check "
+                  "failed (the table and --json say which) or an error (server, model or I/O); 2 usage error.");
       auto o = std::make_shared<Options>();
       o->client.tenant = "demo";
       CLI::Option* engine = cmd->add_option("--engine", o->demo.engine,
