@@ -5,6 +5,7 @@
 #include <chrono>
 #include <unordered_map>
 
+#include "common/checksum.h"
 #include "common/logging.h"
 #include "store/store_impl.h"
 
@@ -32,6 +33,23 @@ uint64_t NowMs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count());
+}
+
+void DescribeEntry(const MetaRecord& m, IndexEntry* e) {
+  e->tokens = m.tokens;
+  e->payload_bytes = static_cast<uint32_t>(m.payload_bytes);
+  e->state_bytes = static_cast<uint32_t>(m.state_bytes);
+  e->payload_checksum = m.payload_checksum;
+  e->state_checksum = m.state_checksum;
+  e->codec = m.codec;
+  e->created_ms = m.created_ms;
+  e->access_s = static_cast<uint32_t>(m.last_access_ms / 1000);
+  e->hits = m.hits;
+}
+
+bool Matches(const SharedBytes& b, uint64_t size, uint64_t checksum) {
+  if (!b) return size == 0;
+  return b->size() == size && Xxh3_64(*b) == checksum;
 }
 
 // ------------------------------------------------------------------ Store (public)
@@ -84,20 +102,20 @@ Store::Impl::Impl(const StoreOptions& o)
       index_(o.index_budget_bytes, o.eviction, o.eviction_samples, o.lfu_decay_accesses,
              o.seed, !o.redis.endpoints.empty()),
       max_entries_(index_.max_entries()) {
-  on_[0] = o.memory_budget_bytes > 0;
-  on_[1] = !o.path.empty();
-  on_[2] = !o.redis.endpoints.empty();
-  budget_[0] = o.memory_budget_bytes;
-  budget_[1] = on_[1] ? o.disk_budget_bytes : 0;
-  budget_[2] = on_[2] ? o.remote_budget_bytes : 0;
+  on_[Tier::kMemory] = o.memory_budget_bytes > 0;
+  on_[Tier::kDisk] = !o.path.empty();
+  on_[Tier::kRemote] = !o.redis.endpoints.empty();
+  budget_[Tier::kMemory] = o.memory_budget_bytes;
+  budget_[Tier::kDisk] = on_[Tier::kDisk] ? o.disk_budget_bytes : 0;
+  budget_[Tier::kRemote] = on_[Tier::kRemote] ? o.remote_budget_bytes : 0;
 }
 
 Status Store::Impl::Init() {
-  if (!on_[0] && !on_[1]) {
+  if (!on_[Tier::kMemory] && !on_[Tier::kDisk]) {
     return Status::InvalidArgument("store options: T0 (memory_budget_bytes) or T1 (path) "
                                    "must be on");
   }
-  if ((on_[1] && budget_[1] == 0) || (on_[2] && budget_[2] == 0)) {
+  if ((on_[Tier::kDisk] && budget_[Tier::kDisk] == 0) || (on_[Tier::kRemote] && budget_[Tier::kRemote] == 0)) {
     return Status::InvalidArgument("store options: a tier that is on has a byte budget of 0");
   }
   if (max_entries_ == 0) {
@@ -105,10 +123,10 @@ Status Store::Impl::Init() {
         "store options: index_budget_bytes " + std::to_string(opts_.index_budget_bytes) +
         " below the minimum " + std::to_string(PrefixIndex::MaxBytesForEntries(1)));
   }
-  if (on_[2]) {
+  if (on_[Tier::kRemote]) {
     KVSTASH_ASSIGN_OR_RETURN(t2_, RedisTier::Open(opts_.redis));
   }
-  if (on_[1]) {
+  if (on_[Tier::kDisk]) {
     RocksTierOptions ro;
     ro.path = opts_.path;
     ro.blob_min_bytes = opts_.blob_min_bytes;
@@ -123,15 +141,15 @@ Status Store::Impl::Init() {
       t1_write_failed_ = true;
     }
     KVSTASH_RETURN_IF_ERROR(LoadIndex());
-    if (on_[2] && !t1_->read_only()) {
+    if (on_[Tier::kRemote] && !t1_->read_only()) {
       // Reopened with a smaller remote_budget_bytes: back within it before serving.
       MutexLock wl(write_mu_);
       bool over;
       {
         ReaderLock lock(index_mu_);
-        over = bytes_[2] > budget_[2];
+        over = bytes_[Tier::kRemote] > budget_[Tier::kRemote];
       }
-      if (over) (void)EvictUntil(2, budget_[2], {});  // best effort
+      if (over) (void)EvictUntil(Tier::kRemote, budget_[Tier::kRemote], {});  // best effort
     }
   }
   return Status::Ok();
@@ -192,7 +210,7 @@ Status Store::Impl::LoadIndex() {
         keep = p != by_key.end() && state[p->second] == kIn;
         if (keep) parent = ids[p->second];
       }
-      keep = keep && ((m.tiers & kMetaInT1) || ((m.tiers & kMetaInT2) && on_[2])) &&
+      keep = keep && ((m.tiers & kMetaInT1) || ((m.tiers & kMetaInT2) && on_[Tier::kRemote])) &&
              index_.size() < max_entries_;
       if (!keep) {
         state[*it] = kOut;
@@ -200,19 +218,10 @@ Status Store::Impl::LoadIndex() {
         continue;
       }
       const uint32_t id = index_.Insert(row.key, parent, 0);
-      IndexEntry& e = index_.at(id);
-      e.tokens = m.tokens;
-      e.payload_bytes = static_cast<uint32_t>(m.payload_bytes);
-      e.state_bytes = static_cast<uint32_t>(m.state_bytes);
-      e.payload_checksum = m.payload_checksum;
-      e.state_checksum = m.state_checksum;
-      e.codec = m.codec;
-      e.created_ms = m.created_ms;
-      e.access_s = static_cast<uint32_t>(m.last_access_ms / 1000);
-      e.hits = m.hits;
+      DescribeEntry(m, &index_.at(id));
       uint8_t flags = 0;
       if (m.tiers & kMetaInT1) flags |= kInT1;
-      if ((m.tiers & kMetaInT2) && on_[2]) flags |= kInT2;
+      if ((m.tiers & kMetaInT2) && on_[Tier::kRemote]) flags |= kInT2;
       if (m.flags & kMetaPinned) flags |= kPinned;
       if (m.flags & kMetaHasState) flags |= kHasState;
       if (m.flags & kMetaPartial) flags |= kPartial;
@@ -263,8 +272,8 @@ Store::Impl::~Impl() {
 void Store::Impl::SetFlagsLocked(uint32_t id, uint8_t flags) {
   IndexEntry& e = index_.at(id);
   const uint8_t old = e.live() ? e.flags : 0;
-  for (int t = 0; t < kNumTiers; ++t) {
-    const uint8_t bit = TierBit(t);
+  for (Tier t : kTiers) {
+    const uint8_t bit = TierBit(SlotOf(t));
     if ((old & bit) == (flags & bit)) continue;
     if (flags & bit) {
       bytes_[t] += e.bytes();
@@ -334,7 +343,7 @@ Result<LookupResult> Store::Impl::Lookup(std::span<const StoredKey> keys, bool h
     auto metas = t2_->GetMeta(rest);
     for (size_t i = 0; i < rest.size(); ++i) {
       if (!metas[i].ok()) {
-        c_.errors[2]++;
+        c_.errors[Tier::kRemote]++;
         break;
       }
       if (!metas[i]->has_value()) break;
@@ -372,21 +381,22 @@ StoreStats Store::Impl::Stats() const {
   }
   {
     ReaderLock lock(index_mu_);
-    for (int t = 0; t < kNumTiers; ++t) {
-      s.tiers[t].entries = entries_[t];
-      s.tiers[t].bytes = bytes_[t];
+    for (Tier t : kTiers) {
+      s.tiers[SlotOf(t)].entries = entries_[t];
+      s.tiers[SlotOf(t)].bytes = bytes_[t];
     }
     s.index_entries = index_.size();
     s.index_bytes = index_.MemoryBytes();
     s.pinned_entries = pinned_;
   }
-  for (int t = 0; t < kNumTiers; ++t) {
-    s.enabled[t] = on_[t];
-    s.tiers[t].budget_bytes = budget_[t];
-    s.tiers[t].hits = c_.hits[t];
-    s.tiers[t].evictions = c_.evictions[t];
-    s.tiers[t].promotions = c_.promotions[t];
-    s.tiers[t].errors = c_.errors[t];
+  for (Tier t : kTiers) {
+    TierStats& ts = s.tiers[SlotOf(t)];
+    s.enabled[SlotOf(t)] = on_[t];
+    ts.budget_bytes = budget_[t];
+    ts.hits = c_.hits[t];
+    ts.evictions = c_.evictions[t];
+    ts.promotions = c_.promotions[t];
+    ts.errors = c_.errors[t];
   }
   s.index_budget_bytes = opts_.index_budget_bytes;
   s.lookups = c_.lookups;

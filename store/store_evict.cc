@@ -7,25 +7,25 @@
 #include "store/store_impl.h"
 
 namespace kvstash::store {
-namespace {
 
-bool Matches(const SharedBytes& b, uint64_t size, uint64_t checksum) {
-  if (!b) return size == 0;
-  return b->size() == size && Xxh3_64(*b) == checksum;
+Status Store::Impl::EvictUntil(Tier tier, uint64_t target_bytes, const std::vector<uint32_t>& protect) {
+  return EvictSlotUntil(SlotOf(tier), target_bytes, protect);
 }
 
-}  // namespace
+Status Store::Impl::EvictEntriesUntil(uint64_t max_entries, const std::vector<uint32_t>& protect) {
+  return EvictSlotUntil(kAnySlot, max_entries, protect);
+}
 
-Status Store::Impl::EvictUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect) {
+Status Store::Impl::EvictSlotUntil(int slot, uint64_t target, const std::vector<uint32_t>& protect) {
   auto excluded = [&](uint32_t id) {
     return std::binary_search(protect.begin(), protect.end(), id);
   };
-  const std::string what = slot == kAnySlot ? "the index budget" : TierName(Tier(slot));
+  const std::string what = slot == kAnySlot ? "the index budget" : TierName(TierOfSlot(slot));
   for (;;) {
     uint32_t victim;
     {
       WriterLock lock(index_mu_);  // PickVictim advances the sampler
-      const uint64_t current = slot == kAnySlot ? index_.size() : bytes_[slot];
+      const uint64_t current = slot == kAnySlot ? index_.size() : bytes_[TierOfSlot(slot)];
       if (current <= target) return Status::Ok();
       victim = index_.PickVictim(slot, excluded);
     }
@@ -91,7 +91,7 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
   auto remove = [&]() KVSTASH_REQUIRES(write_mu_) -> Status {
     KVSTASH_ASSIGN_OR_RETURN(uint64_t removed, RemoveSubtrees({id}));
     (void)removed;
-    if (slot == kAnySlot) c_.index_evictions++; else c_.evictions[slot]++;
+    if (slot == kAnySlot) c_.index_evictions++; else c_.evictions[TierOfSlot(slot)]++;
     return Status::Ok();
   };
   // Copies the entry to T2 after making room there (remote_budget_bytes: T2 evicts
@@ -102,35 +102,36 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
   // see Put), so only a fresh write makes the Redis copy the current one.
   auto demote = [&]() KVSTASH_REQUIRES(write_mu_) -> bool {
     const uint64_t bytes = meta.payload_bytes + meta.state_bytes;
-    const uint64_t counted = (flags & kInT2) ? bytes : 0;  // already in bytes_[2]
+    const uint64_t counted = (flags & kInT2) ? bytes : 0;  // already in bytes_[T2]
     std::vector<uint32_t> keep = protect;
     keep.insert(std::upper_bound(keep.begin(), keep.end(), id), id);
-    if (bytes > budget_[2] || !EvictUntil(2, budget_[2] - bytes + counted, keep).ok()) return false;
+    const uint64_t budget = budget_[Tier::kRemote];
+    if (bytes > budget || !EvictUntil(Tier::kRemote, budget - bytes + counted, keep).ok()) return false;
     auto item = ReadForDemotion(id);
     if (item.ok()) {
       const RedisTier::Item items[1] = {std::move(item).value()};
       if (t2_->Put(items)[0].ok()) return true;
     }
-    c_.errors[2]++;
+    c_.errors[Tier::kRemote]++;
     return false;
   };
 
-  if (slot == 0) {
+  if (slot == SlotOf(Tier::kMemory)) {
     if (flags & kInT1) {  // T0 is a cache in front of T1: drop the memory copy
       WriterLock lock(index_mu_);
       SetFlagsLocked(id, flags & ~kInT0);
-      c_.evictions[0]++;
+      c_.evictions[Tier::kMemory]++;
       return Status::Ok();
     }
     if (t2_ && demote()) {
       WriterLock lock(index_mu_);
       SetFlagsLocked(id, (flags & ~kInT0) | kInT2);
-      c_.evictions[0]++;
+      c_.evictions[Tier::kMemory]++;
       return Status::Ok();
     }
     return remove();
   }
-  if (slot == 1) {
+  if (slot == SlotOf(Tier::kDisk)) {
     if (!t2_) return remove();
     if (!(flags & kInT2)) {
       // Crash safety: T1's meta says "Redis may hold a copy" before the copy is
@@ -139,11 +140,7 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
       meta.tiers = kMetaInT1 | kMetaInT2;
       RocksTier::Batch pre = t1_->NewBatch();
       pre.PutMeta(key, EncodeMetaRecord(meta));
-      if (Status s = t1_->Write(pre); !s.ok()) {
-        c_.errors[1]++;
-        t1_write_failed_ = true;
-        return s;
-      }
+      KVSTASH_RETURN_IF_ERROR(WriteT1(pre));
     }
     if (!demote()) return remove();
     {
@@ -155,33 +152,25 @@ Status Store::Impl::EvictOne(int slot, uint32_t id, const std::vector<uint32_t>&
     RocksTier::Batch b = t1_->NewBatch();
     b.PutMeta(key, EncodeMetaRecord(meta));
     b.DeleteValues(key);
-    if (Status s = t1_->Write(b); !s.ok()) {
-      c_.errors[1]++;
-      t1_write_failed_ = true;
-      return s;
-    }
+    KVSTASH_RETURN_IF_ERROR(WriteT1(b));
     WriterLock lock(index_mu_);
     SetFlagsLocked(id, flags & ~(kInT0 | kInT1));
-    c_.evictions[1]++;
+    c_.evictions[Tier::kDisk]++;
     return Status::Ok();
   }
-  if (slot == 2) {
+  if (slot == SlotOf(Tier::kRemote)) {
     if (!(flags & (kInT0 | kInT1))) return remove();
     const StoredKey keys[1] = {key};
-    if (!t2_->Delete(keys)[0].ok()) c_.errors[2]++;
+    if (!t2_->Delete(keys)[0].ok()) c_.errors[Tier::kRemote]++;
     if (t1_ && (flags & kInT1)) {
       meta.tiers = kMetaInT1;
       RocksTier::Batch b = t1_->NewBatch();
       b.PutMeta(key, EncodeMetaRecord(meta));
-      if (Status s = t1_->Write(b); !s.ok()) {
-        c_.errors[1]++;
-        t1_write_failed_ = true;
-        return s;
-      }
+      KVSTASH_RETURN_IF_ERROR(WriteT1(b));
     }
     WriterLock lock(index_mu_);
     SetFlagsLocked(id, flags & ~kInT2);
-    c_.evictions[2]++;
+    c_.evictions[Tier::kRemote]++;
     return Status::Ok();
   }
   return remove();  // kAnySlot: the whole entry
@@ -209,17 +198,13 @@ Result<uint64_t> Store::Impl::RemoveSubtrees(const std::vector<uint32_t>& roots)
   // no T1 row tracks (orphans a later Get or Lookup would resurrect).
   if (!t2_keys.empty()) {
     for (const Status& s : t2_->Delete(t2_keys)) {
-      if (!s.ok()) c_.errors[2]++;
+      if (!s.ok()) c_.errors[Tier::kRemote]++;
     }
   }
   if (!t1_keys.empty()) {
     RocksTier::Batch b = t1_->NewBatch();
     for (const StoredKey& k : t1_keys) b.DeleteChunk(k);
-    if (Status s = t1_->Write(b); !s.ok()) {
-      c_.errors[1]++;
-      t1_write_failed_ = true;
-      return s;
-    }
+    KVSTASH_RETURN_IF_ERROR(WriteT1(b));
   }
   WriterLock lock(index_mu_);
   for (uint32_t id : order) RemoveLocked(id);
@@ -250,11 +235,12 @@ void Store::Impl::PromoteToMemory(uint32_t id, const SharedBytes& payload,
   {
     ReaderLock lock(index_mu_);
     const IndexEntry& e = index_.at(id);
-    if (!on_[0] || !e.live() || (e.flags & kInT0)) return;
+    if (!on_[Tier::kMemory] || !e.live() || (e.flags & kInT0)) return;
     bytes = e.bytes();
     key = e.key;
   }
-  if (bytes > budget_[0] || !EvictUntil(0, budget_[0] - bytes, {id}).ok()) return;
+  const uint64_t budget = budget_[Tier::kMemory];
+  if (bytes > budget || !EvictUntil(Tier::kMemory, budget - bytes, {id}).ok()) return;
   WriterLock lock(index_mu_);
   IndexEntry& e = index_.at(id);
   if (!e.live() || e.key != key || (e.flags & kInT0)) return;
@@ -263,7 +249,7 @@ void Store::Impl::PromoteToMemory(uint32_t id, const SharedBytes& payload,
   rec->state = (e.flags & kHasState) ? state : nullptr;
   e.t0 = std::move(rec);
   SetFlagsLocked(id, e.flags | kInT0);
-  c_.promotions[0]++;
+  c_.promotions[Tier::kMemory]++;
 }
 
 void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
@@ -285,8 +271,8 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
   if (id != kNoEntry) protect.push_back(id);
   if (parent != kNoEntry) protect.push_back(parent);
   std::sort(protect.begin(), protect.end());
-  if (id == kNoEntry && !EvictUntil(kAnySlot, max_entries_ - 1, protect).ok()) return;
-  const int durable = t1_ ? 1 : 0;
+  if (id == kNoEntry && !EvictEntriesUntil(max_entries_ - 1, protect).ok()) return;
+  const Tier durable = t1_ ? Tier::kDisk : Tier::kMemory;
   if (bytes > budget_[durable] || !EvictUntil(durable, budget_[durable] - bytes, protect).ok()) {
     return;
   }
@@ -320,26 +306,17 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
                : std::span<const uint8_t>();
     };
     b.PutChunk(item.key, EncodeMetaRecord(meta), as_span(item.payload), as_span(item.state));
-    if (Status s = t1_->Write(b); !s.ok()) {
-      c_.errors[1]++;
-      t1_write_failed_ = true;
-      return;
-    }
+    if (!WriteT1(b).ok()) return;
   }
   bool over_remote_budget;
   {
     WriterLock lock(index_mu_);
     if (id == kNoEntry) {
       id = index_.Insert(item.key, parent, 0);
-      IndexEntry& e = index_.at(id);
-      e.tokens = m.tokens;
-      e.payload_bytes = static_cast<uint32_t>(m.payload_bytes);
-      e.state_bytes = static_cast<uint32_t>(m.state_bytes);
-      e.payload_checksum = m.payload_checksum;
-      e.state_checksum = m.state_checksum;
-      e.codec = m.codec;
-      e.created_ms = m.created_ms;
-      e.access_s = static_cast<uint32_t>(NowMs() / 1000);
+      MetaRecord local = m;  // a new entry here: accessed now, no hits on this node yet
+      local.last_access_ms = NowMs();
+      local.hits = 0;
+      DescribeEntry(local, &index_.at(id));
       uint8_t f = kInT2;
       if (m.flags & kMetaPartial) f |= kPartial;
       if (m.flags & kMetaHasState) f |= kHasState;
@@ -348,22 +325,22 @@ void Store::Impl::PromoteFromRemote(const RedisTier::Item& item) {
     uint8_t flags = index_.at(id).flags | kInT2;
     if (t1_) {
       flags |= kInT1;
-      c_.promotions[1]++;
+      c_.promotions[Tier::kDisk]++;
     }
-    if (!t1_ && on_[0] && !(flags & kInT0)) {
+    if (!t1_ && on_[Tier::kMemory] && !(flags & kInT0)) {
       // Without T1, T0 holds the promoted copy (room was made above).
       auto rec = std::make_shared<MemoryRecord>();
       rec->payload = item.payload;
       rec->state = item.state;
       index_.at(id).t0 = std::move(rec);
       flags |= kInT0;
-      c_.promotions[0]++;
+      c_.promotions[Tier::kMemory]++;
     }
     SetFlagsLocked(id, flags);
-    over_remote_budget = bytes_[2] > budget_[2];
+    over_remote_budget = bytes_[Tier::kRemote] > budget_[Tier::kRemote];
   }
   // A chunk first seen in T2 now counts against this node's remote budget.
-  if (over_remote_budget) (void)EvictUntil(2, budget_[2], {id});  // best effort
+  if (over_remote_budget) (void)EvictUntil(Tier::kRemote, budget_[Tier::kRemote], {id});  // best effort
 }
 
 }  // namespace kvstash::store

@@ -32,6 +32,49 @@ Status ValidateChunk(const ChunkPut& c, size_t i) {
   return Status::Ok();
 }
 
+// Checks every chunk and fills the input half of the plan (checksums outside every lock).
+// Errors: InvalidArgument (ValidateChunk's, or a key twice in one Put).
+Status ValidatePut(std::span<const ChunkPut> chunks, PutPlan* plan) {
+  const size_t n = chunks.size();
+  plan->chunks = chunks;
+  plan->position.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    KVSTASH_RETURN_IF_ERROR(ValidateChunk(chunks[i], i));
+    if (!plan->position.emplace(chunks[i].key, i).second) {
+      return Status::InvalidArgument("Put chunk " + std::to_string(i) + ": duplicate key " +
+                                     ToHex(chunks[i].key));
+    }
+    plan->add_bytes += chunks[i].payload.size() + chunks[i].state.size();
+  }
+  plan->payload_checksum.resize(n);
+  plan->state_checksum.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    plan->payload_checksum[i] = Xxh3_64(chunks[i].payload);
+    if (!chunks[i].state.empty()) plan->state_checksum[i] = Xxh3_64(chunks[i].state);
+  }
+  plan->now_ms = NowMs();
+  return Status::Ok();
+}
+
+// The meta record of chunk i of a Put as written: in T1 only, created and accessed now.
+MetaRecord PutMetaRecord(const PutPlan& plan, size_t i) {
+  const ChunkPut& c = plan.chunks[i];
+  MetaRecord m;
+  m.flags = static_cast<uint16_t>((c.partial ? kMetaPartial : 0) | (c.state.empty() ? 0 : kMetaHasState) |
+                                  (c.has_parent ? kMetaHasParent : 0));
+  m.codec = c.codec;
+  m.tiers = kMetaInT1;
+  m.tokens = c.tokens;
+  m.parent = c.has_parent ? c.parent : StoredKey{};
+  m.payload_bytes = c.payload.size();
+  m.payload_checksum = plan.payload_checksum[i];
+  m.state_bytes = c.state.size();
+  m.state_checksum = plan.state_checksum[i];
+  m.created_ms = plan.now_ms;
+  m.last_access_ms = plan.now_ms;
+  return m;
+}
+
 }  // namespace
 
 void Store::Impl::ResumeT1AfterFailedWrite() {
@@ -45,243 +88,194 @@ void Store::Impl::ResumeT1AfterFailedWrite() {
 }
 
 Status Store::Impl::Put(std::span<const ChunkPut> chunks) {
+  if (chunks.empty()) return Status::Ok();
   Status s = PutChunks(chunks);
   if (!s.ok()) c_.put_failures++;
   return s;
 }
 
-Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
-  const size_t n = chunks.size();
-  if (n == 0) return Status::Ok();
-  std::unordered_map<StoredKey, size_t, StoredKeyHash> pos;
-  pos.reserve(n);
-  uint64_t add_bytes = 0;
-  for (size_t i = 0; i < n; ++i) {
-    KVSTASH_RETURN_IF_ERROR(ValidateChunk(chunks[i], i));
-    if (!pos.emplace(chunks[i].key, i).second) {
-      return Status::InvalidArgument("Put chunk " + std::to_string(i) + ": duplicate key " +
-                                     ToHex(chunks[i].key));
-    }
-    add_bytes += chunks[i].payload.size() + chunks[i].state.size();
+Status Store::Impl::WriteT1(RocksTier::Batch& batch) {
+  Status s = t1_->Write(batch);
+  if (!s.ok()) {
+    c_.errors[Tier::kDisk]++;
+    t1_write_failed_ = true;
   }
-  // Checksums outside every lock.
-  std::vector<uint64_t> pck(n), sck(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    pck[i] = Xxh3_64(chunks[i].payload);
-    if (!chunks[i].state.empty()) sck[i] = Xxh3_64(chunks[i].state);
-  }
-  const uint64_t now_ms = NowMs();
-  const int durable = t1_ ? 1 : 0;  // the tier every Put must land in
+  return s;
+}
 
+Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
+  PutPlan plan;
+  KVSTASH_RETURN_IF_ERROR(ValidatePut(chunks, &plan));
   // A read-only T1 takes no Put: fail before evicting anything (as Delete and Pin do).
   if (t1_) KVSTASH_RETURN_IF_ERROR(t1_->CheckWritable());
+  plan.durable = t1_ ? Tier::kDisk : Tier::kMemory;
   MutexLock wl(write_mu_);
-  auto fail = [](Status s) { return s; };
   ResumeT1AfterFailedWrite();
+  KVSTASH_RETURN_IF_ERROR(ResolvePut(&plan));
+  KVSTASH_RETURN_IF_ERROR(MakeRoomForPut(&plan));
+  KVSTASH_RETURN_IF_ERROR(CommitPutToT1(plan));
+  const bool to_t0 = MakeRoomInT0(plan);
+  const StaleRemoteCopies stale = InstallPut(plan, to_t0);
+  if (!stale.keys.empty()) DropStaleRemoteCopies(stale);
+  c_.puts += chunks.size();
+  c_.put_bytes += plan.add_bytes;
+  return Status::Ok();
+}
 
-  // Resolve existing entries and parents (again after evictions, which may have
-  // removed some).
-  std::vector<uint32_t> existing(n), parent_id(n);
-  std::vector<int64_t> parent_pos(n);
-  std::vector<uint32_t> protect;
-  uint64_t old_bytes[kNumTiers];
-  uint64_t new_entries = 0;
-  auto resolve = [&]() -> Status {
-    ReaderLock lock(index_mu_);
-    std::fill(existing.begin(), existing.end(), kNoEntry);
-    std::fill(parent_id.begin(), parent_id.end(), kNoEntry);
-    std::fill(parent_pos.begin(), parent_pos.end(), -1);
-    std::fill(std::begin(old_bytes), std::end(old_bytes), 0);
-    protect.clear();
-    new_entries = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const ChunkPut& c = chunks[i];
-      existing[i] = index_.Find(c.key);
-      if (existing[i] != kNoEntry) {
-        protect.push_back(existing[i]);
-        const IndexEntry& e = index_.at(existing[i]);
-        // A chunk key has one parent: re-linking would make the index and T1's meta
-        // disagree (and could close a cycle), so only an overwrite in place is allowed.
-        const bool had_parent = e.parent != kNoEntry;
-        if (had_parent != c.has_parent ||
-            (had_parent && index_.at(e.parent).key != c.parent)) {
-          return Status::Mismatch(
-              "Put chunk " + std::to_string(i) + ": key " + ToHex(c.key) +
-              (had_parent ? " is stored with parent " + ToHex(index_.at(e.parent).key)
-                          : std::string(" is stored as the first chunk of a prefix")) +
-              ", this Put names " +
-              (c.has_parent ? "parent " + ToHex(c.parent) : std::string("no parent")) +
-              "; a chunk key has one parent (delete the key to re-link it)");
-        }
-        for (int t = 0; t < kNumTiers; ++t) {
-          if (e.flags & TierBit(t)) old_bytes[t] += e.bytes();
-        }
-      } else {
-        ++new_entries;
+Status Store::Impl::ResolvePut(PutPlan* plan) {
+  const size_t n = plan->chunks.size();
+  ReaderLock lock(index_mu_);
+  plan->existing.assign(n, kNoEntry);
+  plan->parent_id.assign(n, kNoEntry);
+  plan->parent_pos.assign(n, -1);
+  plan->old_bytes = {};
+  plan->protect.clear();
+  plan->new_entries = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const ChunkPut& c = plan->chunks[i];
+    const uint32_t id = index_.Find(c.key);
+    plan->existing[i] = id;
+    if (id != kNoEntry) {
+      plan->protect.push_back(id);
+      const IndexEntry& e = index_.at(id);
+      // A chunk key has one parent: re-linking would make the index and T1's meta
+      // disagree (and could close a cycle), so only an overwrite in place is allowed.
+      const bool had_parent = e.parent != kNoEntry;
+      if (had_parent != c.has_parent || (had_parent && index_.at(e.parent).key != c.parent)) {
+        return Status::Mismatch(
+            "Put chunk " + std::to_string(i) + ": key " + ToHex(c.key) +
+            (had_parent ? " is stored with parent " + ToHex(index_.at(e.parent).key)
+                        : std::string(" is stored as the first chunk of a prefix")) +
+            ", this Put names " + (c.has_parent ? "parent " + ToHex(c.parent) : std::string("no parent")) +
+            "; a chunk key has one parent (delete the key to re-link it)");
       }
-      if (!c.has_parent) continue;
-      auto it = pos.find(c.parent);
-      if (it != pos.end() && it->second < i) {
-        parent_pos[i] = static_cast<int64_t>(it->second);
-        continue;
+      for (Tier t : kTiers) {
+        if (e.flags & TierBit(SlotOf(t))) plan->old_bytes[t] += e.bytes();
       }
-      parent_id[i] = index_.Find(c.parent);
-      if (parent_id[i] == kNoEntry) {
-        return Status::NotFound("Put chunk " + std::to_string(i) + ": parent " +
-                                ToHex(c.parent) +
-                                " is not stored; put the chain from its first missing chunk");
-      }
-      protect.push_back(parent_id[i]);
+    } else {
+      ++plan->new_entries;
     }
-    std::sort(protect.begin(), protect.end());
-    return Status::Ok();
-  };
-  if (Status s = resolve(); !s.ok()) return fail(s);
+    if (!c.has_parent) continue;
+    auto it = plan->position.find(c.parent);
+    if (it != plan->position.end() && it->second < i) {
+      plan->parent_pos[i] = static_cast<int64_t>(it->second);
+      continue;
+    }
+    plan->parent_id[i] = index_.Find(c.parent);
+    if (plan->parent_id[i] == kNoEntry) {
+      return Status::NotFound("Put chunk " + std::to_string(i) + ": parent " + ToHex(c.parent) +
+                              " is not stored; put the chain from its first missing chunk");
+    }
+    plan->protect.push_back(plan->parent_id[i]);
+  }
+  std::sort(plan->protect.begin(), plan->protect.end());
+  return Status::Ok();
+}
 
-  // Room in the durable tier and in the index.
-  if (add_bytes > budget_[durable]) {
-    return fail(Status::ResourceExhausted("Put of " + std::to_string(add_bytes) +
-                                          " bytes exceeds the " + TierName(Tier(durable)) +
-                                          " budget"));
+Status Store::Impl::MakeRoomForPut(PutPlan* plan) {
+  const Tier durable = plan->durable;
+  if (plan->add_bytes > budget_[durable]) {
+    return Status::ResourceExhausted("Put of " + std::to_string(plan->add_bytes) + " bytes exceeds the " +
+                                     TierName(durable) + " budget");
   }
   // A failed eviction (T1 write error: a full disk) fails the Put with its own error.
-  if (Status s = EvictUntil(durable, budget_[durable] + old_bytes[durable] - add_bytes, protect);
-      !s.ok()) {
-    return fail(s);
-  }
-  if (new_entries > max_entries_) {
-    return fail(IndexBudgetFull());
-  }
-  if (Status s = EvictUntil(kAnySlot, max_entries_ - new_entries, protect); !s.ok()) return fail(s);
-  if (Status s = resolve(); !s.ok()) return fail(s);
-  bool index_full;
+  KVSTASH_RETURN_IF_ERROR(
+      EvictUntil(durable, budget_[durable] + plan->old_bytes[durable] - plan->add_bytes, plan->protect));
+  if (plan->new_entries > max_entries_) return IndexBudgetFull();
+  KVSTASH_RETURN_IF_ERROR(EvictEntriesUntil(max_entries_ - plan->new_entries, plan->protect));
+  KVSTASH_RETURN_IF_ERROR(ResolvePut(plan));
+  ReaderLock lock(index_mu_);
+  if (index_.size() + plan->new_entries > max_entries_) return IndexBudgetFull();
+  return Status::Ok();
+}
+
+Status Store::Impl::CommitPutToT1(const PutPlan& plan) {
+  if (!t1_) return Status::Ok();
+  const size_t n = plan.chunks.size();
+  std::vector<MetaRecord> metas(n);
   {
     ReaderLock lock(index_mu_);
-    index_full = index_.size() + new_entries > max_entries_;
+    for (size_t i = 0; i < n; ++i) {
+      metas[i] = PutMetaRecord(plan, i);
+      const uint32_t id = plan.existing[i];
+      if (id == kNoEntry) continue;
+      if (index_.at(id).flags & kPinned) metas[i].flags |= kMetaPinned;  // an overwrite keeps the pin
+      // Redis holds an older version until DropStaleRemoteCopies: T1 keeps knowing of it
+      // across a crash (so a later Delete removes it too).
+      if (index_.at(id).flags & kInT2) metas[i].tiers |= kMetaInT2;
+    }
   }
-  if (index_full) {
-    return fail(IndexBudgetFull());
-  }
-
-  // Commit to T1: one WriteBatch, WAL on.
-  std::vector<MetaRecord> metas(n);
+  RocksTier::Batch batch = t1_->NewBatch();
   for (size_t i = 0; i < n; ++i) {
-    const ChunkPut& c = chunks[i];
-    MetaRecord& m = metas[i];
-    m.flags = static_cast<uint16_t>((c.partial ? kMetaPartial : 0) |
-                                    (c.state.empty() ? 0 : kMetaHasState) |
-                                    (c.has_parent ? kMetaHasParent : 0));
-    m.codec = c.codec;
-    m.tiers = kMetaInT1;
-    m.tokens = c.tokens;
-    m.parent = c.has_parent ? c.parent : StoredKey{};
-    m.payload_bytes = c.payload.size();
-    m.payload_checksum = pck[i];
-    m.state_bytes = c.state.size();
-    m.state_checksum = sck[i];
-    m.created_ms = now_ms;
-    m.last_access_ms = now_ms;
+    const ChunkPut& c = plan.chunks[i];
+    batch.PutChunk(c.key, EncodeMetaRecord(metas[i]), c.payload, c.state);
   }
-  if (t1_) {
-    RocksTier::Batch batch = t1_->NewBatch();
-    {
-      ReaderLock lock(index_mu_);
-      for (size_t i = 0; i < n; ++i) {
-        if (existing[i] != kNoEntry && (index_.at(existing[i]).flags & kPinned)) {
-          metas[i].flags |= kMetaPinned;  // an overwrite keeps the pin
-        }
-        if (existing[i] != kNoEntry && (index_.at(existing[i]).flags & kInT2)) {
-          // Redis holds an older version until the Delete below: T1 keeps knowing of
-          // it across a crash (so a later Delete removes it too).
-          metas[i].tiers |= kMetaInT2;
-        }
-      }
-    }
-    for (size_t i = 0; i < n; ++i) {
-      batch.PutChunk(chunks[i].key, EncodeMetaRecord(metas[i]), chunks[i].payload,
-                     chunks[i].state);
-    }
-    Status s = t1_->Write(batch);
-    if (!s.ok()) {
-      t1_write_failed_ = true;
-      c_.errors[1]++;
-      return fail(s);
-    }
-  }
+  return WriteT1(batch);
+}
 
-  // T0 copies: the only copy without T1; a cache in front of T1 otherwise (skipped
-  // when T0 cannot make room).
-  bool to_t0 = on_[0];
-  if (to_t0 && t1_) {
-    to_t0 = add_bytes <= budget_[0] &&
-            EvictUntil(0, budget_[0] + old_bytes[0] - add_bytes, protect).ok();
-  }
+bool Store::Impl::MakeRoomInT0(const PutPlan& plan) {
+  if (!on_[Tier::kMemory]) return false;
+  if (!t1_) return true;  // T0 is the durable tier: MakeRoomForPut made the room
+  const uint64_t budget = budget_[Tier::kMemory];
+  return plan.add_bytes <= budget &&
+         EvictUntil(Tier::kMemory, budget + plan.old_bytes[Tier::kMemory] - plan.add_bytes, plan.protect).ok();
+}
 
-  std::vector<StoredKey> stale_remote;
-  std::vector<uint32_t> stale_ids;
-  {
-    WriterLock lock(index_mu_);
-    std::vector<uint32_t> ids(n);
-    for (size_t i = 0; i < n; ++i) {
-      const ChunkPut& c = chunks[i];
-      uint32_t id = existing[i];
-      if (id == kNoEntry) {
-        const uint32_t parent = parent_pos[i] >= 0 ? ids[parent_pos[i]] : parent_id[i];
-        id = index_.Insert(c.key, parent, 0);
-      } else {
-        if (index_.at(id).flags & kInT2) {
-          stale_remote.push_back(c.key);
-          stale_ids.push_back(id);
-        }
-        // Leave every tier before the sizes change (keeps the accounting exact).
-        SetFlagsLocked(id, index_.at(id).flags & kPinned);
+StaleRemoteCopies Store::Impl::InstallPut(const PutPlan& plan, bool to_t0) {
+  StaleRemoteCopies stale;
+  const size_t n = plan.chunks.size();
+  std::vector<uint32_t> ids(n);
+  WriterLock lock(index_mu_);
+  for (size_t i = 0; i < n; ++i) {
+    const ChunkPut& c = plan.chunks[i];
+    uint32_t id = plan.existing[i];
+    bool stale_in_t2 = false;
+    if (id == kNoEntry) {
+      const uint32_t parent = plan.parent_pos[i] >= 0 ? ids[plan.parent_pos[i]] : plan.parent_id[i];
+      id = index_.Insert(c.key, parent, 0);
+    } else {
+      stale_in_t2 = index_.at(id).flags & kInT2;
+      if (stale_in_t2) {
+        stale.keys.push_back(c.key);
+        stale.ids.push_back(id);
       }
-      ids[i] = id;
-      IndexEntry& e = index_.at(id);
-      e.tokens = c.tokens;
-      e.payload_bytes = static_cast<uint32_t>(c.payload.size());
-      e.state_bytes = static_cast<uint32_t>(c.state.size());
-      e.payload_checksum = pck[i];
-      e.state_checksum = sck[i];
-      e.codec = c.codec;
-      e.created_ms = now_ms;
-      e.access_s = static_cast<uint32_t>(now_ms / 1000);
-      e.hits = 0;
-      uint8_t flags = static_cast<uint8_t>((e.flags & kPinned) | (c.partial ? kPartial : 0) |
-                                           (c.state.empty() ? 0 : kHasState) |
-                                           (t1_ ? kInT1 : 0));
-      if (to_t0) {
-        auto rec = std::make_shared<MemoryRecord>();
-        rec->payload = CopyBytes(c.payload);
-        rec->state = CopyBytes(c.state);
-        e.t0 = std::move(rec);
-        flags |= kInT0;
-      }
-      // An overwritten entry that was in T2 stays flagged there ("Redis may hold a
-      // copy", an older one) until that copy is deleted below; a demotion rewrites
-      // the copy and a Get checks a T2 copy against the index's checksums.
-      if (std::find(stale_ids.begin(), stale_ids.end(), id) != stale_ids.end()) flags |= kInT2;
-      SetFlagsLocked(id, flags);
+      // Leave every tier before the sizes change (keeps the accounting exact).
+      SetFlagsLocked(id, index_.at(id).flags & kPinned);
+    }
+    ids[i] = id;
+    IndexEntry& e = index_.at(id);
+    DescribeEntry(PutMetaRecord(plan, i), &e);
+    uint8_t flags = static_cast<uint8_t>((e.flags & kPinned) | (c.partial ? kPartial : 0) |
+                                         (c.state.empty() ? 0 : kHasState) | (t1_ ? kInT1 : 0));
+    if (to_t0) {
+      auto rec = std::make_shared<MemoryRecord>();
+      rec->payload = CopyBytes(c.payload);
+      rec->state = CopyBytes(c.state);
+      e.t0 = std::move(rec);
+      flags |= kInT0;
+    }
+    // An overwritten entry that was in T2 stays flagged there ("Redis may hold a copy",
+    // an older one) until DropStaleRemoteCopies deletes it; a demotion rewrites the copy
+    // and a Get checks a T2 copy against the index's checksums.
+    if (stale_in_t2) flags |= kInT2;
+    SetFlagsLocked(id, flags);
+  }
+  return stale;
+}
+
+void Store::Impl::DropStaleRemoteCopies(const StaleRemoteCopies& stale) {
+  std::vector<Status> deleted = t2_->Delete(stale.keys);
+  WriterLock lock(index_mu_);
+  for (size_t j = 0; j < stale.keys.size(); ++j) {
+    if (!deleted[j].ok()) {
+      c_.errors[Tier::kRemote]++;
+      continue;
+    }
+    IndexEntry& e = index_.at(stale.ids[j]);
+    if (e.live() && e.key == stale.keys[j] && (e.flags & (kInT0 | kInT1))) {
+      SetFlagsLocked(stale.ids[j], e.flags & ~kInT2);
     }
   }
-  if (!stale_remote.empty()) {
-    // The Redis copies of overwritten entries are older versions: remove them.
-    std::vector<Status> deleted = t2_->Delete(stale_remote);
-    WriterLock lock(index_mu_);
-    for (size_t j = 0; j < stale_remote.size(); ++j) {
-      if (!deleted[j].ok()) {
-        c_.errors[2]++;
-        continue;
-      }
-      IndexEntry& e = index_.at(stale_ids[j]);
-      if (e.live() && e.key == stale_remote[j] && (e.flags & (kInT0 | kInT1))) {
-        SetFlagsLocked(stale_ids[j], e.flags & ~kInT2);
-      }
-    }
-  }
-  c_.puts += n;
-  c_.put_bytes += add_bytes;
-  return Status::Ok();
 }
 
 Result<uint64_t> Store::Impl::Delete(std::span<const StoredKey> keys) {
@@ -324,14 +318,7 @@ Result<uint64_t> Store::Impl::SetPinned(std::span<const StoredKey> keys, bool pi
       }
     }
   }
-  if (batch && batch->count() > 0) {
-    Status s = t1_->Write(*batch);
-    if (!s.ok()) {
-      c_.errors[1]++;
-      t1_write_failed_ = true;
-      return s;
-    }
-  }
+  if (batch && batch->count() > 0) KVSTASH_RETURN_IF_ERROR(WriteT1(*batch));
   WriterLock lock(index_mu_);
   for (uint32_t id : ids) {
     const uint8_t f = index_.at(id).flags;
