@@ -62,7 +62,7 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
     }
   }
   DemoServer server;
-  auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, &o.client, &server);
+  auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &o.client, &server);
   if (!client.ok()) {
     std::cerr << "kvstash demo: " << client.status().ToString() << "\n";
     return 1;

@@ -80,7 +80,7 @@ int RunLlamaDemo(const DemoOptions& o) {
 
   DemoServer server;
   ClientOptions client_options = o.client;
-  auto client_u = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, &client_options, &server);
+  auto client_u = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &client_options, &server);
   if (!client_u.ok()) {
     std::cerr << "kvstash demo: " << client_u.status().ToString() << "\n";
     return 1;

@@ -2,25 +2,109 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <random>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "demo/resource_holder.h"
+
 extern char** environ;
 
 namespace kvstash::demo {
+namespace {
+
+// The server a signal to the demo must stop first (-1: none).
+std::atomic<pid_t> g_server_pid{-1};
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+struct sigaction g_previous[3];
+
+// Async-signal-safe: stop the server, wait for it, then die of the same signal.
+void StopServerThenDie(int sig) {
+  const pid_t pid = g_server_pid.exchange(-1);
+  if (pid > 0) {
+    static const char msg[] = "\nkvstash demo: interrupted; stopping the kvstash-server it started\n";
+    (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
+    kill(pid, SIGTERM);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void InstallStopHandlers(pid_t pid) {
+  g_server_pid = pid;
+  struct sigaction sa {};
+  sa.sa_handler = StopServerThenDie;
+  sigemptyset(&sa.sa_mask);
+  for (size_t i = 0; i < 3; ++i) sigaction(kStopSignals[i], &sa, &g_previous[i]);
+}
+
+void RemoveStopHandlers() {
+  if (g_server_pid.exchange(-1) <= 0) return;
+  for (size_t i = 0; i < 3; ++i) sigaction(kStopSignals[i], &g_previous[i], nullptr);
+}
+
+// `name` as execvp would find it: itself when it has a '/', else the first executable
+// PATH entry (resolved here, before fork, so the child calls only execv).
+std::string ResolveExecutable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return name;
+}
+
+// Why a server that exited during start-up could not run: another process on one of its
+// ports or on the data folder's RocksDB LOCK ("" when none is found).
+std::string DiagnoseStartFailure(const DemoServerOptions& o) {
+  std::string why;
+  auto port = [&](uint16_t p, const char* flag) {
+    if (p == 0) return;
+    if (auto h = ListeningPortHolder(p)) {
+      why += "; port " + std::to_string(p) + " is held by " + DescribeHolder(*h) + ": stop it" +
+             (h->pid > 0 ? " (kill " + std::to_string(h->pid) + ")" : std::string()) + " or pass another " +
+             flag + " (0 picks a free one)";
+    }
+  };
+  port(o.port, "--port");
+  port(o.http_port, "--http-port");
+  if (!o.memory_only) {
+    if (auto h = FileLockHolder(o.data_dir + "/LOCK")) {
+      why += "; the data folder " + o.data_dir + " is in use by " + DescribeHolder(*h) + ": stop it" +
+             (h->pid > 0 ? " (kill " + std::to_string(h->pid) + ")" : std::string()) +
+             " or pass another --data-dir";
+    }
+  }
+  return why;
+}
+
+}  // namespace
 
 DemoServer::~DemoServer() { Stop(); }
+
+void DemoServer::Detach() {
+  if (g_server_pid == pid_) RemoveStopHandlers();
+  pid_ = -1;
+}
 
 Status DemoServer::Start(const DemoServerOptions& o) {
   if (pid_ > 0) return Status::InvalidArgument("demo server already started");
@@ -42,18 +126,47 @@ Status DemoServer::Start(const DemoServerOptions& o) {
   std::vector<char*> cargs;
   for (auto& a : argv) cargs.push_back(a.data());
   cargs.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  if (!o.log_file.empty()) {
-    posix_spawn_file_actions_addopen(&fa, 1, o.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  const std::string exe = ResolveExecutable(argv[0]);
+  // fork + execv rather than posix_spawn: the child sets PR_SET_PDEATHSIG first. An exec
+  // failure comes back as errno over a close-on-exec pipe (EOF: the exec happened).
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return Status::Unavailable(std::string("pipe: ") + std::strerror(errno));
+  const pid_t parent = getpid();
+  pid_ = fork();
+  if (pid_ == 0) {
+    // Async-signal-safe calls only from here on.
+    if (o.exit_with_parent && (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)) _exit(127);
+    if (!o.log_file.empty()) {
+      const int fd = open(o.log_file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) {
+        const int e = errno;
+        (void)!write(report[1], &e, sizeof e);
+        _exit(127);
+      }
+    }
+    execve(exe.c_str(), cargs.data(), environ);
+    const int e = errno;
+    (void)!write(report[1], &e, sizeof e);
+    _exit(127);
   }
-  const int rc = posix_spawnp(&pid_, cargs[0], &fa, nullptr, cargs.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) {
+  close(report[1]);
+  if (pid_ < 0) {
+    const int e = errno;
+    close(report[0]);
     pid_ = -1;
-    return Status::Unavailable(std::string("cannot start ") + cargs[0] + ": " + std::strerror(rc));
+    return Status::Unavailable(std::string("cannot start ") + argv[0] + ": fork: " + std::strerror(e));
   }
+  int exec_errno = 0;
+  ssize_t got;
+  while ((got = read(report[0], &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  }
+  close(report[0]);
+  if (got > 0) {
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return Status::Unavailable("cannot start " + argv[0] + ": " + std::strerror(exec_errno));
+  }
+  if (o.exit_with_parent) InstallStopHandlers(pid_);
   const auto deadline = std::chrono::steady_clock::now() + o.ready_timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in(ready);
@@ -67,10 +180,14 @@ Status DemoServer::Start(const DemoServerOptions& o) {
     }
     int st = 0;
     if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      if (g_server_pid == pid_) RemoveStopHandlers();
       pid_ = -1;
-      return Status::Unavailable("kvstash-server exited during start-up (exit status " +
-                                 std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) +
-                                 "; is the port in use?)");
+      const std::string holder = DiagnoseStartFailure(o);
+      return Status::Unavailable(
+          "kvstash-server exited during start-up (exit status " +
+          std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) + ")" +
+          (holder.empty() ? "; its log" + (o.log_file.empty() ? std::string() : " (" + o.log_file + ")") + " says why"
+                          : holder));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -80,6 +197,7 @@ Status DemoServer::Start(const DemoServerOptions& o) {
 
 int DemoServer::Stop() {
   if (pid_ <= 0) return -1;
+  if (g_server_pid == pid_) RemoveStopHandlers();
   kill(pid_, SIGTERM);
   int st = 0;
   waitpid(pid_, &st, 0);
@@ -99,8 +217,8 @@ std::string RandomHex(size_t bytes) {
 }
 
 Result<std::unique_ptr<Client>> StartServerAndConnect(const std::string& start_server, const std::string& data_dir,
-                                                      uint16_t port, uint16_t http_port, ClientOptions* client,
-                                                      DemoServer* server) {
+                                                      uint16_t port, uint16_t http_port, bool keep_server,
+                                                      ClientOptions* client, DemoServer* server) {
   if (!start_server.empty()) {
     DemoServerOptions so;
     so.binary = start_server;
@@ -111,6 +229,7 @@ Result<std::unique_ptr<Client>> StartServerAndConnect(const std::string& start_s
     if (client->credential.empty()) client->credential = RandomHex(16);
     so.credential = client->credential;
     so.log_file = data_dir + "/kvstash-server.log";
+    so.exit_with_parent = !keep_server;
     if (Status s = server->Start(so); !s.ok()) return s.WithContext("starting kvstash-server");
     client->servers = {"127.0.0.1:" + std::to_string(server->port())};
     std::printf("kvstash-server pid %d: protocol 127.0.0.1:%u, RocksDB in %s/, log %s\n", server->pid(),

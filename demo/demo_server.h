@@ -4,9 +4,17 @@
 // user keeps it running. StartServerAndConnect() is the start-up both demo model kinds
 // share (optional server, client, ping).
 //
+// A server started with exit_with_parent (the default) ends with the demo however the
+// demo ends: the kernel sends it SIGTERM when the demo process dies (PR_SET_PDEATHSIG,
+// which covers SIGKILL and crashes), and SIGINT, SIGTERM or SIGHUP to the demo first
+// stop the server and wait for it to exit, so that a demo run again at once finds the
+// port and the data folder free.
+//
 // Errors: Unavailable when the binary cannot be spawned, exits during start-up or is
-// not ready within `ready_timeout`.
-// Thread-safety: not thread-safe.
+// not ready within `ready_timeout`. When it exits because another process holds its
+// port, HTTP port or the data folder's RocksDB LOCK, the message names that process
+// (demo/resource_holder.h) and the fix.
+// Thread-safety: not thread-safe; one started DemoServer per process at a time.
 #pragma once
 
 #include <sys/types.h>
@@ -37,6 +45,9 @@ struct DemoServerOptions {
   std::vector<std::string> launcher;
   std::vector<std::string> extra_args;  // appended to the server's flags. Default: none.
   std::chrono::seconds ready_timeout{60};
+  // The server ends when the demo process ends (see above). False for --keep-server.
+  // Default: true.
+  bool exit_with_parent = true;
 };
 
 class DemoServer {
@@ -49,8 +60,9 @@ class DemoServer {
   Status Start(const DemoServerOptions& options);
   // SIGTERM and wait; returns the exit code (128 + signal when killed), -1 if not running.
   int Stop();
-  // Leaves the server running after this object is destroyed.
-  void Detach() { pid_ = -1; }
+  // Leaves the server running after this object is destroyed (its signal handlers go;
+  // a server started with exit_with_parent still ends with the demo process).
+  void Detach();
 
   pid_t pid() const { return pid_; }
   uint16_t port() const { return port_; }
@@ -76,11 +88,12 @@ std::string RandomHex(size_t bytes);
 // kvstash-server path) non-empty: starts it in `server` with `data_dir` (log in
 // data_dir/kvstash-server.log), `port`, `http_port` and the tenant of `*client` (a random
 // credential when it has none), points `*client` at it and prints its pid, ports and
-// dashboard URL. Then connects `*client` and pings the first server.
+// dashboard URL; the server ends with the demo unless `keep_server`. Then connects
+// `*client` and pings the first server.
 // Errors: the start, connect or ping Status, with "starting kvstash-server", "client" or
 // "ping HOST:PORT" as context.
 Result<std::unique_ptr<Client>> StartServerAndConnect(const std::string& start_server, const std::string& data_dir,
-                                                      uint16_t port, uint16_t http_port, ClientOptions* client,
-                                                      DemoServer* server);
+                                                      uint16_t port, uint16_t http_port, bool keep_server,
+                                                      ClientOptions* client, DemoServer* server);
 
 }  // namespace kvstash::demo

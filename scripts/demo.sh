@@ -8,7 +8,8 @@
 #      SmolLM2-135M with llama.cpp as the engine (--engine reference: the embedded
 #      runtime) for the raw (baseline), spec and dckv codecs, prints the table
 #      (also written to data/demo.json) and stops the server (--keep-server leaves it
-#      running).
+#      running). However the demo ends (Ctrl-C, kill, a crash) the server it started
+#      ends with it; a port or ./data held by another server is an error that names it.
 # Usage: scripts/demo.sh [kvstash demo options...]   (scripts/demo.sh --help for them)
 # Environment: KVSTASH_JOBS (parallel build jobs, default nproc).
 # Exit code: kvstash demo's (0 = every acceptance check held).
