@@ -32,7 +32,9 @@ std::atomic<pid_t> g_server_pid{-1};
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
 
-// Async-signal-safe: stop the server, wait for it, then die of the same signal.
+// Async-signal-safe: stop the server and wait for it, then hand the signal to the action
+// that was in place before (the default one kills the demo with it; a handler of the
+// caller's, such as the link bench's namespace clean-up, runs as if called first).
 void StopServerThenDie(int sig) {
   const pid_t pid = g_server_pid.exchange(-1);
   if (pid > 0) {
@@ -43,16 +45,23 @@ void StopServerThenDie(int sig) {
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
   }
-  signal(sig, SIG_DFL);
-  raise(sig);
+  for (size_t i = 0; i < 3; ++i) {
+    if (kStopSignals[i] == sig) sigaction(sig, &g_previous[i], nullptr);
+  }
+  raise(sig);  // blocked until this handler returns, then taken by the previous action
 }
 
+// A signal ignored at start stays ignored (a demo started with nohup, or in the
+// background of a non-interactive shell, which ignores SIGINT).
 void InstallStopHandlers(pid_t pid) {
   g_server_pid = pid;
   struct sigaction sa {};
   sa.sa_handler = StopServerThenDie;
   sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < 3; ++i) sigaction(kStopSignals[i], &sa, &g_previous[i]);
+  for (size_t i = 0; i < 3; ++i) {
+    sigaction(kStopSignals[i], nullptr, &g_previous[i]);
+    if (g_previous[i].sa_handler != SIG_IGN) sigaction(kStopSignals[i], &sa, nullptr);
+  }
 }
 
 void RemoveStopHandlers() {

@@ -58,6 +58,9 @@ class DemoServerTest : public ::testing::Test {
     const pid_t demo = fork();
     if (demo == 0) {
       close(fds[0]);
+      // As in a terminal's foreground (a background job of a non-interactive shell, as
+      // ctest may be, starts with SIGINT ignored, and an ignored signal stays ignored).
+      signal(SIGINT, SIG_DFL);
       DemoServer s;
       pid_t pid = s.Start(Options("child")).ok() ? s.pid() : -1;
       (void)!write(fds[1], &pid, sizeof pid);
