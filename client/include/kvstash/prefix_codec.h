@@ -1,4 +1,4 @@
-// kvstash::PrefixCodec: the client-side codec layer (DESIGN.md §1, "client -> codec for
+// kvstash::PrefixCodec: the client-side codec layer (docs/architecture.md §1, "client -> codec for
 // client-side coding"). For ONE namespace (every field of docs/format/keys.md: model
 // fingerprint, KV layout and dtype, chunk size, tensor-parallel rank/size, LoRA adapter,
 // cache salt, tenant, codec raw|spec|dckv and its artifact) it turns
