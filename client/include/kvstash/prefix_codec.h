@@ -240,7 +240,7 @@ class PrefixCodec {
   // 1 <= payloads.size() <= keys.size(), and payload i's header covers chain chunk i's
   // tokens and is bound to chain chunk i's key. For callers that decode the payloads with
   // another decoder of this codec's format (the CUDA decoders of the Python package,
-  // python/src/cuda_module.cc), which then verify the codec, artifact, model and content
+  // python/src/cuda/cuda_module.cc), which then verify the codec, artifact, model and content
   // checksum themselves.
   // Errors: InvalidArgument (chain, count), Corruption (unparsable header, a payload
   // bound to another key), Mismatch (a payload of another codec, model, artifact,
