@@ -1,1 +1,1 @@
-"""Python side of kvstash: reference implementations and tooling (keys.py: the prefix keys of docs/format/keys.md)."""
+"""Python side of kvstash: reference implementations (keys.py: docs/format/keys.md)."""
