@@ -15,7 +15,7 @@
 // silently runs the fast path in a determinism check.
 //
 // The variable only selects among paths whose outputs are bit-identical by design
-// (DESIGN.md §3); the determinism checks (tests/determinism/) use it to force each one.
+// (docs/architecture.md §3); the determinism checks (tests/determinism/) use it to force each one.
 // Thread-safety: thread-safe (the value is read once, on first use).
 #pragma once
 

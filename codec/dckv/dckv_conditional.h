@@ -1,4 +1,4 @@
-// The dckv conditional entropy models (methods.md §2 (a) and (b)): the predicted
+// The dckv conditional entropy models (docs/methods.md §2 (a) and (b)): the predicted
 // centre mu of every coded coefficient, computed identically by the encoder and the
 // decoder. A coefficient y_i is coded as s_i = round((y_i - mu_i) / step_i) with a
 // zero-centred Laplace table and reconstructed as c_i = mu_i + s_i * step_i, so the

@@ -1,5 +1,5 @@
 // Evaluation of the optional dckv correction nets (dckv_artifact.h DckvNet,
-// methods.md §2): one-hidden-layer GELU nets g(in) = W2 GELU(W1 in + b1) + b2.
+// docs/methods.md §2): one-hidden-layer GELU nets g(in) = W2 GELU(W1 in + b1) + b2.
 //
 // Decoder net g_d (normative, docs/format/dckv.md "Correction nets"): for one coded
 // row with decoded coefficients c[n_active] and synthesis output x[dims]

@@ -1,4 +1,4 @@
-// Deterministic elementary functions for the spec predictor (DESIGN.md §3).
+// Deterministic elementary functions for the spec predictor (docs/architecture.md §3).
 //
 // READ ME FIRST
 // - The spec decoder rebuilds the encoder's probabilities from its own predictor run,

@@ -1,4 +1,4 @@
-// Exact int8 matrix products for the spec predictor (DESIGN.md §3).
+// Exact int8 matrix products for the spec predictor (docs/architecture.md §3).
 //
 //   C[m][n] = sum_k A[m][k] * B[n][k]        A: int8 [M, K] row-major (activations)
 //                                            B: int8 [N, K] row-major (weights, one row

@@ -1,6 +1,6 @@
 // The spec predictor's fast grouped GEMM: weights packed once, activations quantised
 // straight into the kernel's layout, an AVX2 register-blocked kernel over several
-// tokens (DESIGN.md §3). Same output bits as Int16x8GemmGroupedNT / Int8GemmGroupedNT
+// tokens (docs/architecture.md §3). Same output bits as Int16x8GemmGroupedNT / Int8GemmGroupedNT
 // (codec/spec/int8_gemm.h) with QuantizeRowsInt16 / QuantizeRowsInt8
 // (codec/spec/quantize.h) on the same inputs.
 //

@@ -5,7 +5,7 @@
 // amax is 0; Q = 127 for int8, 32767 for int16); q = clamp(rne(x / scale), -Q, Q), NaN -> 0, +-Inf -> +-127.
 // Every step is an IEEE-exact or correctly rounded operation (division once per
 // element, round-half-even by the 1.5*2^23 trick), so the same inputs give the same
-// bits on every machine (DESIGN.md §3). Dequantised value = q * scale.
+// bits on every machine (docs/architecture.md §3). Dequantised value = q * scale.
 //
 // Thread-safety: pure functions.
 #pragma once

@@ -1,7 +1,7 @@
 // Per-scalar coding contexts of the spec codec: which frequency table codes each
 // scalar, and the prediction its residual is taken against. Encoder and decoder both
 // call ComputeContexts on their own predictor output, so every operation here is
-// deterministic (DESIGN.md §3): integer bit manipulation, exact scaling by powers of
+// deterministic (docs/architecture.md §3): integer bit manipulation, exact scaling by powers of
 // two, and single correctly rounded fp32 operations in a fixed order.
 //
 // The model (docs/format/spec.md has the derivation):

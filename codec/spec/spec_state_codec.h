@@ -12,7 +12,7 @@
 //   state must match it tensor for tensor (all f32) and be at the same boundary.
 // - The body ends the decode with a check of the exact state's ContentChecksum: a
 //   corrupt body gives Corruption, never a wrong state.
-// - Probabilities are integer tables chosen by integer contexts (DESIGN.md §3): no
+// - Probabilities are integer tables chosen by integer contexts (docs/architecture.md §3): no
 //   floating-point operation runs while coding.
 //
 // Body layout (little-endian; docs/format/spec.md "State coding", version 1):

@@ -1,5 +1,5 @@
 // kvstash::llama_cpp::LlamaSession: prefix KV caching for one llama.cpp context
-// (DESIGN.md §9). Before a prompt is evaluated, the session LOOKs UP its chain on the
+// (docs/architecture.md §9). Before a prompt is evaluated, the session LOOKs UP its chain on the
 // kvstash servers; on a hit it GETs the matched chunks, verifies and decodes them
 // (PrefixCodec::RestoreKvChunks), rebuilds llama.cpp's sequence-state bytes for the
 // matched tokens (llama_state.h) and imports them with llama_state_seq_set_data, then

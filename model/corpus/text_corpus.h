@@ -1,4 +1,4 @@
-// Real text for calibration and evaluation (DESIGN.md §8): files that every Debian
+// Real text for calibration and evaluation (docs/architecture.md §8): files that every Debian
 // machine of this kind has (base-files' licence texts, the Python 3.11 standard
 // library of libpython3.11-minimal), split into two DISJOINT sets so that a codec is
 // never evaluated on the text it was calibrated on.

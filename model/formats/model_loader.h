@@ -7,7 +7,7 @@
 //   - a directory, or a *.safetensors file whose directory holds config.json:
 //     Hugging Face LlamaForCausalLM / Qwen3ForCausalLM (F32, F16, BF16 tensors).
 //     No tokenizer (pass one with LoadTokenizer).
-//   - anything else is tried as a llama2.c checkpoint (model/llama2c_loader.h); its
+//   - anything else is tried as a llama2.c checkpoint (model/formats/llama2c_loader.cc); its
 //     tokenizer is read from `tokenizer_path` if given.
 // Errors: IOError for unreadable files; Corruption for malformed files;
 // NotSupported for a valid file of an architecture, dtype or tokenizer we do not

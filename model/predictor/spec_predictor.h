@@ -1,5 +1,5 @@
 // SpecPredictor: the deterministic quantised copy of a model that the spec codec runs
-// on both sides (encoder and decoder) to predict the KV cache (DESIGN.md §3,
+// on both sides (encoder and decoder) to predict the KV cache (docs/architecture.md §3,
 // docs/methods.md §1).
 //
 // READ ME FIRST

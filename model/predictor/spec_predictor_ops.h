@@ -1,7 +1,7 @@
 // The per-row fp32 steps of the spec predictor (model/predictor/spec_predictor.h), shared by the
 // CPU predictor (spec_predictor.cc) and the CUDA kernels
 // (gpu_kernels/spec_predictor_kernels.cuh) so both run one definition and produce the
-// same bits (DESIGN.md §3): every fp32 operation is a single correctly rounded DAdd /
+// same bits (docs/architecture.md §3): every fp32 operation is a single correctly rounded DAdd /
 // DSub / DMul / DDiv (codec/spec/det_math.h: __fadd_rn etc. on device, no contraction
 // on the host), sums run in the fixed orders documented per function, and exp/rsqrt
 // are det_math's DetExp/DetRsqrt.

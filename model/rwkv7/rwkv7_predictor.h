@@ -26,7 +26,7 @@
 // - Quantisation of the weights is itself deterministic (quantize.h), so two machines
 //   that build the predictor from the same model file hold the same weights; the
 //   quantised weights' digest (weights_digest()) lets callers check it.
-// Tests: tests/rwkv7/rwkv7_predictor_test.cc (golden digests, batching invariance).
+// Tests: tests/hybrid/rwkv7_predictor_test.cc (golden digests, batching invariance).
 //
 // Thread-safety: immutable after Create; Eval may run concurrently on distinct states.
 #pragma once

@@ -99,7 +99,7 @@ TEST(RansCorruption, BitFlipsNeverCrashAndMostlyFail) {
   // rANS has no redundancy beyond the final-state and length checks: a flip in the
   // raw bits of an escape, or one whose perturbation dies out within a lane, decodes
   // to a different valid symbol sequence (integrity is the payload checksum's job,
-  // DESIGN.md §2). Measured with this seed: 76% of flips are caught.
+  // docs/architecture.md §2). Measured with this seed: 76% of flips are caught.
   EXPECT_GT(corrupt, trials * 6 / 10);
 }
 

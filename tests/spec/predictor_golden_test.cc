@@ -1,7 +1,7 @@
 // Golden digests of the spec predictor's output on real SmolLM2-135M text.
 //
 // Every stored spec payload depends on the predictor's exact bits (a decoder whose
-// predictor differs returns Mismatch), so any speed work on model/spec_predictor* or
+// predictor differs returns Mismatch), so any speed work on model/predictor/spec_predictor* or
 // codec/spec/{int8_gemm,quantize}* must leave these digests unchanged. They were
 // recorded with the first predictor (simple int GEMM, per-row attention) before any
 // optimisation: XXH3-64 over, for each layer in order, the K bytes then the V bytes

@@ -1,1 +1,1 @@
-"""Python side of kvstash: reference implementations and tooling (see tools/README.md)."""
+"""Python side of kvstash: reference implementations (keys.py: docs/format/keys.md)."""

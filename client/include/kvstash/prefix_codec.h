@@ -1,4 +1,4 @@
-// kvstash::PrefixCodec: the client-side codec layer (DESIGN.md §1, "client -> codec for
+// kvstash::PrefixCodec: the client-side codec layer (docs/architecture.md §1, "client -> codec for
 // client-side coding"). For ONE namespace (every field of docs/format/keys.md: model
 // fingerprint, KV layout and dtype, chunk size, tensor-parallel rank/size, LoRA adapter,
 // cache salt, tenant, codec raw|spec|dckv and its artifact) it turns
@@ -240,7 +240,7 @@ class PrefixCodec {
   // 1 <= payloads.size() <= keys.size(), and payload i's header covers chain chunk i's
   // tokens and is bound to chain chunk i's key. For callers that decode the payloads with
   // another decoder of this codec's format (the CUDA decoders of the Python package,
-  // python/src/cuda_module.cc), which then verify the codec, artifact, model and content
+  // python/src/cuda/cuda_module.cc), which then verify the codec, artifact, model and content
   // checksum themselves.
   // Errors: InvalidArgument (chain, count), Corruption (unparsable header, a payload
   // bound to another key), Mismatch (a payload of another codec, model, artifact,

@@ -1,6 +1,6 @@
 // kvstash::RestoreCostModel: whether restoring a matched prefix from the store is
 // faster than letting the engine prefill it again, decided per request from rates
-// measured on this machine (DESIGN.md §9, "A hit is taken only when it pays").
+// measured on this machine (docs/architecture.md §9, "A hit is taken only when it pays").
 //
 // READ ME FIRST
 // - The estimate, for `tokens` matched tokens:

@@ -1,6 +1,6 @@
 """Conversion between vLLM's paged CPU KV blocks and kvstash's canonical chunk layout.
 
-Canonical layout (kvstash.KvLayout, docs/format/chunk.md): one chunk of T tokens is a
+Canonical layout (kvstash.KvLayout, docs/format/payload.md): one chunk of T tokens is a
 tensor [n_layers, 2 (K, V), T, n_kv_heads, head_dim], K after RoPE, in the KV dtype
 (bf16 or f16).
 
