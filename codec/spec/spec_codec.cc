@@ -209,20 +209,18 @@ Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, const Digest256&
         !st.ok()) {
       return Status::Corruption("spec body: " + st.message());
     }
+    std::span<uint8_t> t = kv == 0 ? out.MutableK(l) : out.MutableV(l);
     if (fp8) {
       KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(parts.streams[s], x.table, *artifact.tables, x.symbols8));
-      for (size_t i = 0; i < n; ++i) x.symbols[i] = x.symbols8[i];
-    } else {
-      KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(parts.streams[s], x.table, *artifact.tables, x.symbols));
-    }
-    std::span<uint8_t> t = kv == 0 ? out.MutableK(l) : out.MutableV(l);
-    for (size_t i = 0; i < n; ++i) {
-      const uint16_t bits = ValueFromResidual(L.dtype, x.symbols[i], x.pred_ord[i]);
-      if (fp8) {
-        t[i] = static_cast<uint8_t>(bits);
-      } else {
-        StoreLe<uint16_t>(t.data() + 2 * i, bits);
+      for (size_t i = 0; i < n; ++i) {
+        t[i] = static_cast<uint8_t>(ValueFromResidualBits(true, x.symbols8[i], x.pred_ord[i]));
       }
+      return Status::Ok();
+    }
+    KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(parts.streams[s], x.table, *artifact.tables, x.symbols));
+    // Separate loops per dtype with the inline body, so the compiler vectorises them.
+    for (size_t i = 0; i < n; ++i) {
+      StoreLe<uint16_t>(t.data() + 2 * i, ValueFromResidualBits(false, x.symbols[i], x.pred_ord[i]));
     }
     return Status::Ok();
   }));
