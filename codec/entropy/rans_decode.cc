@@ -1,4 +1,5 @@
 // rANS decoder entry points: input validation and run-time choice of the kernel.
+#include <algorithm>
 #include <string>
 
 #include "codec/entropy/rans.h"
@@ -41,7 +42,16 @@ Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_i
                                    " table indices for " + std::to_string(out.size()) +
                                    " symbols");
   }
-  for (size_t i = 0; i < table_index.size(); ++i) {
+  // Blocks of a fixed length (which compilers vectorise at -O2) find the first block
+  // with an index out of range; the loop below names the first such index.
+  constexpr size_t kBlock = 64;
+  size_t checked = 0;
+  for (; checked + kBlock <= table_index.size(); checked += kBlock) {
+    uint16_t block_max = 0;
+    for (size_t k = 0; k < kBlock; ++k) block_max = std::max(block_max, table_index[checked + k]);
+    if (block_max >= tables.size()) break;
+  }
+  for (size_t i = checked; i < table_index.size(); ++i) {
     if (table_index[i] >= tables.size()) {
       return Status::InvalidArgument("rANS decode: table index " +
                                      std::to_string(table_index[i]) + " at " +

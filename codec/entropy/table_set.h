@@ -18,6 +18,8 @@
 // Encoder array, indexed by encode_offset(table) + direct index (the escape is at
 // index num_direct()): u32 = freq | cum << 16.
 // Memory: 6 * 2^P bytes per table for decoding (10 with the packed layout), 4 * (n + 1) for encoding.
+// The decoder arrays of 2 MiB or more sit in transparent huge pages where the kernel
+// grants them (common/huge_page_allocator.h): SIMD decoders gather from random slots.
 //
 // Thread-safety: immutable after Create(); const methods may be called concurrently.
 #pragma once
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "codec/entropy/frequency_table.h"
+#include "common/huge_page_allocator.h"
 #include "common/result.h"
 
 namespace kvstash::entropy {
@@ -64,9 +67,9 @@ class TableSet {
   int precision_ = 0;
   int symbol_bits_ = 0;
   std::vector<FrequencyTable> tables_;
-  std::vector<uint32_t> decode_entries_;
-  std::vector<uint16_t> decode_symbols_;  // num_slots() + 1 (padding)
-  std::vector<uint32_t> packed_entries_;  // num_slots() or empty
+  std::vector<uint32_t, HugePageAllocator<uint32_t>> decode_entries_;
+  std::vector<uint16_t, HugePageAllocator<uint16_t>> decode_symbols_;  // num_slots() + 1 (padding)
+  std::vector<uint32_t, HugePageAllocator<uint32_t>> packed_entries_;  // num_slots() or empty
   std::vector<uint32_t> encode_entries_;
   std::vector<uint32_t> encode_offsets_;
 };

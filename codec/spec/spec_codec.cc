@@ -1,6 +1,7 @@
 #include "codec/spec/spec_codec.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "codec/entropy/rans_segments.h"
@@ -46,6 +47,24 @@ Status ForEachStream(uint32_t n, int threads, Body body) {
     if (!st.ok()) return st;
   }
   return Status::Ok();
+}
+
+// Writes the 16-bit values (little-endian) of symbols against prediction ordinals into
+// out (2 bytes per scalar). Blocks of a fixed length, which compilers vectorise at -O2.
+void RebuildBits16(std::span<const uint16_t> symbols, std::span<const uint16_t> pred_ord, std::span<uint8_t> out) {
+  constexpr size_t kBlock = 64;
+  const size_t n = symbols.size();
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    uint8_t bytes[2 * kBlock];
+    for (size_t k = 0; k < kBlock; ++k) {
+      const uint16_t bits = ValueFromResidualBits(false, symbols[i + k], pred_ord[i + k]);
+      bytes[2 * k] = static_cast<uint8_t>(bits);
+      bytes[2 * k + 1] = static_cast<uint8_t>(bits >> 8);
+    }
+    std::memcpy(out.data() + 2 * i, bytes, sizeof bytes);
+  }
+  for (; i < n; ++i) StoreLe<uint16_t>(out.data() + 2 * i, ValueFromResidualBits(false, symbols[i], pred_ord[i]));
 }
 
 // Per-worker scratch of one stream: prediction ordinals, table ids, symbols.
@@ -209,21 +228,16 @@ Result<KvChunk> DecodeSpecPayload(const SpecArtifact& artifact, const Digest256&
         !st.ok()) {
       return Status::Corruption("spec body: " + st.message());
     }
+    std::span<uint8_t> t = kv == 0 ? out.MutableK(l) : out.MutableV(l);
     if (fp8) {
       KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(parts.streams[s], x.table, *artifact.tables, x.symbols8));
-      for (size_t i = 0; i < n; ++i) x.symbols[i] = x.symbols8[i];
-    } else {
-      KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(parts.streams[s], x.table, *artifact.tables, x.symbols));
-    }
-    std::span<uint8_t> t = kv == 0 ? out.MutableK(l) : out.MutableV(l);
-    for (size_t i = 0; i < n; ++i) {
-      const uint16_t bits = ValueFromResidual(L.dtype, x.symbols[i], x.pred_ord[i]);
-      if (fp8) {
-        t[i] = static_cast<uint8_t>(bits);
-      } else {
-        StoreLe<uint16_t>(t.data() + 2 * i, bits);
+      for (size_t i = 0; i < n; ++i) {
+        t[i] = static_cast<uint8_t>(ValueFromResidualBits(true, x.symbols8[i], x.pred_ord[i]));
       }
+      return Status::Ok();
     }
+    KVSTASH_RETURN_IF_ERROR(entropy::RansDecodeSegmented(parts.streams[s], x.table, *artifact.tables, x.symbols));
+    RebuildBits16(x.symbols, x.pred_ord, t);
     return Status::Ok();
   }));
   if (out.ContentChecksum() != h.content_checksum) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <string>
 
+#include "codec/spec/int8_gemm.h"  // CpuHasAvx2, CpuHasAvx512
+#include "codec/spec/spec_context_simd.h"
 
 namespace kvstash::spec {
 
@@ -32,8 +34,20 @@ Status ComputeContexts(const ContextConfig& cfg, std::span<const float> mu,
       MakeSpecContextParams(fp8, fp8_scale, cfg.s_min, cfg.step, cfg.buckets, cfg.frac_bins);
   p.f16 = cfg.dtype == DType::kF16;
   const size_t row = log2_sigma.size();
-  for (size_t i = 0; i < mu.size(); ++i) {
-    ScalarContext(p, mu[i], log2_sigma[i % row], &pred_ordinal[i], &table[i]);
+#if defined(__x86_64__)
+  if (!fp8 && !p.f16 && CpuHasAvx512()) {
+    internal::Bf16ContextsAvx512(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(), table.data());
+    return Status::Ok();
+  }
+  if (!fp8 && !p.f16 && CpuHasAvx2()) {
+    internal::Bf16ContextsAvx2(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(), table.data());
+    return Status::Ok();
+  }
+#endif
+  for (size_t base = 0; base < mu.size(); base += row) {
+    for (size_t j = 0; j < row; ++j) {
+      ScalarContext(p, mu[base + j], log2_sigma[j], &pred_ordinal[base + j], &table[base + j]);
+    }
   }
   return Status::Ok();
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 #include <vector>
 
 #include "codec/entropy/rans.h"
@@ -120,6 +121,25 @@ TEST(RansCorruption, LowInitialStateIsCorruption) {
   bad[4 * 7 + 2] = 0;  // lane 7's state < 2^16
   bad[4 * 7 + 3] = 0;
   EXPECT_EQ(DecodeAll(f, bad, f.symbols.size()), Status::Code::kCorruption);
+}
+
+// A table index out of range is InvalidArgument naming the first such position, in the
+// first block of indices, past it, in the tail after the last whole block, and when a
+// later block holds another.
+TEST(RansCorruption, TableIndexOutOfRangeNamesTheFirst) {
+  const Fixture f(1000);
+  for (size_t at : {size_t{3}, size_t{64}, size_t{130}, size_t{995}}) {
+    std::vector<uint16_t> idx = f.idx;
+    idx[at] = 3;
+    if (at + 200 < idx.size()) idx[at + 200] = 7;
+    std::vector<uint16_t> out(f.symbols.size());
+    for (RansDecoder d : Decoders()) {
+      const Status st = RansDecode(f.stream, idx, f.tables, out, d);
+      EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+      EXPECT_NE(st.message().find("table index 3 at " + std::to_string(at) + " "), std::string::npos)
+          << st.message();
+    }
+  }
 }
 
 }  // namespace
