@@ -6,6 +6,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "codec/dckv/dckv_conditional.h"
@@ -42,11 +43,36 @@ std::vector<float> TokenRows(const DckvConditioning& cond, const std::vector<uin
 
 // x rounded to nearest even in the 16-bit output dtype (bf16 or f16).
 uint16_t To16(float x, DType out) { return out == DType::kF16 ? F32ToF16(x) : F32ToBf16(x); }
-void Convert16(std::span<const float> in, DType out, std::span<uint16_t> bits) {
-  if (out == DType::kF16) {
-    (void)ConvertF32ToF16(in, bits);
-  } else {
-    (void)ConvertF32ToBf16(in, bits);
+
+// Rounds row[0, n) to the 16-bit output dtype (To16) and writes the values
+// little-endian to dst[0, 2n). The bf16 rounding is F32ToBf16 written without a branch
+// (a NaN keeps its top bits with the quiet bit set, anything else rounds to nearest
+// even), 16 values at a time into a local block, so that the compiler vectorises it.
+void Store16(const float* row, uint32_t n, DType out, uint8_t* dst) {
+  constexpr uint32_t B = 16;
+  uint16_t block[B];
+  auto put = [&](uint32_t c, uint32_t count) {
+    if constexpr (std::endian::native == std::endian::little) {
+      std::memcpy(dst + 2 * c, block, 2 * count);
+    } else {
+      for (uint32_t k = 0; k < count; ++k) StoreLe<uint16_t>(dst + 2 * (c + k), block[k]);
+    }
+  };
+  auto bf16 = [](float value) {
+    const uint32_t x = std::bit_cast<uint32_t>(value);
+    const uint32_t rounded = (x + 0x7FFFu + ((x >> 16) & 1u)) >> 16, quiet_nan = (x >> 16) | 0x0040u;
+    return static_cast<uint16_t>((x & 0x7FFFFFFFu) > 0x7F800000u ? quiet_nan : rounded);
+  };
+  for (uint32_t c = 0; c < n; c += B) {
+    const uint32_t count = std::min(B, n - c);
+    if (out == DType::kF16) {
+      for (uint32_t k = 0; k < count; ++k) block[k] = F32ToF16(row[c + k]);
+    } else if (count == B) {
+      for (uint32_t k = 0; k < B; ++k) block[k] = bf16(row[c + k]);
+    } else {
+      for (uint32_t k = 0; k < count; ++k) block[k] = bf16(row[c + k]);
+    }
+    put(c, count);
   }
 }
 
@@ -334,7 +360,6 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
     const uint32_t r0 = static_cast<uint32_t>(task % blocks) * kRowsPerTask;
     const uint32_t nb = std::min(kRowsPerTask, R - r0);
     std::vector<float> x(static_cast<size_t>(nb) * g.dims);
-    std::vector<uint16_t> bf16(hr);
     const auto block_coef = std::span<const float>(coef[gi]).subspan(static_cast<size_t>(r0) * g.n_active());
     SynthesizeRows(packed_[gi], g.mean, block_coef, nb, x);
     if (!g.decoder_net.empty()) ApplyDecoderCorrection(packed_nets_[gi], g.decoder_net, block_coef, nb, x);
@@ -345,10 +370,8 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
         const uint32_t l = g.first_layer + j;
         float* xk = xr + 2ull * j * hr;
         for (uint32_t h = 0; h < a.n_kv_heads; ++h) rope.Rotate(xk + h * a.head_dim, token_offset + t, false);
-        for (int kv = 0; kv < 2; ++kv) {
-          Convert16(std::span<const float>(xk + kv * hr, hr), q.out_dtype, std::span<uint16_t>(bf16));
-          put_row(l, kv, t, bf16.data());
-        }
+        Store16(xk, hr, q.out_dtype, out.MutableK(l).data() + 2 * static_cast<uint64_t>(t) * hr);
+        Store16(xk + hr, hr, q.out_dtype, out.MutableV(l).data() + 2 * static_cast<uint64_t>(t) * hr);
       }
     }
   });

@@ -42,7 +42,8 @@
 // The encoder adds the encoder net g_e to its projection when the group has one. The header's content
 // checksum is that of the decoded chunk, and the decoder verifies it.
 // gpu_kernels/dckv_decode.h decodes the same payloads on a GPU to the same bytes.
-// Speed: the synthesis runs as a register-tiled kernel (AVX2 when the CPU has it), the
+// Speed: the synthesis runs as a register-tiled kernel (AVX-512 or AVX2 when the CPU
+// has it; the multiplies and adds are nearly all of Reconstruct's time), the
 // encoder's projection as an OpenBLAS GEMM, and both spread groups and blocks of rows
 // over threads() threads; the work split never changes a value (each output value is
 // computed by one thread in the contract's order).

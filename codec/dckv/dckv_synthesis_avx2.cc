@@ -21,10 +21,10 @@ void Tile(const float* panel, uint32_t n_active, const float* const* rows, const
   {                                                                       \
     const __m256 c = _mm256_broadcast_ss(r##R + i);                       \
     __m256 p0 = _mm256_mul_ps(c, w0), p1 = _mm256_mul_ps(c, w1);          \
-    if constexpr (kZeros) {                                               \
-      const __m256 skip = _mm256_and_ps(_mm256_cmp_ps(c, zero, _CMP_EQ_OQ), neg0); \
-      p0 = _mm256_or_ps(p0, skip);                                        \
-      p1 = _mm256_or_ps(p1, skip);                                        \
+    if constexpr (kZeros) { /* -0.0, also where 0 * w is NaN (w not finite) */ \
+      const __m256 skip = _mm256_cmp_ps(c, zero, _CMP_EQ_OQ);            \
+      p0 = _mm256_blendv_ps(p0, neg0, skip);                              \
+      p1 = _mm256_blendv_ps(p1, neg0, skip);                              \
     }                                                                     \
     a##R##0 = _mm256_add_ps(a##R##0, p0);                                 \
     a##R##1 = _mm256_add_ps(a##R##1, p1);                                 \

@@ -64,11 +64,12 @@ TEST(DckvCorrection, NoNetKeepsBytesAndChecksums) {
   }
 }
 
-// Tiled decoder net (both synthesis paths) == the defining loop, bit for bit, over
+// Tiled decoder net (every synthesis path) == the defining loop, bit for bit, over
 // sizes around the tile (6 rows) and panel (16 columns), with zero coefficients.
 TEST(DckvCorrection, TiledNetEqualsReferenceBitForBit) {
   std::vector<SynthesisPath> paths = {SynthesisPath::kPortable};
   if (SynthesisHasAvx2()) paths.push_back(SynthesisPath::kAvx2);
+  if (SynthesisHasAvx512()) paths.push_back(SynthesisPath::kAvx512);
   uint32_t seed = 1;
   for (uint32_t rows : {0u, 1u, 6u, 7u, 13u}) {
     for (uint32_t n_active : {1u, 5u, 17u}) {
