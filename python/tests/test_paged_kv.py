@@ -30,11 +30,19 @@ def vec_order():
     return np.array(k + v, dtype=np.int64)
 
 
-@pytest.fixture(params=["random", "vec", "identity", "reversed"])
+def amx_order():
+    """Like vLLM's amx CPU tile: K in pairs of adjacent dims per token (32-bit copies), V
+    in pairs of tokens per dim (single values)."""
+    k = [t * D + 2 * dp + e for dp in range(D // 2) for t in range(B) for e in range(2)]
+    v = [B * D + (2 * tp + e) * D + d for tp in range(B // 2) for d in range(D) for e in range(2)]
+    return np.array(k + v, dtype=np.int64)
+
+
+@pytest.fixture(params=["random", "vec", "amx", "identity", "reversed"])
 def setup(request):
     rng = np.random.default_rng(7)
     chunk = rng.integers(0, 65536, size=(L, 2, 3 * B, H, D), dtype=np.uint16)
-    order = {"random": rng.permutation(N), "vec": vec_order(), "identity": np.arange(N),
+    order = {"random": rng.permutation(N), "vec": vec_order(), "amx": amx_order(), "identity": np.arange(N),
              "reversed": np.arange(N)[::-1]}[request.param].astype(np.int64)
     return chunk, np.ascontiguousarray(order)
 
