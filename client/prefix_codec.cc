@@ -29,21 +29,33 @@ Result<std::vector<uint8_t>> EncodeRaw(const KvChunk& chunk, const StoredKey& ke
   return BuildPayload(h, chunk.data);
 }
 
-Result<KvChunk> DecodeRaw(std::span<const uint8_t> payload, const KvLayout& layout,
-                          const Digest256& fingerprint) {
+// The verified chunk of a raw payload, viewing its body (a raw body is the chunk).
+Result<KvChunkView> VerifyRaw(std::span<const uint8_t> payload, const KvLayout& layout,
+                              const Digest256& fingerprint) {
   KVSTASH_ASSIGN_OR_RETURN(PayloadView v, ParsePayload(payload));
   if (v.header.codec != CodecId::kRaw) return Status::Mismatch("payload is not of codec raw");
   if (v.header.model_fingerprint != fingerprint) return Status::Mismatch("payload of another model");
   if (!(v.header.layout == layout)) return Status::Mismatch("payload of another KV layout");
-  KvChunk c;
-  c.layout = layout;
-  c.tokens = v.header.tokens;
+  const KvChunkView c{layout, v.header.tokens, v.body, {}};
   if (v.body.size() != layout.DataBytes(c.tokens)) return Status::Corruption("raw payload body size");
-  c.data.assign(v.body.begin(), v.body.end());
   if (c.ContentChecksum() != v.header.content_checksum) {
     return Status::Corruption("raw payload content checksum mismatch");
   }
   return c;
+}
+
+Result<KvChunk> DecodeRaw(std::span<const uint8_t> payload, const KvLayout& layout,
+                          const Digest256& fingerprint) {
+  KVSTASH_ASSIGN_OR_RETURN(KvChunkView v, VerifyRaw(payload, layout, fingerprint));
+  KvChunk c;
+  c.layout = v.layout;
+  c.tokens = v.tokens;
+  c.data.assign(v.data.begin(), v.data.end());
+  return c;
+}
+
+std::vector<std::span<const uint8_t>> Spans(std::span<const std::vector<uint8_t>> payloads) {
+  return {payloads.begin(), payloads.end()};
 }
 
 }  // namespace
@@ -381,6 +393,33 @@ Result<KvChunk> PrefixCodec::DecodeOne(std::span<const uint8_t> payload, const S
 Result<std::vector<KvChunk>> PrefixCodec::RestoreKvChunks(
     std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
     std::span<const std::vector<uint8_t>> payloads, PrefixRestoreStats* stats) const {
+  return RestoreKvChunks(tokens, keys, Spans(payloads), stats);
+}
+
+Result<std::vector<KvChunkView>> PrefixCodec::ViewRawKvChunks(
+    std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
+    std::span<const std::span<const uint8_t>> payloads) const {
+  if (options_.kind != PrefixCodecKind::kRaw) {
+    return Status::InvalidArgument("ViewRawKvChunks: a " + std::string(PrefixCodecName(options_.kind)) +
+                                   " codec's payloads are coded (use RestoreKvChunks)");
+  }
+  if (payloads.empty()) return Status::InvalidArgument("Restore: no payloads");
+  KVSTASH_RETURN_IF_ERROR(CheckChain(tokens, keys));
+  if (payloads.size() > keys.size()) return Status::InvalidArgument("Restore: more payloads than chunks");
+  std::vector<KvChunkView> out;
+  for (uint32_t i = 0; i < payloads.size(); ++i) {
+    // As DecodeOne: the header is bound to this chunk's key and position first.
+    KVSTASH_RETURN_IF_ERROR(CheckHeader(payloads[i], keys[i].stored(), i * options_.chunk_tokens, keys[i].tokens));
+    KVSTASH_ASSIGN_OR_RETURN(KvChunkView c, VerifyRaw(payloads[i], layout_, options_.model_fingerprint));
+    if (c.tokens != keys[i].tokens) return Status::Mismatch("decoded chunk has another shape than the chain's chunk");
+    out.push_back(c);
+  }
+  return out;
+}
+
+Result<std::vector<KvChunk>> PrefixCodec::RestoreKvChunks(
+    std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
+    std::span<const std::span<const uint8_t>> payloads, PrefixRestoreStats* stats) const {
   if (payloads.empty()) return Status::InvalidArgument("Restore: no payloads");
   KVSTASH_RETURN_IF_ERROR(CheckChain(tokens, keys));
   if (payloads.size() > keys.size()) return Status::InvalidArgument("Restore: more payloads than chunks");

@@ -7,11 +7,14 @@ import atexit
 import json
 import weakref
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import _native
 from ._errors import InvalidArgumentError
 from ._native import ChunkKey, LookupResult, PutChunk, TlsOptions
+
+if TYPE_CHECKING:
+    import numpy
 
 _DEFAULT_DEADLINE_MS = 5000
 
@@ -183,6 +186,13 @@ class Client:
         failed its checksum, the reply's payload is damaged or is bound to another key
         (never returned); MismatchError for an unbound (format version 1) payload."""
         return self._native.get(route, key, deadline_ms)
+
+    def get_array(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> numpy.ndarray:
+        """As get(), with the same checks and errors, but the payload is returned without a
+        copy: a READ-ONLY 1-D uint8 NumPy array that owns the received bytes (get() copies
+        them into a new bytes object). For large payloads read in place, e.g. by
+        PrefixCodec.restore_chunk_views."""
+        return self._native.get_array(route, key, deadline_ms)
 
     def delete(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> bool:
         """Removes the chunk and its descendants; True when it existed."""

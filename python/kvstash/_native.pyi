@@ -217,6 +217,8 @@ class Client:
 
     def get(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> bytes: ...
 
+    def get_array(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> NDArray[np.uint8]: ...
+
     def delete(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> bool: ...
 
     def pin(self, route: bytes, key: bytes, pinned: bool = True, deadline_ms: int | None = None) -> None: ...
@@ -337,9 +339,14 @@ class PrefixCodec:
         Encodes chain chunks [first_chunk, len(keys)) of `tokens` (keys = chain_keys(tokens, ...)). chunks[j]: the KV of chain chunk first_chunk + j, shape [n_layers, 2, T, n_kv_heads, head_dim] (K then V per layer, K after RoPE), T = keys[first_chunk + j].tokens; bf16 as uint16 bit patterns (NumPy) or torch.bfloat16, f16 as float16; a CPU array. Returns one PutChunk per chunk (chunk i > 0 names chunk i-1 as parent; all route by chunk 0). Raises InvalidArgumentError for a wrong shape, dtype, count or chain; codec errors.
         """
 
-    def restore_chunks(self, tokens: Sequence[int] | NDArray[np.integer], keys: Sequence[ChunkKey], payloads: Sequence[bytes | bytearray | memoryview]) -> list[NDArray[np.uint16] | NDArray[np.float16]]:
+    def restore_chunks(self, tokens: Sequence[int] | NDArray[np.integer], keys: Sequence[ChunkKey], payloads: Sequence[bytes | bytearray | memoryview | NDArray[np.uint8]]) -> list[NDArray[np.uint16] | NDArray[np.float16]]:
         """
-        Decodes and verifies the payloads of chain chunks [0, len(payloads)) of `tokens`. Returns NumPy arrays [n_layers, 2, T, n_kv_heads, head_dim] (uint16 bit patterns for bf16, float16 for f16), one per payload, in chain order. Never returns KV that failed a check: raises MismatchError for a payload of another codec, artifact, model, layout or position; CorruptionError for a damaged payload; InvalidArgumentError for no payloads, more payloads than chunks or keys that are not the chain of `tokens`.
+        Decodes and verifies the payloads of chain chunks [0, len(payloads)) of `tokens`. Returns NumPy arrays [n_layers, 2, T, n_kv_heads, head_dim] (uint16 bit patterns for bf16, float16 for f16), one per payload, in chain order. Never returns KV that failed a check: raises MismatchError for a payload of another codec, artifact, model, layout or position; CorruptionError for a damaged payload; InvalidArgumentError for no payloads, more payloads than chunks or keys that are not the chain of `tokens`. payloads: bytes-like objects, read in place (not copied).
+        """
+
+    def restore_chunk_views(self, tokens: Sequence[int] | NDArray[np.integer], keys: Sequence[ChunkKey], payloads: Sequence[bytes | bytearray | memoryview | NDArray[np.uint8]]) -> list[NDArray[np.uint16] | NDArray[np.float16]]:
+        """
+        As restore_chunks, with the same checks and errors, but a raw codec copies nothing: array i is a READ-ONLY view of payload i's body (a raw body is the canonical chunk), verified (header, key binding, position, content checksum) before it is returned. The array holds payload i's buffer (a bytearray cannot be resized while it lives); the caller must not modify a payload while it uses the views (a received payload from Client.get_array is read-only). spec and dckv codecs decode as restore_chunks. Use it to scatter raw KV into an engine's cache straight from the received payloads.
         """
 
     def tokens_of_chunks(self, prefix_tokens: int, chunks: int) -> int:

@@ -268,6 +268,14 @@ void BindClient(nb::module_& m) {
              return ToBytes(g.payload);
            },
            nb::arg("route"), nb::arg("key"), nb::arg("deadline_ms").none() = nb::none())
+      .def("get_array",
+           [](PyClient& c, nb::handle route, nb::handle key, std::optional<int64_t> deadline_ms) {
+             const StoredKey r = ToStoredKey(route, "route"), k = ToStoredKey(key, "key");
+             const CallOptions call = Call(deadline_ms);
+             auto g = ValueOrThrow(c.Run([&](Client& cl) { return cl.Get(r, k, {}, call); }));
+             return BytesToArray(std::move(g.payload));
+           },
+           nb::arg("route"), nb::arg("key"), nb::arg("deadline_ms").none() = nb::none())
       .def("delete",
            [](PyClient& c, nb::handle route, nb::handle key, std::optional<int64_t> deadline_ms) {
              const StoredKey r = ToStoredKey(route, "route"), k = ToStoredKey(key, "key");

@@ -7,8 +7,9 @@
 // the stored dtype's (bf16: uint16/int16/bfloat16, f16: float16/uint16). A
 // non-contiguous one is first copied by its framework (torch .contiguous(),
 // numpy.ascontiguousarray). The bytes are then copied once into the KvChunk that
-// EncodeKvChunks takes (it owns its chunks). Outputs of restore_chunks own
-// the decoded chunk's memory (no copy).
+// EncodeKvChunks takes (it owns its chunks). Payloads to restore are read in place
+// (BufferViews). Outputs of restore_chunks own the decoded chunk's memory (no copy);
+// those of restore_chunk_views for a raw codec are read-only views of the payloads.
 //
 // Heavy state: spec() and dckv() share the model, predictor, spec artifact and dckv
 // codec of the same files across codecs (SharedState below; PrefixCodec.shared_state()).
@@ -112,10 +113,19 @@ ChunkArray ImportChunk(nb::handle h, size_t index) {
                std::string(nb::type_name(h.type()).c_str()));
 }
 
-std::vector<std::vector<uint8_t>> Payloads(nb::handle seq) {
-  std::vector<std::vector<uint8_t>> out;
-  if (!PySequence_Check(seq.ptr())) ThrowInvalid("payloads: expected a list of bytes");
-  for (nb::handle p : nb::borrow<nb::sequence>(seq)) out.push_back(BufferBytes(p, "payload"));
+// restore_chunks: decoded arrays that own their memory, payloads read in place.
+nb::list RestoreArrays(const PyCodec& c, nb::handle tokens, const std::vector<ChunkKey>& keys,
+                       nb::handle payloads) {
+  const std::vector<uint32_t> t = ToTokens(tokens);
+  const BufferViews p(payloads, "payloads");
+  Result<std::vector<KvChunk>> r = Status::Internal("unset");
+  {
+    nb::gil_scoped_release release;
+    r = c.codec->RestoreKvChunks(t, keys, p.spans());
+  }
+  std::vector<KvChunk> chunks = ValueOrThrow(std::move(r));
+  nb::list out;
+  for (KvChunk& k : chunks) out.append(KvChunkToArray(std::move(k)));
   return out;
 }
 
@@ -514,17 +524,7 @@ void BindCodec(nb::module_& m) {
       .def(
           "restore_chunks",
           [](const PyCodec& c, nb::handle tokens, const std::vector<ChunkKey>& keys, nb::handle payloads) {
-            const std::vector<uint32_t> t = ToTokens(tokens);
-            const auto p = Payloads(payloads);
-            Result<std::vector<KvChunk>> r = Status::Internal("unset");
-            {
-              nb::gil_scoped_release release;
-              r = c.codec->RestoreKvChunks(t, keys, p);
-            }
-            std::vector<KvChunk> chunks = ValueOrThrow(std::move(r));
-            nb::list out;
-            for (KvChunk& k : chunks) out.append(KvChunkToArray(std::move(k)));
-            return out;
+            return RestoreArrays(c, tokens, keys, payloads);
           },
           nb::arg("tokens"), nb::arg("keys"), nb::arg("payloads"),
           "Decodes and verifies the payloads of chain chunks [0, len(payloads)) of `tokens`. "
@@ -533,7 +533,31 @@ void BindCodec(nb::module_& m) {
           "failed a check: raises MismatchError for a payload of another codec, artifact, "
           "model, layout or position; CorruptionError for a damaged payload; "
           "InvalidArgumentError for no payloads, more payloads than chunks or keys that are "
-          "not the chain of `tokens`.")
+          "not the chain of `tokens`. payloads: bytes-like objects, read in place (not copied).")
+      .def(
+          "restore_chunk_views",
+          [](const PyCodec& c, nb::handle tokens, const std::vector<ChunkKey>& keys, nb::handle payloads) {
+            if (c.codec->kind() != PrefixCodecKind::kRaw) return RestoreArrays(c, tokens, keys, payloads);
+            const std::vector<uint32_t> t = ToTokens(tokens);
+            const BufferViews p(payloads, "payloads");
+            Result<std::vector<KvChunkView>> r = Status::Internal("unset");
+            {
+              nb::gil_scoped_release release;
+              r = c.codec->ViewRawKvChunks(t, keys, p.spans());
+            }
+            const std::vector<KvChunkView> views = ValueOrThrow(std::move(r));
+            nb::list out;
+            for (size_t i = 0; i < views.size(); ++i) out.append(KvChunkViewToArray(views[i], p.Pin(i)));
+            return out;
+          },
+          nb::arg("tokens"), nb::arg("keys"), nb::arg("payloads"),
+          "As restore_chunks, with the same checks and errors, but a raw codec copies nothing: "
+          "array i is a READ-ONLY view of payload i's body (a raw body is the canonical chunk), "
+          "verified (header, key binding, position, content checksum) before it is returned. The "
+          "array holds payload i's buffer (a bytearray cannot be resized while it lives); the "
+          "caller must not modify a payload while it uses the views (a received payload from "
+          "Client.get_array is read-only). spec and dckv codecs decode as restore_chunks. Use it "
+          "to scatter raw KV into an engine's cache straight from the received payloads.")
       .def("tokens_of_chunks",
            [](const PyCodec& c, uint64_t prefix_tokens, uint32_t chunks) {
              return c.codec->TokensOfChunks(prefix_tokens, chunks);

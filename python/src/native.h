@@ -15,6 +15,7 @@
 #include <nanobind/nanobind.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,34 @@ std::vector<std::vector<std::string>> ToExtraKeys(nb::handle obj);
 // owns the chunk's data (no copy): uint16 bit patterns for bf16, float16 for f16,
 // float32 for f32, uint8 for fp8_e4m3 (its scales are dropped: not used here).
 nb::object KvChunkToArray(KvChunk chunk);
+// A read-only 1-D uint8 NumPy array that owns `bytes` (no copy): a received payload.
+nb::object BytesToArray(std::vector<uint8_t> bytes);
+
+// Borrowed, read-only, C-contiguous buffers of a sequence of bytes-like objects (bytes,
+// read-only NumPy arrays, memoryview...), read in place. The exports are held until
+// the object is destroyed, so a bytearray cannot be resized meanwhile; spans() stays
+// valid that long. InvalidArgumentError (what[i]) for an item without such a buffer.
+// Thread-safety: construct and destroy with the GIL; spans() may be read without it.
+class BufferViews {
+ public:
+  BufferViews(nb::handle seq, const char* what);
+  ~BufferViews();
+  BufferViews(const BufferViews&) = delete;
+  BufferViews& operator=(const BufferViews&) = delete;
+  const std::vector<std::span<const uint8_t>>& spans() const { return spans_; }
+  // A capsule that holds item i's export (so the object and its memory stay put) until
+  // it is freed: the owner of an array viewing that memory.
+  nb::capsule Pin(size_t i) const;
+
+ private:
+  std::vector<nb::object> items_;
+  std::vector<Py_buffer> views_;
+  std::vector<std::span<const uint8_t>> spans_;
+};
+
+// A read-only canonical chunk array (as KvChunkToArray's dtypes) viewing `chunk`'s data,
+// which `owner` keeps alive.
+nb::object KvChunkViewToArray(const KvChunkView& chunk, nb::handle owner);
 
 void BindErrors(nb::module_& m);
 void BindKeys(nb::module_& m);

@@ -11,9 +11,12 @@
 //     stored at flat tile position p (a permutation).
 //
 // Block j of block_ids holds chunk tokens [token_offset + j * B, token_offset + (j+1) * B).
-// Each call precomputes the source offset of every tile position once, then copies each
-// tile as one gather (scatter) or one scatter (gather) of 16-bit values: about memory
-// speed, against ~130 MB/s for torch's index_select over the tile dimension.
+// Each call precomputes the chunk offset of every tile position once and splits the tile
+// into runs of at least 8 positions whose chunk values are equally spaced (a run of
+// consecutive values, V of the vec kernels: head_dim values per token, is one memcpy; a
+// strided one, K stored transposed: block_size values n_kv_heads * head_dim apart, one
+// strided loop), pairs of adjacent values (the amx order's K: one 32-bit copy each) and
+// single values (the amx order's V, pairs of tokens), copied through their offsets.
 // Arrays are never converted (a float16 chunk, an int16 layer or an int32 src_of_pos
 // is a TypeError: a converted copy would be written and thrown away, or values cast).
 // Errors: InvalidArgumentError for shapes, strides, a block id out of range, blocks
@@ -26,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -39,12 +43,50 @@ using ConstChunk = nb::ndarray<const uint16_t, nb::ndim<5>, nb::c_contig, nb::de
 using Layer = nb::ndarray<uint16_t, nb::ndim<4>, nb::device::cpu>;
 using Order = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
 
+// Runs shorter than this are copied value by value through their offsets: a short run
+// (the pairs of the amx tile order) costs more as a run than as single values.
+constexpr size_t kMinRun = 8;
+
+// Tile positions [pos, pos + len) hold chunk values off, off + stride, ... (offsets from
+// the (block, head) base): a stretch of positions whose values are equally spaced.
+struct Run {
+  uint32_t pos;
+  uint32_t len;
+  int64_t off;
+  int64_t stride;
+};
+
 struct Plan {
   size_t L = 0, T = 0, H = 0, D = 0, B = 0;
-  std::vector<int64_t> off;      // per tile position: offset of its value from the (block, head) base
-  std::vector<uint16_t*> tiles;  // per layer: data pointer
+  std::vector<Run> runs;           // the tile's runs of at least kMinRun positions
+  std::vector<uint32_t> pair_pos;  // positions p whose values p, p + 1 are adjacent ...
+  std::vector<int64_t> pair_off;   // ... in the chunk at these offsets (the amx order's K)
+  std::vector<uint32_t> pos;       // its other positions ...
+  std::vector<int64_t> off;        // ... and the offsets of their values
+  std::vector<uint16_t*> tiles;    // per layer: data pointer
   std::vector<int64_t> block_stride;  // per layer, elements
 };
+
+// Splits the tile (the offsets of its positions' values) into runs and single values.
+void SplitRuns(const std::vector<int64_t>& off, Plan* p) {
+  for (size_t a = 0; a < off.size();) {
+    const int64_t stride = a + 1 < off.size() ? off[a + 1] - off[a] : 1;
+    size_t b = a + 1;
+    while (b < off.size() && off[b] - off[b - 1] == stride) ++b;
+    if (b - a >= kMinRun) {
+      p->runs.push_back({static_cast<uint32_t>(a), static_cast<uint32_t>(b - a), off[a], stride});
+      a = b;
+    } else if (a + 1 < off.size() && off[a + 1] == off[a] + 1) {  // two values, one 32-bit copy
+      p->pair_pos.push_back(static_cast<uint32_t>(a));
+      p->pair_off.push_back(off[a]);
+      a += 2;
+    } else {  // one single value; the next run may start at a + 1
+      p->pos.push_back(static_cast<uint32_t>(a));
+      p->off.push_back(off[a]);
+      ++a;
+    }
+  }
+}
 
 template <typename ChunkT>
 Plan MakePlan(const ChunkT& chunk, size_t token_offset, const std::vector<Layer>& layers,
@@ -84,15 +126,16 @@ Plan MakePlan(const ChunkT& chunk, size_t token_offset, const std::vector<Layer>
     p.block_stride.push_back(l.stride(0));
   }
   std::vector<uint8_t> seen(n, 0);
-  p.off.resize(n);
+  std::vector<int64_t> off(n);
   const int64_t* order = src_of_pos.data();
   for (size_t pos = 0; pos < n; ++pos) {
     const int64_t s = order[pos];
     if (s < 0 || static_cast<size_t>(s) >= n || seen[s]) ThrowInvalid("paged KV: src_of_pos is not a permutation");
     seen[s] = 1;
     const size_t kv = s / (p.B * p.D), t = (s / p.D) % p.B, d = s % p.D;
-    p.off[pos] = static_cast<int64_t>(kv * p.T * p.H * p.D + t * p.H * p.D + d);
+    off[pos] = static_cast<int64_t>(kv * p.T * p.H * p.D + t * p.H * p.D + d);
   }
+  SplitRuns(off, &p);
   return p;
 }
 
@@ -120,10 +163,18 @@ void BindPagedKv(nb::module_& m) {
         const Plan p = MakePlan(chunk, token_offset, layers, block_ids, src_of_pos);
         const uint16_t* src = chunk.data();
         nb::gil_scoped_release release;
-        const size_t n = p.off.size();
+        const size_t n = p.pos.size(), np = p.pair_pos.size();
         ForEachTile(p, token_offset, block_ids, [&](uint16_t* tile, size_t base) {
           const uint16_t* s = src + base;
-          for (size_t pos = 0; pos < n; ++pos) tile[pos] = s[p.off[pos]];
+          for (const Run& r : p.runs) {
+            if (r.stride == 1) {
+              std::memcpy(tile + r.pos, s + r.off, r.len * sizeof(uint16_t));
+            } else {
+              for (size_t i = 0; i < r.len; ++i) tile[r.pos + i] = s[r.off + i * r.stride];
+            }
+          }
+          for (size_t i = 0; i < np; ++i) std::memcpy(tile + p.pair_pos[i], s + p.pair_off[i], 2 * sizeof(uint16_t));
+          for (size_t i = 0; i < n; ++i) tile[p.pos[i]] = s[p.off[i]];
         });
       },
       nb::arg("chunk").noconvert(), nb::arg("token_offset"), nb::arg("layers").noconvert(), nb::arg("block_ids"),
@@ -137,10 +188,18 @@ void BindPagedKv(nb::module_& m) {
         if (block_ids.size() * p.B != p.T) ThrowInvalid("paged KV: out must hold exactly the blocks' tokens");
         uint16_t* dst = out.data();
         nb::gil_scoped_release release;
-        const size_t n = p.off.size();
+        const size_t n = p.pos.size(), np = p.pair_pos.size();
         ForEachTile(p, 0, block_ids, [&](uint16_t* tile, size_t base) {
           uint16_t* d = dst + base;
-          for (size_t pos = 0; pos < n; ++pos) d[p.off[pos]] = tile[pos];
+          for (const Run& r : p.runs) {
+            if (r.stride == 1) {
+              std::memcpy(d + r.off, tile + r.pos, r.len * sizeof(uint16_t));
+            } else {
+              for (size_t i = 0; i < r.len; ++i) d[r.off + i * r.stride] = tile[r.pos + i];
+            }
+          }
+          for (size_t i = 0; i < np; ++i) std::memcpy(d + p.pair_off[i], tile + p.pair_pos[i], 2 * sizeof(uint16_t));
+          for (size_t i = 0; i < n; ++i) d[p.off[i]] = tile[p.pos[i]];
         });
       },
       nb::arg("layers").noconvert(), nb::arg("block_ids"), nb::arg("src_of_pos").noconvert(),

@@ -46,6 +46,11 @@ def test_put_get_lookup_delete_pin_stats(client):
     restored = codec.restore_chunks(tokens, keys, payloads)
     for a, b in zip(restored, chunks):
         assert a.dtype == np.uint16 and np.array_equal(a, b)
+    arrays = [client.get_array(route, k.stored) for k in keys]  # the same bytes, not copied
+    assert all(a.dtype == np.uint8 and a.ndim == 1 and not a.flags.writeable for a in arrays)
+    assert [a.tobytes() for a in arrays] == payloads
+    for a, b in zip(codec.restore_chunk_views(tokens, keys, arrays), chunks):
+        assert not a.flags.writeable and np.array_equal(a, b)
     client.pin(route, keys[1].stored)
     client.pin(route, keys[1].stored, pinned=False)
     stats = client.stats()
@@ -56,6 +61,8 @@ def test_put_get_lookup_delete_pin_stats(client):
     with pytest.raises(kvstash.NotFoundError) as e:
         client.get(route, keys[2].stored)
     assert not e.value.retryable
+    with pytest.raises(kvstash.NotFoundError):
+        client.get_array(route, keys[2].stored)
     with pytest.raises(kvstash.NotFoundError):
         client.pin(route, keys[2].stored)
 

@@ -96,7 +96,8 @@ def test_bad_chunks_raise_invalid_argument():
         codec.encode_chunks(tokens[:8], keys, good, 0)
 
 
-def test_corrupted_payload_is_corruption():
+@pytest.mark.parametrize("restore", ["restore_chunks", "restore_chunk_views"])
+def test_corrupted_payload_is_corruption(restore):
     codec = raw_codec()
     tokens = list(range(8))
     keys = codec.chain_keys(tokens)
@@ -104,13 +105,37 @@ def test_corrupted_payload_is_corruption():
     payload = bytearray(codec.encode_chunks(tokens, keys, [kv])[0].payload)
     payload[-5] ^= 0x40  # one bit of the KV body
     with pytest.raises(kvstash.CorruptionError) as e:
-        codec.restore_chunks(tokens, keys, [bytes(payload)])
+        getattr(codec, restore)(tokens, keys, [bytes(payload)])
     assert not e.value.retryable
     # A payload of another namespace/model position is a Mismatch, not KV.
     other = raw_codec(chunk=8, kv_dtype="f16")
     with pytest.raises(kvstash.MismatchError):
-        other.restore_chunks(tokens, other.chain_keys(tokens),
-                             [codec.encode_chunks(tokens, keys, [kv])[0].payload])
+        getattr(other, restore)(tokens, other.chain_keys(tokens),
+                                [codec.encode_chunks(tokens, keys, [kv])[0].payload])
+    with pytest.raises(kvstash.InvalidArgumentError):  # not a bytes-like payload
+        getattr(codec, restore)(tokens, keys, [8])
+
+
+@pytest.mark.parametrize("kv_dtype,np_dtype", [("bf16", np.uint16), ("f16", np.float16)])
+def test_raw_chunk_views_are_verified_read_only_views(kv_dtype, np_dtype):
+    codec = raw_codec(kv_dtype=kv_dtype)
+    rng = np.random.default_rng(11)
+    tokens = rng.integers(0, 49152, 20).tolist()   # 2 full chunks + a partial one
+    keys = codec.chain_keys(tokens)
+    chunks = [rng.integers(0, 2**16, (3, 2, k.tokens, 2, 16), dtype=np.uint16).view(np_dtype) for k in keys]
+    payloads = [bytearray(p.payload) for p in codec.encode_chunks(tokens, keys, chunks)]
+    views = codec.restore_chunk_views(tokens, keys, payloads)
+    for v, c in zip(views, chunks):
+        assert v.dtype == np_dtype and not v.flags.writeable
+        assert np.array_equal(v.view(np.uint16), c.view(np.uint16))
+    with pytest.raises(BufferError):      # a viewed payload cannot move under its view
+        payloads[0].extend(b"x")
+    del views
+    payloads[0].extend(b"x")
+    # The payload of the first chunk alone restores that chunk.
+    assert len(codec.restore_chunk_views(tokens, keys, [bytes(payloads[0][:-1])])) == 1
+    with pytest.raises(kvstash.MismatchError):  # chunk 1's payload at position 0
+        codec.restore_chunk_views(tokens, keys, [payloads[1]])
 
 
 # ---------------------------------------------------------------- spec on SmolLM2
@@ -168,6 +193,10 @@ def test_spec_round_trip_on_real_kv_through_the_server(smol, model_path, client)
     out = spec.restore_chunks(tokens, keys, payloads)
     for a, b in zip(out, chunks):
         assert np.array_equal(a, b)  # lossless: bit-exact bf16
+    # restore_chunk_views of a coded payload decodes (from get_array's buffers, in place).
+    arrays = [client.get_array(keys[0].stored, k.stored) for k in keys]
+    for a, b in zip(spec.restore_chunk_views(tokens, keys, arrays), chunks):
+        assert np.array_equal(a, b)
     # Restoring from another artifact is a Mismatch, never wrong KV.
     other = kvstash.PrefixCodec.spec(model_path, arts[1], opts)
     assert other.artifact_digest != spec.artifact_digest

@@ -68,12 +68,14 @@ def test_get_answered_with_another_keys_payload_is_corruption(two_chains, fault_
             with pytest.raises(kvstash.CorruptionError) as e:
                 pc.get(route_a, ka[i].stored)
             assert not e.value.retryable
-        assert fault_proxy.stats()["substituted"] == len(ka)
+            with pytest.raises(kvstash.CorruptionError):
+                pc.get_array(route_a, ka[i].stored)
+        assert fault_proxy.stats()["substituted"] == 2 * len(ka)
         # D's own chunks are not rewritten.
         assert [pc.get(route_d, k.stored) for k in kd] == [p.payload for p in pd]
         fault_proxy.rule("clear")
         assert pc.get(route_a, ka[1].stored) == pa[1].payload
-        assert fault_proxy.stats()["substituted"] == len(ka)
+        assert fault_proxy.stats()["substituted"] == 2 * len(ka)
 
 
 def test_get_async_answered_with_another_keys_payload_is_corruption(two_chains, fault_proxy):
@@ -108,6 +110,15 @@ def test_restore_of_another_chains_payloads_is_corruption(two_chains, fault_prox
         c.restore_chunks(ta, ka, [pa[0].payload, pa[1].payload, pd[2].payload])
     # A's own payloads restore A.
     assert len(c.restore_chunks(ta, ka, [p.payload for p in pa])) == len(ka)
+    # The same checks without copies (the vLLM connector's raw path): D's payloads, received
+    # into arrays, are refused for A's chain as a whole and one by one.
+    with proxied_client(fault_proxy) as pc:
+        d_arrays = [pc.get_array(kd[0].stored, k.stored) for k in kd]
+    assert all(np.array_equal(x, y) for x, y in zip(c.restore_chunk_views(td, kd, d_arrays), chunks_d))
+    with pytest.raises(kvstash.CorruptionError):
+        c.restore_chunk_views(ta, ka, d_arrays)
+    with pytest.raises(kvstash.CorruptionError):
+        c.restore_chunk_views(ta, ka, [pa[0].payload, pa[1].payload, d_arrays[2]])
 
 
 def test_flipped_payload_byte_never_restores(two_chains, fault_proxy):

@@ -22,12 +22,29 @@ def reference_tiles(chunk, token_offset, block_ids, src_of_pos, layers):
                 layers[l][bid, h] = chunk[l, kv, tok, h, d].reshape(B, 2 * D)
 
 
-@pytest.fixture
-def setup():
+def vec_order():
+    """vLLM's vec/vec16 CPU tile: K transposed (head_dim x block_size), then V token-major:
+    strided runs of B values, then consecutive runs (memcpy)."""
+    k = [t * D + d for d in range(D) for t in range(B)]
+    v = [B * D + t * D + d for t in range(B) for d in range(D)]
+    return np.array(k + v, dtype=np.int64)
+
+
+def amx_order():
+    """Like vLLM's amx CPU tile: K in pairs of adjacent dims per token (32-bit copies), V
+    in pairs of tokens per dim (single values)."""
+    k = [t * D + 2 * dp + e for dp in range(D // 2) for t in range(B) for e in range(2)]
+    v = [B * D + (2 * tp + e) * D + d for tp in range(B // 2) for d in range(D) for e in range(2)]
+    return np.array(k + v, dtype=np.int64)
+
+
+@pytest.fixture(params=["random", "vec", "amx", "identity", "reversed"])
+def setup(request):
     rng = np.random.default_rng(7)
     chunk = rng.integers(0, 65536, size=(L, 2, 3 * B, H, D), dtype=np.uint16)
-    order = rng.permutation(N).astype(np.int64)
-    return chunk, order
+    order = {"random": rng.permutation(N), "vec": vec_order(), "amx": amx_order(), "identity": np.arange(N),
+             "reversed": np.arange(N)[::-1]}[request.param].astype(np.int64)
+    return chunk, np.ascontiguousarray(order)
 
 
 def test_scatter_matches_reference_and_gather_inverts_it(setup):

@@ -235,6 +235,24 @@ class PrefixCodec {
                                                std::span<const ChunkKey> keys,
                                                std::span<const std::vector<uint8_t>> payloads,
                                                PrefixRestoreStats* stats = nullptr) const;
+  // The same over payloads held elsewhere (e.g. the buffers of a binding), read in place:
+  // no copy of them. REQUIRES: the payloads' memory stays unchanged during the call.
+  Result<std::vector<KvChunk>> RestoreKvChunks(std::span<const uint32_t> tokens,
+                                               std::span<const ChunkKey> keys,
+                                               std::span<const std::span<const uint8_t>> payloads,
+                                               PrefixRestoreStats* stats = nullptr) const;
+
+  // raw only: RestoreKvChunks without its copy. A raw payload's body is the canonical
+  // chunk, so after every check RestoreKvChunks makes (chain, header of this codec,
+  // model, layout and position, key binding, body size, content checksum) chunk i is
+  // returned as a view of payload i's body. The views alias the payloads: they are
+  // valid while those live, and what they show was verified only while the payloads
+  // stay unchanged (a caller must hold them immutable, e.g. read-only buffers it owns).
+  // Errors: those of RestoreKvChunks; InvalidArgument for a spec or dckv codec (their
+  // payloads are coded: use RestoreKvChunks).
+  Result<std::vector<KvChunkView>> ViewRawKvChunks(std::span<const uint32_t> tokens,
+                                                   std::span<const ChunkKey> keys,
+                                                   std::span<const std::span<const uint8_t>> payloads) const;
 
   // The checks RestoreKvChunks makes before it decodes: keys are the chain of `tokens`,
   // 1 <= payloads.size() <= keys.size(), and payload i's header covers chain chunk i's

@@ -1,10 +1,12 @@
 """Worker side of KvstashConnector: loads into and saves out of vLLM's paged KV blocks.
 
 Load of one request (LoadOp): GET chunks [0, n) of the chain in parallel (each with
-  get_deadline_ms), restore them with the codec (which verifies every payload: a payload
-  of another namespace, codec, artifact or model is MismatchError, a damaged one
-  CorruptionError), and scatter tokens from first_block on into the request's blocks,
-  all layers (_scatter: the CPU layout code, in one place). ANY failure (connection,
+  get_deadline_ms; Client.get_array: the received bytes, not copied), restore them with
+  the codec (which verifies every payload: a payload of another namespace, codec,
+  artifact or model is MismatchError, a damaged one CorruptionError; raw chunks are
+  verified in place and come back as views of their payloads), and scatter tokens from
+  first_block on into the request's blocks, all layers (_scatter: the CPU layout code,
+  in one place). The CPU raw path copies the KV once: payload -> the cache's tiles. ANY failure (connection,
   deadline, NotFound, checksum, mismatch, shape, an exception in our code) puts every
   block of the load into the set returned by get_block_ids_with_load_errors, so vLLM
   (kv_load_failure_policy="recompute") recomputes those blocks: KV that was not
@@ -193,25 +195,27 @@ class WorkerSide:
             raise RuntimeError(f"chain has {len(keys)} full chunks, {n_chunks} expected")
         return keys[:n_chunks]
 
-    def _fetch(self, op: LoadOp) -> tuple[Any, list, list[bytes]]:
-        """GET the load's chunks (the network part): (codec, keys, payloads). Touches no
-        engine state. Raises on any failure."""
+    def _fetch(self, op: LoadOp) -> tuple[Any, list, list[np.ndarray]]:
+        """GET the load's chunks (the network part): (codec, keys, payloads), each payload
+        a read-only uint8 array owning the received bytes (Client.get_array: no copy).
+        Touches no engine state. Raises on any failure."""
         codec = self.codecs.get(op.ns, self.counters)
         keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
         route = keys[0].stored
         dl = self.cfg.get_deadline_ms
-        payloads = list(self._pool.map(lambda k: self.client.get(route, k.stored, deadline_ms=dl), keys))
+        payloads = list(self._pool.map(lambda k: self.client.get_array(route, k.stored, deadline_ms=dl), keys))
         return codec, keys, payloads
 
-    def _restore_into_blocks(self, op: LoadOp, codec: Any, keys: list, payloads: list[bytes]) -> None:
+    def _restore_into_blocks(self, op: LoadOp, codec: Any, keys: list, payloads: list[np.ndarray]) -> None:
         """Verify + decode the payloads and write them into the request's blocks: the one
-        place that depends on where the KV cache lives (CUDA: cuda_layout; CPU: restore_chunks
-        + _scatter).
+        place that depends on where the KV cache lives (CUDA: cuda_layout; CPU:
+        restore_chunk_views + _scatter: a raw chunk is verified in place and scattered
+        straight from its payload, nothing copied in between).
         Raises on any failure (then nothing may read the blocks: they are reported failed)."""
         if self.cuda is not None:  # restore on the GPU (verified), scatter with the kernel
             self.cuda.load(codec, op.tokens, keys, payloads, op.block_ids, op.first_block, op.n_chunks)
             return
-        arrays = codec.restore_chunks(op.tokens, keys, payloads)
+        arrays = codec.restore_chunk_views(op.tokens, keys, payloads)
         if len(arrays) != op.n_chunks:
             raise RuntimeError(f"restore returned {len(arrays)} chunks, {op.n_chunks} expected")
         self._scatter(op, arrays)
@@ -262,8 +266,7 @@ class WorkerSide:
         (TileOrder.scatter: every layer's tiles in the probed order, natively)."""
         L, H, D, C, B = len(self.layers), self.H, self.D, self.C, self.B
         bpc = C // B
-        for j, arr in enumerate(arrays):
-            a = np.ascontiguousarray(arr)
+        for j, a in enumerate(arrays):
             if a.shape != (L, 2, C, H, D):
                 raise LayoutError(f"restored chunk {j} is {a.shape}, expected {(L, 2, C, H, D)}")
             lo_blk = max(op.first_block, j * bpc)
