@@ -1,7 +1,8 @@
 // The spec predictor's kGgml arithmetic: llama.cpp's CPU forward pass (flash attention
 // off) over the GGUF's own Q4_1 blocks; the contract is in spec_predictor.h (READ ME
-// FIRST) and the block arithmetic in ggml_ops.h. Scalar reference code, every fp32
-// step a single rounding (-ffp-contract=off), in the fixed orders written below.
+// FIRST) and the block arithmetic in ggml_ops.h. Every fp32 step a single rounding
+// (-ffp-contract=off), in the fixed orders written below; the projections run on the
+// SIMD kernels of ggml_gemm.h where the backend allows, with the scalar bits.
 #include <algorithm>
 #include <cmath>
 
@@ -61,6 +62,7 @@ Status SpecPredictor::LoadGgml(const Model& model) {
   if (c.arch != Architecture::kLlama || c.qk_norm()) {
     return Status::NotSupported("ggml predictor: llama architecture only");
   }
+  KVSTASH_ASSIGN_OR_RETURN(ggml_path_, ggml::ResolveGgmlPath(options_.backend));
   layers_.resize(c.n_layers);
   ggml_layers_.resize(c.n_layers);
   Xxh3Hasher h;
@@ -97,6 +99,10 @@ Status SpecPredictor::LoadGgml(const Model& model) {
       q->in = t->cols;
       q->blocks.resize(static_cast<size_t>(t->rows) * (t->cols / ggml::kBlock));
       KVSTASH_RETURN_IF_ERROR(ggml::UnpackQ4_1(t->bytes, q->blocks).WithContext("layer " + std::to_string(l)));
+      if (ggml_path_ != ggml::GgmlPath::kScalar) {
+        KVSTASH_RETURN_IF_ERROR(ggml::PackQ4_1(q->blocks, q->out, q->in / ggml::kBlock, &q->packed));
+        q->blocks = {};
+      }
       h.Update(t->bytes);
     }
   }
@@ -106,6 +112,14 @@ Status SpecPredictor::LoadGgml(const Model& model) {
 
 void SpecPredictor::GgmlProject(const GgmlLinear& W, const ggml::BlockQ8_1* x, uint32_t rows, float* y) const {
   const uint32_t blocks = W.in / ggml::kBlock;
+  if (ggml_path_ != ggml::GgmlPath::kScalar) {
+    std::vector<float> xd(static_cast<size_t>(rows) * blocks), xs(xd.size());
+    ggml::Q8_1Scales(x, xd.size(), xd.data(), xs.data());
+    ParallelFor(W.packed.row_blocks, options_.threads, [&](uint32_t, uint32_t rb) {
+      ggml::GemmRowBlock(ggml_path_, W.packed, rb, x, xd.data(), xs.data(), rows, y, W.out);
+    });
+    return;
+  }
   ParallelFor(W.out, options_.threads, [&](uint32_t, uint32_t o) {
     const ggml::UnpackedQ4_1* wr = &W.blocks[static_cast<size_t>(o) * blocks];
     for (uint32_t t = 0; t < rows; ++t) {
