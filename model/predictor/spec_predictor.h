@@ -183,6 +183,9 @@ class SpecPredictor {
   void GgmlProject(const GgmlLinear& W, const ggml::BlockQ8_1* x, uint32_t rows, float* y) const;
   void GgmlAttention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
                      const PredictorCache& cache, float* out) const;
+  // GgmlAttention's rows on AVX2 (ggml_attention_avx2.h) over K, V already rounded.
+  void GgmlAttentionRows(uint32_t first, uint32_t rows, const float* q, const float* K, const float* V,
+                         float* out) const;
 
   ModelConfig config_;
   SpecPredictorOptions options_;
