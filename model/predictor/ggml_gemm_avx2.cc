@@ -41,13 +41,17 @@ void Tile(const PackedQ4_1& w, uint32_t row_block, uint32_t half, const BlockQ8_
   const size_t tile0 = static_cast<size_t>(row_block) * blocks;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[N], summs[N];
+#pragma GCC unroll 8
   for (uint32_t i = 0; i < N; ++i) acc[i] = summs[i] = _mm256_setzero_ps();
   for (uint32_t b = 0; b < blocks; ++b) {
     const uint8_t* q = &w.q[(tile0 + b) * kPackedQuadBytes + half * kHalf * 4];
     __m256i sum16[N];
+#pragma GCC unroll 8
     for (uint32_t i = 0; i < N; ++i) sum16[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
     for (uint32_t k = 0; k < kBlock / 4; ++k) {
       const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + k * kRowBlock * 4));
+#pragma GCC unroll 8
       for (uint32_t i = 0; i < N; ++i) {
         const __m256i xq = BroadcastQuad(x[(t0 + i) * static_cast<size_t>(blocks) + b].qs + 4 * k);
         sum16[i] = _mm256_add_epi16(sum16[i], _mm256_maddubs_epi16(wq, xq));
@@ -55,6 +59,7 @@ void Tile(const PackedQ4_1& w, uint32_t row_block, uint32_t half, const BlockQ8_
     }
     const __m256 d4 = _mm256_loadu_ps(&w.d[(tile0 + b) * kRowBlock + half * kHalf]);
     const __m256 m4 = _mm256_loadu_ps(&w.m[(tile0 + b) * kRowBlock + half * kHalf]);
+#pragma GCC unroll 8
     for (uint32_t i = 0; i < N; ++i) {
       const size_t xb = (t0 + i) * static_cast<size_t>(blocks) + b;
       const __m256i sumi = _mm256_madd_epi16(sum16[i], ones);
@@ -65,6 +70,7 @@ void Tile(const PackedQ4_1& w, uint32_t row_block, uint32_t half, const BlockQ8_
   }
   const uint32_t o0 = row_block * kRowBlock + half * kHalf;
   const uint32_t valid = std::min(kHalf, w.rows - o0);
+#pragma GCC unroll 8
   for (uint32_t i = 0; i < N; ++i) {
     float* dst = y + (t0 + i) * y_stride + o0;
     const __m256 r = _mm256_add_ps(acc[i], summs[i]);

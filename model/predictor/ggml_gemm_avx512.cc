@@ -43,19 +43,24 @@ void Tile(const PackedQ4_1& w, uint32_t row_block, const BlockQ8_1* x, const flo
   const uint32_t blocks = w.blocks;
   const size_t tile0 = static_cast<size_t>(row_block) * blocks;
   __m512 acc[N], summs[N];
+#pragma GCC unroll 8
   for (uint32_t i = 0; i < N; ++i) acc[i] = summs[i] = _mm512_setzero_ps();
   for (uint32_t b = 0; b < blocks; ++b) {
     const uint8_t* q = &w.q[(tile0 + b) * kPackedQuadBytes];
     __m512i sumi[N];
+#pragma GCC unroll 8
     for (uint32_t i = 0; i < N; ++i) sumi[i] = _mm512_setzero_si512();
+#pragma GCC unroll 8
     for (uint32_t k = 0; k < kBlock / 4; ++k) {
       const __m512i wq = _mm512_loadu_si512(q + k * kRowBlock * 4);
+#pragma GCC unroll 8
       for (uint32_t i = 0; i < N; ++i) {
         sumi[i] = _mm512_dpbusd_epi32(sumi[i], wq, BroadcastQuad(x[(t0 + i) * static_cast<size_t>(blocks) + b].qs + 4 * k));
       }
     }
     const __m512 d4 = _mm512_loadu_ps(&w.d[(tile0 + b) * kRowBlock]);
     const __m512 m4 = _mm512_loadu_ps(&w.m[(tile0 + b) * kRowBlock]);
+#pragma GCC unroll 8
     for (uint32_t i = 0; i < N; ++i) {
       const size_t xb = (t0 + i) * static_cast<size_t>(blocks) + b;
       const __m512 dd = _mm512_mul_ps(d4, _mm512_set1_ps(xd[xb]));
@@ -65,6 +70,7 @@ void Tile(const PackedQ4_1& w, uint32_t row_block, const BlockQ8_1* x, const flo
   }
   const uint32_t o0 = row_block * kRowBlock;
   const auto lanes = static_cast<__mmask16>((1u << std::min(kRowBlock, w.rows - o0)) - 1);
+#pragma GCC unroll 8
   for (uint32_t i = 0; i < N; ++i) {
     _mm512_mask_storeu_ps(y + (t0 + i) * y_stride + o0, lanes, _mm512_add_ps(acc[i], summs[i]));
   }
