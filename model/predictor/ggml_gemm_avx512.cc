@@ -55,7 +55,8 @@ void Tile(const PackedQ4_1& w, uint32_t row_block, const BlockQ8_1* x, const flo
       const __m512i wq = _mm512_loadu_si512(q + k * kRowBlock * 4);
 #pragma GCC unroll 8
       for (uint32_t i = 0; i < N; ++i) {
-        sumi[i] = _mm512_dpbusd_epi32(sumi[i], wq, BroadcastQuad(x[(t0 + i) * static_cast<size_t>(blocks) + b].qs + 4 * k));
+        const int8_t* xq = x[(t0 + i) * static_cast<size_t>(blocks) + b].qs + 4 * k;
+        sumi[i] = _mm512_dpbusd_epi32(sumi[i], wq, BroadcastQuad(xq));
       }
     }
     const __m512 d4 = _mm512_loadu_ps(&w.d[(tile0 + b) * kRowBlock]);

@@ -62,7 +62,8 @@ std::vector<BlockQ8_1> RandomActivations(uint32_t tokens, uint32_t blocks, Value
   }
   std::vector<BlockQ8_1> out(static_cast<size_t>(tokens) * blocks);
   for (uint32_t t = 0; t < tokens; ++t) {
-    QuantizeRowQ8_1(&x[static_cast<size_t>(t) * blocks * kBlock], blocks * kBlock, &out[static_cast<size_t>(t) * blocks]);
+    const size_t at = static_cast<size_t>(t) * blocks;
+    QuantizeRowQ8_1(&x[at * kBlock], blocks * kBlock, &out[at]);
   }
   return out;
 }
