@@ -43,7 +43,9 @@
 //   cache rounded to kv_dtype with the query and the softmax weights rounded to the
 //   same dtype (ggml converts them to the cache's vec_dot type); softmax sum in
 //   double, p = e * float(1 / sum). K is returned in the canonical rotate_half order.
-//   Scalar code only; the same determinism guarantees hold.
+//   The projections take the path `backend` selects (ggml_gemm.h: AVX-512 VNNI, AVX2
+//   or the scalar DotQ4_1Q8_1), with the same bits on each; the same determinism
+//   guarantees hold.
 //
 // Shapes: K (after RoPE, as engines cache it) and V per attention layer are
 // [T, n_kv_heads, head_dim] fp32 row-major.
@@ -64,6 +66,7 @@
 #include "codec/spec/quantize.h"
 #include "common/dtype.h"
 #include "common/result.h"
+#include "model/predictor/ggml_gemm.h"
 #include "model/predictor/ggml_ops.h"
 #include "model/forward/model.h"
 
@@ -83,8 +86,9 @@ struct SpecPredictorOptions {
   spec::GemmBackend backend = spec::GemmBackend::kAuto;
   // Whose arithmetic the predictor copies: kInt, our int8 GEMMs (group,
   // activation_bits and backend apply); kGgml, llama.cpp's CPU backend (READ ME FIRST;
-  // group, activation_bits and backend are ignored; REQUIRES a model loaded from a GGUF
-  // whose projections are all Q4_1). Default: kInt.
+  // group and activation_bits are ignored, backend picks the projections' SIMD path,
+  // model/predictor/ggml_gemm.h; REQUIRES a model loaded from a GGUF whose projections
+  // are all Q4_1). Default: kInt.
   enum class Arithmetic : uint8_t { kInt, kGgml };
   Arithmetic arithmetic = Arithmetic::kInt;
   // kGgml only: the KV cache dtype llama.cpp keeps, kF16 or kBF16 (its later layers
@@ -124,7 +128,8 @@ class SpecPredictor {
   // Quantises the model's projections. Errors: InvalidArgument for a model whose
   // projections are not dense fp32 (DenseLinear) or an invalid group size; for kGgml,
   // InvalidArgument for a model without GGUF tensors (Model::ggml_layers) or a kv_dtype
-  // other than f16/bf16, NotSupported for a projection that is not Q4_1.
+  // other than f16/bf16, NotSupported for a projection that is not Q4_1 or a backend
+  // that forces an ISA this CPU (or KVSTASH_CPU_PATH) lacks.
   static Result<std::unique_ptr<SpecPredictor>> Create(const Model& model,
                                                        const SpecPredictorOptions& options);
 
@@ -151,10 +156,12 @@ class SpecPredictor {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
     QuantLinear wq, wk, wv, wo, w_gate, w_up, w_down;
   };
-  // kGgml: a projection's Q4_1 blocks, row-major [out, in / 32], rows in the GGUF order.
+  // kGgml: a projection's Q4_1 blocks, rows in the GGUF order, in the layout of the
+  // path ggml_path_: blocks (scalar; row-major [out, in / 32]) or packed (SIMD).
   struct GgmlLinear {
     uint32_t out = 0, in = 0;
     std::vector<ggml::UnpackedQ4_1> blocks;
+    ggml::PackedQ4_1 packed;
   };
   struct GgmlLayer {
     GgmlLinear wq, wk, wv, wo, w_gate, w_up, w_down;
@@ -176,12 +183,16 @@ class SpecPredictor {
   void GgmlProject(const GgmlLinear& W, const ggml::BlockQ8_1* x, uint32_t rows, float* y) const;
   void GgmlAttention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
                      const PredictorCache& cache, float* out) const;
+  // GgmlAttention's rows on AVX2 (ggml_attention_avx2.h) over K, V already rounded.
+  void GgmlAttentionRows(uint32_t first, uint32_t rows, const float* q, const float* K, const float* V,
+                         float* out) const;
 
   ModelConfig config_;
   SpecPredictorOptions options_;
   std::shared_ptr<const std::vector<float>> embed_;
   std::vector<Layer> layers_;
   std::vector<GgmlLayer> ggml_layers_;  // kGgml only (then layers_ holds only the norms)
+  ggml::GgmlPath ggml_path_ = ggml::GgmlPath::kScalar;  // kGgml: options_.backend resolved
   uint64_t digest_ = 0;
 };
 

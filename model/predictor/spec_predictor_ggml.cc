@@ -1,7 +1,8 @@
 // The spec predictor's kGgml arithmetic: llama.cpp's CPU forward pass (flash attention
 // off) over the GGUF's own Q4_1 blocks; the contract is in spec_predictor.h (READ ME
-// FIRST) and the block arithmetic in ggml_ops.h. Scalar reference code, every fp32
-// step a single rounding (-ffp-contract=off), in the fixed orders written below.
+// FIRST) and the block arithmetic in ggml_ops.h. Every fp32 step a single rounding
+// (-ffp-contract=off), in the fixed orders written below; the projections run on the
+// SIMD kernels of ggml_gemm.h where the backend allows, with the scalar bits.
 #include <algorithm>
 #include <cmath>
 
@@ -11,8 +12,10 @@
 #include "common/checksum.h"
 #include "common/dtype_bits.h"
 #include "model/formats/ggml_types.h"
+#include "model/predictor/ggml_attention_avx2.h"
 #include "model/predictor/parallel_for.h"
 #include "model/predictor/spec_predictor.h"
+#include "model/predictor/spec_predictor_avx2.h"
 #include "model/predictor/spec_predictor_ops.h"
 
 namespace kvstash::model {
@@ -61,6 +64,7 @@ Status SpecPredictor::LoadGgml(const Model& model) {
   if (c.arch != Architecture::kLlama || c.qk_norm()) {
     return Status::NotSupported("ggml predictor: llama architecture only");
   }
+  KVSTASH_ASSIGN_OR_RETURN(ggml_path_, ggml::ResolveGgmlPath(options_.backend));
   layers_.resize(c.n_layers);
   ggml_layers_.resize(c.n_layers);
   Xxh3Hasher h;
@@ -97,6 +101,10 @@ Status SpecPredictor::LoadGgml(const Model& model) {
       q->in = t->cols;
       q->blocks.resize(static_cast<size_t>(t->rows) * (t->cols / ggml::kBlock));
       KVSTASH_RETURN_IF_ERROR(ggml::UnpackQ4_1(t->bytes, q->blocks).WithContext("layer " + std::to_string(l)));
+      if (ggml_path_ != ggml::GgmlPath::kScalar) {
+        KVSTASH_RETURN_IF_ERROR(ggml::PackQ4_1(q->blocks, q->out, q->in / ggml::kBlock, &q->packed));
+        q->blocks = {};
+      }
       h.Update(t->bytes);
     }
   }
@@ -106,6 +114,14 @@ Status SpecPredictor::LoadGgml(const Model& model) {
 
 void SpecPredictor::GgmlProject(const GgmlLinear& W, const ggml::BlockQ8_1* x, uint32_t rows, float* y) const {
   const uint32_t blocks = W.in / ggml::kBlock;
+  if (ggml_path_ != ggml::GgmlPath::kScalar) {
+    std::vector<float> xd(static_cast<size_t>(rows) * blocks), xs(xd.size());
+    ggml::Q8_1Scales(x, xd.size(), xd.data(), xs.data());
+    ParallelFor(W.packed.row_blocks, options_.threads, [&](uint32_t, uint32_t rb) {
+      ggml::GemmRowBlock(ggml_path_, W.packed, rb, x, xd.data(), xs.data(), rows, y, W.out);
+    });
+    return;
+  }
   ParallelFor(W.out, options_.threads, [&](uint32_t, uint32_t o) {
     const ggml::UnpackedQ4_1* wr = &W.blocks[static_cast<size_t>(o) * blocks];
     for (uint32_t t = 0; t < rows; ++t) {
@@ -125,6 +141,15 @@ void SpecPredictor::GgmlAttention(uint32_t layer, uint32_t first, uint32_t rows,
   const uint32_t hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
   const float scale = DDiv(1.0f, std::sqrt(static_cast<float>(hd)));
   std::vector<float> K(cache.k[layer].size()), V(cache.v[layer].size());
+#if defined(__x86_64__)
+  // The AVX2 row (ggml_attention_avx2.h) on the SIMD paths, with the same bits.
+  if (ggml_path_ != ggml::GgmlPath::kScalar && hd % 8 == 0) {
+    ggml::avx2::RoundToDType(cache.k[layer].data(), K.data(), K.size(), dt);
+    ggml::avx2::RoundToDType(cache.v[layer].data(), V.data(), V.size(), dt);
+    GgmlAttentionRows(first, rows, q, K.data(), V.data(), out);
+    return;
+  }
+#endif
   for (size_t i = 0; i < K.size(); ++i) K[i] = RoundTo(cache.k[layer][i], dt);
   for (size_t i = 0; i < V.size(); ++i) V[i] = RoundTo(cache.v[layer][i], dt);
   const size_t stride = static_cast<size_t>(c.n_kv_heads) * hd;
@@ -134,9 +159,10 @@ void SpecPredictor::GgmlAttention(uint32_t layer, uint32_t first, uint32_t rows,
   ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
     const uint32_t t = job / c.n_heads, hh = job % c.n_heads, g = hh / group;
     const uint32_t n = first + t + 1;  // causal: keys 0..first+t
+    const float* qs = q + (static_cast<size_t>(t) * c.n_heads + hh) * hd;
+    float* o = out + (static_cast<size_t>(t) * c.n_heads + hh) * hd;
     float* qr = scratch[w].data();
     float* e = qr + hd;
-    const float* qs = q + (static_cast<size_t>(t) * c.n_heads + hh) * hd;
     for (uint32_t d = 0; d < hd; ++d) qr[d] = RoundTo(qs[d], dt);
     float m = -3.40282347e38f;
     for (uint32_t j = 0; j < n; ++j) {
@@ -149,7 +175,6 @@ void SpecPredictor::GgmlAttention(uint32_t layer, uint32_t first, uint32_t rows,
       sum += static_cast<double>(e[j]);
     }
     const auto inv = static_cast<float>(1.0 / sum);
-    float* o = out + (static_cast<size_t>(t) * c.n_heads + hh) * hd;
     std::fill_n(o, hd, 0.0f);
     for (uint32_t j = 0; j < n; ++j) {
       const float p = RoundTo(DMul(e[j], inv), dt);
@@ -158,6 +183,25 @@ void SpecPredictor::GgmlAttention(uint32_t layer, uint32_t first, uint32_t rows,
     }
   });
 }
+
+#if defined(__x86_64__)
+void SpecPredictor::GgmlAttentionRows(uint32_t first, uint32_t rows, const float* q, const float* K,
+                                      const float* V, float* out) const {
+  const ModelConfig& c = config_;
+  const uint32_t hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
+  const float scale = DDiv(1.0f, std::sqrt(static_cast<float>(hd)));
+  const size_t stride = static_cast<size_t>(c.n_kv_heads) * hd;
+  const int threads = std::max(1, options_.threads);
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(threads),
+                                          std::vector<float>(static_cast<size_t>(first) + rows + hd));
+  ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
+    const uint32_t t = job / c.n_heads, hh = job % c.n_heads, g = hh / group;
+    const size_t at = (static_cast<size_t>(t) * c.n_heads + hh) * hd;
+    ggml::avx2::AttentionRow(q + at, K + static_cast<size_t>(g) * hd, V + static_cast<size_t>(g) * hd, stride,
+                             first + t + 1, hd, scale, options_.kv_dtype, scratch[w].data(), out + at);
+  });
+}
+#endif
 
 void SpecPredictor::RunGgml(std::span<const uint32_t> tokens, PredictorCache* cache) const {
   const ModelConfig& c = config_;
@@ -230,7 +274,14 @@ void SpecPredictor::RunGgml(std::span<const uint32_t> tokens, PredictorCache* ca
       GgmlProject(L.w_gate, a.data(), T, gate.data());
       GgmlProject(L.w_up, a.data(), T, up.data());
     }
-    for (size_t i = 0; i < gate.size(); ++i) gate[i] = DMul(spec::DetSilu(gate[i]), up[i]);
+#if defined(__x86_64__)
+    if (ggml_path_ != ggml::GgmlPath::kScalar) {
+      avx2::SiluMul(gate.data(), up.data(), gate.size());  // the same bits, 8 lanes
+    } else
+#endif
+    {
+      for (size_t i = 0; i < gate.size(); ++i) gate[i] = DMul(spec::DetSilu(gate[i]), up[i]);
+    }
     GgmlProject(L.w_down, QuantizeRows(gate.data(), T, F).data(), T, tmp.data());
     for (size_t i = 0; i < x.size(); ++i) x[i] = DAdd(x[i], tmp[i]);
   }

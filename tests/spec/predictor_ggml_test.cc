@@ -2,7 +2,7 @@
 // random Q4_1 model (no model file needed): its bits do not depend on the thread count
 // or the batch split, it computes what the dequantised weights compute (up to Q8_1
 // rounding of the activations), its K comes out in the rotate_half order, and it
-// refuses models without GGUF tensors.
+// refuses models without GGUF tensors; its SIMD backends give the scalar bits.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -150,6 +150,30 @@ TEST(PredictorGgmlTest, BitsIndependentOfThreadsAndSplits) {
 // Token 0 sits at position 0, where RoPE is the identity: layer 0's K and V of it are
 // the dequantised weights (K rows in rotate_half order) times the RMS-normed embedding,
 // up to the Q8_1 rounding of the activations (steps of amax / 127 per block of 32).
+// A SIMD backend (model/predictor/ggml_gemm.h; the AVX2 attention rows) gives the
+// scalar path's bits, both cache dtypes, threads and splits included. A backend the CPU
+// (or KVSTASH_CPU_PATH) lacks is refused by Create and printed as SKIPPED.
+void ExpectScalarBits(spec::GemmBackend backend) {
+  const Model m = TinyQ4_1Model(4);
+  const std::vector<uint32_t> tokens = Tokens(41);
+  for (DType dt : {DType::kF16, DType::kBF16}) {
+    SpecPredictorOptions o = Ggml(dt, 2);
+    o.backend = backend;
+    auto p = SpecPredictor::Create(m, o);
+    if (!p.ok()) {
+      ASSERT_EQ(p.status().code(), Status::Code::kNotSupported) << p.status().ToString();
+      GTEST_SKIP() << "SKIPPED: " << p.status().ToString();
+    }
+    SpecPredictorOptions ref = Ggml(dt, 1);
+    ref.backend = spec::GemmBackend::kScalar;
+    EXPECT_TRUE(SameBits(RunSplits(m, ref, tokens, {}), RunSplits(m, o, tokens, {1, 20}))) << DTypeName(dt);
+  }
+}
+
+TEST(PredictorGgmlTest, Avx2BackendGivesTheScalarBits) { ExpectScalarBits(spec::GemmBackend::kAvx2); }
+
+TEST(PredictorGgmlTest, Avx512BackendGivesTheScalarBits) { ExpectScalarBits(spec::GemmBackend::kAvx512); }
+
 TEST(PredictorGgmlTest, FirstTokenMatchesTheDequantisedWeights) {
   const Model m = TinyQ4_1Model(2);
   const PredictorCache c = RunSplits(m, Ggml(DType::kF16, 1), {5}, {});
