@@ -27,8 +27,11 @@ extern char** environ;
 namespace kvstash::demo {
 namespace {
 
-// The server a signal to the demo must stop first (-1: none).
+// The server a signal to the demo must stop first (-1: none), and whether the handlers
+// below are in place (they are installed once, by the first server, and removed with
+// the server that holds them: g_previous is never overwritten by our own handler).
 std::atomic<pid_t> g_server_pid{-1};
+bool g_installed = false;
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
 
@@ -46,15 +49,21 @@ void StopServerThenDie(int sig) {
     }
   }
   for (size_t i = 0; i < 3; ++i) {
-    if (kStopSignals[i] == sig) sigaction(sig, &g_previous[i], nullptr);
+    if (kStopSignals[i] != sig) continue;
+    struct sigaction previous = g_previous[i];
+    if (previous.sa_handler == StopServerThenDie) previous.sa_handler = SIG_DFL;  // never loop
+    sigaction(sig, &previous, nullptr);
   }
   raise(sig);  // blocked until this handler returns, then taken by the previous action
 }
 
-// A signal ignored at start stays ignored (a demo started with nohup, or in the
-// background of a non-interactive shell, which ignores SIGINT).
+// Makes `pid` the server a stop signal ends first. A signal ignored at start stays
+// ignored (a demo started with nohup, or in the background of a non-interactive shell,
+// which ignores SIGINT).
 void InstallStopHandlers(pid_t pid) {
   g_server_pid = pid;
+  if (g_installed) return;
+  g_installed = true;
   struct sigaction sa {};
   sa.sa_handler = StopServerThenDie;
   sigemptyset(&sa.sa_mask);
@@ -64,9 +73,12 @@ void InstallStopHandlers(pid_t pid) {
   }
 }
 
-void RemoveStopHandlers() {
-  if (g_server_pid.exchange(-1) <= 0) return;
+// Restores the previous actions when `pid` is the server they protect.
+void RemoveStopHandlers(pid_t pid) {
+  pid_t expected = pid;
+  if (pid <= 0 || !g_server_pid.compare_exchange_strong(expected, -1) || !g_installed) return;
   for (size_t i = 0; i < 3; ++i) sigaction(kStopSignals[i], &g_previous[i], nullptr);
+  g_installed = false;
 }
 
 // `name` as execvp would find it: itself when it has a '/', else the first executable
@@ -111,7 +123,7 @@ std::string DiagnoseStartFailure(const DemoServerOptions& o) {
 DemoServer::~DemoServer() { Stop(); }
 
 void DemoServer::Detach() {
-  if (g_server_pid == pid_) RemoveStopHandlers();
+  RemoveStopHandlers(pid_);
   pid_ = -1;
 }
 
@@ -189,7 +201,7 @@ Status DemoServer::Start(const DemoServerOptions& o) {
     }
     int st = 0;
     if (waitpid(pid_, &st, WNOHANG) == pid_) {
-      if (g_server_pid == pid_) RemoveStopHandlers();
+      RemoveStopHandlers(pid_);
       pid_ = -1;
       const std::string holder = DiagnoseStartFailure(o);
       return Status::Unavailable(
@@ -206,7 +218,7 @@ Status DemoServer::Start(const DemoServerOptions& o) {
 
 int DemoServer::Stop() {
   if (pid_ <= 0) return -1;
-  if (g_server_pid == pid_) RemoveStopHandlers();
+  RemoveStopHandlers(pid_);
   kill(pid_, SIGTERM);
   int st = 0;
   waitpid(pid_, &st, 0);

@@ -77,6 +77,9 @@ class DemoServerTest : public ::testing::Test {
 };
 
 TEST_F(DemoServerTest, AHeldPortOrDataFolderNamesItsHolder) {
+  constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction before[3];
+  for (size_t i = 0; i < 3; ++i) ASSERT_EQ(sigaction(kSignals[i], nullptr, &before[i]), 0);
   DemoServer first;
   ASSERT_TRUE(first.Start(Options("first")).ok());
   const std::string holder = "pid " + std::to_string(first.pid()) + " (";
@@ -95,6 +98,13 @@ TEST_F(DemoServerTest, AHeldPortOrDataFolderNamesItsHolder) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("is in use by " + holder), std::string::npos) << s.message();
   EXPECT_EQ(first.Stop(), 0);
+  // Every failed start and the stop handed the signals back: the actions of before
+  // (a handler saved as its own "previous" once made SIGTERM loop forever).
+  for (size_t i = 0; i < 3; ++i) {
+    struct sigaction now {};
+    ASSERT_EQ(sigaction(kSignals[i], nullptr, &now), 0);
+    EXPECT_EQ(now.sa_handler, before[i].sa_handler) << "signal " << kSignals[i];
+  }
 }
 
 TEST_F(DemoServerTest, AnInterruptedDemoStopsItsServerBeforeItExits) {
