@@ -9,6 +9,7 @@
 #include <fstream>
 #include <string>
 
+#include "common/prefix_key.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash {
@@ -18,29 +19,19 @@ std::span<const uint8_t> AsBytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
-std::string Hex(const Digest256& d) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : d) {
-    out += kDigits[b >> 4];
-    out += kDigits[b & 15];
-  }
-  return out;
-}
-
 constexpr const char* kAbc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
 constexpr const char* kTwoBlocks = "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1";
 const std::string kTwoBlocksText = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
 
 TEST(Sha256Test, FipsExamplesOneShotAndStreamed) {
-  EXPECT_EQ(Hex(Sha256(AsBytes("abc"))), kAbc);
-  EXPECT_EQ(Hex(Sha256(AsBytes(kTwoBlocksText))), kTwoBlocks);
+  EXPECT_EQ(ToHex(Sha256(AsBytes("abc"))), kAbc);
+  EXPECT_EQ(ToHex(Sha256(AsBytes(kTwoBlocksText))), kTwoBlocks);
   Sha256Stream h;
   h.Update(AsBytes(kTwoBlocksText.substr(0, 5)));
   h.Update({});
   h.Update(AsBytes(kTwoBlocksText.substr(5)));
   ASSERT_OK_AND_ASSIGN(Digest256 d, h.Finish());
-  EXPECT_EQ(Hex(d), kTwoBlocks);
+  EXPECT_EQ(ToHex(d), kTwoBlocks);
   EXPECT_STATUS(h.Finish(), kInternal);  // once only
 }
 
@@ -49,12 +40,12 @@ TEST(Sha256Test, FilesStreamBetweenBytes) {
   const std::string path = base + "_bc";
   std::ofstream(path, std::ios::binary) << "bc";
   ASSERT_OK_AND_ASSIGN(Digest256 whole, Sha256File(path));
-  EXPECT_EQ(Hex(whole), Hex(Sha256(AsBytes("bc"))));
+  EXPECT_EQ(ToHex(whole), ToHex(Sha256(AsBytes("bc"))));
   Sha256Stream h;
   h.Update(AsBytes("a"));
   ASSERT_OK(h.UpdateFromFile(path));
   ASSERT_OK_AND_ASSIGN(Digest256 d, h.Finish());
-  EXPECT_EQ(Hex(d), kAbc);
+  EXPECT_EQ(ToHex(d), kAbc);
   // A missing file is NotFound, and the error sticks.
   Sha256Stream bad;
   EXPECT_STATUS(bad.UpdateFromFile(base + "_missing"), kNotFound);

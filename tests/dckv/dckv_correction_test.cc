@@ -20,6 +20,7 @@
 #include "codec/dckv/dckv_rope.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
+#include "common/prefix_key.h"
 #include "tests/dckv/dckv_hand_artifact.h"
 #include "tests/support/test_util.h"
 
@@ -28,11 +29,6 @@ namespace {
 
 constexpr Digest256 kModel = {7, 7};
 
-std::string Hex(const Digest256& d) {
-  char buf[65];
-  for (int i = 0; i < 32; ++i) std::snprintf(buf + 2 * i, 3, "%02x", d[i]);
-  return buf;
-}
 
 DckvNet RandomNet(uint32_t hidden, uint32_t inputs, uint32_t outputs, float scale, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -54,7 +50,7 @@ TEST(DckvCorrection, NoNetKeepsBytesAndChecksums) {
   const DckvArtifact a = testing::HandArtifact();
   const auto bytes = a.Serialize();
   EXPECT_EQ(LoadLe<uint16_t>(bytes.data() + 4), 3);
-  EXPECT_EQ(Hex(a.Digest()), "11d9fe2b94b1573b3b3866617ec87db0689de958241be0080570f159131601c3");
+  EXPECT_EQ(ToHex(a.Digest()), "11d9fe2b94b1573b3b3866617ec87db0689de958241be0080570f159131601c3");
   ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(a));
   const std::pair<uint32_t, uint64_t> want[] = {
       {1, 0x1a0b52326c9b2d46ull}, {7, 0x97134c82029dd17bull}, {40, 0xbbd312e099eebb16ull}};
@@ -197,7 +193,7 @@ TEST(DckvCorrection, ZeroLastLayerDecodesAsNoNet) {
       for (float& v : g.decoder_net.w2) v = 0.0f;
       for (float& v : g.decoder_net.b2) v = b2;
     }
-    EXPECT_NE(Hex(a.Digest()), "11d9fe2b94b1573b3b3866617ec87db0689de958241be0080570f159131601c3");
+    EXPECT_NE(ToHex(a.Digest()), "11d9fe2b94b1573b3b3866617ec87db0689de958241be0080570f159131601c3");
     ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(a));
     ASSERT_OK_AND_ASSIGN(auto chunk, codec.Reconstruct(testing::HandQuantized(a, 40), 5));
     EXPECT_EQ(chunk.ContentChecksum(), 0xbbd312e099eebb16ull);

@@ -12,6 +12,7 @@
 #include "codec/entropy/table_builder.h"
 #include "gpu_kernels/rans_decode.h"
 #include "tests/codec/rans_test_util.h"
+#include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::gpu {
@@ -19,31 +20,7 @@ namespace {
 
 using entropy::TableSet;
 
-bool HaveDevice() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define SKIP_WITHOUT_GPU()                                                         \
-  do {                                                                             \
-    if (!HaveDevice()) GTEST_SKIP() << "no CUDA device: GPU rANS test skipped";     \
-  } while (0)
-
-// Device buffer freed on scope exit.
-template <typename T>
-struct DeviceBuffer {
-  T* ptr = nullptr;
-  explicit DeviceBuffer(size_t n) { EXPECT_EQ(cudaMalloc(reinterpret_cast<void**>(&ptr), std::max<size_t>(1, n) * sizeof(T)), cudaSuccess); }
-  ~DeviceBuffer() { cudaFree(ptr); }
-};
-
-template <typename T>
-T* Upload(DeviceBuffer<T>& d, const std::vector<T>& h) {
-  if (!h.empty()) {
-    EXPECT_EQ(cudaMemcpy(d.ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  return d.ptr;
-}
+using testing::DeviceBuffer;
 
 // Decodes `framed` on the GPU; returns the per-segment verdict as a Status and the
 // symbols in *out.
@@ -52,30 +29,28 @@ Status GpuDecode(const std::vector<uint8_t>& framed, const std::vector<uint16_t>
                  const TableSet& tables, size_t n, std::vector<OutT>* out) {
   KVSTASH_ASSIGN_OR_RETURN(entropy::SegmentDirectory dir, entropy::ParseSegmentDirectory(framed));
   KVSTASH_ASSIGN_OR_RETURN(DeviceRansTables dt, DeviceRansTables::Upload(tables, nullptr));
-  DeviceBuffer<uint8_t> d_framed(framed.size());
-  DeviceBuffer<uint64_t> d_offsets(dir.offsets.size());
-  DeviceBuffer<uint16_t> d_idx(idx.size());
+  DeviceBuffer<uint8_t> d_framed(framed);
+  DeviceBuffer<uint64_t> d_offsets(dir.offsets);
+  DeviceBuffer<uint16_t> d_idx(idx);
   DeviceBuffer<uint8_t> d_status(dir.num_segments());
   DeviceBuffer<OutT> d_out(n);
   RansSegmentsLaunch l;
-  l.framed = Upload(d_framed, framed);
-  l.offsets = Upload(d_offsets, dir.offsets);
+  l.framed = d_framed.get();
+  l.offsets = d_offsets.get();
   l.num_segments = dir.num_segments();
   l.segment_symbols = dir.segment_symbols;
   l.num_symbols = dir.num_symbols;
-  l.table_index = idx.empty() ? nullptr : Upload(d_idx, idx);
-  l.status = d_status.ptr;
-  KVSTASH_RETURN_IF_ERROR(RansDecodeSegmentsCuda(dt.view(), l, d_out.ptr, nullptr));
+  l.table_index = idx.empty() ? nullptr : d_idx.get();
+  l.status = d_status.get();
+  KVSTASH_RETURN_IF_ERROR(RansDecodeSegmentsCuda(dt.view(), l, d_out.get(), nullptr));
   if (cudaDeviceSynchronize() != cudaSuccess) return Status::Internal("kernel failed");
-  std::vector<uint8_t> status(dir.num_segments());
-  out->assign(n, 0);
-  cudaMemcpy(status.data(), d_status.ptr, status.size(), cudaMemcpyDeviceToHost);
-  cudaMemcpy(out->data(), d_out.ptr, n * sizeof(OutT), cudaMemcpyDeviceToHost);
+  *out = d_out.ToHost();
+  const std::vector<uint8_t> status = d_status.ToHost();
   return RansSegmentStatusToStatus(status);
 }
 
 TEST(RansGpu, MatchesCpuReferenceOverConfigurations) {
-  SKIP_WITHOUT_GPU();
+  KVSTASH_SKIP_WITHOUT_GPU();
   for (int precision : {10, 11, 12, 15}) {
     for (int bits : {1, 8, 12, 16}) {
       const TableSet tables = entropy::testing::LaplaceTables(precision, bits, 5);
@@ -106,7 +81,7 @@ TEST(RansGpu, MatchesCpuReferenceOverConfigurations) {
 }
 
 TEST(RansGpu, LargeTablesFallBackToGlobalMemory) {
-  SKIP_WITHOUT_GPU();
+  KVSTASH_SKIP_WITHOUT_GPU();
   // 40 tables at P = 15: 7.5 MiB of lookup arrays, far beyond shared memory.
   const TableSet tables = entropy::testing::LaplaceTables(15, 16, 40);
   auto pmf = entropy::GaussianPmf(16, entropy::SymbolMapping::kTwosComplement, 0.0, 200.0).value();
@@ -121,7 +96,7 @@ TEST(RansGpu, LargeTablesFallBackToGlobalMemory) {
 }
 
 TEST(RansGpu, DamagedSegmentsAreCorruptionLikeTheCpu) {
-  SKIP_WITHOUT_GPU();
+  KVSTASH_SKIP_WITHOUT_GPU();
   const TableSet tables = entropy::testing::LaplaceTables(12, 8, 2);
   auto pmf = entropy::LaplacePmf(8, entropy::SymbolMapping::kTwosComplement, 0.0, 3.0).value();
   const auto symbols = entropy::testing::Sample(pmf, 3000, 4);

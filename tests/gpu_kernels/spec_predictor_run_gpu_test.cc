@@ -7,74 +7,21 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <filesystem>
-#include <random>
 #include <vector>
 
 #include "common/dtype_bits.h"
 #include "model/formats/model_loader.h"
 #include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_model.h"
 
 namespace kvstash::model {
 namespace {
 
-std::vector<float> Random(size_t n, float spread, std::mt19937& rng) {
-  std::normal_distribution<float> g(0.0f, spread);
-  std::vector<float> v(n);
-  for (float& x : v) x = g(rng);
-  return v;
-}
-
-std::unique_ptr<Linear> Dense(uint32_t out, uint32_t in, std::mt19937& rng) {
-  auto l = MakeDense(Random(static_cast<size_t>(out) * in, 1.0f / std::sqrt(static_cast<float>(in)), rng),
-                     out, in, "w");
-  EXPECT_OK(l.status());
-  return std::move(l).value();
-}
-
 // A random model: 3 layers, hidden 96 (not a multiple of the 128 group), 6 query heads
-// over 2 kv heads of 16 channels, ffn 200.
-Model RandomModel(Architecture arch, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Model m;
-  ModelConfig& c = m.config;
-  c.arch = arch;
-  c.n_layers = 3;
-  c.hidden = 96;
-  c.n_heads = 6;
-  c.n_kv_heads = 2;
-  c.head_dim = 16;
-  c.ffn_hidden = 200;
-  c.vocab_size = 50;
-  m.embed = std::make_shared<const std::vector<float>>(Random(static_cast<size_t>(c.vocab_size) * c.hidden, 1.0f, rng));
-  for (uint32_t l = 0; l < c.n_layers; ++l) {
-    LayerWeights w;
-    auto norm = [&](uint32_t n) {
-      std::vector<float> v = Random(n, 0.1f, rng);
-      for (float& x : v) x += 1.0f;
-      return v;
-    };
-    w.attn_norm = norm(c.hidden);
-    w.ffn_norm = norm(c.hidden);
-    if (c.qk_norm()) {
-      w.q_norm = norm(c.head_dim);
-      w.k_norm = norm(c.head_dim);
-    }
-    w.wq = Dense(c.q_dim(), c.hidden, rng);
-    w.wk = Dense(c.kv_dim(), c.hidden, rng);
-    w.wv = Dense(c.kv_dim(), c.hidden, rng);
-    w.wo = Dense(c.hidden, c.q_dim(), rng);
-    w.w_gate = Dense(c.ffn_hidden, c.hidden, rng);
-    w.w_up = Dense(c.ffn_hidden, c.hidden, rng);
-    w.w_down = Dense(c.hidden, c.ffn_hidden, rng);
-    m.layers.push_back(std::move(w));
-  }
-  m.final_norm.assign(c.hidden, 1.0f);
-  m.lm_head = Dense(c.vocab_size, c.hidden, rng);
-  return m;
-}
+// over 2 kv heads of 16 channels, ffn 200 (tests/support/tiny_model.h).
+Model RandomModel(Architecture arch, uint32_t seed) { return testing::TinyModel(arch, 16, seed); }
 
 // Runs tokens split at `splits` on the CPU and on the GPU; expects identical caches.
 void ExpectSameKv(const Model& model, const SpecPredictorOptions& o,

@@ -13,6 +13,7 @@
 #include "common/payload_format.h"
 #include "model/hybrid/hybrid_spec.h"
 #include "tests/hybrid/tiny_qwen35.h"
+#include "tests/support/same_bits.h"
 
 namespace kvstash::hybrid {
 namespace {
@@ -24,10 +25,7 @@ std::vector<uint32_t> Tokens(uint64_t seed, size_t n, uint32_t vocab) {
   return t;
 }
 
-// Bitwise equality of two float vectors (memcmp never sees a null pointer).
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
+using ::kvstash::testing::SameBits;
 
 double RelRms(std::span<const float> got, std::span<const float> want) {
   double num = 0, den = 0;

@@ -5,15 +5,14 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <vector>
 
+#include "tests/support/same_bits.h"
+
 namespace kvstash::spec::testing {
 
-inline bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
+using ::kvstash::testing::SameBits;
 
 struct Operands {
   std::vector<int16_t> a;  // [m, k]

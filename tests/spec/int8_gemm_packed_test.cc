@@ -6,12 +6,12 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "codec/spec/quantize.h"
+#include "tests/support/same_bits.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::spec {
@@ -25,9 +25,7 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed) {
   return v;
 }
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
+using ::kvstash::testing::SameBits;
 
 // Reference: quantise rows, grouped GEMM with the portable scalar backend.
 std::vector<float> Reference(const std::vector<float>& x, const Int8Rows& w, int m, int n, int k,

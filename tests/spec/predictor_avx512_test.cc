@@ -21,6 +21,7 @@
 #include "common/dtype_bits.h"
 #include "model/predictor/spec_predictor_avx2.h"
 #include "model/predictor/spec_predictor_ops.h"
+#include "tests/support/float_sweep.h"
 
 namespace kvstash::model {
 namespace {
@@ -35,23 +36,10 @@ class PredictorAvx512Test : public ::testing::Test {
   }
 };
 
-// Every 4099th bit pattern over the whole float range plus the specials.
-std::vector<float> SweepInputs() {
-  std::vector<float> v;
-  for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += 4099) v.push_back(FromBits(static_cast<uint32_t>(b)));
-  for (float f : {0.0f, -0.0f, 88.72283935546875f, 88.7228469848632812f, -87.33654022216796875f,
-                  -87.3365478515625f, 1e-40f, -1e-40f, std::numeric_limits<float>::infinity(),
-                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
-    v.push_back(f);
-  }
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<float> d(-100.0f, 100.0f);
-  for (int i = 0; i < 100000; ++i) v.push_back(d(rng));
-  return v;
-}
+using ::kvstash::testing::FloatSweepInputs;
 
 TEST_F(PredictorAvx512Test, DetExpIsBitIdentical) {
-  const auto x = SweepInputs();
+  const auto x = FloatSweepInputs();
   std::vector<float> y(x.size());
   avx512::DetExp(x.data(), y.data(), x.size());
   for (size_t i = 0; i < x.size(); ++i) {
@@ -60,7 +48,7 @@ TEST_F(PredictorAvx512Test, DetExpIsBitIdentical) {
 }
 
 TEST_F(PredictorAvx512Test, SiluMulIsBitIdentical) {
-  const auto x = SweepInputs();
+  const auto x = FloatSweepInputs();
   std::vector<float> up(x.size());
   std::mt19937 rng(6);
   std::normal_distribution<float> d(0.0f, 2.0f);

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "model/formats/ggml_types.h"
 #include "model/predictor/spec_predictor.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_model.h"
 
 namespace kvstash::model {
 namespace {
@@ -101,31 +101,8 @@ SpecPredictorOptions Ggml(DType kv_dtype, int threads) {
   return o;
 }
 
-PredictorCache RunSplits(const Model& m, const SpecPredictorOptions& o, const std::vector<uint32_t>& tokens,
-                         std::vector<size_t> splits) {
-  auto p = SpecPredictor::Create(m, o);
-  EXPECT_OK(p.status());
-  PredictorCache cache;
-  if (!p.ok()) return cache;
-  size_t at = 0;
-  splits.push_back(tokens.size());
-  for (size_t end : splits) {
-    EXPECT_OK((*p)->Run(std::span(tokens).subspan(at, end - at), &cache));
-    at = end;
-  }
-  return cache;
-}
-
-bool SameBits(const PredictorCache& a, const PredictorCache& b) {
-  if (a.tokens != b.tokens || a.k.size() != b.k.size()) return false;
-  for (size_t l = 0; l < a.k.size(); ++l) {
-    if (a.k[l].size() != b.k[l].size() || std::memcmp(a.k[l].data(), b.k[l].data(), a.k[l].size() * 4) != 0 ||
-        std::memcmp(a.v[l].data(), b.v[l].data(), a.v[l].size() * 4) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
+using ::kvstash::testing::RunInSplits;
+using ::kvstash::testing::SameBits;
 
 std::vector<uint32_t> Tokens(size_t n) {
   std::vector<uint32_t> t(n);
@@ -137,14 +114,14 @@ TEST(PredictorGgmlTest, BitsIndependentOfThreadsAndSplits) {
   const Model m = TinyQ4_1Model(1);
   const std::vector<uint32_t> tokens = Tokens(37);
   for (DType dt : {DType::kF16, DType::kBF16}) {
-    const PredictorCache one = RunSplits(m, Ggml(dt, 1), tokens, {});
+    const PredictorCache one = RunInSplits(m, Ggml(dt, 1), tokens, {});
     ASSERT_EQ(one.tokens, tokens.size());
-    EXPECT_TRUE(SameBits(one, RunSplits(m, Ggml(dt, 3), tokens, {}))) << "3 threads";
-    EXPECT_TRUE(SameBits(one, RunSplits(m, Ggml(dt, 2), tokens, {1, 16, 17}))) << "splits 1/16/17";
+    EXPECT_TRUE(SameBits(one, RunInSplits(m, Ggml(dt, 3), tokens, {}))) << "3 threads";
+    EXPECT_TRUE(SameBits(one, RunInSplits(m, Ggml(dt, 2), tokens, {1, 16, 17}))) << "splits 1/16/17";
   }
   // The cache dtype changes what later layers attend over, so the bits differ.
-  EXPECT_FALSE(SameBits(RunSplits(m, Ggml(DType::kF16, 1), tokens, {}),
-                        RunSplits(m, Ggml(DType::kBF16, 1), tokens, {})));
+  EXPECT_FALSE(SameBits(RunInSplits(m, Ggml(DType::kF16, 1), tokens, {}),
+                        RunInSplits(m, Ggml(DType::kBF16, 1), tokens, {})));
 }
 
 // Token 0 sits at position 0, where RoPE is the identity: layer 0's K and V of it are
@@ -166,7 +143,7 @@ void ExpectScalarBits(spec::GemmBackend backend) {
     }
     SpecPredictorOptions ref = Ggml(dt, 1);
     ref.backend = spec::GemmBackend::kScalar;
-    EXPECT_TRUE(SameBits(RunSplits(m, ref, tokens, {}), RunSplits(m, o, tokens, {1, 20}))) << DTypeName(dt);
+    EXPECT_TRUE(SameBits(RunInSplits(m, ref, tokens, {}), RunInSplits(m, o, tokens, {1, 20}))) << DTypeName(dt);
   }
 }
 
@@ -176,7 +153,7 @@ TEST(PredictorGgmlTest, Avx512BackendGivesTheScalarBits) { ExpectScalarBits(spec
 
 TEST(PredictorGgmlTest, FirstTokenMatchesTheDequantisedWeights) {
   const Model m = TinyQ4_1Model(2);
-  const PredictorCache c = RunSplits(m, Ggml(DType::kF16, 1), {5}, {});
+  const PredictorCache c = RunInSplits(m, Ggml(DType::kF16, 1), {5}, {});
   const uint32_t D = m.config.hidden, kvd = m.config.kv_dim();
   std::vector<float> h(m.embed->begin() + 5 * D, m.embed->begin() + 6 * D);
   double ss = 0;

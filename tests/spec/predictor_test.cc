@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -19,9 +18,12 @@
 #include "model/formats/model_loader.h"
 #include "model/forward/prefill.h"
 #include "tests/support/test_util.h"
+#include "tests/support/tiny_model.h"
 
 namespace kvstash::model {
 namespace {
+
+using ::kvstash::testing::SameBits;
 
 class PredictorTest : public ::testing::Test {
  protected:
@@ -48,28 +50,7 @@ class PredictorTest : public ::testing::Test {
   }
 
   static PredictorCache RunWith(const SpecPredictorOptions& o, std::vector<size_t> splits) {
-    auto p = SpecPredictor::Create(*model_, o);
-    EXPECT_TRUE(p.ok()) << p.status().ToString();
-    PredictorCache cache;
-    size_t at = 0;
-    splits.push_back(tokens_->size());
-    for (size_t end : splits) {
-      EXPECT_OK((*p)->Run(std::span(*tokens_).subspan(at, end - at), &cache));
-      at = end;
-    }
-    return cache;
-  }
-
-  static bool SameBits(const PredictorCache& a, const PredictorCache& b) {
-    if (a.tokens != b.tokens || a.k.size() != b.k.size()) return false;
-    for (size_t l = 0; l < a.k.size(); ++l) {
-      if (a.k[l].size() != b.k[l].size() ||
-          std::memcmp(a.k[l].data(), b.k[l].data(), a.k[l].size() * 4) != 0 ||
-          std::memcmp(a.v[l].data(), b.v[l].data(), a.v[l].size() * 4) != 0) {
-        return false;
-      }
-    }
-    return true;
+    return testing::RunInSplits(*model_, o, *tokens_, std::move(splits));
   }
 
   static inline Model* model_ = nullptr;
