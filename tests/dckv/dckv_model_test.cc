@@ -45,6 +45,24 @@ class DckvModelTest : public ::testing::Test {
     *pr = std::move(*r);
   }
 
+  // The two tests' common start: a group-3 basis fitted on the KV of 300 calibration
+  // tokens (K before RoPE), and the cache of 96 evaluation tokens.
+  void BasisAndEvalCache(DckvBasis* basis, model::KvCache* eval_cache) {
+    model::KvCache cal_cache;
+    model::PrefillResult cal_pr, eval_pr;
+    ASSERT_NO_FATAL_FAILURE(Run(model::CorpusSplit::kCalibration, 300, &cal_cache, &cal_pr));
+    ASSERT_NO_FATAL_FAILURE(Run(model::CorpusSplit::kEvaluation, 96, eval_cache, &eval_pr));
+    const auto& c = model_->config;
+    DckvRows rows;
+    rows.n_layers = c.n_layers;
+    rows.n_kv_heads = c.n_kv_heads;
+    rows.head_dim = c.head_dim;
+    rows.rows = cal_cache.tokens;
+    rows.k = cal_pr.k_pre_rope;
+    rows.v = cal_cache.v;
+    ASSERT_OK_AND_ASSIGN(*basis, FitDckvBasis(rows, 3));
+  }
+
   std::unique_ptr<model::Model> model_;
 };
 
@@ -68,19 +86,10 @@ TEST_F(DckvModelTest, InverseRopeRecoversPreRopeK) {
 }
 
 TEST_F(DckvModelTest, RealKvErrorFallsWithRate) {
-  model::KvCache cal_cache, eval_cache;
-  model::PrefillResult cal_pr, eval_pr;
-  ASSERT_NO_FATAL_FAILURE(Run(model::CorpusSplit::kCalibration, 300, &cal_cache, &cal_pr));
-  ASSERT_NO_FATAL_FAILURE(Run(model::CorpusSplit::kEvaluation, 96, &eval_cache, &eval_pr));
+  model::KvCache eval_cache;
+  DckvBasis basis;
+  ASSERT_NO_FATAL_FAILURE(BasisAndEvalCache(&basis, &eval_cache));
   const auto& c = model_->config;
-  DckvRows rows;
-  rows.n_layers = c.n_layers;
-  rows.n_kv_heads = c.n_kv_heads;
-  rows.head_dim = c.head_dim;
-  rows.rows = cal_cache.tokens;
-  rows.k = cal_pr.k_pre_rope;
-  rows.v = cal_cache.v;
-  ASSERT_OK_AND_ASSIGN(auto basis, FitDckvBasis(rows, 3));
   ASSERT_OK_AND_ASSIGN(auto chunk, model::ToKvChunk(eval_cache, 0, 96, DType::kBF16));
   const auto in = testing::ChunkValues(chunk);
   double prev_mse = 1e30;
@@ -113,19 +122,10 @@ TEST_F(DckvModelTest, RealKvErrorFallsWithRate) {
 // rounding (2^-8 relative) plus the fp32 summation bound of a double-precision
 // reconstruction (mean + sum c_i basis_i, RoPE in double from the same fp32 angles).
 TEST_F(DckvModelTest, RealKvDecodeMatchesDoubleReference) {
-  model::KvCache cal_cache, eval_cache;
-  model::PrefillResult cal_pr, eval_pr;
-  ASSERT_NO_FATAL_FAILURE(Run(model::CorpusSplit::kCalibration, 300, &cal_cache, &cal_pr));
-  ASSERT_NO_FATAL_FAILURE(Run(model::CorpusSplit::kEvaluation, 96, &eval_cache, &eval_pr));
+  model::KvCache eval_cache;
+  DckvBasis basis;
+  ASSERT_NO_FATAL_FAILURE(BasisAndEvalCache(&basis, &eval_cache));
   const auto& mc = model_->config;
-  DckvRows rows;
-  rows.n_layers = mc.n_layers;
-  rows.n_kv_heads = mc.n_kv_heads;
-  rows.head_dim = mc.head_dim;
-  rows.rows = cal_cache.tokens;
-  rows.k = cal_pr.k_pre_rope;
-  rows.v = cal_cache.v;
-  ASSERT_OK_AND_ASSIGN(auto basis, FitDckvBasis(rows, 3));
   DckvRateOptions o;
   o.target_ratio = 16;
   o.rope_theta = mc.rope_theta;
