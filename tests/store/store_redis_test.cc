@@ -23,10 +23,6 @@ bool Same(std::span<const uint8_t> a, const std::vector<uint8_t>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end());
 }
 
-#define SKIP_WITHOUT_REDIS()                                                       \
-  if (!RedisInstalled()) GTEST_SKIP() << "redis-server/redis-cli not installed; " \
-                                         "scripts/setup.sh installs them"
-
 RedisReply Call(RedisRouter& r, const std::string& key, std::vector<std::string> argv) {
   RedisCommand c{key, std::move(argv)};
   auto out = r.Execute(std::span(&c, 1));
@@ -104,23 +100,35 @@ void ExerciseDemotionAndPromotion(const StoreOptions& o) {
   EXPECT_EQ(s.tiers[2].errors, 0u);
 }
 
-TEST(StoreRedis, SingleNodeDemotionAndPromotion) {
-  SKIP_WITHOUT_REDIS();
-  TempDir dir;
-  std::string error;
-  auto redis = RedisServer::Start(dir.path(), false, &error);
-  ASSERT_TRUE(redis) << error;
+// The single-node tests: each skips (visibly) without redis-server and starts its
+// nodes with their files in dir_.
+class StoreRedis : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!RedisInstalled()) GTEST_SKIP() << "redis-server/redis-cli not installed; scripts/setup.sh installs them";
+  }
+  // One redis-server (not a cluster) on `port`, or on a free port when 0; nullptr, with
+  // the reason recorded as a test failure, when it does not come up.
+  std::unique_ptr<RedisServer> StartNode(int port = 0) {
+    std::string error;
+    auto redis = RedisServer::Start(dir_.path(), false, &error, port);
+    EXPECT_TRUE(redis) << error;
+    return redis;
+  }
+  TempDir dir_;
+};
+
+TEST_F(StoreRedis, SingleNodeDemotionAndPromotion) {
+  auto redis = StartNode();
+  ASSERT_TRUE(redis);
   auto router = RedisRouter::Connect({{redis->endpoint()}, 500, 2000, 5}).value();
   EXPECT_FALSE(router->cluster());
-  ExerciseDemotionAndPromotion(DemotingOptions(dir.path() + "/db", {redis->endpoint()}));
+  ExerciseDemotionAndPromotion(DemotingOptions(dir_.path() + "/db", {redis->endpoint()}));
 }
 
-TEST(StoreRedis, MemoryOnlyStoreDemotesToRedis) {
-  SKIP_WITHOUT_REDIS();
-  TempDir dir;
-  std::string error;
-  auto redis = RedisServer::Start(dir.path(), false, &error);
-  ASSERT_TRUE(redis) << error;
+TEST_F(StoreRedis, MemoryOnlyStoreDemotesToRedis) {
+  auto redis = StartNode();
+  ASSERT_TRUE(redis);
   StoreOptions o;
   o.memory_budget_bytes = 20000;
   o.redis.endpoints = {redis->endpoint()};
@@ -141,13 +149,10 @@ TEST(StoreRedis, MemoryOnlyStoreDemotesToRedis) {
   }
 }
 
-TEST(StoreRedis, AStoreOpensWithRedisDownAndTheTierReconnects) {
-  SKIP_WITHOUT_REDIS();
-  TempDir dir;
-  std::string error;
+TEST_F(StoreRedis, AStoreOpensWithRedisDownAndTheTierReconnects) {
   // A port where nothing listens yet.
-  auto probe = RedisServer::Start(dir.path(), false, &error);
-  ASSERT_TRUE(probe) << error;
+  auto probe = StartNode();
+  ASSERT_TRUE(probe);
   const int port = probe->port();
   probe.reset();
   StoreOptions o;
@@ -171,8 +176,8 @@ TEST(StoreRedis, AStoreOpensWithRedisDownAndTheTierReconnects) {
   EXPECT_FALSE(tier->up());
   EXPECT_EQ(tier->Delete(c.stored())[0].code(), Status::Code::kUnavailable);
   // Redis comes up on that port: both reconnect (backoff 250 ms, 500 ms, 1 s, ...).
-  auto redis = RedisServer::Start(dir.path(), false, &error, port);
-  ASSERT_TRUE(redis) << error;
+  auto redis = StartNode(port);
+  ASSERT_TRUE(redis);
   for (int i = 0; i < 100 && !(tier->up() && (*store)->Stats().t2_up); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -184,12 +189,9 @@ TEST(StoreRedis, AStoreOpensWithRedisDownAndTheTierReconnects) {
   EXPECT_OK(tier->Put(std::span(&item, 1))[0]);
 }
 
-TEST(StoreRedis, CorruptRemoteCopyIsAMiss) {
-  SKIP_WITHOUT_REDIS();
-  TempDir dir;
-  std::string error;
-  auto redis = RedisServer::Start(dir.path(), false, &error);
-  ASSERT_TRUE(redis) << error;
+TEST_F(StoreRedis, CorruptRemoteCopyIsAMiss) {
+  auto redis = StartNode();
+  ASSERT_TRUE(redis);
   RedisOptions ro;
   ro.endpoints = {redis->endpoint()};
   auto tier = RedisTier::Open(ro).value();
@@ -237,15 +239,12 @@ std::pair<uint64_t, uint64_t> RedisChunkBytes(const std::string& endpoint,
 // chunks for T0 / T1 / T2 and 40 one-chunk Puts: T1 demotes 36 chunks, T2 must evict
 // 30 of them (T2 entries that only Redis holds are removed) and Redis holds at most
 // 6 chunks' bytes.
-TEST(StoreRedis, RemoteBudgetIsEnforced) {
-  SKIP_WITHOUT_REDIS();
-  TempDir dir;
-  std::string error;
-  auto redis = RedisServer::Start(dir.path(), false, &error);
-  ASSERT_TRUE(redis) << error;
+TEST_F(StoreRedis, RemoteBudgetIsEnforced) {
+  auto redis = StartNode();
+  ASSERT_TRUE(redis);
   constexpr uint64_t kChunk = 2184;  // a 16-token raw chunk of 128 bytes per position
   StoreOptions o;
-  o.path = dir.path() + "/db";
+  o.path = dir_.path() + "/db";
   o.memory_budget_bytes = 2 * kChunk;
   o.disk_budget_bytes = 4 * kChunk;
   o.remote_budget_bytes = 6 * kChunk;
@@ -310,14 +309,11 @@ TEST(StoreRedis, RemoteBudgetIsEnforced) {
 // deleted or overwritten chunk. Here Redis is paused while a promoted chunk (in T1,
 // its copy still in Redis) is overwritten, so the old copy's delete fails: the store
 // must keep knowing of that copy, never serve it, and delete it with the chunk.
-TEST(StoreRedis, AnOverwrittenChunksOldRedisCopyIsNeverServedOrResurrected) {
-  SKIP_WITHOUT_REDIS();
-  TempDir dir;
-  std::string error;
-  auto redis = RedisServer::Start(dir.path(), false, &error);
-  ASSERT_TRUE(redis) << error;
+TEST_F(StoreRedis, AnOverwrittenChunksOldRedisCopyIsNeverServedOrResurrected) {
+  auto redis = StartNode();
+  ASSERT_TRUE(redis);
   StoreOptions o;
-  o.path = dir.path() + "/db";
+  o.path = dir_.path() + "/db";
   o.memory_budget_bytes = 1 << 20;
   o.disk_budget_bytes = 2 * 3000;
   o.redis.endpoints = {redis->endpoint()};
