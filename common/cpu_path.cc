@@ -33,6 +33,35 @@ bool CpuPathAllowsAvx512() { return CachedLevel() == Level::kAuto || CachedLevel
 
 bool CpuPathAllowsAmx() { return CachedLevel() == Level::kAuto; }
 
+bool CpuMayUseAvx2() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") && CpuPathAllowsAvx2();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool CpuMayUseAvx512() {
+#if defined(__x86_64__)
+  static const bool has = CpuMayUseAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                          CpuPathAllowsAvx512();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool CpuMayUseAvx512Vnni() {
+#if defined(__x86_64__)
+  static const bool has = CpuMayUseAvx512() && __builtin_cpu_supports("avx512vnni");
+  return has;
+#else
+  return false;
+#endif
+}
+
 const char* CpuPathName() {
   switch (CachedLevel()) {
     case Level::kAuto: return "auto";

@@ -1,5 +1,6 @@
-// Which hand-written SIMD code paths a process may take: the KVSTASH_CPU_PATH
-// environment variable, read once (docs/determinism.md).
+// Which hand-written SIMD code paths a process may take: what the CPU supports (cpuid,
+// checked once) as far as the KVSTASH_CPU_PATH environment variable, read once, allows
+// (docs/determinism.md).
 //
 //   unset, "" or "auto"  every path the CPU supports (the default): AMX tiles and
 //                        AVX-512 kernels where the CPU has the extensions they need,
@@ -30,6 +31,19 @@ bool CpuPathAllowsAvx512();
 
 // False when KVSTASH_CPU_PATH forbids AMX tile code (anything but "auto").
 bool CpuPathAllowsAmx();
+
+// True when the CPU has AVX2 and BMI2 and KVSTASH_CPU_PATH allows AVX2: the condition
+// of every AVX2 kernel (rANS decode, spec GEMM and contexts, dckv synthesis, predictor).
+bool CpuMayUseAvx2();
+
+// True when CpuMayUseAvx2(), the CPU has AVX-512 F, BW, DQ and VL (with the operating
+// system's zmm state, as the compiler's cpu check tests it) and KVSTASH_CPU_PATH
+// allows AVX-512.
+bool CpuMayUseAvx512();
+
+// True when CpuMayUseAvx512() and the CPU also has AVX-512 VNNI (Intel Ice Lake and
+// later, AMD Zen 4): the int8 GEMM kernels' condition.
+bool CpuMayUseAvx512Vnni();
 
 // The resolved setting, "auto", "avx512", "avx2" or "scalar", for reports.
 const char* CpuPathName();

@@ -47,25 +47,9 @@ PackedBasis PackBasis(std::span<const float> basis, uint32_t n_active, uint32_t 
   return p;
 }
 
-bool SynthesisHasAvx2() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx2") && CpuPathAllowsAvx2();
-  return has;
-#else
-  return false;
-#endif
-}
+bool SynthesisHasAvx2() { return CpuMayUseAvx2(); }
 
-bool SynthesisHasAvx512() {
-#if defined(__x86_64__)
-  static const bool has = SynthesisHasAvx2() && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512vl") && CpuPathAllowsAvx512();
-  return has;
-#else
-  return false;
-#endif
-}
+bool SynthesisHasAvx512() { return CpuMayUseAvx512(); }
 
 namespace {
 

@@ -49,10 +49,10 @@ PackedBasis PackBasis(std::span<const float> basis, uint32_t n_active, uint32_t 
 enum class SynthesisPath { kAuto, kPortable, kAvx2, kAvx512 };
 
 // Whether this CPU runs the AVX2 path (kAuto resolves to it when true and AVX-512 is
-// not there). False under KVSTASH_CPU_PATH=scalar (common/cpu_path.h).
+// not there): common/cpu_path.h's CpuMayUseAvx2. False under KVSTASH_CPU_PATH=scalar.
 bool SynthesisHasAvx2();
 // Whether this CPU runs the AVX-512 path (AVX-512 F/BW/DQ/VL; kAuto resolves to it
-// when true). False under KVSTASH_CPU_PATH=avx2 or scalar.
+// when true): CpuMayUseAvx512. False under KVSTASH_CPU_PATH=avx2 or scalar.
 bool SynthesisHasAvx512();
 
 // out[r * dims + j] for rows [0, rows) as defined above, columns [0, dims).

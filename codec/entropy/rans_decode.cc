@@ -9,27 +9,6 @@
 namespace kvstash::entropy {
 namespace {
 
-bool CpuHasAvx2() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2") &&
-                          CpuPathAllowsAvx2();
-  return has;
-#else
-  return false;
-#endif
-}
-
-bool CpuHasAvx512() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-                          CpuPathAllowsAvx512();
-  return has;
-#else
-  return false;
-#endif
-}
-
 template <typename OutT>
 Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,
               const TableSet& tables, std::span<OutT> out, RansDecoder decoder) {
@@ -93,9 +72,9 @@ Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_i
 bool RansDecoderAvailable(RansDecoder decoder) {
   switch (decoder) {
     case RansDecoder::kAvx2:
-      return CpuHasAvx2();
+      return CpuMayUseAvx2();
     case RansDecoder::kAvx512:
-      return CpuHasAvx512();
+      return CpuMayUseAvx512();
     default:
       return true;
   }
@@ -103,8 +82,8 @@ bool RansDecoderAvailable(RansDecoder decoder) {
 
 RansDecoder ResolveRansDecoder(RansDecoder decoder) {
   if (decoder != RansDecoder::kAuto) return decoder;
-  if (CpuHasAvx512()) return RansDecoder::kAvx512;
-  return CpuHasAvx2() ? RansDecoder::kAvx2 : RansDecoder::kScalar;
+  if (CpuMayUseAvx512()) return RansDecoder::kAvx512;
+  return CpuMayUseAvx2() ? RansDecoder::kAvx2 : RansDecoder::kScalar;
 }
 
 Status RansDecode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,

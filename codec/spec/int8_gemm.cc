@@ -124,26 +124,9 @@ Status CheckShapes(size_t a, size_t b, size_t c, int m, int n, int k) {
 
 }  // namespace
 
-bool CpuHasAvx2() {
-#if defined(__x86_64__)
-  static const bool has = __builtin_cpu_supports("avx2") && CpuPathAllowsAvx2();
-  return has;
-#else
-  return false;
-#endif
-}
+bool CpuHasAvx2() { return CpuMayUseAvx2(); }
 
-bool CpuHasAvx512() {
-#if defined(__x86_64__)
-  static const bool has = CpuHasAvx2() && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-                          CpuPathAllowsAvx512();
-  return has;
-#else
-  return false;
-#endif
-}
+bool CpuHasAvx512() { return CpuMayUseAvx512Vnni(); }
 
 bool CpuHasAmx() {
 #if defined(__x86_64__) && defined(__linux__)

@@ -38,13 +38,15 @@ namespace kvstash::spec {
 // (codec/spec/int8_gemm_packed.h). Every backend gives the same bits.
 enum class GemmBackend { kAuto, kScalar, kAvx2, kAvx512, kAmx };
 
-// True when this CPU supports AVX2 (checked once with cpuid) and KVSTASH_CPU_PATH
-// allows it (common/cpu_path.h: "scalar" makes this false).
+// True when this CPU supports AVX2 and BMI2 (checked once with cpuid) and
+// KVSTASH_CPU_PATH allows it (common/cpu_path.h, CpuMayUseAvx2: "scalar" makes this
+// false).
 bool CpuHasAvx2();
 
 // True when this CPU supports AVX2 and AVX-512 F, BW, DQ, VL and VNNI (Intel Ice Lake /
 // Sapphire Rapids, AMD Zen 4; cpuid, including the OS's zmm state support) and
-// KVSTASH_CPU_PATH allows AVX-512 ("avx2" and "scalar" make this false).
+// KVSTASH_CPU_PATH allows AVX-512 ("avx2" and "scalar" make this false);
+// common/cpu_path.h's CpuMayUseAvx512Vnni.
 bool CpuHasAvx512();
 
 // True when CpuHasAvx512() and the CPU has AMX-TILE and AMX-INT8 (Intel Sapphire
