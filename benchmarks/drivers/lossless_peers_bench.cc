@@ -9,7 +9,6 @@
 #include "benchmarks/drivers/spec_state_rows.h"
 #include "codec/baselines/byte_plane.h"
 #include "codec/spec/spec_codec.h"
-#include "common/logging.h"
 #include "model/forward/kv_export.h"
 
 namespace kvstash::bench {
