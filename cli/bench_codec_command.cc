@@ -5,6 +5,11 @@
 // `kvstash bench codec --codec spec --state --json FILE`: recurrent-state rows (part =
 // state) of spec state coding on the real RWKV-7, then the tiny hybrid's rows (part kv
 // and state; random weights) (benchmarks/drivers/spec_state_bench.h).
+// `kvstash bench codec --codec lossless-peers [--dtype bf16|f16|fp8|both] [--dump-dir DIR]
+// --json FILE`: spec, byte-plane rANS, zstd -3/-19 and htscodecs order-0/1 on the same
+// real KV chunks, every one round-tripped; ratio, encode and decode MB/s per CPU-second,
+// spec's predictor time per token (benchmarks/drivers/lossless_peers_bench.h; "both"
+// here means bf16, f16 and fp8; benchmarks/lossless_peers.py adds ZipNN from the dump).
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -15,6 +20,8 @@
 #include "cli/command_registry.h"
 #include "cli/json_output.h"
 #include "benchmarks/drivers/dckv_bench.h"
+#include "benchmarks/drivers/entropy_bench.h"
+#include "benchmarks/drivers/lossless_peers_bench.h"
 #include "cli/dckv_flags.h"
 #include "benchmarks/drivers/spec_bench.h"
 #include "cli/spec_flags.h"
@@ -32,10 +39,23 @@ struct Options {
   bench::DckvBenchOptions dckv;
   bool state = false;
   bench::SpecStateBenchOptions spec_state;
+  std::string dump_dir;  // lossless-peers: where the KV bytes go for benchmarks/lossless_peers.py
   // Whether the user chose the dckv weights (bench::ApplyDefaultSensitivity).
   CLI::Option* dckv_docs_option = nullptr;
   CLI::Option* dckv_file_option = nullptr;
 };
+
+// Prints a driver's table and writes its JSON to `json` (when set); the exit code.
+int Report(const char* what, const Result<nlohmann::json>& out, void (*print)(const nlohmann::json&),
+           const std::string& json) {
+  if (!out.ok()) {
+    std::cerr << what << ": " << out.status().ToString() << "\n";
+    return 1;
+  }
+  print(*out);
+  if (!json.empty() && !WriteJsonFile("bench codec", json, *out)) return 1;
+  return 0;
+}
 
 void PrintStateTable(const nlohmann::json& out) {
   std::cout << std::left << std::setw(44) << "model part codec" << std::right << std::setw(8) << "tokens"
@@ -64,14 +84,7 @@ void PrintStateTable(const nlohmann::json& out) {
 }
 
 int RunState(const Options& o) {
-  auto out = bench::RunSpecStateBench(o.spec_state);
-  if (!out.ok()) {
-    std::cerr << "kvstash bench codec --state: " << out.status().ToString() << "\n";
-    return 1;
-  }
-  PrintStateTable(*out);
-  if (!o.json.empty() && !WriteJsonFile("bench codec", o.json, *out)) return 1;
-  return 0;
+  return Report("kvstash bench codec --state", bench::RunSpecStateBench(o.spec_state), PrintStateTable, o.json);
 }
 
 void PrintDckvTable(const nlohmann::json& out) {
@@ -99,14 +112,50 @@ int RunDckv(Options& o) {
   o.dckv.model_path = o.spec.model_path;
   if (!o.rates.empty()) o.dckv.rates = o.rates;
   bench::ApplyDefaultSensitivity(&o.dckv, o.dckv_file_option->count() > 0, o.dckv_docs_option->count() > 0);
-  auto out = bench::RunDckvBench(o.dckv);
-  if (!out.ok()) {
-    std::cerr << "kvstash bench codec: " << out.status().ToString() << "\n";
-    return 1;
+  return Report("kvstash bench codec", bench::RunDckvBench(o.dckv), PrintDckvTable, o.json);
+}
+
+void PrintPeersTable(const nlohmann::json& out) {
+  const auto& setup = out["setup"];
+  std::cout << "CPU " << setup["cpu_model"].get<std::string>() << ", load average " << setup["load_average_start"].dump()
+            << " -> " << setup["load_average_end"].dump() << ", coding on 1 thread (MB/s of raw KV per CPU-second), "
+            << "predictor on " << setup["threads"].get<int>() << "\n";
+  std::cout << std::left << std::setw(18) << "codec" << std::setw(10) << "dtype" << std::right << std::setw(8)
+            << "tokens" << std::setw(8) << "ratio" << std::setw(10) << "bits/sc" << std::setw(10) << "enc MB/s"
+            << std::setw(10) << "dec MB/s" << std::setw(12) << "pred ms/tok" << std::setw(12) << "dec+pred" << "\n";
+  auto num = [](const nlohmann::json& r, const char* key, int prec) {
+    if (!r.contains(key) || r[key].is_null()) return std::string("-");
+    std::ostringstream s;
+    s << std::fixed << std::setprecision(prec) << r[key].get<double>();
+    return s.str();
+  };
+  for (const auto& r : out["rows"]) {
+    std::cout << std::left << std::setw(18) << r["codec"].get<std::string>() << std::setw(10)
+              << r["dtype"].get<std::string>() << std::right << std::setw(8) << r["tokens"].get<uint64_t>()
+              << std::setw(8) << num(r, "ratio", 3) << std::setw(10) << num(r, "bits_per_scalar", 3) << std::setw(10)
+              << num(r, "encode_mb_s", 1) << std::setw(10) << num(r, "decode_mb_s", 1) << std::setw(12)
+              << num(r, "predictor_cpu_ms_per_token", 3) << std::setw(12) << num(r, "decode_with_predictor_mb_s", 1)
+              << "\n";
   }
-  PrintDckvTable(*out);
-  if (!o.json.empty() && !WriteJsonFile("bench codec", o.json, *out)) return 1;
-  return 0;
+  if (!bench::HtscodecsBuiltIn()) {
+    std::cout << "SKIPPED: htscodecs rows (this build has no libhtscodecs-dev; scripts/setup.sh installs it)\n";
+  }
+}
+
+int RunPeers(Options& o) {
+  if (o.dtype == "both") {
+    o.spec.dtypes = {DType::kBF16, DType::kF16, DType::kFP8E4M3};
+  } else if (auto d = ParseDType(o.dtype);
+             d.ok() && (*d == DType::kBF16 || *d == DType::kF16 || *d == DType::kFP8E4M3)) {
+    o.spec.dtypes = {*d};
+  } else {
+    std::cerr << "kvstash bench codec: --dtype must be bf16, f16, fp8 or both (all three) with lossless-peers\n";
+    return 2;
+  }
+  bench::LosslessPeersBenchOptions peers;
+  peers.spec = o.spec;
+  peers.dump_dir = o.dump_dir;
+  return Report("kvstash bench codec", bench::RunLosslessPeersBench(peers), PrintPeersTable, o.json);
 }
 
 void PrintTable(const nlohmann::json& out) {
@@ -157,9 +206,10 @@ int Run(Options o) {
     o.dckv.run_kvtc = o.codec != "dckv";
     return RunDckv(o);
   }
+  if (o.codec == "lossless-peers") return RunPeers(o);
   if (o.codec != "spec") {
     std::cerr << "kvstash bench codec: codec '" << o.codec << "' is not available in this build "
-              << "(available: spec, dckv, kvtc, dckv+kvtc)\n";
+              << "(available: spec, dckv, kvtc, dckv+kvtc, lossless-peers)\n";
     return 2;
   }
   if (o.dtype == "both") {
@@ -170,13 +220,8 @@ int Run(Options o) {
     std::cerr << "kvstash bench codec: --dtype must be bf16, fp8 or both\n";
     return 2;
   }
-  auto out = bench::RunSpecBench(o.spec);
-  if (!out.ok()) {
-    std::cerr << "kvstash bench codec: " << out.status().ToString() << "\n";
-    return 1;
-  }
-  PrintTable(*out);
-  if (!o.json.empty() && !WriteJsonFile("bench codec", o.json, *out)) return 1;
+  const auto out = bench::RunSpecBench(o.spec);
+  if (const int rc = Report("kvstash bench codec", out, PrintTable, o.json); rc != 0) return rc;
   for (const auto& r : (*out)["rows"]) {
     if (r["lossless"].is_boolean() && !r["lossless"].get<bool>()) return 3;  // never silent
   }
@@ -189,7 +234,8 @@ const bool kRegistered = RegisterCommand(
       auto o = std::make_shared<Options>();
       o->spec.model_path = DefaultModelPath();
       o->spec.artifact_dir = DefaultArtifactDir();
-      cmd->add_option("--codec", o->codec, "Codec to measure: spec, dckv, kvtc or dckv+kvtc")->capture_default_str();
+      cmd->add_option("--codec", o->codec, "Codec to measure: spec, dckv, kvtc, dckv+kvtc or lossless-peers")
+          ->capture_default_str();
       cmd->add_option("--rate", o->rates, "dckv: target ratio vs bf16 (repeatable; default 8 16 24 32 48)")
           ->check(DckvRatioValidator());
       cmd->add_option("--prompts", o->dckv.prompts, "dckv: evaluation prompts")->capture_default_str();
@@ -223,7 +269,12 @@ const bool kRegistered = RegisterCommand(
           ->capture_default_str()->check(CLI::NonNegativeNumber);
       cmd->add_option("--dckv-artifact-dir", o->dckv.artifact_dir,
                       "dckv: write the artifacts here (empty: do not write)")->capture_default_str();
-      cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();
+      cmd->add_option("--dtype", o->dtype,
+                      "KV dtype: bf16, fp8 or both (lossless-peers: bf16, f16, fp8 or both = all three)")
+          ->capture_default_str();
+      cmd->add_option("--dump-dir", o->dump_dir,
+                      "lossless-peers: write the evaluation KV bytes here (kv-<dtype>.bin) for "
+                      "benchmarks/lossless_peers.py");
       cmd->add_option("--json", o->json, "Write the table (rows, breakdown, setup) to FILE as JSON")
           ->check(WritableOutputFile());
       cmd->add_option("--eval-tokens", o->spec.eval_tokens, "Evaluation tokens")->capture_default_str();

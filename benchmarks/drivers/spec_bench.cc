@@ -7,16 +7,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "benchmarks/drivers/spec_bench_kv.h"
 #include "codec/baselines/byte_plane.h"
 #include "codec/spec/ordinal.h"
-#include "codec/spec/spec_calibration.h"
 #include "codec/spec/spec_codec.h"
 #include "common/byte_io.h"
 #include "common/logging.h"
-#include "model/predictor/fp8_block_model.h"
 #include "model/forward/kv_export.h"
 #include "model/formats/model_loader.h"
-#include "model/forward/prefill.h"
 #include "model/predictor/spec_predictor.h"
 #include "model/corpus/text_corpus.h"
 
@@ -26,93 +24,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Secs(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
-}
-
-struct DocRun {
-  std::vector<uint32_t> tokens;
-  model::KvCache target;        // fp32 target runtime
-  model::PredictorCache pred;   // our deterministic predictor
-  model::KvCache published;     // FP8-block predictor (spec-published row)
-};
-
-struct ChunkRef {
-  const DocRun* doc;
-  uint32_t begin, end;
-};
-
-std::vector<ChunkRef> Chunks(const std::vector<DocRun>& docs, uint32_t C) {
-  std::vector<ChunkRef> out;
-  for (const DocRun& d : docs) {
-    for (uint32_t b = 0; b + C <= d.tokens.size(); b += C) out.push_back({&d, b, b + C});
-  }
-  return out;
-}
-
-Result<std::vector<DocRun>> RunDocs(const model::Model& target, const model::Model* fp8_model,
-                                    const model::SpecPredictor& predictor,
-                                    const model::Corpus& corpus, double* prefill_s,
-                                    double* predictor_s) {
-  std::vector<DocRun> docs;
-  for (const auto& d : corpus.documents) {
-    DocRun r;
-    r.tokens = d.tokens;
-    r.target = model::KvCache::ForModel(target.config);
-    r.published = model::KvCache::ForModel(target.config);
-    model::PrefillOptions po;
-    po.logits = model::PrefillOptions::Logits::kNone;
-    const auto t0 = Clock::now();
-    KVSTASH_RETURN_IF_ERROR(model::Prefill(target, r.tokens, &r.target, po).status());
-    const auto t1 = Clock::now();
-    KVSTASH_RETURN_IF_ERROR(predictor.Run(r.tokens, &r.pred));
-    const auto t2 = Clock::now();
-    if (fp8_model != nullptr) {
-      KVSTASH_RETURN_IF_ERROR(model::Prefill(*fp8_model, r.tokens, &r.published, po).status());
-    }
-    *prefill_s += Secs(t0, t1);
-    *predictor_s += Secs(t1, t2);
-    docs.push_back(std::move(r));
-  }
-  return docs;
-}
-
-// fp8: one fixed scale per (layer, K/V) from the calibration set (amax / 448), as a
-// deployment fixes k_scale / v_scale.
-std::vector<float> Fp8Scales(const std::vector<ChunkRef>& cal_chunks, const KvLayout& L) {
-  const size_t row = static_cast<size_t>(L.n_kv_heads) * L.head_dim;
-  std::vector<float> scales(2 * L.n_layers, 0.0f);
-  for (const ChunkRef& c : cal_chunks) {
-    for (uint32_t l = 0; l < L.n_layers; ++l) {
-      for (int kv = 0; kv < 2; ++kv) {
-        const auto& v = kv ? c.doc->target.v[l] : c.doc->target.k[l];
-        for (size_t i = c.begin * row; i < c.end * row; ++i) {
-          scales[2 * l + kv] = std::max(scales[2 * l + kv], std::fabs(v[i]) / kFp8E4M3Max);
-        }
-      }
-    }
-  }
-  for (float& s : scales) s = s > 0.0f ? s : 1.0f;
-  return scales;
-}
-
-// Two-pass calibration of a spec artifact on the calibration chunks, against the
-// predictor's output or, when `fixed` is given, against that one prediction.
-Result<spec::SpecArtifact> Calibrate(const KvLayout& L, const std::vector<KvChunk>& cal,
-                                     const std::vector<ChunkRef>& refs,
-                                     const model::SpecPredictor& predictor,
-                                     const std::string& variant,
-                                     const spec::PredictedChunk* fixed) {
-  spec::CalibrationOptions co;
-  co.contexts.dtype = L.dtype;
-  co.predictor_digest = fixed ? 0 : predictor.Digest();
-  co.predictor_variant = variant;
-  KVSTASH_ASSIGN_OR_RETURN(auto cb, spec::SpecCalibrator::Create(L, co));
-  auto prediction = [&](size_t i) {
-    return fixed ? *fixed : spec::PredictedSlice(refs[i].doc->pred, L, refs[i].begin, refs[i].end);
-  };
-  for (size_t i = 0; i < cal.size(); ++i) KVSTASH_RETURN_IF_ERROR(cb.AddVariance(cal[i].view(), prediction(i)));
-  KVSTASH_RETURN_IF_ERROR(cb.FreezeSigma());
-  for (size_t i = 0; i < cal.size(); ++i) KVSTASH_RETURN_IF_ERROR(cb.AddHistogram(cal[i].view(), prediction(i)));
-  return cb.Build();
 }
 
 Status WriteArtifact(const spec::SpecArtifact& art, const std::string& dir, const std::string& variant) {
@@ -190,38 +101,17 @@ nlohmann::json Row(const std::string& codec, DType dt, uint64_t tokens, uint64_t
   return r;
 }
 
-model::SpecPredictorOptions PredictorOptions(const SpecBenchOptions& o) {
-  model::SpecPredictorOptions po;
-  po.group = o.predictor_group;
-  po.activation_bits = o.predictor_activation_bits;
-  po.threads = o.threads;
-  if (o.predictor_arithmetic == "ggml") po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
-  po.kv_dtype = o.predictor_kv_dtype;
-  return po;
-}
-
 }  // namespace
 
 Result<nlohmann::json> RunSpecBench(const SpecBenchOptions& o) {
-  KVSTASH_ASSIGN_OR_RETURN(auto target, model::LoadModel(o.model_path));
-  KVSTASH_ASSIGN_OR_RETURN(auto fp8_model, model::LoadModel(o.model_path));
-  KVSTASH_RETURN_IF_ERROR(model::QuantizeModelFp8Block(fp8_model.get()));
-  if (!target->tokenizer) return Status::InvalidArgument("bench codec: the model file has no tokenizer");
-  const model::SpecPredictorOptions po = PredictorOptions(o);
-  KVSTASH_ASSIGN_OR_RETURN(auto predictor, model::SpecPredictor::Create(*target, po));
-  KVSTASH_ASSIGN_OR_RETURN(auto cal_corpus, model::LoadCorpus(*target->tokenizer, model::CorpusSplit::kCalibration,
-                                                              o.doc_tokens, o.cal_tokens));
-  KVSTASH_ASSIGN_OR_RETURN(auto eval_corpus, model::LoadCorpus(*target->tokenizer, model::CorpusSplit::kEvaluation,
-                                                               o.doc_tokens, o.eval_tokens));
-  KVSTASH_LOG_INFO("bench codec spec: {} calibration and {} evaluation tokens, predictor {}",
-                   cal_corpus.TotalTokens(), eval_corpus.TotalTokens(), po.VariantName());
-  double cal_prefill = 0, cal_pred = 0, prefill_s = 0, predictor_s = 0;
-  KVSTASH_ASSIGN_OR_RETURN(auto cal_docs, RunDocs(*target, fp8_model.get(), *predictor, cal_corpus, &cal_prefill, &cal_pred));
-  KVSTASH_ASSIGN_OR_RETURN(auto eval_docs, RunDocs(*target, fp8_model.get(), *predictor, eval_corpus, &prefill_s, &predictor_s));
+  KVSTASH_ASSIGN_OR_RETURN(auto kv, LoadSpecBenchKv(o, /*with_published=*/true, "spec"));
+  const auto& target = kv->target;
+  const auto& predictor = kv->predictor;
+  const model::SpecPredictorOptions& po = kv->predictor_options;
+  const double prefill_s = kv->eval_times.prefill_s, predictor_s = kv->eval_times.predictor_s;
   const double cost = predictor_s / prefill_s;
-  const auto cal_chunks = Chunks(cal_docs, o.chunk_tokens);
-  const auto eval_chunks = Chunks(eval_docs, o.chunk_tokens);
-  if (cal_chunks.empty() || eval_chunks.empty()) return Status::InvalidArgument("bench codec: not enough text for one chunk");
+  const auto& cal_chunks = kv->cal_chunks;
+  const auto& eval_chunks = kv->eval_chunks;
   const model::ModelConfig& mc = target->config;
   Digest256 fingerprint{};  // the benchmark never mixes models
 
@@ -424,8 +314,8 @@ Status CalibrateSpec(const SpecBenchOptions& o) {
   KVSTASH_ASSIGN_OR_RETURN(auto predictor, model::SpecPredictor::Create(*target, po));
   KVSTASH_ASSIGN_OR_RETURN(auto corpus, model::LoadCorpus(*target->tokenizer, model::CorpusSplit::kCalibration,
                                                           o.doc_tokens, o.cal_tokens));
-  double prefill_s = 0, predictor_s = 0;
-  KVSTASH_ASSIGN_OR_RETURN(auto docs, RunDocs(*target, nullptr, *predictor, corpus, &prefill_s, &predictor_s));
+  DocRunTimes times;
+  KVSTASH_ASSIGN_OR_RETURN(auto docs, RunDocs(*target, nullptr, *predictor, corpus, &times));
   const auto refs = Chunks(docs, o.chunk_tokens);
   if (refs.empty()) return Status::InvalidArgument("calibrate spec: not enough text for one chunk");
   for (DType dt : o.dtypes) {

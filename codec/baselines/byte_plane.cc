@@ -9,6 +9,22 @@ namespace {
 constexpr int kPrecision = 12;
 }  // namespace
 
+std::vector<uint8_t> SplitBytePlanes(std::span<const uint8_t> data, size_t width) {
+  const size_t n = data.size() / width;
+  std::vector<uint8_t> planes(data.size());
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t p = 0; p < width; ++p) planes[p * n + i] = data[i * width + p];
+  }
+  return planes;
+}
+
+void MergeBytePlanes(std::span<const uint8_t> planes, size_t width, std::span<uint8_t> out) {
+  const size_t n = out.size() / width;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t p = 0; p < width; ++p) out[i * width + p] = planes[p * n + i];
+  }
+}
+
 Result<std::vector<uint8_t>> EncodeBytePlanePayload(const KvChunkView& chunk,
                                                     const Digest256& model_fingerprint,
                                                     uint32_t token_offset) {
@@ -18,13 +34,11 @@ Result<std::vector<uint8_t>> EncodeBytePlanePayload(const KvChunkView& chunk,
   std::vector<uint8_t> body;
   ByteWriter w(&body);
   w.U32(static_cast<uint32_t>(width));
-  std::vector<uint8_t> plane(n);
+  const std::vector<uint8_t> planes = SplitBytePlanes(chunk.data, width);
   for (size_t p = 0; p < width; ++p) {
+    const std::span<const uint8_t> plane(planes.data() + p * n, n);
     std::vector<double> hist(256, 0.0);
-    for (size_t i = 0; i < n; ++i) {
-      plane[i] = chunk.data[i * width + p];
-      hist[plane[i]] += 1.0;
-    }
+    for (uint8_t b : plane) hist[b] += 1.0;
     entropy::TableBuildOptions o;
     o.precision = kPrecision;
     KVSTASH_ASSIGN_OR_RETURN(auto table, entropy::BuildTable(hist, o));
@@ -58,7 +72,7 @@ Result<KvChunk> DecodeBytePlanePayload(std::span<const uint8_t> payload) {
   ByteReader r(pv.body);
   uint32_t planes = 0;
   if (!r.U32(&planes) || planes != width) return Status::Corruption("byte-plane body: plane count");
-  std::vector<uint8_t> plane(n);
+  std::vector<uint8_t> plane_bytes(n * width);
   for (size_t p = 0; p < width; ++p) {
     uint32_t tb_len = 0, st_len = 0;
     std::span<const uint8_t> tb, st;
@@ -70,9 +84,9 @@ Result<KvChunk> DecodeBytePlanePayload(std::span<const uint8_t> payload) {
     one.push_back(std::move(table));
     KVSTASH_ASSIGN_OR_RETURN(auto set, entropy::TableSet::Create(std::move(one)));
     if (!r.U32(&st_len) || !r.Take(st_len, &st)) return Status::Corruption("byte-plane body truncated");
-    KVSTASH_RETURN_IF_ERROR(entropy::RansDecode(st, {}, set, std::span<uint8_t>(plane)));
-    for (size_t i = 0; i < n; ++i) out.data[i * width + p] = plane[i];
+    KVSTASH_RETURN_IF_ERROR(entropy::RansDecode(st, {}, set, std::span<uint8_t>(plane_bytes.data() + p * n, n)));
   }
+  MergeBytePlanes(plane_bytes, width, out.data);
   for (float& s : out.scales) {
     uint32_t b = 0;
     if (!r.U32(&b)) return Status::Corruption("byte-plane body truncated in scales");

@@ -21,6 +21,12 @@
 
 namespace kvstash::baselines {
 
+// The byte planes of `data` (elements of `width` bytes, little-endian): plane p holds
+// byte p of every element, planes one after another ([width][n]). `data.size()` must
+// be a multiple of `width`. MergeBytePlanes is the inverse (planes.size() == out.size()).
+std::vector<uint8_t> SplitBytePlanes(std::span<const uint8_t> data, size_t width);
+void MergeBytePlanes(std::span<const uint8_t> planes, size_t width, std::span<uint8_t> out);
+
 // A complete payload (header + body). Errors: InvalidArgument for an invalid chunk.
 Result<std::vector<uint8_t>> EncodeBytePlanePayload(const KvChunkView& chunk,
                                                     const Digest256& model_fingerprint,
