@@ -1,8 +1,8 @@
-// `kvstash bench codec --codec spec --dtype bf16|fp8|both --json FILE`: the codec
+// `kvstash-bench codec --codec spec --dtype bf16|fp8|both --json FILE`: the codec
 // comparison table on SmolLM2-135M and real text (benchmarks/drivers/spec_bench.h).
-// `kvstash bench codec --codec dckv|kvtc|dckv+kvtc --rate R [--rate R2 ...] --json FILE`:
+// `kvstash-bench codec --codec dckv|kvtc|dckv+kvtc --rate R [--rate R2 ...] --json FILE`:
 // rate-distortion rows of the lossy dckv codec and the KVTC-like baseline (benchmarks/drivers/dckv_bench.h).
-// `kvstash bench codec --codec spec --state --json FILE`: recurrent-state rows (part =
+// `kvstash-bench codec --codec spec --state --json FILE`: recurrent-state rows (part =
 // state) of spec state coding on the real RWKV-7, then the tiny hybrid's rows (part kv
 // and state; random weights) (benchmarks/drivers/spec_state_bench.h).
 #include <filesystem>
@@ -13,7 +13,7 @@
 
 #include "common/default_paths.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 #include "benchmarks/drivers/dckv_bench.h"
 #include "cli/dckv_flags.h"
 #include "benchmarks/drivers/spec_bench.h"
@@ -184,7 +184,7 @@ int Run(Options o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench codec", "Compare KV codecs on a real model and real text (bits/scalar, ratio, speed)",
+    "codec", "Compare KV codecs on a real model and real text (bits/scalar, ratio, speed)",
     [](CLI::App* cmd) {
       auto o = std::make_shared<Options>();
       o->spec.model_path = DefaultModelPath();

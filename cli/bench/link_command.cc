@@ -1,4 +1,4 @@
-// `kvstash bench link --json FILE`: flags and table of the slow-link restore benchmark
+// `kvstash-bench link --json FILE`: flags and table of the slow-link restore benchmark
 // (benchmarks/drivers/link_bench.h): restoring a SmolLM2 prefix from a kvstash-server
 // in another network namespace over a shaped link, per codec, next to recomputing it.
 // Exit codes: 0 done; 1 error; 2 usage; 77 skipped (not root / no CAP_NET_ADMIN, no
@@ -11,7 +11,7 @@
 #include "benchmarks/drivers/link_bench.h"
 #include "benchmarks/drivers/netns_link.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -108,7 +108,7 @@ int Run(BenchLinkOptions& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench link",
+    "link",
     "Restore a SmolLM2 prefix over a shaped link (netns + tbf; needs root) vs recomputing it",
     [](CLI::App* cmd) {
       cmd->footer("Exit status: 0 done; 1 error; 2 usage error; 77 skipped (not root or no CAP_NET_ADMIN, "

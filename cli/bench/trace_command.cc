@@ -1,4 +1,4 @@
-// `kvstash bench trace --json FILE`: flags and table of the trace replay benchmark
+// `kvstash-bench trace --json FILE`: flags and table of the trace replay benchmark
 // (benchmarks/drivers/trace_bench.h): token hit rate against budget per codec and
 // eviction policy on the Mooncake traces, next to a plain LRU simulation.
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include "benchmarks/drivers/trace_bench.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -108,7 +108,7 @@ int Run(const BenchTraceOptions& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench trace",
+    "trace",
     "Replay the Mooncake traces: token hit rate vs budget per codec and eviction policy",
     [](CLI::App* cmd) {
       auto o = std::make_shared<BenchTraceOptions>();

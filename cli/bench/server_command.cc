@@ -1,10 +1,10 @@
-// `kvstash bench server`: flags of the server benchmark (benchmarks/drivers/server_bench.h);
+// `kvstash-bench server`: flags of the server benchmark (benchmarks/drivers/server_bench.h);
 // prints one JSON row per (system, op) and whether every GET round-tripped.
 #include <iostream>
 
 #include "benchmarks/drivers/server_bench.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -28,7 +28,7 @@ int Run(const Options& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench server",
+    "server",
     "Throughput/latency of kvstash-server vs a redis-server baseline (Zipf prefix popularity)",
     [](CLI::App* cmd) {
       auto o = std::make_shared<Options>();
