@@ -54,10 +54,10 @@ std::optional<int> RunMovedTool(int argc, char** argv) {
   std::fprintf(stderr, "kvstash: 'kvstash %s%s' moved to '%s%s'; this alias goes away in the next release\n",
                std::string(moved->word).c_str(), sub.c_str(), std::string(moved->tool).c_str(), sub.c_str());
 
-  // The new tool's argv: the same words without the moved one.
+  // The new tool's argv: the same words without the moved one (argv[0] is set below).
   const std::string tool(moved->tool);
   std::vector<char*> args;
-  args.push_back(const_cast<char*>(tool.c_str()));
+  args.push_back(nullptr);
   for (int i = 1; i < argc; ++i) {
     if (i != w) args.push_back(argv[i]);
   }
@@ -68,9 +68,11 @@ std::optional<int> RunMovedTool(int argc, char** argv) {
   const std::string sibling = ec ? "/proc/self/exe: " + ec.message() : (self.parent_path() / tool).string();
   int sibling_errno = ENOENT;
   if (!ec) {
+    args[0] = const_cast<char*>(sibling.c_str());
     execv(sibling.c_str(), args.data());
     sibling_errno = errno;
   }
+  args[0] = const_cast<char*>(tool.c_str());
   execvp(tool.c_str(), args.data());
   std::fprintf(stderr, "kvstash: cannot run %s (%s), and no %s on PATH can be run (%s)\n", sibling.c_str(),
                std::strerror(sibling_errno), tool.c_str(), std::strerror(errno));

@@ -24,7 +24,7 @@ const std::string kCli = KVSTASH_CLI_BIN;
 const std::string kBench = KVSTASH_BENCH_BIN;
 const std::string kDemo = KVSTASH_DEMO_BIN;
 
-struct Run {
+struct Output {
   int rc = 0;
   std::string out, err;
 };
@@ -46,7 +46,7 @@ class CliToolsTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
   // Runs `cmd` through the shell; stdout and stderr apart.
-  Run Sh(const std::string& cmd) const {
+  Output Sh(const std::string& cmd) const {
     const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
     const int st = std::system((cmd + " > " + out.string() + " 2> " + err.string()).c_str());
     return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), Slurp(out), Slurp(err)};
@@ -54,13 +54,13 @@ class CliToolsTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// The first words of the lines of the SUBCOMMANDS section of a --help text.
+// The first words of the lines of the "Subcommands:" section of a --help text.
 std::set<std::string> Subcommands(const std::string& help) {
   std::set<std::string> names;
   std::istringstream lines(help);
   bool in = false;
   for (std::string line; std::getline(lines, line);) {
-    if (line.starts_with("SUBCOMMANDS:")) {
+    if (line == "Subcommands:") {
       in = true;
     } else if (in && line.starts_with("  ")) {
       std::istringstream words(line);
@@ -81,7 +81,7 @@ size_t Count(const std::string& s, const std::string& what) {
 }
 
 TEST_F(CliToolsTest, KvstashHelpListsOnlyTheProductCommandsAndNamesTheOtherTools) {
-  const Run r = Sh(kCli + " --help");
+  const Output r = Sh(kCli + " --help");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(Subcommands(r.out), (std::set<std::string>{"calibrate", "generate", "get", "inspect", "keys", "lookup",
                                                         "put", "stats"}))
@@ -92,7 +92,7 @@ TEST_F(CliToolsTest, KvstashHelpListsOnlyTheProductCommandsAndNamesTheOtherTools
 }
 
 TEST_F(CliToolsTest, BenchHelpListsEveryBenchmarkAndDemoHelpItsFlags) {
-  Run r = Sh(kBench + " --help");
+  Output r = Sh(kBench + " --help");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(Subcommands(r.out), (std::set<std::string>{"codec", "entropy", "link", "prefill", "server", "state",
                                                         "store", "trace"}))
@@ -112,9 +112,9 @@ TEST_F(CliToolsTest, OldSpellingsRunTheNewToolsAfterOneMovedLine) {
   // tool's own output.
   std::ofstream(dir_ / "file") << "x";
   const std::string args = " store --dir " + (dir_ / "file/x").string() + " --chunks 1";
-  const Run direct = Sh(kBench + args);
+  const Output direct = Sh(kBench + args);
   ASSERT_EQ(direct.rc, 1) << direct.err;
-  Run r = Sh(kCli + " bench" + args);
+  Output r = Sh(kCli + " bench" + args);
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_EQ(r.out, direct.out);
   EXPECT_EQ(r.err, moved_bench + direct.err);
@@ -146,7 +146,7 @@ TEST_F(CliToolsTest, AnOldSpellingFindsTheToolOnPathOrFailsNamingIt) {
   // A kvstash alone in a folder: the sibling is missing.
   const fs::path lone = dir_ / "kvstash";
   fs::copy_file(kCli, lone);
-  Run r = Sh("PATH=" + (dir_ / "nowhere").string() + " " + lone.string() + " bench codec --help");
+  Output r = Sh("PATH=" + (dir_ / "nowhere").string() + " " + lone.string() + " bench codec --help");
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find((dir_ / "kvstash-bench").string()), std::string::npos) << r.err;
   r = Sh("PATH=" + (dir_ / "nowhere").string() + " " + lone.string() + " demo");
@@ -160,7 +160,7 @@ TEST_F(CliToolsTest, AnOldSpellingFindsTheToolOnPathOrFailsNamingIt) {
 
 TEST_F(CliToolsTest, KvstashCarriesNoHiredisBenchDriversOrDemo) {
   if (Sh("readelf --version").rc != 0 || Sh("nm --version").rc != 0) GTEST_SKIP() << "binutils missing";
-  Run r = Sh("readelf -d " + kCli);
+  Output r = Sh("readelf -d " + kCli);
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out.find("hiredis"), std::string::npos) << r.out;
   // The check can see a library: kvstash-bench needs hiredis (the Redis store rows).
