@@ -2,10 +2,10 @@
 """Lossless coders of the real SmolLM2 KV in one table: spec, byte-plane rANS, zstd -3/-19,
 htscodecs order-0/1 over byte planes (all in C++) and ZipNN (PyPI zipnn, Python).
 
-  .venv-vllm/bin/python benchmarks/lossless_peers.py [--kvstash build/kvstash]
+  .venv-vllm/bin/python benchmarks/lossless_peers.py [--kvstash-bench build/kvstash-bench]
       [--json benchmarks/results/bench_codec_lossless_peers.json] [-- ARGS...]
 
-Runs `kvstash bench codec --codec lossless-peers --dump-dir TMP --json TMP/cpp.json ARGS`
+Runs `kvstash-bench codec --codec lossless-peers --dump-dir TMP --json TMP/cpp.json ARGS`
 (benchmarks/drivers/lossless_peers_bench.h: SmolLM2-135M's KV of the evaluation corpus in
 256-token chunks as bf16, f16 and fp8 e4m3; every coder round-trips every chunk), then
 codes the same chunks, read back from the dump (kv-<dtype>.bin: the chunks' canonical
@@ -95,14 +95,14 @@ def markdown(out: dict) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--kvstash", default=str(ROOT / "build" / "kvstash"), help="the kvstash binary")
+    ap.add_argument("--kvstash-bench", default=str(ROOT / "build" / "kvstash-bench"), help="the kvstash-bench binary")
     ap.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "bench_codec_lossless_peers.json"),
                     help="merged results file")
-    ap.add_argument("args", nargs="*", help="passed to `kvstash bench codec` (after --)")
+    ap.add_argument("args", nargs="*", help="passed to `kvstash-bench codec` (after --)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="kvstash-peers-") as tmp:
         cpp_json = Path(tmp) / "cpp.json"
-        cmd = [a.kvstash, "bench", "codec", "--codec", "lossless-peers", "--dump-dir", tmp,
+        cmd = [a.kvstash_bench, "codec", "--codec", "lossless-peers", "--dump-dir", tmp,
                "--json", str(cpp_json), *a.args]
         print("+", " ".join(cmd), flush=True)
         if subprocess.run(cmd, check=False).returncode != 0:

@@ -1,5 +1,5 @@
-// Flags shared by the `kvstash` subcommands that talk to a server (put, get, lookup,
-// stats, bench server): --server (repeatable), --tenant, --credential (or the
+// Flags shared by the commands that talk to a server (`kvstash` put, get, lookup,
+// stats, inspect; `kvstash-demo`): --server (repeatable), --tenant, --credential (or the
 // KVSTASH_CREDENTIAL environment variable), --deadline-ms, and TLS to a server whose
 // protocol port speaks it (--tls, --tls-ca FILE, --tls-server-name NAME,
 // --tls-insecure: ClientTlsOptions); and hex key parsing.

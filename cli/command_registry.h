@@ -1,20 +1,23 @@
-// Registry of `kvstash` subcommands.
+// Registry of the subcommands of the command-line tools: `kvstash` (the product
+// commands, cli/), `kvstash-bench` (cli/bench/) and `kvstash-demo` (cli/demo/).
 //
-// Each subcommand lives in its own file under cli/ and registers itself at
-// static-initialisation time:
+// Each subcommand lives in its own file and registers itself at static-initialisation
+// time:
 //
 //   static const bool kRegistered = kvstash::cli::RegisterCommand(
-//       "bench entropy", "Benchmark rANS coding on realistic symbol streams",
+//       "entropy", "Benchmark rANS coding on realistic symbol streams",
 //       [](CLI::App* cmd) {
 //         auto opts = std::make_shared<Options>();
 //         cmd->add_option("--json", opts->json, "Write rows to FILE as JSON");
 //         return [opts] { return RunBenchEntropy(*opts); };   // exit code
 //       });
 //
-// The path's words create nested subcommands ("bench entropy" -> kvstash bench
-// entropy). The configure function adds options and returns the action; the action's
-// int is the process exit code. Files under cli/ are compiled into the
-// executable itself (not a static library), so their registrations are never dropped.
+// The path's words create nested subcommands of the tool the file is compiled into
+// ("calibrate dckv" -> kvstash calibrate dckv); the empty path is the tool itself
+// (kvstash-demo has no subcommands). The configure function adds options and returns
+// the action; the action's int is the process exit code. Command files are compiled
+// into their executable itself (not a static library), so their registrations are
+// never dropped; command_runner.h turns the registry into a command line.
 //
 // Thread-safety: registration happens before main(); not for use afterwards.
 #pragma once
@@ -31,7 +34,7 @@ using CommandAction = std::function<int()>;
 using CommandConfigure = std::function<CommandAction(CLI::App* cmd)>;
 
 struct CommandSpec {
-  std::string path;         // e.g. "bench entropy"
+  std::string path;         // e.g. "calibrate dckv"; "" for the tool itself
   std::string description;  // one line for --help
   CommandConfigure configure;
 };

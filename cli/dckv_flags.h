@@ -1,5 +1,5 @@
 // Command-line validators shared by the dckv commands (`kvstash calibrate dckv`,
-// `kvstash bench codec --codec dckv|kvtc`): a value that fails is a usage error
+// `kvstash-bench codec --codec dckv|kvtc`): a value that fails is a usage error
 // (exit 2) reported before any work.
 //   DckvRatioValidator():          a finite target ratio > 1 (e.g. --rate).
 //   PositiveFiniteValidator():     a finite number > 0 (e.g. --sensitivity-floor).

@@ -1,4 +1,4 @@
-// Command-line options shared by `kvstash bench codec` and `kvstash calibrate spec`.
+// Command-line options shared by `kvstash-bench codec` and `kvstash calibrate spec`.
 // Thread-safety: call while building the command line (main thread).
 #pragma once
 

@@ -1,4 +1,4 @@
-// `kvstash demo`: the main job end to end on a real model (SmolLM2-135M), real text and
+// `kvstash-demo`: the main job end to end on a real model (SmolLM2-135M), real text and
 // a real kvstash server. RunDemo loads the model, loads or calibrates the codec
 // artifacts (demo_artifacts.h), builds the shared-prefix RAG workload
 // (demo_workload.h), runs one pass per codec, which share the reference results, and

@@ -1,4 +1,4 @@
-// Codec artifacts of `kvstash demo`: loaded from a cache folder, or calibrated once on
+// Codec artifacts of `kvstash-demo`: loaded from a cache folder, or calibrated once on
 // model/corpus/text_corpus.h's CALIBRATION split (disjoint from the demo's workload) and saved
 // there.
 //

@@ -1,4 +1,4 @@
-// `kvstash demo --model-kind hybrid`: the main-job workload on a Qwen3.5-style hybrid
+// `kvstash-demo --model-kind hybrid`: the main-job workload on a Qwen3.5-style hybrid
 // model (model/hybrid; default the committed tiny random-weight config
 // tests/hybrid/data/tiny_qwen35) through a real kvstash server, with KV + recurrent
 // state stored at chunk boundaries and the restored KV, state and continuation checked
@@ -34,7 +34,7 @@
 
 namespace kvstash::demo {
 
-// The hybrid-only options of `kvstash demo` (cli/demo_command.cc: --model-kind, --hybrid-*).
+// The hybrid-only options of `kvstash-demo` (cli/demo/demo_command.cc: --model-kind, --hybrid-*).
 struct HybridDemoOptions {
   std::string model_kind = "smollm2";  // "smollm2" (the main demo) or "hybrid"
   std::string hybrid_model;            // hybrid model folder; "" = the tiny fixture
@@ -46,7 +46,7 @@ struct HybridDemoOptions {
   bool enabled() const { return model_kind == "hybrid"; }
 };
 
-// The options `kvstash demo` shares between model kinds.
+// The options `kvstash-demo` shares between model kinds.
 struct DemoCommonArgs {
   std::vector<std::string> codecs;
   std::string tokenizer_model;  // GGUF whose tokenizer builds the workload (--model)

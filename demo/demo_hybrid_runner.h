@@ -1,4 +1,4 @@
-// The request loop of `kvstash demo --model-kind hybrid`: the main-job workload
+// The request loop of `kvstash-demo --model-kind hybrid`: the main-job workload
 // (demo/demo_workload.h) on a Qwen3.5-style hybrid model (model/hybrid), whose
 // reusable prefix is the attention layers' KV PLUS the linear layers' recurrent state
 // (conv and delta-rule states), against a live kvstash server.

@@ -1,4 +1,4 @@
-// `kvstash demo --engine llama.cpp` (the default engine): the demo's workload with
+// `kvstash-demo --engine llama.cpp` (the default engine): the demo's workload with
 // llama.cpp as the inference engine. Misses are llama.cpp prefills whose sequence state
 // is exported and stored; hits restore llama.cpp's own cache into llama.cpp and prefill
 // only the question (demo_llama_runner.h has the loop and the checks).

@@ -1,4 +1,4 @@
-// The request loop of `kvstash demo --engine llama.cpp`: one pass over the workload per
+// The request loop of `kvstash-demo --engine llama.cpp`: one pass over the workload per
 // codec, with llama.cpp (engines/llama_cpp/llama_session.h) as the engine, against a
 // live kvstash server; every hit checked against llama.cpp itself.
 //

@@ -1,4 +1,4 @@
-// The table and JSON of `kvstash demo`: one row per codec (raw bf16 first, the
+// The table and JSON of `kvstash-demo`: one row per codec (raw bf16 first, the
 // no-compression baseline), with the acceptance verdicts (token hit rate > 50%, hit
 // TTFT below miss TTFT, no mismatched hit).
 //

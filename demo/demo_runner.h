@@ -1,4 +1,4 @@
-// The request loop of `kvstash demo`: one pass over the workload per codec against a
+// The request loop of `kvstash-demo`: one pass over the workload per codec against a
 // live kvstash server, with every hit checked against an exact reference.
 //
 // Reference results (the exact fp32 prefix cache of each document and the answers a

@@ -1,4 +1,4 @@
-// A kvstash-server child process for `kvstash demo --start-server BIN`: spawned with
+// A kvstash-server child process for `kvstash-demo --start-server BIN`: spawned with
 // the given data folder, ports and one tenant, waited for through its --ready-file
 // (so port 0 works), stopped with SIGTERM (the server drains and exits) unless the
 // user keeps it running. StartServerAndConnect() is the start-up both demo model kinds
@@ -84,7 +84,7 @@ void FinishServer(const std::string& start_server, bool keep, bool show_dashboar
 // 2 x `bytes` lowercase hex digits from std::random_device (demo credentials, run ids).
 std::string RandomHex(size_t bytes);
 
-// The server side of `kvstash demo` for every model kind. With `start_server` (a
+// The server side of `kvstash-demo` for every model kind. With `start_server` (a
 // kvstash-server path) non-empty: starts it in `server` with `data_dir` (log in
 // data_dir/kvstash-server.log), `port`, `http_port` and the tenant of `*client` (a random
 // credential when it has none), points `*client` at it and prints its pid, ports and

@@ -1,4 +1,4 @@
-// The workload of `kvstash demo`: a shared-prefix RAG workload on real text.
+// The workload of `kvstash-demo`: a shared-prefix RAG workload on real text.
 //
 // Documents are passages of the files of model/corpus/text_corpus.h's EVALUATION split
 // (Debian's licence texts and Python 3.11 standard-library sources shipped by

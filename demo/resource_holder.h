@@ -1,5 +1,5 @@
 // Who holds a listening TCP port or a locked file on this machine: the diagnosis behind
-// `kvstash demo`'s start-up errors ("port 7470 is held by pid 1234 (kvstash-server
+// `kvstash-demo`'s start-up errors ("port 7470 is held by pid 1234 (kvstash-server
 // --port 7470 ...)"), so that a user whose earlier server still runs is told which
 // process to stop instead of "is the port in use?".
 //

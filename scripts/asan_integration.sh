@@ -22,7 +22,7 @@ JOBS="${KVSTASH_JOBS:-$(nproc)}"
 JSON="${KVSTASH_ASAN_JSON:-benchmarks/results/asan_integration.json}"
 BINARIES=(tests/store/store_integration_tests tests/server/server_e2e_tests tests/server/server_loopback_tests
           tests/server/server_cli_tests tests/hybrid/hybrid_server_e2e_tests)
-targets=(kvstash-server kvstash)
+targets=(kvstash-server kvstash kvstash-bench)
 for b in "${BINARIES[@]}"; do targets+=("$(basename "$b")"); done
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKVSTASH_SANITIZE=ON \

@@ -34,7 +34,7 @@ BUILD_PACKAGES=(                           # kvstash-server and the kvstash tool
   libcli11-dev libspdlog-dev nlohmann-json3-dev
   libboost-all-dev librocksdb-dev libhiredis-dev
   libopenblas-dev libeigen3-dev libicu-dev
-  libhtscodecs-dev                         # rANS peer rows of kvstash bench entropy
+  libhtscodecs-dev                         # rANS peer rows of kvstash-bench entropy
   libjs-chart.js                           # served by the dashboard
 )
 TEST_PACKAGES=(

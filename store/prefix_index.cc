@@ -180,7 +180,7 @@ uint32_t PrefixIndex::Insert(const StoredKey& key, uint32_t parent, uint8_t flag
   // An insert is an access: the clock that ages LFU counters and orders LRU advances on
   // PUTs too, so counters decay with the cache's turnover (with only GET hits moving it,
   // a chunk hit once outranked every fresh chunk for thousands of PUTs when hits are
-  // rare: kvstash bench trace, 1-3% budgets) and fresh entries are not tied in age.
+  // rare: kvstash-bench trace, 1-3% budgets) and fresh entries are not tied in age.
   e.tick = ++tick_;
   TableInsert(id);
   ++size_;

@@ -20,7 +20,7 @@ estimates the same quantity summed per (layer, K/V, head) block from a few docum
 script resolves the 64 dimensions of each head (keys BEFORE RoPE, as dckv stores them)
 and averages over every calibration document.
 
-Setup mirrors `kvstash bench codec` (benchmarks/drivers/dckv_bench.h): documents of the
+Setup mirrors `kvstash-bench codec` (benchmarks/drivers/dckv_bench.h): documents of the
 CALIBRATION split (model/corpus/text_corpus.cc, disjoint from the evaluation split) cut into
 prompt_tokens + continuation_tokens token pieces; the first raw_head and last raw_tail
 prompt positions are stored raw by dckv, so only the positions between them are
@@ -30,7 +30,7 @@ between positions vanish in expectation because E_{y~p}[d log p(y)] = 0.
 
 Writes JSON: model, documents, settings, n_layers, n_kv_heads, head_dim and `weight`,
 flat [n_layers, 2 (K, V), n_kv_heads, head_dim] (index ((l * 2 + kv) * H + h) * D + d),
-read by `kvstash calibrate dckv --sensitivity-file` and `kvstash bench codec
+read by `kvstash calibrate dckv --sensitivity-file` and `kvstash-bench codec
 --dckv-sensitivity-file`.
 """
 import argparse

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plot `kvstash bench trace --json FILE` rows: token hit rate against budget.
+"""Plot `kvstash-bench trace --json FILE` rows: token hit rate against budget.
 
 One panel per trace; one colour per codec; solid = the Store with LFU-with-decay (the
 default policy), dashed = the Store with sampled LRU, dotted = the plain exact-LRU
@@ -63,7 +63,7 @@ def main(argv):
         ax.legend(fontsize=8, title="codec (solid: lfu_decay)", title_fontsize=8)
     setup = data.get("setup", {})
     fig.suptitle(
-        f"kvstash bench trace: {setup.get('model', '?')} KV, codec sizes from SmolLM2 "
+        f"kvstash-bench trace: {setup.get('model', '?')} KV, codec sizes from SmolLM2 "
         "measurements; dashed: Store LRU, dotted: exact-LRU simulation",
         fontsize=10,
     )

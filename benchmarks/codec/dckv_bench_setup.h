@@ -1,7 +1,7 @@
 // The real-KV set-up shared by the dckv benchmarks (dckv_codec_bench.cc, the CPU codec;
 // dckv_decode_gpu_bench.cc, the CUDA decoder against it): SmolLM2-135M prefills one
 // evaluation document of 1,536 tokens (real text, model/corpus/text_corpus.h), cut into
-// 256-token chunks as `kvstash demo` stores them (raw head in the first chunk, raw tail
+// 256-token chunks as `kvstash-demo` stores them (raw head in the first chunk, raw tail
 // in the last), each encoded with its token ids. The artifact:
 // KVSTASH_DCKV_ARTIFACT=<file.kvda> (e.g. the demo's cached one in .cache/kvstash-demo/),
 // else one calibrated here (group 6, target 16x, 2,048 calibration tokens, as the demo).

@@ -1,6 +1,6 @@
 // Google Benchmark of the dckv codec on real KV: SmolLM2-135M prefills one evaluation
 // document of 1,536 tokens (real text, model/corpus/text_corpus.h) and the prefix is cut into
-// 256-token chunks as `kvstash demo` stores it (raw head in the first chunk, raw tail
+// 256-token chunks as `kvstash-demo` stores it (raw head in the first chunk, raw tail
 // in the last). Measured: Encode and Decode of the whole prefix (all chunks, token
 // ids given), and the steps of Decode (ParsePayload = rANS, Reconstruct = conditional
 // passes + transform + RoPE + bf16) and Quantize (Encode without Reconstruct and

@@ -2,7 +2,7 @@
 // AVX2) of 1 Mi symbols drawn from a Laplace(0, 4) 8-bit residual pmf, per precision,
 // single table and 4 tables selected per symbol. Throughput is reported as bytes of
 // symbols (1 per 8-bit symbol). Each benchmark checks its round trip once.
-// The end-to-end table with baselines is `kvstash bench entropy`.
+// The end-to-end table with baselines is `kvstash-bench entropy`.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>

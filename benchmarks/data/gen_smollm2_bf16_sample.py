@@ -2,7 +2,7 @@
 """Writes smollm2_token_embd_bf16.bin: real model bytes for the entropy benchmarks.
 
 Until the reference runtime produces real KV caches, the "empirical KV-byte
-distribution" of `kvstash bench entropy` uses the bf16 bytes of real trained weights:
+distribution" of `kvstash-bench entropy` uses the bf16 bytes of real trained weights:
 rows 1000..1455 of SmolLM2-135M-Instruct's token embedding (models/ GGUF, Q8_0),
 dequantised to fp32 by the gguf package and rounded to bf16 (round to nearest even),
 stored row-major, little-endian: 456 x 576 values, 525,312 bytes.

@@ -1,4 +1,4 @@
-// The dckv codec's measurement on a real model and real text (`kvstash bench codec
+// The dckv codec's measurement on a real model and real text (`kvstash-bench codec
 // --codec dckv|kvtc|dckv+kvtc --rate R`) and its calibration (`kvstash calibrate dckv`).
 //
 // Calibration: the target model runs over the calibration corpus (model/corpus/text_corpus.h),

@@ -1,6 +1,6 @@
 // A userspace delay line between two TUN devices: every IP packet read from one device
 // is written to the other `one_way` later (in arrival order), in both directions. It is
-// the propagation delay of `kvstash bench link`'s emulated link, because this kernel
+// the propagation delay of `kvstash-bench link`'s emulated link, because this kernel
 // lacks sch_netem (the link's rate is a kernel tbf qdisc on each TUN device's egress;
 // netns_link.h).
 //

@@ -1,4 +1,4 @@
-// The entropy-coding benchmark behind `kvstash bench entropy` (and the streams used by
+// The entropy-coding benchmark behind `kvstash-bench entropy` (and the streams used by
 // benchmarks/codec/): realistic symbol streams, rANS at several table sizes with both
 // CPU decoders, and the baselines zstd -19 (libzstd) and a static Huffman code.
 //

@@ -1,4 +1,4 @@
-// `kvstash bench link` (issue 20 §2): time to restore a SmolLM2 prefix from a
+// `kvstash-bench link` (issue 20 §2): time to restore a SmolLM2 prefix from a
 // kvstash-server across a shaped link, per codec, next to recomputing it (prefill), and
 // the link speed at which the two are equal (the crossover).
 //

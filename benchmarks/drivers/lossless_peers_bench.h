@@ -1,4 +1,4 @@
-// Lossless coders of the real SmolLM2 KV side by side (`kvstash bench codec --codec
+// Lossless coders of the real SmolLM2 KV side by side (`kvstash-bench codec --codec
 // lossless-peers`): spec, byte-plane rANS (codec/baselines/byte_plane.h) and the
 // general-purpose peers of benchmarks/drivers/peer_coders.h (zstd -3 / -19 on the raw
 // bytes, htscodecs order-0 / order-1 rANS on byte planes), on the chunks that `kvstash

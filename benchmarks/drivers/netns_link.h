@@ -1,4 +1,4 @@
-// Two emulated hosts joined by one shaped link, for `kvstash bench link`: network
+// Two emulated hosts joined by one shaped link, for `kvstash-bench link`: network
 // namespaces kvstash-link-<pid>-srv and kvstash-link-<pid>-cli, each with a TUN device
 // (kvl<pid>s / kvl<pid>c, point-to-point 10.213.0.1 <-> 10.213.0.2, MTU 65000), a kernel
 // tbf qdisc on each device's egress for the rate, and a userspace DelayLine between the

@@ -1,4 +1,4 @@
-// General-purpose lossless coders that `kvstash bench codec --codec lossless-peers`
+// General-purpose lossless coders that `kvstash-bench codec --codec lossless-peers`
 // (benchmarks/drivers/lossless_peers_bench.h) runs beside spec and byte-plane rANS on
 // the same KV chunk bytes:
 //   zstd-3, zstd-19   libzstd at that level on the raw bytes (ZSTD_compress)

@@ -1,4 +1,4 @@
-// The driver of `kvstash bench prefill` (prefill_bench.h): prefill throughput of the reference runtime (model/) on
+// The driver of `kvstash-bench prefill` (prefill_bench.h): prefill throughput of the reference runtime (model/) on
 #include "benchmarks/drivers/prefill_bench.h"
 
 #include <sys/resource.h>

@@ -1,4 +1,4 @@
-// Prefill throughput (`kvstash bench prefill`) of the reference runtime (model/) on
+// Prefill throughput (`kvstash-bench prefill`) of the reference runtime (model/) on
 // real text, at several prompt lengths. Each row: tokens, BLAS threads, median
 // seconds and tokens/s over --reps runs, and the process's peak RSS. The forward pass
 // exports the full KV cache (and the last row of logits), as a cache producer does.

@@ -1,4 +1,4 @@
-// The driver of `kvstash bench server` (server_bench.h): throughput and latency of a kvstash server against a
+// The driver of `kvstash-bench server` (server_bench.h): throughput and latency of a kvstash server against a
 // redis-server baseline on the same payloads, clients and machine.
 //
 // What it does

@@ -1,4 +1,4 @@
-// `kvstash bench server`: throughput and latency of a kvstash server against a
+// `kvstash-bench server`: throughput and latency of a kvstash server against a
 // redis-server baseline on the same payloads, clients and machine.
 //
 // What it does

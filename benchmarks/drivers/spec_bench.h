@@ -1,4 +1,4 @@
-// The spec codec's measurement on a real model and real text (`kvstash bench codec
+// The spec codec's measurement on a real model and real text (`kvstash-bench codec
 // --codec spec`): calibrates on the calibration corpus, codes the evaluation corpus
 // chunk by chunk, verifies every chunk decodes bit-exactly, and compares in one table:
 //   spec            our coder, actual bitstreams (payload headers included)

@@ -1,4 +1,4 @@
-// The real KV that the spec benchmarks code (`kvstash bench codec --codec spec` and
+// The real KV that the spec benchmarks code (`kvstash-bench codec --codec spec` and
 // `--codec lossless-peers`): documents of the real-text corpus (model/corpus) prefilled
 // by the fp32 target and by the spec predictor, cut into chunks; the fp8 scales a
 // deployment would fix; the spec artifact calibrated on such chunks.

@@ -1,4 +1,4 @@
-// Spec state coding measured on the real RWKV-7 (`kvstash bench codec --codec spec
+// Spec state coding measured on the real RWKV-7 (`kvstash-bench codec --codec spec
 // --state`): runs the fp32 reference runtime (the "engine") and each deterministic
 // predictor variant (model/rwkv7/rwkv7_predictor.h) over real text byte by byte,
 // snapshots both states every `every` tokens, calibrates a state artifact

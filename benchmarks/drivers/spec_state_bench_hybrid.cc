@@ -1,4 +1,4 @@
-// The tiny hybrid's rows of `kvstash bench codec --codec spec --state`
+// The tiny hybrid's rows of `kvstash-bench codec --codec spec --state`
 // (benchmarks/drivers/spec_state_bench.h): spec on model/hybrid's Qwen3.5 fixture, part kv
 // (the fp32 attention K/V of each `every`-token span) and part state (the Gated
 // DeltaNet conv + delta states at each boundary), each against the same model-free

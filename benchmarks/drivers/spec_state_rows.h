@@ -1,7 +1,7 @@
 // What the two recurrent-state benches (spec_state_bench.cc: the real RWKV-7;
 // spec_state_bench_hybrid.cc: the tiny hybrid) share: the thread CPU clock they time
 // with, the spec coding pass over a list of states (each round trip verified), and the
-// row fields of `kvstash bench codec --codec spec --state` (spec_state_bench.h lists them).
+// row fields of `kvstash-bench codec --codec spec --state` (spec_state_bench.h lists them).
 // Thread-safety: pure functions (the clock reads this thread's CPU time).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The driver of `kvstash bench state` (state_size_bench.h).
+// The driver of `kvstash-bench state` (state_size_bench.h).
 #include "benchmarks/drivers/state_size_bench.h"
 
 #include <algorithm>

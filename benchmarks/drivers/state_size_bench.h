@@ -1,4 +1,4 @@
-// The recurrent-state bench (`kvstash bench state`): how large the recurrent state of a real trained RWKV-7 is, and
+// The recurrent-state bench (`kvstash-bench state`): how large the recurrent state of a real trained RWKV-7 is, and
 // how far model-free lossless coders shrink it, on real text.
 //
 // Runs the RWKV-7 reference runtime (model/rwkv7) over the bytes of a text file, one

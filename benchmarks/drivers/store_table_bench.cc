@@ -1,4 +1,4 @@
-// The driver of `kvstash bench store` (store_table_bench.h).
+// The driver of `kvstash-bench store` (store_table_bench.h).
 //
 // Rows (name, value, unit):
 //   key_hash_ns_per_token        ComputeChunkKeys over a 128k-token prompt (SHA-256

@@ -1,4 +1,4 @@
-// The store's benchmark table behind `kvstash bench store --json FILE` (issue 6).
+// The store's benchmark table behind `kvstash-bench store --json FILE` (issue 6).
 //
 // Rows (name, value, unit):
 //   key_hash_ns_per_token        ComputeChunkKeys over a 128k-token prompt (SHA-256

@@ -1,4 +1,4 @@
-// The driver of `kvstash bench trace` (trace_bench.h).
+// The driver of `kvstash-bench trace` (trace_bench.h).
 #include "benchmarks/drivers/trace_bench.h"
 
 #include <algorithm>

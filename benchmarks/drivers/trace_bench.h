@@ -1,4 +1,4 @@
-// `kvstash bench trace` (issue 20 §1): token hit rate against cache budget on real
+// `kvstash-bench trace` (issue 20 §1): token hit rate against cache budget on real
 // prefix-reuse traces (the Mooncake FAST'25 traces in ../shared/traces), per codec,
 // per eviction policy, next to a plain exact-LRU simulation over the same blocks.
 //

@@ -1,5 +1,5 @@
 // Micro-benchmarks of the store's hot paths: chained key hashing, index lookups, and
-// Store::Lookup on the in-memory tier. The end-to-end table is `kvstash bench store`.
+// Store::Lookup on the in-memory tier. The end-to-end table is `kvstash-bench store`.
 #include <benchmark/benchmark.h>
 
 #include <random>

@@ -114,7 +114,7 @@ uint64_t PredictorCacheDigest(const PredictorCache& cache);
 // Where a Run's time went (seconds of wall-clock time, accumulated over Runs given the
 // same object): the activation quantisation, the int GEMMs with their fp32 group
 // epilogue, causal attention, RMSNorm + RoPE, and the rest (embedding copy, residual
-// adds, SiLU x up, cache appends). For benchmarks (`kvstash bench prefill --predictor
+// adds, SiLU x up, cache appends). For benchmarks (`kvstash-bench prefill --predictor
 // --profile`); measuring does not change the output bits.
 struct PredictorProfile {
   double quantize_s = 0, gemm_s = 0, attention_s = 0, norm_rope_s = 0, other_s = 0;

@@ -57,7 +57,7 @@ struct Rwkv7PredictorOptions {
   // Default: kInt8.
   Rwkv7WeightFormat format = Rwkv7WeightFormat::kInt8;
   // Input channels per int8 scale (kInt8 only), clipped to each matrix's width.
-  // 1..4096. Default: 16 (the best int8 row of `kvstash bench codec --state`).
+  // 1..4096. Default: 16 (the best int8 row of `kvstash-bench codec --state`).
   int group = 16;
   // The variant's name in tables: "int8-g32", "bf16", ...
   std::string Name() const;

@@ -1,5 +1,5 @@
 // Model-free size measures of fp32 recurrent-state bytes: the yardsticks a
-// predictor-based state coder is measured against (`kvstash bench state`).
+// predictor-based state coder is measured against (`kvstash-bench state`).
 //
 // - zstd: libzstd's one-shot compressor at a given level (19 by default in the bench)
 //   on the bytes as stored; the result is decompressed and compared, so a size is only

@@ -1,4 +1,4 @@
-// `kvstash bench link` scaled down (label integration): a 300-token prefix (two chunks,
+// `kvstash-bench link` scaled down (label integration): a 300-token prefix (two chunks,
 // the second partial), raw codec, one fast rate (1 Gbit/s) and one slow (20 Mbit/s) at
 // 20 ms RTT, through the real command, kvstash-server, namespaces and qdiscs. Asserts
 // real values: every restore returned the stored payload bytes, the slow GET took at
@@ -47,7 +47,7 @@ std::string LinkNamespaces() { return Shell("ip netns list 2>/dev/null | grep -o
 class LinkBenchTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "kvstash bench link needs root (CAP_NET_ADMIN): skipped";
+    if (geteuid() != 0) GTEST_SKIP() << "kvstash-bench link needs root (CAP_NET_ADMIN): skipped";
     if (std::system("ip -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "iproute2 (`ip`) missing: skipped";
     model_ = kvstash::testing::ModelsDir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
     if (!fs::exists(model_)) GTEST_SKIP() << model_ << " absent: run scripts/setup.sh";
@@ -59,7 +59,7 @@ class LinkBenchTest : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_, ec);
   }
   std::string Flags() const {
-    return " bench link --model " + model_ + " --server-bin " + KVSTASH_SERVER_BIN +
+    return " link --model " + model_ + " --server-bin " + KVSTASH_SERVER_BIN +
            " --codec raw --tokens 300 --reps 1 --recompute-reps 1 --rtt-ms 20";
   }
   std::string model_;
@@ -70,7 +70,7 @@ TEST_F(LinkBenchTest, RestoresTheStoredBytesWithinThePhysicalBound) {
   const std::string before = LinkNamespaces();
   const std::string json = (dir_ / "link.json").string();
   const std::string out = (dir_ / "out.txt").string();
-  const int rc = std::system((std::string(KVSTASH_CLI_BIN) + Flags() + " --rate 1G --rate 20M --json " + json +
+  const int rc = std::system((std::string(KVSTASH_BENCH_BIN) + Flags() + " --rate 1G --rate 20M --json " + json +
                               " > " + out + " 2>&1").c_str());
   const std::string log = Shell("cat " + out);
   ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << log;
@@ -115,7 +115,7 @@ TEST_F(LinkBenchTest, RestoresTheStoredBytesWithinThePhysicalBound) {
 
 TEST_F(LinkBenchTest, SigtermMidRunRemovesTheNamespaces) {
   const std::string out = (dir_ / "out.txt").string();
-  std::vector<std::string> argv = {KVSTASH_CLI_BIN};
+  std::vector<std::string> argv = {KVSTASH_BENCH_BIN};
   std::string flags = Flags() + " --rate 2M";  // ~28 s of wire time: still running when killed
   for (size_t p = 0, q; p < flags.size(); p = q + 1) {
     q = flags.find(' ', p);
@@ -152,7 +152,7 @@ TEST_F(LinkBenchTest, CleanupRemovesAStaleNamespace) {
   // A pid above pid_max: never a live process, so the namespace is stale.
   const std::string stale = "kvstash-link-999999999-srv";
   ASSERT_EQ(std::system(("ip netns add " + stale).c_str()), 0);
-  const std::string out = Shell(std::string(KVSTASH_CLI_BIN) + " bench link --cleanup 2>&1");
+  const std::string out = Shell(std::string(KVSTASH_BENCH_BIN) + " link --cleanup 2>&1");
   EXPECT_NE(out.find(stale), std::string::npos) << out;
   EXPECT_EQ(LinkNamespaces().find(stale), std::string::npos) << out;
 }
@@ -161,7 +161,7 @@ TEST_F(LinkBenchTest, WithoutNetAdminItSkipsWithExitCode77) {
   if (std::system("setpriv --help >/dev/null 2>&1") != 0) GTEST_SKIP() << "setpriv (util-linux) missing";
   const std::string out = (dir_ / "out.txt").string();
   const int rc = std::system(("setpriv --bounding-set -net_admin --inh-caps -net_admin " +
-                              std::string(KVSTASH_CLI_BIN) + Flags() + " --rate 1G > " + out + " 2>&1").c_str());
+                              std::string(KVSTASH_BENCH_BIN) + Flags() + " --rate 1G > " + out + " 2>&1").c_str());
   const std::string log = Shell("cat " + out);
   ASSERT_TRUE(WIFEXITED(rc)) << log;
   EXPECT_EQ(WEXITSTATUS(rc), 77) << log;

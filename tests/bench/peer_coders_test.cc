@@ -1,4 +1,4 @@
-// The general-purpose peers of `kvstash bench codec --codec lossless-peers`
+// The general-purpose peers of `kvstash-bench codec --codec lossless-peers`
 // (benchmarks/drivers/peer_coders.h) on real model values: the first 32,768 bf16
 // values of SmolLM2-135M's token embedding (benchmarks/data/smollm2_token_embd_bf16.bin),
 // as bf16, as f16 and as fp8 e4m3 (scale amax / 448), must round-trip byte for byte and

@@ -1,4 +1,4 @@
-// `kvstash bench trace` (benchmarks/drivers/trace_bench.h) on tiny traces whose hit
+// `kvstash-bench trace` (benchmarks/drivers/trace_bench.h) on tiny traces whose hit
 // counts are derived by hand, for the plain LRU simulation and the Store replay alike.
 #include "benchmarks/drivers/trace_bench.h"
 

@@ -1,4 +1,4 @@
-// The demo's workload and checks, scaled down (label integration): `kvstash demo` with
+// The demo's workload and checks, scaled down (label integration): `kvstash-demo` with
 // its own kvstash-server process on loopback (free ports, RocksDB in a temp folder),
 // 2 documents of 256 tokens x 3 questions, all three codecs. Asserts what the full demo
 // promises except timings (speed targets live in benchmarks): every field of the JSON
@@ -18,7 +18,7 @@
 
 namespace {
 
-// Runs `kvstash demo` scaled down (2 documents of 256 tokens x 3 questions, all three
+// Runs `kvstash-demo` scaled down (2 documents of 256 tokens x 3 questions, all three
 // codecs) with its own server and `extra` flags; returns the JSON table and the output.
 struct DemoRun {
   nlohmann::json j;
@@ -32,7 +32,7 @@ DemoRun RunDemo(const std::string& model, const std::string& name, const std::st
   std::filesystem::remove_all(run.dir);
   std::filesystem::create_directories(run.dir);
   const std::string json = (run.dir / "demo.json").string();
-  const std::string cmd = std::string(KVSTASH_CLI_BIN) + " demo --start-server " + KVSTASH_SERVER_BIN +
+  const std::string cmd = std::string(KVSTASH_DEMO_BIN) + " --start-server " + KVSTASH_SERVER_BIN +
                           " --data-dir " + (run.dir / "data").string() + " --port 0 --http-port 0" +
                           " --model " + model + " --documents 2 --doc-tokens 256 --requests-per-doc 3" +
                           " --gen-tokens 4 --cal-tokens 256 --cache-dir " + (run.dir / "cache").string() +

@@ -1,7 +1,7 @@
 // Synthetic correlated KV rows for the dckv mechanics tests (fixed seed): each layer's
 // K and V row is a fixed random linear image of a few shared latent factors plus
 // small noise, so that PCA finds structure and rate control has something to trade.
-// Real-model figures come from `kvstash bench codec --codec dckv`, not from here.
+// Real-model figures come from `kvstash-bench codec --codec dckv`, not from here.
 #pragma once
 
 #include <algorithm>

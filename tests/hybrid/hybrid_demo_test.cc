@@ -1,4 +1,4 @@
-// `kvstash demo --model-kind hybrid`, scaled down (label integration): its own
+// `kvstash-demo --model-kind hybrid`, scaled down (label integration): its own
 // kvstash-server process on loopback (free ports, RocksDB in a temp folder), the tiny
 // Qwen3.5 fixture, 2 documents of 300 tokens x 3 questions, 64-token chunks with a
 // state record every 2 chunks and at the prefix end, codecs raw and spec (predictor
@@ -26,7 +26,7 @@ TEST(HybridDemoTest, ScaledDownHybridDemoIsExactOnEveryHit) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string json = (dir / "demo.json").string();
-  const std::string cmd = std::string(KVSTASH_CLI_BIN) + " demo --model-kind hybrid --codec raw --codec spec --codec dckv --hybrid-cal-tokens 2048 --start-server " +
+  const std::string cmd = std::string(KVSTASH_DEMO_BIN) + " --model-kind hybrid --codec raw --codec spec --codec dckv --hybrid-cal-tokens 2048 --start-server " +
                           KVSTASH_SERVER_BIN + " --data-dir " + (dir / "data").string() + " --port 0 --http-port 0" +
                           " --model " + tokenizer + " --documents 2 --doc-tokens 300 --requests-per-doc 3" +
                           " --gen-tokens 4 --hybrid-chunk-tokens 64 --state-every 2 --restore-policy always --json " + json + " > " +

@@ -2,7 +2,7 @@
 // deterministic predictor's golden state checksum, and the lossless state codec
 // calibrated on one licence text and evaluated on another, against the model-free
 // byte-plane entropy of the same states (the acceptance: <= 0.75x of it).
-// The full measurement is `kvstash bench codec --codec spec --state`.
+// The full measurement is `kvstash-bench codec --codec spec --state`.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -64,6 +64,7 @@ void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
 }
 
 const std::string kCli = KVSTASH_CLI_BIN;
+const std::string kBench = KVSTASH_BENCH_BIN;
 const std::string kServer = KVSTASH_SERVER_BIN;
 const std::string kKey1 = "000102030405060708090a0b0c0d0e0f";
 const std::string kKey2 = "100102030405060708090a0b0c0d0e0f";
@@ -274,7 +275,7 @@ TEST_F(CliTest, GetWritesBothFilesOrNeither) {
 TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
   // A path under a regular file cannot be created (ENOTDIR): exit 1 with the reason.
   WriteFile(P("file"), {1});
-  auto [rc, out] = Sh(kCli + " bench store --dir " + P("file/x") + " --chunks 1");
+  auto [rc, out] = Sh(kBench + " store --dir " + P("file/x") + " --chunks 1");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("cannot create " + P("file/x")), std::string::npos) << out;
   // calibrate dckv: bad values are usage errors before the model is even loaded.
@@ -297,37 +298,37 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
   WriteFile(P("ok.json"), {'{', '}'});
   std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent --sensitivity-docs 1 --sensitivity-file " + P("ok.json"));
   EXPECT_EQ(rc, 2) << out;
-  std::tie(rc, out) = Sh(kCli + " bench codec --codec dckv --model /nonexistent --rate 0");
+  std::tie(rc, out) = Sh(kBench + " codec --codec dckv --model /nonexistent --rate 0");
   EXPECT_EQ(rc, 2) << out;
   // Every bench's --json FILE is checked before the run: a missing folder, a folder as
   // FILE or an unwritable folder is a usage error naming it (before, bench store,
   // trace, link and prefill ran and then exited 0 without writing it).
   for (const std::string bench : {"codec --codec dckv --model /nonexistent", "entropy", "state", "server",
                                    "store --chunks 1", "trace", "link", "prefill"}) {
-    std::tie(rc, out) = Sh(kCli + " bench " + bench + " --json " + P("nodir/b.json"));
+    std::tie(rc, out) = Sh(kBench + " " + bench + " --json " + P("nodir/b.json"));
     EXPECT_EQ(rc, 2) << bench << ": " << out;
     EXPECT_NE(out.find("cannot write " + P("nodir/b.json")), std::string::npos) << bench << ": " << out;
-    std::tie(rc, out) = Sh(kCli + " bench " + bench + " --json " + P("adir"));
+    std::tie(rc, out) = Sh(kBench + " " + bench + " --json " + P("adir"));
     EXPECT_EQ(rc, 2) << bench << ": " << out;
     EXPECT_NE(out.find("is a folder"), std::string::npos) << bench << ": " << out;
   }
   // A dangling link, and a "folder" that is a file: refused up front too.
   std::filesystem::create_symlink(P("nowhere/x.json"), P("dangling.json"));
-  std::tie(rc, out) = Sh(kCli + " bench store --chunks 1 --json " + P("dangling.json"));
+  std::tie(rc, out) = Sh(kBench + " store --chunks 1 --json " + P("dangling.json"));
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find("dangling symbolic link"), std::string::npos) << out;
-  std::tie(rc, out) = Sh(kCli + " bench store --chunks 1 --json " + P("file/x.json"));
+  std::tie(rc, out) = Sh(kBench + " store --chunks 1 --json " + P("file/x.json"));
   EXPECT_EQ(rc, 2) << out;
   EXPECT_NE(out.find(P("file") + " is not a folder"), std::string::npos) << out;
   std::filesystem::create_directories(P("ro"));
   std::filesystem::permissions(P("ro"), std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
   if (::access(P("ro").c_str(), W_OK) != 0) {  // root writes anywhere: then nothing to check
-    std::tie(rc, out) = Sh(kCli + " bench store --chunks 1 --json " + P("ro/b.json"));
+    std::tie(rc, out) = Sh(kBench + " store --chunks 1 --json " + P("ro/b.json"));
     EXPECT_EQ(rc, 2) << out;
     EXPECT_NE(out.find("cannot write " + P("ro/b.json")), std::string::npos) << out;
   }
   // A writable path: bench store writes the rows it printed.
-  std::tie(rc, out) = Sh(kCli + " bench store --chunks 4 --json " + P("rows.json"));
+  std::tie(rc, out) = Sh(kBench + " store --chunks 4 --json " + P("rows.json"));
   ASSERT_EQ(rc, 0) << out;
   const auto rows = nlohmann::json::parse(std::ifstream(P("rows.json")));
   ASSERT_TRUE(rows.is_array());
@@ -338,7 +339,7 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
                                  std::string("{\"n_layers\": 1, \"n_kv_heads\": 1, \"head_dim\": 1, \"weight\": [1, 5e-324]}"),
                                  std::string("{\"n_layers\": 4294967297, \"n_kv_heads\": 1, \"head_dim\": 1, \"weight\": [1, 1]}")}) {
     WriteFile(P("w.json"), std::vector<uint8_t>(bad.begin(), bad.end()));
-    std::tie(rc, out) = Sh(kCli + " bench codec --codec dckv --model /nonexistent --dckv-sensitivity-file " + P("w.json"));
+    std::tie(rc, out) = Sh(kBench + " codec --codec dckv --model /nonexistent --dckv-sensitivity-file " + P("w.json"));
     EXPECT_EQ(rc, 1) << bad << ": " << out;
     EXPECT_NE(out.find(P("w.json")), std::string::npos) << bad << ": " << out;
   }

@@ -35,7 +35,7 @@ using testing::Bound;
 using testing::RawPayload;
 
 // Codec placement with dckv: a small artifact calibrated on the dckv tests' synthetic
-// rows (mechanics only; real-model rates come from `kvstash bench codec`), written to
+// rows (mechanics only; real-model rates come from `kvstash-bench codec`), written to
 // a file and configured for tenant "a" with its digest.
 class DckvPlacementTest : public ::testing::Test {
  protected:

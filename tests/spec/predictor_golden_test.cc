@@ -148,7 +148,7 @@ TEST_F(PredictorGoldenTest, W8A16G128LongPrompt) {
   EXPECT_EQ(RunDigest(two, {}, kLongTokens), kGolden) << std::hex << "1,536 tokens";
 }
 
-// The other variants `kvstash bench codec` / `calibrate spec` accept
+// The other variants `kvstash-bench codec` / `calibrate spec` accept
 // (--predictor-group, --predictor-activation-bits) that issue 9 compared.
 TEST_F(PredictorGoldenTest, OtherVariants) {
   struct Case {

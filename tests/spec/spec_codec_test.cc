@@ -1,7 +1,7 @@
 // Mechanics of the spec codec on a small layout: exact round trip for every bf16, f16 and
 // fp8 bit pattern (NaN, Inf, -0 included), whatever the prediction; Mismatch for a
 // different prediction, artifact or model; Corruption for damaged payloads; artifact
-// serialisation. (Compression figures on the real model: kvstash bench codec.)
+// serialisation. (Compression figures on the real model: kvstash-bench codec.)
 #include "codec/spec/spec_codec.h"
 
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // maps, the context rule, artifact round trip, and the codec's lossless round trip of
 // every bit pattern, Mismatch on another prediction or artifact, and Corruption (never
 // a wrong state) on damaged bodies. Synthetic states with a fixed seed: these tests
-// check exactness and error paths; figures come from `kvstash bench codec --state`.
+// check exactness and error paths; figures come from `kvstash-bench codec --state`.
 #include <gtest/gtest.h>
 
 #include <cmath>

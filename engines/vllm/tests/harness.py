@@ -4,7 +4,7 @@ shared-prefix prompts, and vLLM engines in separate processes (runner.py).
 - find_server(): $KVSTASH_SERVER, else build/kvstash-server of this checkout, else the
   lead's /work/main/build/kvstash-server.
 - Server: starts kvstash-server on free loopback ports (--ready-file), stop()/kill().
-- demo_prompts(): the prompts of `kvstash demo` (demo/demo_workload.cc): SmolLM2's
+- demo_prompts(): the prompts of `kvstash-demo` (demo/demo_workload.cc): SmolLM2's
   chat template around one of 3 system prompts, "Document:\\n" and a passage of exactly
   doc_tokens tokens from the start of each evaluation-split file, then a question.
   Token ids come from the converted model's tokenizer (tools/gguf_to_hf.py; it equals

@@ -1,4 +1,4 @@
-// `kvstash demo`: the end-to-end demo (demo/demo.h), its flags.
+// `kvstash-demo`: the end-to-end demo (demo/demo.h), its flags.
 // Exit code: 0 when every acceptance check holds, 1 when one fails, 2 for bad options.
 #include <cstdio>
 #include <memory>
@@ -50,7 +50,7 @@ void AddHybridDemoFlags(CLI::App* cmd, demo::HybridDemoOptions* f) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "demo",
+    "",
     "End-to-end demo: shared-prefix RAG workload on SmolLM2-135M (llama.cpp or the reference runtime) "
     "through a kvstash server, per codec",
     [](CLI::App* cmd) {

@@ -1,4 +1,4 @@
-// Writing a command's JSON results (`--json FILE`), shared by the `kvstash` subcommands.
+// Writing a benchmark's JSON results (`--json FILE`), shared by the `kvstash-bench` subcommands.
 // Thread-safety: call from the command's thread.
 #pragma once
 

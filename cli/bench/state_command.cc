@@ -1,4 +1,4 @@
-// `kvstash bench state`: flags and table of the recurrent-state size bench
+// `kvstash-bench state`: flags and table of the recurrent-state size bench
 // (benchmarks/drivers/state_size_bench.h). Exit codes: 0 ok, 1 a round trip failed,
 // 2 bad arguments or input.
 #include <cstdio>
@@ -6,7 +6,7 @@
 
 #include "benchmarks/drivers/state_size_bench.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -30,7 +30,7 @@ int Run(const BenchStateOptions& o) {
   };
   auto result = bench::RunStateBench(o.bench, print_row);
   if (!result.ok()) {
-    std::cerr << "kvstash bench state: " << result.status().message() << "\n";
+    std::cerr << "kvstash-bench state: " << result.status().message() << "\n";
     return result.status().code() == Status::Code::kInternal ? 1 : 2;
   }
   const auto& j = result->summary;
@@ -43,7 +43,7 @@ int Run(const BenchStateOptions& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench state",
+    "state",
     "Recurrent-state size of the real RWKV-7 on real text: raw, zstd, byte-plane entropy",
     [](CLI::App* cmd) {
       auto o = std::make_shared<BenchStateOptions>();

@@ -1,4 +1,4 @@
-// `kvstash bench trace --json FILE`: flags and table of the trace replay benchmark
+// `kvstash-bench trace --json FILE`: flags and table of the trace replay benchmark
 // (benchmarks/drivers/trace_bench.h): token hit rate against budget per codec and
 // eviction policy on the Mooncake traces, next to a plain LRU simulation.
 #include <algorithm>
@@ -9,7 +9,7 @@
 
 #include "benchmarks/drivers/trace_bench.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -24,7 +24,7 @@ struct BenchTraceOptions {
 int Run(const BenchTraceOptions& o) {
   auto res = bench::RunTraceBench(o.bench);
   if (!res.ok()) {
-    std::cerr << "kvstash bench trace: " << res.status().ToString() << "\n";
+    std::cerr << "kvstash-bench trace: " << res.status().ToString() << "\n";
     return 1;
   }
   const nlohmann::json setup = nlohmann::json::parse(res->setup_json);
@@ -85,7 +85,7 @@ int Run(const BenchTraceOptions& o) {
   if (!o.json.empty()) {
     nlohmann::json j;
     j["setup"] = setup;
-    j["setup"]["run"] = "kvstash bench trace --json FILE";
+    j["setup"]["run"] = "kvstash-bench trace --json FILE";
     for (const auto& r : res->rows) {
       j["rows"].push_back({{"trace", r.trace},
                            {"codec", r.codec},
@@ -108,7 +108,7 @@ int Run(const BenchTraceOptions& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench trace",
+    "trace",
     "Replay the Mooncake traces: token hit rate vs budget per codec and eviction policy",
     [](CLI::App* cmd) {
       auto o = std::make_shared<BenchTraceOptions>();

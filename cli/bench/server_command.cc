@@ -1,10 +1,10 @@
-// `kvstash bench server`: flags of the server benchmark (benchmarks/drivers/server_bench.h);
+// `kvstash-bench server`: flags of the server benchmark (benchmarks/drivers/server_bench.h);
 // prints one JSON row per (system, op) and whether every GET round-tripped.
 #include <iostream>
 
 #include "benchmarks/drivers/server_bench.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -17,7 +17,7 @@ struct Options {
 int Run(const Options& o) {
   auto result = bench::RunServerBench(o.bench, std::cerr);
   if (!result.ok()) {
-    std::cerr << "kvstash bench server: " << result.status().message() << "\n";
+    std::cerr << "kvstash-bench server: " << result.status().message() << "\n";
     return 1;
   }
   for (const auto& j : result->rows) std::cout << j.dump() << "\n";
@@ -28,7 +28,7 @@ int Run(const Options& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench server",
+    "server",
     "Throughput/latency of kvstash-server vs a redis-server baseline (Zipf prefix popularity)",
     [](CLI::App* cmd) {
       auto o = std::make_shared<Options>();

@@ -1,4 +1,4 @@
-// `kvstash bench entropy`: rANS vs ideal code length, zstd -19 and static Huffman on
+// `kvstash-bench entropy`: rANS vs ideal code length, zstd -19 and static Huffman on
 // realistic symbol streams (benchmarks/drivers/entropy_bench.h), as a table on stdout and
 // optionally as JSON rows {name, symbols, ideal_bits_per_symbol,
 // actual_bits_per_symbol, overhead_pct, encode_mb_s, decode_mb_s} (null = not measured).
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 #include "benchmarks/drivers/entropy_bench.h"
 
 namespace kvstash::cli {
@@ -36,7 +36,7 @@ int Run(const BenchEntropyOptions& o) {
   opts.filter = o.filter;
   auto rows = bench::RunEntropyBench(opts);
   if (!rows.ok()) {
-    std::cerr << "kvstash bench entropy: " << rows.status().ToString() << "\n";
+    std::cerr << "kvstash-bench entropy: " << rows.status().ToString() << "\n";
     return 1;
   }
   std::printf("%-42s %9s %8s %8s %9s %10s %10s\n", "name", "symbols", "ideal", "actual",
@@ -63,7 +63,7 @@ int Run(const BenchEntropyOptions& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench entropy", "Benchmark rANS coding on realistic symbol streams (vs zstd -19, Huffman)",
+    "entropy", "Benchmark rANS coding on realistic symbol streams (vs zstd -19, Huffman)",
     [](CLI::App* cmd) {
       auto o = std::make_shared<BenchEntropyOptions>();
       cmd->add_option("--json", o->json, "Write the rows to FILE as JSON")

@@ -1,11 +1,11 @@
-// `kvstash bench codec --codec spec --dtype bf16|fp8|both --json FILE`: the codec
+// `kvstash-bench codec --codec spec --dtype bf16|fp8|both --json FILE`: the codec
 // comparison table on SmolLM2-135M and real text (benchmarks/drivers/spec_bench.h).
-// `kvstash bench codec --codec dckv|kvtc|dckv+kvtc --rate R [--rate R2 ...] --json FILE`:
+// `kvstash-bench codec --codec dckv|kvtc|dckv+kvtc --rate R [--rate R2 ...] --json FILE`:
 // rate-distortion rows of the lossy dckv codec and the KVTC-like baseline (benchmarks/drivers/dckv_bench.h).
-// `kvstash bench codec --codec spec --state --json FILE`: recurrent-state rows (part =
+// `kvstash-bench codec --codec spec --state --json FILE`: recurrent-state rows (part =
 // state) of spec state coding on the real RWKV-7, then the tiny hybrid's rows (part kv
 // and state; random weights) (benchmarks/drivers/spec_state_bench.h).
-// `kvstash bench codec --codec lossless-peers [--dtype bf16|f16|fp8|both] [--dump-dir DIR]
+// `kvstash-bench codec --codec lossless-peers [--dtype bf16|f16|fp8|both] [--dump-dir DIR]
 // --json FILE`: spec, byte-plane rANS, zstd -3/-19 and htscodecs order-0/1 on the same
 // real KV chunks, every one round-tripped; ratio, encode and decode MB/s per CPU-second,
 // spec's predictor time per token (benchmarks/drivers/lossless_peers_bench.h; "both"
@@ -18,7 +18,7 @@
 
 #include "common/default_paths.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 #include "benchmarks/drivers/dckv_bench.h"
 #include "benchmarks/drivers/entropy_bench.h"
 #include "benchmarks/drivers/lossless_peers_bench.h"
@@ -84,7 +84,7 @@ void PrintStateTable(const nlohmann::json& out) {
 }
 
 int RunState(const Options& o) {
-  return Report("kvstash bench codec --state", bench::RunSpecStateBench(o.spec_state), PrintStateTable, o.json);
+  return Report("kvstash-bench codec --state", bench::RunSpecStateBench(o.spec_state), PrintStateTable, o.json);
 }
 
 void PrintDckvTable(const nlohmann::json& out) {
@@ -112,7 +112,7 @@ int RunDckv(Options& o) {
   o.dckv.model_path = o.spec.model_path;
   if (!o.rates.empty()) o.dckv.rates = o.rates;
   bench::ApplyDefaultSensitivity(&o.dckv, o.dckv_file_option->count() > 0, o.dckv_docs_option->count() > 0);
-  return Report("kvstash bench codec", bench::RunDckvBench(o.dckv), PrintDckvTable, o.json);
+  return Report("kvstash-bench codec", bench::RunDckvBench(o.dckv), PrintDckvTable, o.json);
 }
 
 void PrintPeersTable(const nlohmann::json& out) {
@@ -149,13 +149,13 @@ int RunPeers(Options& o) {
              d.ok() && (*d == DType::kBF16 || *d == DType::kF16 || *d == DType::kFP8E4M3)) {
     o.spec.dtypes = {*d};
   } else {
-    std::cerr << "kvstash bench codec: --dtype must be bf16, f16, fp8 or both (all three) with lossless-peers\n";
+    std::cerr << "kvstash-bench codec: --dtype must be bf16, f16, fp8 or both (all three) with lossless-peers\n";
     return 2;
   }
   bench::LosslessPeersBenchOptions peers;
   peers.spec = o.spec;
   peers.dump_dir = o.dump_dir;
-  return Report("kvstash bench codec", bench::RunLosslessPeersBench(peers), PrintPeersTable, o.json);
+  return Report("kvstash-bench codec", bench::RunLosslessPeersBench(peers), PrintPeersTable, o.json);
 }
 
 void PrintTable(const nlohmann::json& out) {
@@ -189,14 +189,14 @@ int Run(Options o) {
     const std::filesystem::path dir = std::filesystem::path(o.json).parent_path();
     std::error_code ec;
     if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-      std::cerr << "kvstash bench codec: IOError: cannot write " << o.json << ": " << dir.string()
+      std::cerr << "kvstash-bench codec: IOError: cannot write " << o.json << ": " << dir.string()
                 << " is not a folder\n";
       return 1;
     }
   }
   if (o.state) {
     if (o.codec != "spec") {
-      std::cerr << "kvstash bench codec: --state needs --codec spec\n";
+      std::cerr << "kvstash-bench codec: --state needs --codec spec\n";
       return 2;
     }
     return RunState(o);
@@ -208,7 +208,7 @@ int Run(Options o) {
   }
   if (o.codec == "lossless-peers") return RunPeers(o);
   if (o.codec != "spec") {
-    std::cerr << "kvstash bench codec: codec '" << o.codec << "' is not available in this build "
+    std::cerr << "kvstash-bench codec: codec '" << o.codec << "' is not available in this build "
               << "(available: spec, dckv, kvtc, dckv+kvtc, lossless-peers)\n";
     return 2;
   }
@@ -217,11 +217,11 @@ int Run(Options o) {
   } else if (auto d = ParseDType(o.dtype); d.ok() && (*d == DType::kBF16 || *d == DType::kFP8E4M3)) {
     o.spec.dtypes = {*d};
   } else {
-    std::cerr << "kvstash bench codec: --dtype must be bf16, fp8 or both\n";
+    std::cerr << "kvstash-bench codec: --dtype must be bf16, fp8 or both\n";
     return 2;
   }
   const auto out = bench::RunSpecBench(o.spec);
-  if (const int rc = Report("kvstash bench codec", out, PrintTable, o.json); rc != 0) return rc;
+  if (const int rc = Report("kvstash-bench codec", out, PrintTable, o.json); rc != 0) return rc;
   for (const auto& r : (*out)["rows"]) {
     if (r["lossless"].is_boolean() && !r["lossless"].get<bool>()) return 3;  // never silent
   }
@@ -229,7 +229,7 @@ int Run(Options o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench codec", "Compare KV codecs on a real model and real text (bits/scalar, ratio, speed)",
+    "codec", "Compare KV codecs on a real model and real text (bits/scalar, ratio, speed)",
     [](CLI::App* cmd) {
       auto o = std::make_shared<Options>();
       o->spec.model_path = DefaultModelPath();

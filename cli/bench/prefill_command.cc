@@ -1,11 +1,11 @@
-// `kvstash bench prefill`: flags and table of the prefill benchmark
+// `kvstash-bench prefill`: flags and table of the prefill benchmark
 // (benchmarks/drivers/prefill_bench.h).
 #include <cstdio>
 #include <iostream>
 
 #include "benchmarks/drivers/prefill_bench.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -16,7 +16,7 @@ struct BenchPrefillOptions {
 };
 
 int Fail(const Status& s) {
-  std::cerr << "kvstash bench prefill: " << s.ToString() << "\n";
+  std::cerr << "kvstash-bench prefill: " << s.ToString() << "\n";
   return 1;
 }
 
@@ -61,7 +61,7 @@ int Run(const BenchPrefillOptions& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench prefill", "Prefill tokens/s of the reference runtime on real text (128/512/2048 tokens)",
+    "prefill", "Prefill tokens/s of the reference runtime on real text (128/512/2048 tokens)",
     [](CLI::App* cmd) {
       auto o = std::make_shared<BenchPrefillOptions>();
       cmd->add_option("--model", o->bench.model, "Model file")->capture_default_str();

@@ -1,4 +1,4 @@
-// `kvstash bench store --json FILE`: flags and table of the store benchmark
+// `kvstash-bench store --json FILE`: flags and table of the store benchmark
 // (benchmarks/drivers/store_table_bench.h).
 #include <cstdio>
 #include <iostream>
@@ -6,7 +6,7 @@
 
 #include "benchmarks/drivers/store_table_bench.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -19,7 +19,7 @@ struct BenchStoreOptions {
 int Run(const BenchStoreOptions& o) {
   auto rows = bench::RunStoreTableBench(o.bench);
   if (!rows.ok()) {
-    std::cerr << "kvstash bench store: " << rows.status().ToString() << "\n";
+    std::cerr << "kvstash-bench store: " << rows.status().ToString() << "\n";
     return 1;
   }
   if (o.bench.redis.empty()) std::cerr << "(T2 rows skipped: pass --redis HOST:PORT)\n";
@@ -33,7 +33,7 @@ int Run(const BenchStoreOptions& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench store", "Benchmark the store: key hashing, Lookup latency, tier MB/s, index memory",
+    "store", "Benchmark the store: key hashing, Lookup latency, tier MB/s, index memory",
     [](CLI::App* cmd) {
       auto o = std::make_shared<BenchStoreOptions>();
       cmd->add_option("--json", o->json, "Write rows (name, value, unit) to FILE as JSON")

@@ -1,4 +1,4 @@
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// `kvstash bench link --json FILE`: flags and table of the slow-link restore benchmark
+// `kvstash-bench link --json FILE`: flags and table of the slow-link restore benchmark
 // (benchmarks/drivers/link_bench.h): restoring a SmolLM2 prefix from a kvstash-server
 // in another network namespace over a shaped link, per codec, next to recomputing it.
 // Exit codes: 0 done; 1 error; 2 usage; 77 skipped (not root / no CAP_NET_ADMIN, no
@@ -11,7 +11,7 @@
 #include "benchmarks/drivers/link_bench.h"
 #include "benchmarks/drivers/netns_link.h"
 #include "cli/command_registry.h"
-#include "cli/json_output.h"
+#include "cli/bench/json_output.h"
 
 namespace kvstash::cli {
 namespace {
@@ -48,7 +48,7 @@ int Run(BenchLinkOptions& o) {
   if (o.cleanup) {
     auto swept = bench::SweepStaleLinks();
     if (!swept.ok()) {
-      std::cerr << "kvstash bench link: " << swept.status().ToString() << "\n";
+      std::cerr << "kvstash-bench link: " << swept.status().ToString() << "\n";
       return 1;
     }
     std::printf("removed %zu stale kvstash-link namespace(s)\n", swept->size());
@@ -60,19 +60,19 @@ int Run(BenchLinkOptions& o) {
     for (const auto& r : o.rates) {
       const double v = ParseRate(r);
       if (v < 8000) {
-        std::cerr << "kvstash bench link: --rate " << r << ": want a rate of at least 8k (e.g. 10G, 100M)\n";
+        std::cerr << "kvstash-bench link: --rate " << r << ": want a rate of at least 8k (e.g. 10G, 100M)\n";
         return 2;
       }
       o.bench.rates.push_back(v);
     }
   }
   if (Status s = bench::CheckLinkPrerequisites(); !s.ok()) {
-    std::cerr << "kvstash bench link: skipped: " << s.message() << "\n";
+    std::cerr << "kvstash-bench link: skipped: " << s.message() << "\n";
     return kExitSkipped;
   }
   auto res = bench::RunLinkBench(o.bench, std::cerr);
   if (!res.ok()) {
-    std::cerr << "kvstash bench link: " << res.status().ToString() << "\n";
+    std::cerr << "kvstash-bench link: " << res.status().ToString() << "\n";
     return res.status().IsInvalidArgument() ? 2 : 1;
   }
   std::printf("\n%zu-token prefix; recompute (prefill, reference runtime, %u threads) %.1f ms; RTT %.0f ms\n",
@@ -99,7 +99,7 @@ int Run(BenchLinkOptions& o) {
   if (!o.json.empty()) {
     nlohmann::json j;
     j["setup"] = res->setup;
-    j["setup"]["run"] = "sudo build/kvstash bench link --json benchmarks/results/bench_link.json";
+    j["setup"]["run"] = "sudo build/kvstash-bench link --json benchmarks/results/bench_link.json";
     j["rows"] = res->rows;
     j["crossover"] = res->crossover;
     if (!WriteJsonFile("bench link", o.json, j)) return 1;
@@ -108,7 +108,7 @@ int Run(BenchLinkOptions& o) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "bench link",
+    "link",
     "Restore a SmolLM2 prefix over a shaped link (netns + tbf; needs root) vs recomputing it",
     [](CLI::App* cmd) {
       cmd->footer("Exit status: 0 done; 1 error; 2 usage error; 77 skipped (not root or no CAP_NET_ADMIN, "
