@@ -9,15 +9,16 @@
 # the test, as does a header that compiles only after something else.
 #
 # Variables: KVSTASH_SOURCE_DIR (the source root), KVSTASH_CXX (compiler),
-#   KVSTASH_WORK_DIR (scratch folder), KVSTASH_ALLOWED_INCLUDES (';'-list; today the
-#   common/ vocabulary the public API still names: Status/Result, keys, KV chunks,
-#   codec ids).
+#   KVSTASH_WORK_DIR (scratch folder), KVSTASH_ALLOWED_INCLUDES (comma-separated;
+#   today the common/ vocabulary the public API still names: Status/Result, keys, KV
+#   chunks, codec ids).
 cmake_minimum_required(VERSION 3.25)
 foreach(v KVSTASH_SOURCE_DIR KVSTASH_CXX KVSTASH_WORK_DIR)
   if(NOT DEFINED ${v})
     message(FATAL_ERROR "public_headers_check.cmake: ${v} is not set")
   endif()
 endforeach()
+string(REPLACE "," ";" KVSTASH_ALLOWED_INCLUDES "${KVSTASH_ALLOWED_INCLUDES}")
 set(include_dir "${KVSTASH_SOURCE_DIR}/client/include")
 file(GLOB headers RELATIVE "${include_dir}" "${include_dir}/kvstash/*.h")
 if(NOT headers)
