@@ -46,7 +46,6 @@
 //   only declares the model and codec types its factories and runtime forms take.
 //
 // Shapes: model::KvCache per layer [tokens, n_kv_heads, head_dim] fp32, K after RoPE.
-// Errors: Result/Status codes as listed per method; nothing throws.
 // Thread-safety: immutable after Create; all const methods may run concurrently.
 #pragma once
 
