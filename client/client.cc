@@ -3,11 +3,14 @@
 #include <algorithm>
 
 #include "client/client_impl.h"
+#include "common/checksum.h"
 #include "common/payload_format.h"
+#include "protocol/messages.h"
 
 namespace kvstash {
 
-using namespace client_detail;
+using protocol::Frame;
+using protocol::Opcode;
 
 namespace {
 

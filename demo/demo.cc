@@ -11,6 +11,7 @@
 #include "demo/demo_server.h"
 #include "kvstash/prefix_codec.h"
 #include "model/formats/model_loader.h"
+#include "model/predictor/spec_predictor.h"
 
 namespace kvstash::demo {
 namespace {

@@ -9,6 +9,7 @@
 #include "demo/demo_server.h"
 #include "kvstash/prefix_codec.h"
 #include "model/formats/model_loader.h"
+#include "model/predictor/spec_predictor.h"
 
 #if KVSTASH_DEMO_LLAMA
 #include "demo/demo_llama_runner.h"

@@ -266,7 +266,7 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
       }
       // Suffix: the unmatched part of the prefix, then the question.
       const auto suffix = Concat(std::span(prefix).subspan(matched), rq.question_tokens);
-      model::KvCache cache = std::move(restored->cache);
+      model::KvCache cache = std::move(*restored->cache);
       double first_ms = 0;
       bool verified = true;
       std::vector<uint32_t> answer;

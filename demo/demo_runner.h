@@ -47,6 +47,7 @@
 #include "kvstash/client.h"
 #include "kvstash/prefix_codec.h"
 #include "kvstash/restore_cost.h"
+#include "model/forward/kv_cache.h"
 #include "model/forward/model.h"
 
 namespace kvstash::demo {

@@ -1,2 +1,2 @@
-# Protocol frame parser and message decoders (server/protocol/).
+# Protocol frame parser and message decoders (protocol/).
 kvstash_add_fuzzer(frame_fuzz kvstash_protocol)

@@ -1,4 +1,4 @@
-// Fuzzes the protocol's byte-facing code (server/protocol/): the FrameParser state
+// Fuzzes the protocol's byte-facing code (protocol/): the FrameParser state
 // machine fed the input in pieces whose sizes come from the input itself, and every
 // message decoder on each completed frame body. Any input must give kBad / a Status,
 // never a crash, leak or UB; a body that decodes must re-encode to the same bytes.
@@ -7,8 +7,8 @@
 #include <span>
 #include <vector>
 
-#include "server/protocol/frame_parser.h"
-#include "server/protocol/messages.h"
+#include "protocol/frame_parser.h"
+#include "protocol/messages.h"
 
 namespace {
 

@@ -15,7 +15,7 @@
 #include <deque>
 
 #include "common/logging.h"
-#include "server/protocol/frame_parser.h"
+#include "protocol/frame_parser.h"
 
 namespace kvstash::server {
 namespace {

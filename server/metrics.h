@@ -29,7 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/chunk_store.h"
-#include "server/protocol/frame.h"
+#include "protocol/frame.h"
 
 namespace kvstash::server {
 

@@ -7,7 +7,7 @@
 #include "common/logging.h"
 #include "common/payload_format.h"
 #include "server/payload_memory.h"
-#include "server/protocol/messages.h"
+#include "protocol/messages.h"
 
 namespace kvstash::server {
 namespace {

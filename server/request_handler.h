@@ -31,7 +31,7 @@
 
 #include "server/chunk_store.h"
 #include "server/metrics.h"
-#include "server/protocol/frame.h"
+#include "protocol/frame.h"
 #include "server/tenant_codecs.h"
 #include "server/tenants.h"
 

@@ -23,6 +23,7 @@
 #include "model/formats/model_loader.h"
 #include "model/forward/kv_export.h"
 #include "model/forward/prefill.h"
+#include "model/predictor/spec_predictor.h"
 
 namespace kvstash::bench {
 namespace {

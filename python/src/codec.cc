@@ -34,6 +34,7 @@
 #include "common/file_bytes.h"
 #include "common/thread_annotations.h"
 #include "kvstash/prefix_codec.h"
+#include "model/forward/model.h"
 #include "model/formats/model_loader.h"
 #include "native.h"
 #include "py_codec.h"

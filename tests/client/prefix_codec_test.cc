@@ -14,7 +14,9 @@
 #include "common/payload_format.h"
 #include "model/forward/kv_export.h"
 #include "model/formats/model_loader.h"
+#include "model/forward/kv_cache.h"
 #include "model/forward/prefill.h"
+#include "model/predictor/spec_predictor.h"
 #include "model/corpus/text_corpus.h"
 #include "tests/support/test_util.h"
 
@@ -331,11 +333,11 @@ TEST_F(PrefixCodecTest, RawRoundTripSizeSweep) {
     ASSERT_OK_AND_ASSIGN(RestoredPrefix r, raw->Restore(tokens, Payloads(puts), &rs));
     ASSERT_EQ(r.chunks.size(), chunks);
     for (uint32_t i = 0; i < chunks; ++i) EXPECT_EQ(r.chunks[i].data, ExactChunk(n, i).data) << "chunk " << i;
-    EXPECT_EQ(r.cache.tokens, n);
+    EXPECT_EQ(r.cache->tokens, n);
     // The fp32 cache holds the bf16 values: |x - bf16(x)| <= 2^-8 |x|.
     for (uint32_t l : {0u, 29u}) {
-      for (size_t j = 0; j < r.cache.k[l].size(); ++j) {
-        ASSERT_LE(std::fabs(r.cache.k[l][j] - exact.k[l][j]), std::ldexp(std::fabs(exact.k[l][j]), -8));
+      for (size_t j = 0; j < r.cache->k[l].size(); ++j) {
+        ASSERT_LE(std::fabs(r.cache->k[l][j] - exact.k[l][j]), std::ldexp(std::fabs(exact.k[l][j]), -8));
       }
     }
     // Only the first chunk(s): a prefix hit.
@@ -343,7 +345,7 @@ TEST_F(PrefixCodecTest, RawRoundTripSizeSweep) {
       auto p = Payloads(puts);
       p.pop_back();
       ASSERT_OK_AND_ASSIGN(RestoredPrefix part, raw->Restore(tokens, p));
-      EXPECT_EQ(part.cache.tokens, (chunks - 1) * kC);
+      EXPECT_EQ(part.cache->tokens, (chunks - 1) * kC);
     }
   }
 }
@@ -459,7 +461,7 @@ TEST_F(PrefixCodecTest, SpecRestoresBitExactAndRefusesForeignPayloads) {
   // The first two chunks alone (the predictor runs over their 128 tokens only).
   auto p = Payloads(puts);
   ASSERT_OK_AND_ASSIGN(RestoredPrefix two, spec->Restore(s_->tokens, std::span(p).first(2)));
-  EXPECT_EQ(two.cache.tokens, 128u);
+  EXPECT_EQ(two.cache->tokens, 128u);
   EXPECT_EQ(two.chunks[1].data, ExactChunk(kN, 1).data);
   // Other tokens than the encoder's: from chunk 1 on, the payloads are bound to the keys
   // of the encoder's tokens, not of these: Corruption, before any prediction runs. (A
@@ -483,7 +485,7 @@ TEST_F(PrefixCodecTest, DckvIsLossyWithinBoundsAndExactOnRawRows) {
   ASSERT_OK_AND_ASSIGN(auto puts, dckv->EncodeChunks(s_->tokens, s_->exact, 0, &es));
   EXPECT_LT(es.stored_bytes, es.raw_bytes);
   ASSERT_OK_AND_ASSIGN(RestoredPrefix r, dckv->Restore(s_->tokens, Payloads(puts)));
-  ASSERT_EQ(r.cache.tokens, kN);
+  ASSERT_EQ(r.cache->tokens, kN);
   // Raw rows: positions [0, 4) and [kN - 16, kN) are the exact bf16 values.
   const size_t row = 3 * 64 * 2;  // bytes of one position of K_l (or V_l)
   const KvChunk first = ExactChunk(kN, 0), last = ExactChunk(kN, 3);
@@ -496,8 +498,8 @@ TEST_F(PrefixCodecTest, DckvIsLossyWithinBoundsAndExactOnRawRows) {
   // Coded rows: relative RMS error of the whole cache well below 1 (rate 4x).
   double err = 0, ref = 0;
   for (uint32_t l = 0; l < 30; ++l) {
-    for (size_t j = 0; j < r.cache.v[l].size(); ++j) {
-      err += std::pow(r.cache.v[l][j] - s_->exact.v[l][j], 2) + std::pow(r.cache.k[l][j] - s_->exact.k[l][j], 2);
+    for (size_t j = 0; j < r.cache->v[l].size(); ++j) {
+      err += std::pow(r.cache->v[l][j] - s_->exact.v[l][j], 2) + std::pow(r.cache->k[l][j] - s_->exact.k[l][j], 2);
       ref += std::pow(s_->exact.v[l][j], 2) + std::pow(s_->exact.k[l][j], 2);
     }
   }

@@ -15,7 +15,7 @@
 #include "server/config.h"
 #include "server/metrics.h"
 #include "server/payload_memory.h"
-#include "server/protocol/messages.h"
+#include "protocol/messages.h"
 #include "server/request_handler.h"
 #include "server/tenant_codecs.h"
 #include "server/tenants.h"

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "common/payload_format.h"
-#include "server/protocol/frame.h"
-#include "server/protocol/frame_parser.h"
-#include "server/protocol/messages.h"
+#include "protocol/frame.h"
+#include "protocol/frame_parser.h"
+#include "protocol/messages.h"
 
 namespace kvstash::testing {
 

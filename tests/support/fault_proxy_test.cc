@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "common/payload_format.h"
-#include "server/protocol/frame.h"
-#include "server/protocol/frame_parser.h"
-#include "server/protocol/messages.h"
+#include "protocol/frame.h"
+#include "protocol/frame_parser.h"
+#include "protocol/messages.h"
 #include "tests/support/test_util.h"
 
 extern char** environ;

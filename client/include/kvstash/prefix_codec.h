@@ -42,7 +42,8 @@
 //   content checksum of the decoded chunk, verified by every decoder).
 // - The heavy state (model, predictor, spec artifact, dckv codec) can be shared by the
 //   codecs of many namespaces (the shared_ptr factories): what a namespace costs on its
-//   own is its options and its digest.
+//   own is its options and its digest. It stays behind PrefixCodec::Impl: this header
+//   only declares the model and codec types its factories and runtime forms take.
 //
 // Shapes: model::KvCache per layer [tokens, n_kv_heads, head_dim] fp32, K after RoPE.
 // Thread-safety: immutable after Create; all const methods may run concurrently.
@@ -54,17 +55,31 @@
 #include <string>
 #include <vector>
 
-#include "codec/dckv/dckv_codec.h"
-#include "codec/spec/spec_artifact.h"
 #include "common/kv_chunk.h"
 #include "common/prefix_key.h"
 #include "common/result.h"
 #include "kvstash/client.h"
-#include "model/forward/kv_cache.h"
-#include "model/forward/model.h"
-#include "model/predictor/spec_predictor.h"
 
 namespace kvstash {
+
+// The project's types that the factories and the runtime forms take, declared only:
+// a caller that builds a model, predictor or artifact includes their own headers
+// (model/forward/model.h, model/forward/kv_cache.h, model/predictor/spec_predictor.h,
+// codec/spec/spec_artifact.h, codec/dckv/dckv_codec.h); a caller of the engine forms
+// (KvChunk) needs none of them.
+namespace model {
+struct Model;
+struct KvCache;
+class SpecPredictor;
+struct PredictorCache;
+}  // namespace model
+namespace spec {
+struct SpecArtifact;
+}  // namespace spec
+namespace dckv {
+struct DckvArtifact;
+class DckvCodec;
+}  // namespace dckv
 
 enum class PrefixCodecKind : uint8_t { kRaw, kSpec, kDckv };
 
@@ -133,10 +148,15 @@ struct PrefixRestoreStats {
 };
 
 // A restored prefix: the decoded canonical chunks (in chain order) and the fp32
-// cache built from them (what Prefill continues from).
+// cache built from them (what Prefill continues from). Moving and destroying one needs
+// no model header; reading the cache needs model/forward/kv_cache.h.
 struct RestoredPrefix {
+  RestoredPrefix();
+  RestoredPrefix(RestoredPrefix&&) noexcept;
+  RestoredPrefix& operator=(RestoredPrefix&&) noexcept;
+  ~RestoredPrefix();
   std::vector<KvChunk> chunks;
-  model::KvCache cache;
+  std::unique_ptr<model::KvCache> cache;  // never null in what Restore returns
 };
 
 class PrefixCodec {
@@ -172,14 +192,18 @@ class PrefixCodec {
                                                          std::shared_ptr<const dckv::DckvCodec> codec,
                                                          const PrefixCodecOptions& options);
 
-  PrefixCodecKind kind() const { return options_.kind; }
-  const PrefixCodecOptions& options() const { return options_; }
+  ~PrefixCodec();
+  PrefixCodec(const PrefixCodec&) = delete;
+  PrefixCodec& operator=(const PrefixCodec&) = delete;
+
+  PrefixCodecKind kind() const;
+  const PrefixCodecOptions& options() const;
   // Stored layout: the model's (n_layers, n_kv_heads, head_dim), dtype options.kv_dtype.
-  const KvLayout& layout() const { return layout_; }
+  const KvLayout& layout() const;
   // Namespace digest (docs/format/keys.md) of this codec's chains.
-  const Digest256& namespace_digest() const { return namespace_; }
+  const Digest256& namespace_digest() const;
   // SHA-256 of the artifact (zeros for raw).
-  const Digest256& artifact_digest() const { return artifact_digest_; }
+  const Digest256& artifact_digest() const;
 
   // Keys of the chain of `tokens` (full chunks, then a partial one for a remainder).
   // Errors: InvalidArgument for an empty prefix or extra keys that do not have one list
@@ -268,9 +292,9 @@ class PrefixCodec {
 
   // The dckv codec of a dckv PrefixCodec (its artifact, for a GPU decoder); null for
   // raw and spec.
-  const dckv::DckvCodec* dckv_codec() const { return dckv_.get(); }
+  const dckv::DckvCodec* dckv_codec() const;
   // The spec artifact of a spec PrefixCodec (for a GPU decoder); null otherwise.
-  const spec::SpecArtifact* spec_artifact() const { return spec_artifact_.get(); }
+  const spec::SpecArtifact* spec_artifact() const;
   // spec only: the predictor's K/V of the tokens the first `n_payloads` chunks of the
   // chain of `tokens` cover, what RestoreKvChunks decodes against (slice chunk i with
   // spec::PredictedSlice(*out, layout(), i * chunk_tokens, ...)). Ok and nothing for
@@ -282,37 +306,13 @@ class PrefixCodec {
   // prefix.
   uint64_t TokensOfChunks(uint64_t prefix_tokens, uint32_t chunks) const;
 
- private:
-  PrefixCodec(const model::Model* model, const KvLayout& layout, PrefixCodecOptions options);
-  Status Init();
-  // InvalidArgument unless keys are the chain of a tokens.size()-token prefix.
-  Status CheckChain(std::span<const uint32_t> tokens, std::span<const ChunkKey> keys) const;
-  // The predictor's K/V of the first `n` tokens (spec only; nothing otherwise).
-  Status Predict(std::span<const uint32_t> tokens, model::PredictorCache* out,
-                 double* ms) const;
-  // chunk_tokens: the chunk's token ids (dckv's token-conditioned models carry them).
-  // The payload comes back bound to `key`.
-  Result<std::vector<uint8_t>> EncodeOne(const KvChunk& chunk, const StoredKey& key,
-                                         std::span<const uint32_t> chunk_tokens,
-                                         uint32_t token_offset, uint32_t prefix_tokens,
-                                         const model::PredictorCache* prediction) const;
-  Result<KvChunk> DecodeOne(std::span<const uint8_t> payload, const StoredKey& key,
-                            uint32_t token_offset, uint32_t tokens,
-                            const model::PredictorCache* prediction) const;
-  // Mismatch unless the payload's header is of this codec, model and artifact and covers
-  // [token_offset, token_offset + tokens); then CheckPayloadKey's errors unless it is
-  // bound to `key` (Corruption: another chunk's payload; Mismatch: unbound).
-  Status CheckHeader(std::span<const uint8_t> payload, const StoredKey& key,
-                     uint32_t token_offset, uint32_t tokens) const;
+  // The codecs, the model runtime and the predictor behind this class
+  // (client/prefix_codec_impl.h).
+  class Impl;
 
-  const model::Model* model_;  // null for CreateRaw(layout, ...)
-  PrefixCodecOptions options_;
-  KvLayout layout_;
-  Digest256 namespace_{};
-  Digest256 artifact_digest_{};
-  std::shared_ptr<const model::SpecPredictor> predictor_;  // spec only
-  std::shared_ptr<const spec::SpecArtifact> spec_artifact_;  // spec only
-  std::shared_ptr<const dckv::DckvCodec> dckv_;              // dckv only
+ private:
+  explicit PrefixCodec(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace kvstash

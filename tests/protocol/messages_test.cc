@@ -1,6 +1,6 @@
 // Message bodies: Decode(Encode(x)) == x for every message type, with size sweeps;
 // every truncation and any trailing byte is an error, never a crash.
-#include "server/protocol/messages.h"
+#include "protocol/messages.h"
 
 #include <gtest/gtest.h>
 

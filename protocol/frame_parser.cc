@@ -1,4 +1,4 @@
-#include "server/protocol/frame_parser.h"
+#include "protocol/frame_parser.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include "common/byte_io.h"
 #include "common/checksum.h"
 #include "common/prefix_key.h"
-#include "server/protocol/messages.h"
+#include "protocol/messages.h"
 
 namespace kvstash::protocol {
 

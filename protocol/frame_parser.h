@@ -26,7 +26,7 @@
 #include <optional>
 #include <span>
 
-#include "server/protocol/frame.h"
+#include "protocol/frame.h"
 
 namespace kvstash::protocol {
 

@@ -1,6 +1,6 @@
 // FrameParser: every split of a valid stream parses the same; every bad stream is
 // reported as kBad with the documented status, and the parser stays bad.
-#include "server/protocol/frame_parser.h"
+#include "protocol/frame_parser.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/protocol/messages.h"
+#include "protocol/messages.h"
 
 #include <string>
 

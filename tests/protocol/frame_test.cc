@@ -1,5 +1,5 @@
 // Frame header layout (docs/protocol.md §2): hand-derived bytes and every rejection.
-#include "server/protocol/frame.h"
+#include "protocol/frame.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/protocol/frame.h"
+#include "protocol/frame.h"
 
 #include <string>
 
