@@ -4,7 +4,7 @@
 // - Listens on 127.0.0.1 at a free port (port()) and forwards every connection it
 //   accepts to one target (host:port, plain TCP; TLS is not proxied). Each direction's
 //   byte stream is parsed into kvstash frames with the project's own protocol library
-//   (server/protocol: FrameParser, GetRequest, GetReply) and re-encoded with
+//   (protocol/: FrameParser, GetRequest, GetReply) and re-encoded with
 //   AppendFrame, so every frame that leaves the proxy has valid header and body CRC32Cs:
 //   only the checks of the payload itself (docs/format/payload.md) can see a fault.
 // - Rules (hex stored keys: the 16-byte keys the client sends, before the server's
