@@ -16,17 +16,17 @@
 namespace kvstash::demo {
 namespace {
 
-int Fail(const std::string& what, const Status& s) { return demo::Fail("kvstash demo", what, s); }
+int Fail(const std::string& what, const Status& s) { return demo::Fail("kvstash-demo", what, s); }
 
 }  // namespace
 
 int RunDemo(DemoOptions o) {
   if (o.engine != "llama.cpp" && o.engine != "reference") {
-    std::cerr << "kvstash demo: --engine must be llama.cpp or reference\n";
+    std::cerr << "kvstash-demo: --engine must be llama.cpp or reference\n";
     return 2;
   }
   if (o.hybrid.enabled() && o.engine == "llama.cpp") {
-    std::cerr << "kvstash demo: --model-kind hybrid runs on the reference runtime: pass --engine reference\n";
+    std::cerr << "kvstash-demo: --model-kind hybrid runs on the reference runtime: pass --engine reference\n";
     return 2;
   }
   if (o.engine == "llama.cpp") return RunLlamaDemo(o);
@@ -38,7 +38,7 @@ int RunDemo(DemoOptions o) {
   const auto t_start = Clock::now();
   auto parsed = ParseDemoCodecs(o.codecs);
   if (!parsed.ok()) {
-    std::cerr << "kvstash demo: " << parsed.status().message() << "\n";
+    std::cerr << "kvstash-demo: " << parsed.status().message() << "\n";
     return 2;
   }
   const auto& [kinds, want_spec, want_dckv] = *parsed;
@@ -47,7 +47,7 @@ int RunDemo(DemoOptions o) {
   DemoServer server;
   auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &o.client, &server);
   if (!client.ok()) {
-    std::cerr << "kvstash demo: " << client.status().ToString() << "\n";
+    std::cerr << "kvstash-demo: " << client.status().ToString() << "\n";
     return 1;
   }
 

@@ -22,7 +22,7 @@ namespace kvstash::demo {
 namespace {
 
 int Fail(const std::string& what, const Status& s) {
-  return demo::Fail("kvstash demo --model-kind hybrid", what, s);
+  return demo::Fail("kvstash-demo --model-kind hybrid", what, s);
 }
 
 
@@ -56,7 +56,7 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
   const auto t_start = Clock::now();
   for (const auto& c : o.codecs) {
     if (c != "raw" && c != "spec" && c != "dckv") {
-      std::cerr << "kvstash demo --model-kind hybrid: codec '" << c
+      std::cerr << "kvstash-demo --model-kind hybrid: codec '" << c
                 << "' is not available for the hybrid model (raw, spec, dckv)\n";
       return 2;
     }
@@ -64,7 +64,7 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
   DemoServer server;
   auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &o.client, &server);
   if (!client.ok()) {
-    std::cerr << "kvstash demo: " << client.status().ToString() << "\n";
+    std::cerr << "kvstash-demo: " << client.status().ToString() << "\n";
     return 1;
   }
 

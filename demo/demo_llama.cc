@@ -23,7 +23,7 @@ namespace kvstash::demo {
 #if !KVSTASH_DEMO_LLAMA
 
 int RunLlamaDemo(const DemoOptions&) {
-  std::cerr << "kvstash demo: this build has no llama.cpp (run scripts/setup.sh, which installs it, then "
+  std::cerr << "kvstash-demo: this build has no llama.cpp (run scripts/setup.sh, which installs it, then "
                "rebuild), or pass --engine reference\n";
   return 1;
 }
@@ -32,7 +32,7 @@ int RunLlamaDemo(const DemoOptions&) {
 
 namespace {
 
-int Fail(const std::string& what, const Status& s) { return demo::Fail("kvstash demo", what, s); }
+int Fail(const std::string& what, const Status& s) { return demo::Fail("kvstash-demo", what, s); }
 
 // llama.cpp's KV of `tokens`, prefilled in one batch in a fresh context of `params`.
 Result<KvChunk> LlamaKv(llama_model* lm, const llama_context_params& params, std::span<const uint32_t> tokens) {
@@ -69,12 +69,12 @@ double BitsPerScalar(uint64_t stored, uint64_t raw) { return raw ? 16.0 * double
 int RunLlamaDemo(const DemoOptions& o) {
   const auto t_start = Clock::now();
   if (o.llama_kv_dtype != DType::kF16 && o.llama_kv_dtype != DType::kBF16) {
-    std::cerr << "kvstash demo: --kv-dtype must be f16 or bf16\n";
+    std::cerr << "kvstash-demo: --kv-dtype must be f16 or bf16\n";
     return 2;
   }
   auto parsed = ParseDemoCodecs(o.codecs);
   if (!parsed.ok()) {
-    std::cerr << "kvstash demo: " << parsed.status().message() << "\n";
+    std::cerr << "kvstash-demo: " << parsed.status().message() << "\n";
     return 2;
   }
   const auto& [kinds, want_spec, want_dckv] = *parsed;
@@ -83,7 +83,7 @@ int RunLlamaDemo(const DemoOptions& o) {
   ClientOptions client_options = o.client;
   auto client_u = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &client_options, &server);
   if (!client_u.ok()) {
-    std::cerr << "kvstash demo: " << client_u.status().ToString() << "\n";
+    std::cerr << "kvstash-demo: " << client_u.status().ToString() << "\n";
     return 1;
   }
   std::shared_ptr<Client> client(std::move(client_u).value());

@@ -41,7 +41,7 @@ struct sigaction g_previous[3];
 void StopServerThenDie(int sig) {
   const pid_t pid = g_server_pid.exchange(-1);
   if (pid > 0) {
-    static const char msg[] = "\nkvstash demo: interrupted; stopping the kvstash-server it started\n";
+    static const char msg[] = "\nkvstash-demo: interrupted; stopping the kvstash-server it started\n";
     (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
     kill(pid, SIGTERM);
     int st;

@@ -107,7 +107,7 @@ const bool kRegistered = RegisterCommand(
         demo::DemoOptions d = o->demo;
         if (d.hybrid.enabled()) {
           if (engine->count() > 0 && d.engine != "reference") {
-            std::fprintf(stderr, "kvstash demo: --model-kind hybrid runs on the reference runtime, not %s\n",
+            std::fprintf(stderr, "kvstash-demo: --model-kind hybrid runs on the reference runtime, not %s\n",
                          d.engine.c_str());
             return 2;
           }
