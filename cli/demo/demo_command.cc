@@ -81,11 +81,16 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--http-port", o->demo.http_port, "With --start-server: dashboard port (0: any)")
           ->capture_default_str();
       cmd->add_flag("--keep-server", o->demo.keep_server, "With --start-server: leave the server running at the end");
-      cmd->add_option("--documents", o->demo.workload.documents, "Workload size: RAG documents")->capture_default_str();
+      cmd->add_option("--documents", o->demo.workload.documents, "Workload size: RAG documents")
+          ->check(CLI::Range(1u, 1000000u))
+          ->capture_default_str();
       cmd->add_option("--doc-tokens", o->demo.workload.doc_tokens, "Workload size: tokens per document")
+          ->check(CLI::Range(1u, 1000000u))
           ->capture_default_str();
       cmd->add_option("--requests-per-doc", o->demo.workload.requests_per_doc,
-                      "Workload size: requests (different questions) per document")
+                      "Workload size: requests (different questions) per document; the first request of a "
+                      "document is a miss, so the demo's hit-rate check (> 50%) needs at least 3")
+          ->check(CLI::Range(1u, 1000000u))
           ->capture_default_str();
       cmd->add_option("--seed", o->demo.workload.seed, "Shuffle seed")->capture_default_str();
       cmd->add_option("--gen-tokens", o->demo.gen_tokens, "Tokens generated per request")->capture_default_str();

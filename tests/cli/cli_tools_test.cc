@@ -105,6 +105,17 @@ TEST_F(CliToolsTest, BenchHelpListsEveryBenchmarkAndDemoHelpItsFlags) {
   EXPECT_EQ(Sh(kBench).rc, 2);  // a subcommand is required
 }
 
+// An empty workload is a usage error (exit 2) named before the demo loads a model or
+// connects: here the server address is one where nothing listens.
+TEST_F(CliToolsTest, DemoRefusesAnEmptyWorkloadAsAUsageError) {
+  for (const char* flag : {"--documents", "--doc-tokens", "--requests-per-doc"}) {
+    const Output r = Sh(kDemo + " --server 127.0.0.1:1 --credential x " + flag + " 0");
+    EXPECT_EQ(r.rc, 2) << flag << ": " << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("Connection refused"), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(CliToolsTest, OldSpellingsRunTheNewToolsAfterOneMovedLine) {
   const std::string moved_bench =
       "kvstash: 'kvstash bench store' moved to 'kvstash-bench store'; this alias goes away in the next release\n";
