@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -27,6 +28,32 @@ CLI::App* SubcommandFor(CLI::App* root, const std::string& path, std::map<std::s
     parent = it->second;
   }
   return parent;
+}
+
+// The command words of argv (after the tool's --log-level) when they name no command:
+// "nosuch" for `kvstash nosuch`, "calibrate nosuch" for `kvstash calibrate nosuch`;
+// empty when they do, or when there is no word to name one. CLI11 reports both as "A
+// subcommand is required", which hides the typo.
+std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* current = &app;
+  std::string path;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (current == &app && a == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (a.starts_with("-")) continue;
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : current->get_subcommands([](CLI::App*) { return true; })) {
+      if (sub->check_name(a)) next = sub;
+    }
+    path += (path.empty() ? "" : " ") + a;
+    if (next == nullptr) return path;
+    if (next->get_subcommands([](CLI::App*) { return true; }).empty()) return "";
+    current = next;
+  }
+  return "";
 }
 
 }  // namespace
@@ -68,6 +95,13 @@ int RunRegisteredCommands(const ToolInfo& tool, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (has_subcommands && e.get_exit_code() != 0) {
+      if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
+        std::fprintf(stderr, "%s: unknown command '%s' (%s --help lists the commands)\n", tool.name.c_str(),
+                     unknown.c_str(), tool.name.c_str());
+        return 2;
+      }
+    }
     // --help / --version exit 0; every usage error exits 2, as the commands' own do.
     return app.exit(e) == 0 ? 0 : 2;
   }

@@ -105,6 +105,26 @@ TEST_F(CliToolsTest, BenchHelpListsEveryBenchmarkAndDemoHelpItsFlags) {
   EXPECT_EQ(Sh(kBench).rc, 2);  // a subcommand is required
 }
 
+// A word that names no command is named back (exit 2), at the top and in a group; a
+// missing command still gets CLI11's own message.
+TEST_F(CliToolsTest, AnUnknownCommandIsNamed) {
+  Output r = Sh(kCli + " nosuch --flag");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err, "kvstash: unknown command 'nosuch' (kvstash --help lists the commands)\n");
+  r = Sh(kCli + " --log-level warn calibrate nosuch");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("unknown command 'calibrate nosuch'"), std::string::npos) << r.err;
+  r = Sh(kBench + " entropyy");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("kvstash-bench: unknown command 'entropyy'"), std::string::npos) << r.err;
+  r = Sh(kCli + " put --bogus");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err.find("unknown command"), std::string::npos) << r.err;
+  r = Sh(kCli);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("subcommand is required"), std::string::npos) << r.err;
+}
+
 // An empty workload is a usage error (exit 2) named before the demo loads a model or
 // connects: here the server address is one where nothing listens.
 TEST_F(CliToolsTest, DemoRefusesAnEmptyWorkloadAsAUsageError) {
