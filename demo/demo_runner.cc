@@ -23,6 +23,9 @@ double Secs(Clock::time_point a) { return std::chrono::duration<double>(Clock::n
 
 int Fail(const std::string& command, const std::string& what, const Status& s) {
   std::fprintf(stderr, "%s: %s: %s\n", command.c_str(), what.c_str(), s.ToString().c_str());
+  if (const std::string note = StartedServerExitNote(); !note.empty()) {
+    std::fprintf(stderr, "%s: %s\n", command.c_str(), note.c_str());
+  }
   return 1;
 }
 

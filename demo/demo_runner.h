@@ -61,7 +61,8 @@ double Secs(Clock::time_point a);
 // GETs chunks [0, n) of the chain `keys` (routed by keys[0]), pipelined, and returns
 // their payloads in chain order once all have arrived. Errors: the first failed GET's.
 Result<std::vector<std::vector<uint8_t>>> GetChainPayloads(Client* client, std::span<const ChunkKey> keys, uint32_t n);
-// Prints "<command>: <what>: <status>" to stderr and returns exit code 1.
+// Prints "<command>: <what>: <status>" to stderr, then, when the server the demo started
+// has died, a line saying so (StartedServerExitNote), and returns exit code 1.
 int Fail(const std::string& command, const std::string& what, const Status& s);
 // Median of v; 0 when empty, the mean of the two middle values for an even size.
 double Median(std::vector<double> v);

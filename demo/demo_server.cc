@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -34,6 +35,11 @@ std::atomic<pid_t> g_server_pid{-1};
 bool g_installed = false;
 constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 struct sigaction g_previous[3];
+
+// The server a DemoServer started and has neither stopped nor detached (for
+// StartedServerExitNote), and the file its output goes to.
+pid_t g_started_pid = -1;
+std::string g_started_log;
 
 // Async-signal-safe: stop the server and wait for it, then hand the signal to the action
 // that was in place before (the default one kills the demo with it; a handler of the
@@ -124,6 +130,7 @@ DemoServer::~DemoServer() { Stop(); }
 
 void DemoServer::Detach() {
   RemoveStopHandlers(pid_);
+  if (g_started_pid == pid_) g_started_pid = -1;
   pid_ = -1;
 }
 
@@ -196,6 +203,8 @@ Status DemoServer::Start(const DemoServerOptions& o) {
       if (!j.is_discarded() && j.contains("port") && j.contains("http_port")) {
         port_ = j["port"].get<uint16_t>();
         http_port_ = j["http_port"].get<uint16_t>();
+        g_started_pid = pid_;
+        g_started_log = o.log_file;
         return Status::Ok();
       }
     }
@@ -219,6 +228,7 @@ Status DemoServer::Start(const DemoServerOptions& o) {
 int DemoServer::Stop() {
   if (pid_ <= 0) return -1;
   RemoveStopHandlers(pid_);
+  if (g_started_pid == pid_) g_started_pid = -1;
   kill(pid_, SIGTERM);
   int st = 0;
   waitpid(pid_, &st, 0);
@@ -262,6 +272,27 @@ Result<std::unique_ptr<Client>> StartServerAndConnect(const std::string& start_s
   if (!c.ok()) return c.status().WithContext("client");
   if (Status s = (*c)->Ping(0); !s.ok()) return s.WithContext("ping " + client->servers[0]);
   return c;
+}
+
+std::string StartedServerExitNote() {
+  if (g_started_pid <= 0) return "";
+  // /proc/PID/stat: "pid (comm) state ...", field 52 the exit status as waitpid reports
+  // it; a child that has exited stays a zombie (state Z) until Stop() reaps it.
+  std::ifstream in("/proc/" + std::to_string(g_started_pid) + "/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return "";
+  std::istringstream fields(stat.substr(close + 1));
+  std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+  if (f.empty() || f[0] != "Z") return "";
+  std::string how = "has exited";
+  if (f.size() >= 50) {
+    const int st = std::atoi(f[49].c_str());  // field 52
+    how = WIFSIGNALED(st) ? "was killed by signal " + std::to_string(WTERMSIG(st))
+                          : "exited with status " + std::to_string(WEXITSTATUS(st));
+  }
+  return "the kvstash-server it started (pid " + std::to_string(g_started_pid) + ") " + how +
+         (g_started_log.empty() ? std::string() : "; its log: " + g_started_log);
 }
 
 double ServerGetUs(Client* client) {

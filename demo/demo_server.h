@@ -73,6 +73,13 @@ class DemoServer {
   uint16_t port_ = 0, http_port_ = 0;
 };
 
+// When the server a DemoServer started (and has not stopped or detached) has exited on
+// its own: "the kvstash-server it started (pid N) was killed by signal 9; its log: F"
+// (or "exited with status N"), for the demo's error messages; "" while it runs or when
+// there is none. Does not reap it (Stop() still returns its status).
+// Thread-safety: as DemoServer.
+std::string StartedServerExitNote();
+
 // Server-side GET handling time so far (microseconds: mean x count of GET in the first
 // server's /v1/stats); -1 if the stats cannot be had.
 double ServerGetUs(Client* client);

@@ -76,6 +76,22 @@ class DemoServerTest : public ::testing::Test {
   std::filesystem::path root_;
 };
 
+// A started server that dies on its own is named, with how it ended and its log, for
+// the demo's error messages; the note is empty while it runs and after Stop().
+TEST_F(DemoServerTest, AServerThatDiedIsNamedWithItsStatusAndLog) {
+  DemoServer s;
+  const DemoServerOptions o = Options("dies");
+  ASSERT_TRUE(s.Start(o).ok());
+  EXPECT_EQ(StartedServerExitNote(), "");
+  const pid_t pid = s.pid();
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  ASSERT_TRUE(Ends(pid));
+  EXPECT_EQ(StartedServerExitNote(), "the kvstash-server it started (pid " + std::to_string(pid) +
+                                         ") was killed by signal 9; its log: " + o.log_file);
+  EXPECT_EQ(s.Stop(), 128 + SIGKILL);
+  EXPECT_EQ(StartedServerExitNote(), "");
+}
+
 TEST_F(DemoServerTest, AHeldPortOrDataFolderNamesItsHolder) {
   constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
   struct sigaction before[3];
