@@ -288,6 +288,9 @@ asio::awaitable<bool> ClientConnection::ReadHello(uint64_t gen, Transport& t,
     if (used != n) *status = Status::Corruption("bytes after the HELLO reply");
     else if (f.header.status != 0) {
       *status = Status::FromCode(f.header.status, std::string(f.body.begin(), f.body.end()));
+      if (status->code() == Status::Code::kPermissionDenied && !options_->hello_identity.empty()) {
+        *status = status->WithContext("HELLO as " + options_->hello_identity);
+      }
     } else if (auto r = protocol::HelloReply::Decode(f.header.flags, f.body); !r.ok()) {
       *status = r.status();
     } else if (generation_ == gen) {

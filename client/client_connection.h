@@ -50,6 +50,9 @@ struct ClientConnectionOptions {
   std::string tls_name;    // SNI and certificate name (TLS only)
   bool tls_verify = true;  // check the server's certificate (TLS only)
   std::vector<uint8_t> hello_frame;  // the whole HELLO request frame, sent first
+  // Who the HELLO says we are, named in the error when the server refuses it: "tenant
+  // 'default', no credential given".
+  std::string hello_identity;
   uint32_t max_reply_bytes = 0;      // largest reply body accepted
   std::chrono::milliseconds connect_timeout{0};  // connect + TLS + HELLO
   std::chrono::milliseconds unacked_timeout{0};  // TCP_USER_TIMEOUT; 0: kernel default

@@ -74,6 +74,8 @@ Status Client::Impl::Init() {
     options->tls_name = opts_.tls.server_name.empty() ? options->host : opts_.tls.server_name;
     options->tls_verify = opts_.tls.verify_peer;
     options->hello_frame = hello_frame;
+    options->hello_identity = "tenant '" + opts_.tenant + "', " +
+                              (opts_.credential.empty() ? "no credential given" : "a credential given");
     options->max_reply_bytes = opts_.max_reply_bytes;
     options->connect_timeout = opts_.connect_timeout;
     options->unacked_timeout = opts_.unacked_timeout;

@@ -64,6 +64,13 @@ TEST(E2eTest, EveryOpcodeTenantsAndHttpAgainstTheRealStore) {
   auto a = Connect(s, "a", "pa");
   auto b = Connect(s, "b", "pb");
   ASSERT_OK(a->Ping(0));
+  for (const auto& [cred, given] : {std::pair{"", "no credential given"}, std::pair{"pb", "a credential given"}}) {
+    // A refused HELLO names who the client said it was.
+    const Status refused = Connect(s, "a", cred)->Ping(0);
+    EXPECT_STATUS(refused, kPermissionDenied);
+    EXPECT_NE(refused.message().find(std::string("HELLO as tenant 'a', ") + given), std::string::npos)
+        << refused.message();
+  }
   ASSERT_OK(a->Put(Chunk(1, std::nullopt, RawPayload(16, 1))));
   ASSERT_OK(a->Put(Chunk(2, 1, RawPayload(16, 2))));
   {  // parent missing: the message names the client's own keys, never the scoped ones
