@@ -394,7 +394,9 @@ const bool kRegistered = RegisterCommand(
                       "hex of the 64-character digest text)")
           ->excludes(file)
           ->excludes(vllm_model);
-      cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, f16, f32, fp8_e4m3")->capture_default_str();
+      cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, f16, f32, fp8_e4m3")
+          ->check(CLI::IsMember({"bf16", "f16", "f32", "fp8_e4m3"}))
+          ->capture_default_str();
       cmd->add_option("--layers", o->layers, "Attention layers")->capture_default_str();
       cmd->add_option("--kv-heads", o->kv_heads, "KV heads per layer")->capture_default_str();
       cmd->add_option("--head-dim", o->head_dim, "Channels per head")->capture_default_str();
