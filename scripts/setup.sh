@@ -39,6 +39,7 @@ BUILD_PACKAGES=(                           # kvstash-server and the kvstash tool
 )
 TEST_PACKAGES=(
   clang libclang-rt-14-dev                 # libFuzzer + sanitizer runtimes
+  clang-format                             # scripts/check_format.sh (git clang-format)
   zstd redis-server                        # baselines, T2 tests
   chromium openssl                         # dashboard test (headless), TLS test certs
   prometheus                               # promtool + a real scrape of deploy/ rules

@@ -2,7 +2,9 @@
 # The test command (README.md; .ci/run calls it). Runs set-up, then:
 #   0. the link check (scripts/check_links.py, ~1 s of CPU): every relative Markdown link
 #      and every repository path named in the tracked docs and comments resolves, and
-#      nothing cites files outside the repository (docs/development.md);
+#      nothing cites files outside the repository (docs/development.md); then the
+#      format check (scripts/check_format.sh): lines changed since .ci/format-base follow
+#      .clang-format, and ruff.toml's lint and format hold for Python;
 #   1. configure + build (CUDA kernels too when nvcc exists) and run every ctest test;
 #   1a. the CPU code as a CPU without AVX-512 runs it: the determinism manifest and the
 #      common and codec unit tests under qemu-x86_64 -cpu EPYC-Milan-v1, an emulated AMD
@@ -51,6 +53,9 @@ scripts/setup.sh
 step "link check (scripts/check_links.py)"
 python3 scripts/check_links.py --self-test > /dev/null || { python3 scripts/check_links.py --self-test; exit 1; }
 python3 scripts/check_links.py
+
+step "format check (scripts/check_format.sh)"
+scripts/check_format.sh
 
 step "build (build/)"
 KVSTASH_BUILD_DIR=build scripts/build.sh

@@ -20,6 +20,7 @@ Writes under tests/model/data/:
 Texts are real documents that Debian ships (the GPL-3 text, a C header); the excerpts
 used are stored in the goldens, so tests never read them from the system.
 """
+
 import argparse
 import json
 import os
@@ -67,6 +68,7 @@ def capture_forward(model, ids, pre_rope_module):
 
         def hook(_m, _inp, out, l=l):
             pre[l] = out.detach()
+
         hooks.append(mod.register_forward_hook(hook))
     with torch.no_grad():
         out = model(input_ids=ids, use_cache=True)
@@ -100,6 +102,7 @@ def topk_rows(logits, rows, k):
 
 def gen_smollm(models):
     from transformers import AutoModelForCausalLM
+
     tok = smollm_tokenizer(models)
     model = AutoModelForCausalLM.from_pretrained(models, gguf_file=SMOL, dtype=torch.float32)
     model.eval()
@@ -111,7 +114,8 @@ def gen_smollm(models):
     positions = [0, 1, T // 2, T - 1]
     gold = {
         "model": SMOL,
-        "reference": "transformers %s, torch %s, fp32 CPU" % (__import__("transformers").__version__, torch.__version__),
+        "reference": "transformers %s, torch %s, fp32 CPU"
+        % (__import__("transformers").__version__, torch.__version__),
         "prompt": prompt,
         "prompt_ids": ids,
         "positions": positions,
@@ -120,7 +124,9 @@ def gen_smollm(models):
         "logits_last_every_97": f32(logits[T - 1][::97]),
     }
     for kp, k, v in layers:
-        gold["layers"].append({"k_pre_rope": f32(kp[positions]), "k": f32(k[positions]), "v": f32(v[positions])})
+        gold["layers"].append(
+            {"k_pre_rope": f32(kp[positions]), "k": f32(k[positions]), "v": f32(v[positions])}
+        )
     # Greedy continuation of a short real prompt (the GPL-3 preamble's first sentence).
     gprompt = read_text(GPL3, 800)
     gids = tok.encode(gprompt, add_special_tokens=False)
@@ -128,7 +134,7 @@ def gen_smollm(models):
         gen = model.generate(torch.tensor([gids]), max_new_tokens=32, do_sample=False, num_beams=1)
     gold["greedy_prompt"] = gprompt
     gold["greedy_prompt_ids"] = gids
-    gold["greedy_ids"] = [int(t) for t in gen[0][len(gids):]]
+    gold["greedy_ids"] = [int(t) for t in gen[0][len(gids) :]]
     gold["greedy_text"] = tok.decode(gold["greedy_ids"])
     dump(os.path.join(DATA, "smollm2_goldens.json"), gold)
 
@@ -140,7 +146,7 @@ def tokenizer_texts():
         gpl[20000:23000],
         read_text("/usr/include/stdio.h", 3000),
         "Version 3, 29 June 2007; it's 2,048 tokens -- we'll see.\n\n\tTabs   and  spaces  \r\n",
-        "Caf\u00e9 na\u00efve r\u00e9sum\u00e9 \u00fcber Stra\u00dfe \u2014 \u201cquoted\u201d \u2026 \u00bd \u2153 \u0661\u0662\u0663 \u65e5\u672c\u8a9e \U0001F600!",
+        "Caf\u00e9 na\u00efve r\u00e9sum\u00e9 \u00fcber Stra\u00dfe \u2014 \u201cquoted\u201d \u2026 \u00bd \u2153 \u0661\u0662\u0663 \u65e5\u672c\u8a9e \U0001f600!",
         "<|im_start|>user\nWhat is copyleft?<|im_end|>\n<|im_start|>assistant\n",
         "",
         " ",
@@ -156,10 +162,14 @@ def smollm_tokenizer(models):
     vectors are those of SmolLM2's real tokenizer."""
     from tokenizers import pre_tokenizers
     from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(models, gguf_file=SMOL)
-    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)])
+    tok.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+        ]
+    )
     return tok
 
 
@@ -182,9 +192,20 @@ def full_goldens(model, ids, pre_rope):
 
 def gen_qwen3():
     from transformers import Qwen3Config, Qwen3ForCausalLM
-    cfg = Qwen3Config(vocab_size=256, hidden_size=64, intermediate_size=160, num_hidden_layers=3,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6,
-                      rope_theta=1000000.0, max_position_embeddings=512, tie_word_embeddings=False)
+
+    cfg = Qwen3Config(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        rms_norm_eps=1e-6,
+        rope_theta=1000000.0,
+        max_position_embeddings=512,
+        tie_word_embeddings=False,
+    )
     torch.manual_seed(7)
     model = Qwen3ForCausalLM(cfg).eval()
     with torch.no_grad():  # random norm weights too, so QK-norm and RMSNorm weights matter
@@ -205,11 +226,24 @@ def gen_qwen3():
 
 def train_sentencepiece(text, prefix, vocab):
     import sentencepiece as spm
+
     spm.SentencePieceTrainer.train(
-        sentence_iterator=iter([l for l in text.splitlines() if l.strip()]), model_prefix=prefix,
-        vocab_size=vocab, model_type="bpe", byte_fallback=True, normalization_rule_name="identity",
-        remove_extra_whitespaces=False, split_digits=True, character_coverage=1.0,
-        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=1, minloglevel=2)
+        sentence_iterator=iter([l for l in text.splitlines() if l.strip()]),
+        model_prefix=prefix,
+        vocab_size=vocab,
+        model_type="bpe",
+        byte_fallback=True,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        split_digits=True,
+        character_coverage=1.0,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        num_threads=1,
+        minloglevel=2,
+    )
     return spm.SentencePieceProcessor(model_file=prefix + ".model")
 
 
@@ -244,21 +278,38 @@ def write_llama2c_checkpoint(model, path, shared):
 
     L = cfg.num_hidden_layers
     with open(path, "wb") as f:
-        f.write(struct.pack("iiiiiii", dim, cfg.intermediate_size, L, nh, nkv,
-                            cfg.vocab_size if shared else -cfg.vocab_size, cfg.max_position_embeddings))
+        f.write(
+            struct.pack(
+                "iiiiiii",
+                dim,
+                cfg.intermediate_size,
+                L,
+                nh,
+                nkv,
+                cfg.vocab_size if shared else -cfg.vocab_size,
+                cfg.max_position_embeddings,
+            )
+        )
 
         def w(t):
             f.write(t.contiguous().numpy().astype("<f4").tobytes())
+
         w(sd["model.embed_tokens.weight"])
-        for l in range(L): w(sd[f"model.layers.{l}.input_layernorm.weight"])
-        for l in range(L): w(interleave(sd[f"model.layers.{l}.self_attn.q_proj.weight"], nh))
-        for l in range(L): w(interleave(sd[f"model.layers.{l}.self_attn.k_proj.weight"], nkv))
-        for l in range(L): w(sd[f"model.layers.{l}.self_attn.v_proj.weight"])
-        for l in range(L): w(sd[f"model.layers.{l}.self_attn.o_proj.weight"])
-        for l in range(L): w(sd[f"model.layers.{l}.post_attention_layernorm.weight"])
-        for l in range(L): w(sd[f"model.layers.{l}.mlp.gate_proj.weight"])
-        for l in range(L): w(sd[f"model.layers.{l}.mlp.down_proj.weight"])
-        for l in range(L): w(sd[f"model.layers.{l}.mlp.up_proj.weight"])
+        # llama2.c order: each weight kind for all layers, then the next kind.
+        per_layer = [
+            lambda l: sd[f"model.layers.{l}.input_layernorm.weight"],
+            lambda l: interleave(sd[f"model.layers.{l}.self_attn.q_proj.weight"], nh),
+            lambda l: interleave(sd[f"model.layers.{l}.self_attn.k_proj.weight"], nkv),
+            lambda l: sd[f"model.layers.{l}.self_attn.v_proj.weight"],
+            lambda l: sd[f"model.layers.{l}.self_attn.o_proj.weight"],
+            lambda l: sd[f"model.layers.{l}.post_attention_layernorm.weight"],
+            lambda l: sd[f"model.layers.{l}.mlp.gate_proj.weight"],
+            lambda l: sd[f"model.layers.{l}.mlp.down_proj.weight"],
+            lambda l: sd[f"model.layers.{l}.mlp.up_proj.weight"],
+        ]
+        for weight in per_layer:
+            for l in range(L):
+                w(weight(l))
         w(sd["model.norm.weight"])
         # freq_cis_real / imag [seq_len, hd/2] as llama2.c's model.py precomputes them.
         freqs = 1.0 / (10000.0 ** (torch.arange(0, hd, 2)[: hd // 2].float() / hd))
@@ -271,23 +322,33 @@ def write_llama2c_checkpoint(model, path, shared):
 
 def gen_llama2c():
     from transformers import LlamaConfig, LlamaForCausalLM
+
     out = os.path.join(DATA, "tiny_llama2c")
     os.makedirs(out, exist_ok=True)
     text = read_text(GPL3)
     sp = train_sentencepiece(text, "/tmp/kvstash_tiny_sp", 384)
     write_llama2c_tokenizer(sp, os.path.join(out, "tokenizer.bin"))
-    cfg = LlamaConfig(vocab_size=sp.get_piece_size(), hidden_size=64, intermediate_size=172, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-                      rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=sp.get_piece_size(),
+        hidden_size=64,
+        intermediate_size=172,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=128,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(11)
     model = LlamaForCausalLM(cfg)
     # A short training run on the GPL-3 text so the checkpoint generates real words.
     data = torch.tensor(sp.encode(text), dtype=torch.long)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(5)
-    for step in range(250):
+    for _ in range(250):
         starts = torch.randint(0, len(data) - 129, (16,), generator=g)
-        batch = torch.stack([data[s:s + 129] for s in starts])
+        batch = torch.stack([data[s : s + 129] for s in starts])
         loss = model(input_ids=batch[:, :-1], labels=batch[:, 1:]).loss
         opt.zero_grad()
         loss.backward()
@@ -298,16 +359,30 @@ def gen_llama2c():
     prompt = "The GNU General Public License is"
     ids = [sp.bos_id()] + sp.encode(prompt)
     gold = full_goldens(model, ids, lambda a: a.k_proj)
-    gold["reference"] = "transformers LlamaForCausalLM, fp32 CPU; sentencepiece %s" % __import__("sentencepiece").__version__
+    gold["reference"] = (
+        "transformers LlamaForCausalLM, fp32 CPU; sentencepiece %s" % __import__("sentencepiece").__version__
+    )
     gold["prompt"] = prompt
     with torch.no_grad():
-        gen = model.generate(torch.tensor([ids]), max_new_tokens=24, do_sample=False, num_beams=1,
-                             eos_token_id=sp.eos_id(), pad_token_id=sp.eos_id())
-    gold["greedy_ids"] = [int(t) for t in gen[0][len(ids):]]
+        gen = model.generate(
+            torch.tensor([ids]),
+            max_new_tokens=24,
+            do_sample=False,
+            num_beams=1,
+            eos_token_id=sp.eos_id(),
+            pad_token_id=sp.eos_id(),
+        )
+    gold["greedy_ids"] = [int(t) for t in gen[0][len(ids) :]]
     gold["greedy_text"] = sp.decode(gold["greedy_ids"])
     cases = []
-    for t in [text[:3000], text[30000:31500], "Version 3, 29 June 2007; it's 2,048 tokens.\n\n  Spaces  ",
-              "Caf\u00e9 \u2014 \u65e5\u672c\u8a9e \U0001F600", "a", ""]:
+    for t in [
+        text[:3000],
+        text[30000:31500],
+        "Version 3, 29 June 2007; it's 2,048 tokens.\n\n  Spaces  ",
+        "Caf\u00e9 \u2014 \u65e5\u672c\u8a9e \U0001f600",
+        "a",
+        "",
+    ]:
         cases.append({"text": t, "ids": sp.encode(t)})
     gold["tokenizer_cases"] = cases
     dump(os.path.join(out, "goldens.json"), gold)
@@ -318,8 +393,12 @@ def main():
     ap.add_argument("--models", default=os.path.join(ROOT, "models"))
     ap.add_argument("--only", choices=["smollm", "tokenizer", "qwen3", "llama2c"])
     a = ap.parse_args()
-    steps = {"smollm": lambda: gen_smollm(a.models), "tokenizer": lambda: gen_tokenizer(a.models),
-             "qwen3": gen_qwen3, "llama2c": gen_llama2c}
+    steps = {
+        "smollm": lambda: gen_smollm(a.models),
+        "tokenizer": lambda: gen_tokenizer(a.models),
+        "qwen3": gen_qwen3,
+        "llama2c": gen_llama2c,
+    }
     for name, fn in steps.items():
         if a.only in (None, name):
             fn()

@@ -14,9 +14,13 @@ from conftest import ROOT, TENANT
 FP = bytes(range(32))
 
 
-def raw_codec(layout=kvstash.KvLayout(3, 2, 16), chunk=8, kv_dtype="bf16"):
-    return kvstash.PrefixCodec.raw(layout, kvstash.PrefixCodecOptions(
-        FP, chunk_tokens=chunk, tenant=TENANT, kv_dtype=kv_dtype))
+LAYOUT = kvstash.KvLayout(3, 2, 16)
+
+
+def raw_codec(layout=LAYOUT, chunk=8, kv_dtype="bf16"):
+    return kvstash.PrefixCodec.raw(
+        layout, kvstash.PrefixCodecOptions(FP, chunk_tokens=chunk, tenant=TENANT, kv_dtype=kv_dtype)
+    )
 
 
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 17, 24])
@@ -50,8 +54,7 @@ def test_raw_f16_and_non_contiguous_input():
     rng = np.random.default_rng(3)
     chunks = [rng.standard_normal((3, 2, 8, 2, 16)).astype(np.float16) for _ in keys]
     # A transposed view (non-contiguous) is made contiguous on the way in.
-    strided = [np.ascontiguousarray(c.transpose(0, 1, 2, 4, 3)).transpose(0, 1, 2, 4, 3)
-               for c in chunks]
+    strided = [np.ascontiguousarray(c.transpose(0, 1, 2, 4, 3)).transpose(0, 1, 2, 4, 3) for c in chunks]
     assert not strided[0].flags.c_contiguous
     puts = codec.encode_chunks(tokens, keys, strided)
     out = codec.restore_chunks(tokens, keys, [p.payload for p in puts])
@@ -82,10 +85,10 @@ def test_bad_chunks_raise_invalid_argument():
     keys = codec.chain_keys(tokens)
     good = [np.zeros((3, 2, k.tokens, 2, 16), np.uint16) for k in keys]
     bad_calls = [
-        [np.zeros((3, 2, 8, 2, 15), np.uint16), good[1]],      # shape
-        [good[0].astype(np.float32), good[1]],                 # dtype
-        [good[0], np.zeros((3, 2, 8, 2, 16), np.uint16)],      # partial chunk has 4 tokens
-        [good[0]],                                             # too few chunks
+        [np.zeros((3, 2, 8, 2, 15), np.uint16), good[1]],  # shape
+        [good[0].astype(np.float32), good[1]],  # dtype
+        [good[0], np.zeros((3, 2, 8, 2, 16), np.uint16)],  # partial chunk has 4 tokens
+        [good[0]],  # too few chunks
     ]
     for chunks in bad_calls:
         with pytest.raises(kvstash.InvalidArgumentError):
@@ -110,8 +113,9 @@ def test_corrupted_payload_is_corruption(restore):
     # A payload of another namespace/model position is a Mismatch, not KV.
     other = raw_codec(chunk=8, kv_dtype="f16")
     with pytest.raises(kvstash.MismatchError):
-        getattr(other, restore)(tokens, other.chain_keys(tokens),
-                                [codec.encode_chunks(tokens, keys, [kv])[0].payload])
+        getattr(other, restore)(
+            tokens, other.chain_keys(tokens), [codec.encode_chunks(tokens, keys, [kv])[0].payload]
+        )
     with pytest.raises(kvstash.InvalidArgumentError):  # not a bytes-like payload
         getattr(codec, restore)(tokens, keys, [8])
 
@@ -120,7 +124,7 @@ def test_corrupted_payload_is_corruption(restore):
 def test_raw_chunk_views_are_verified_read_only_views(kv_dtype, np_dtype):
     codec = raw_codec(kv_dtype=kv_dtype)
     rng = np.random.default_rng(11)
-    tokens = rng.integers(0, 49152, 20).tolist()   # 2 full chunks + a partial one
+    tokens = rng.integers(0, 49152, 20).tolist()  # 2 full chunks + a partial one
     keys = codec.chain_keys(tokens)
     chunks = [rng.integers(0, 2**16, (3, 2, k.tokens, 2, 16), dtype=np.uint16).view(np_dtype) for k in keys]
     payloads = [bytearray(p.payload) for p in codec.encode_chunks(tokens, keys, chunks)]
@@ -128,7 +132,7 @@ def test_raw_chunk_views_are_verified_read_only_views(kv_dtype, np_dtype):
     for v, c in zip(views, chunks):
         assert v.dtype == np_dtype and not v.flags.writeable
         assert np.array_equal(v.view(np.uint16), c.view(np.uint16))
-    with pytest.raises(BufferError):      # a viewed payload cannot move under its view
+    with pytest.raises(BufferError):  # a viewed payload cannot move under its view
         payloads[0].extend(b"x")
     del views
     payloads[0].extend(b"x")
@@ -152,12 +156,12 @@ def smol(model_path, tmp_path_factory):
     """The reference model, the tokens of a real text, its exact bf16 KV, and two spec
     artifacts calibrated on two other texts (so they differ)."""
     ref = kvstash.ReferenceModel.load(model_path)
-    tokens = ref.tokenize(read_text("docs/format/keys.md"))[:2 * SPEC_CHUNK + 37]
+    tokens = ref.tokenize(read_text("docs/format/keys.md"))[: 2 * SPEC_CHUNK + 37]
     kv = ref.prefill_kv(tokens)  # [L, 2, T, H, D] uint16
     d = tmp_path_factory.mktemp("artifacts")
     arts = []
     for i, rel in enumerate(("docs/protocol.md", "docs/format/spec.md")):
-        doc = ref.tokenize(read_text(rel))[:2 * SPEC_CHUNK]
+        doc = ref.tokenize(read_text(rel))[: 2 * SPEC_CHUNK]
         path = str(d / f"spec-{i}.kvsa")
         assert ref.calibrate_spec([doc], path, chunk_tokens=SPEC_CHUNK) > 0
         arts.append(path)
@@ -167,7 +171,7 @@ def smol(model_path, tmp_path_factory):
 def split_chunks(kv, keys):
     out, b = [], 0
     for k in keys:
-        out.append(np.ascontiguousarray(kv[:, :, b:b + k.tokens]))
+        out.append(np.ascontiguousarray(kv[:, :, b : b + k.tokens]))
         b += k.tokens
     return out
 
@@ -176,8 +180,7 @@ def test_spec_round_trip_on_real_kv_through_the_server(smol, model_path, client)
     ref, tokens, kv, arts = smol
     layout = ref.layout()
     assert kv.shape == (layout.n_layers, 2, len(tokens), layout.n_kv_heads, layout.head_dim)
-    opts = kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK, tenant=TENANT,
-                                      cache_salt="pytest-spec")
+    opts = kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK, tenant=TENANT, cache_salt="pytest-spec")
     spec = kvstash.PrefixCodec.spec(model_path, arts[0], opts, threads=2)
     assert spec.kind == "spec" and spec.layout == layout and spec.artifact_digest != bytes(32)
     keys = spec.chain_keys(tokens)
@@ -216,14 +219,22 @@ def test_spec_codecs_share_the_heavy_state(smol, model_path, tmp_path):
     last codec."""
     import gc
     import shutil
+
     ref, tokens, kv, arts = smol
     gc.collect()
     s0 = kvstash.PrefixCodec.shared_state()
-    codecs = [kvstash.PrefixCodec.spec(model_path, arts[0], kvstash.PrefixCodecOptions(
-        FP, chunk_tokens=SPEC_CHUNK, cache_salt=f"salt-{i}"), threads=1) for i in range(12)]
+    codecs = [
+        kvstash.PrefixCodec.spec(
+            model_path,
+            arts[0],
+            kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK, cache_salt=f"salt-{i}"),
+            threads=1,
+        )
+        for i in range(12)
+    ]
     s1 = kvstash.PrefixCodec.shared_state()
     assert len({c.namespace_digest for c in codecs}) == 12
-    assert s1["model_loads"] - s0["model_loads"] <= 1           # 0 if a live codec holds it
+    assert s1["model_loads"] - s0["model_loads"] <= 1  # 0 if a live codec holds it
     assert s1["predictor_builds"] - s0["predictor_builds"] <= 1
     assert s1["spec_artifact_loads"] - s0["spec_artifact_loads"] <= 1
     # A codec on the shared state still round-trips exactly.
@@ -233,8 +244,12 @@ def test_spec_codecs_share_the_heavy_state(smol, model_path, tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(out, split_chunks(kv, keys)))
     # Another artifact: one artifact load, the model and predictor shared; another thread
     # count: another predictor of the same model.
-    other = kvstash.PrefixCodec.spec(model_path, arts[1], kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK))
-    two = kvstash.PrefixCodec.spec(model_path, arts[0], kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK), threads=2)
+    other = kvstash.PrefixCodec.spec(
+        model_path, arts[1], kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK)
+    )
+    two = kvstash.PrefixCodec.spec(
+        model_path, arts[0], kvstash.PrefixCodecOptions(FP, chunk_tokens=SPEC_CHUNK), threads=2
+    )
     s2 = kvstash.PrefixCodec.shared_state()
     assert s2["model_loads"] == s1["model_loads"]
     assert s2["spec_artifact_loads"] == s1["spec_artifact_loads"] + 1

