@@ -15,10 +15,13 @@
 #   KVSTASH_SKIP_LLAMA=1 skips step 5 (engines/llama_cpp/ is then not built);
 #   KVSTASH_LLAMA_JOBS (default 2) and KVSTASH_LLAMA_CMAKE_ARGS tune its build.
 #   KVSTASH_SETUP_PROFILE=full (default): everything the tests and the demo need.
+#   KVSTASH_SETUP_PROFILE=demo: what scripts/demo.sh needs: the build packages, .venv,
+#     the SmolLM2 model and llama.cpp (steps 1-3 and 5; no test toolchain, no aarch64
+#     cross packages, no vLLM, no LoRA adapters).
 #   KVSTASH_SETUP_PROFILE=server: only the packages that build kvstash-server and the
 #     kvstash tool (no sanitizer/fuzzer toolchain, browser, redis, Python venv or
 #     models): the container image's build stage (docker/Dockerfile).
-#   KVSTASH_SETUP_VLLM=0 skips step 4 (default 1 in the full profile).
+#   KVSTASH_SETUP_VLLM=0 skips step 4 (default 1 in the full profile, 0 in demo).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -47,10 +50,12 @@ TEST_PACKAGES=(
   qemu-user                                # qemu-x86_64: scripts/no_avx512_check.sh (and aarch64 runs)
   python3 python3-venv python3-dev         # python3-dev: headers for pip install ./python
 )
+DEMO_PACKAGES=(python3 python3-venv python3-dev)  # .venv, and llama.cpp built from its sdist
 case "$PROFILE" in
   full) APT_PACKAGES=("${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}") ;;
+  demo) APT_PACKAGES=("${BUILD_PACKAGES[@]}" "${DEMO_PACKAGES[@]}") ;;
   server) APT_PACKAGES=("${BUILD_PACKAGES[@]}") ;;
-  *) echo "KVSTASH_SETUP_PROFILE must be full or server, not '$PROFILE'" >&2; exit 2 ;;
+  *) echo "KVSTASH_SETUP_PROFILE must be full, demo or server, not '$PROFILE'" >&2; exit 2 ;;
 esac
 # Installs those of the packages "$@" (after $1, their name in the log) that are not
 # installed yet, in one apt-get run; adds the arm64 architecture first when one is :arm64.
@@ -136,7 +141,9 @@ fi
 # Pinned by engines/vllm/{requirements,overrides,constraints}.txt; the stamp holds their
 # SHA-256, so a second run with unchanged files does nothing. uv resolves in seconds;
 # the cold install downloads about 3 GB (measured: 53 s for the packages here).
-if [[ "${KVSTASH_SETUP_VLLM:-1}" == 1 ]]; then
+VLLM_DEFAULT=1
+[[ "$PROFILE" == demo ]] && VLLM_DEFAULT=0
+if [[ "${KVSTASH_SETUP_VLLM:-$VLLM_DEFAULT}" == 1 ]]; then
   VLLM_VENV=.venv-vllm
   vstamp="$VLLM_VENV/.kvstash-setup.sha256"
   vwant="$(cat engines/vllm/requirements.txt engines/vllm/overrides.txt engines/vllm/constraints.txt \
