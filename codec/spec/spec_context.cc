@@ -35,12 +35,12 @@ Status ComputeContexts(const ContextConfig& cfg, std::span<const float> mu,
   p.f16 = cfg.dtype == DType::kF16;
   const size_t row = log2_sigma.size();
 #if defined(__x86_64__)
-  if (!fp8 && !p.f16 && CpuHasAvx512()) {
-    internal::Bf16ContextsAvx512(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(), table.data());
+  if (CpuHasAvx512()) {
+    internal::ContextsAvx512(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(), table.data());
     return Status::Ok();
   }
-  if (!fp8 && !p.f16 && CpuHasAvx2()) {
-    internal::Bf16ContextsAvx2(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(), table.data());
+  if (CpuHasAvx2()) {
+    internal::ContextsAvx2(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(), table.data());
     return Status::Ok();
   }
 #endif

@@ -1,11 +1,14 @@
-// The vectorised bf16 contexts (codec/spec/spec_context_avx512.cc, spec_context_avx2.cc)
-// against the scalar body ScalarContext bit for bit: random predictions of every
-// magnitude, round-to-nearest ties, NaNs of both signs and any payload, +-Inf, values that
-// round up to Inf, subnormals, +-0; NaN, infinite and extreme log2 sigmas; several bucket
-// layouts; row lengths that leave every partial vector (masked tail / scalar tail). Each
-// ISA's case prints SKIPPED on a CPU without it (or with KVSTASH_CPU_PATH ruling it out).
+// The vectorised contexts (codec/spec/spec_context_avx512.cc, spec_context_avx2.cc)
+// against the scalar body ScalarContext bit for bit, for bf16, f16 and fp8 e4m3 targets
+// (fp8 at several per-tensor scales): random predictions of every magnitude,
+// round-to-nearest ties of each target, NaNs of both signs and any payload, +-Inf, values
+// that round up to Inf or saturate, each target's subnormals, f32 subnormals, +-0; NaN,
+// infinite and extreme log2 sigmas; several bucket layouts; row lengths that leave every
+// partial vector (masked tail / scalar tail). Each ISA's case prints SKIPPED on a CPU
+// without it (or with KVSTASH_CPU_PATH ruling it out).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 #include <vector>
 
@@ -33,6 +36,15 @@ float Prediction(std::mt19937& rng) {
       return FromBits(any(rng) & 0x807FFFFFu);  // subnormal or +-0
     case 4:
       return FromBits((any(rng) & 0x80000000u) | (0x7F7F8000u + (any(rng) & 0x7FFFu)));  // rounds to Inf
+    case 5:
+      return FromBits((any(rng) & 0xFFFFE000u) | 0x1000u);  // exact f16 tie (normal range)
+    case 6:
+      return FromBits((any(rng) & 0xFFF00000u) | 0x80000u);  // exact fp8 tie (normal range)
+    case 7:  // around each target's overflow, subnormal and zero thresholds
+      return FromBits((any(rng) & 0x80000000u) |
+                      (std::array<uint32_t, 6>{0x477FF000u, 0x43E00000u, 0x38800000u, 0x33000000u, 0x3C800000u,
+                                               0x3A800000u}[rng() % 6] +
+                       static_cast<uint32_t>(static_cast<int>(rng() % 4097) - 2048)));
     default:
       return std::ldexp(std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng), static_cast<int>(mag(rng)));
   }
@@ -51,7 +63,18 @@ float Log2Sigma(std::mt19937& rng) {
   }
 }
 
-void ExpectEqualToScalar(ContextsFn fn) {
+// The three targets, fp8 at scales that put the predictions across its whole range.
+struct Target {
+  const char* name;
+  bool fp8, f16;
+  float fp8_scale;
+};
+constexpr Target kTargets[] = {{"bf16", false, false, 1.0f},   {"f16", false, true, 1.0f},
+                               {"fp8 scale 1", true, false, 1.0f}, {"fp8 scale 0.0371", true, false, 0.0371f},
+                               {"fp8 scale 37.5", true, false, 37.5f}};
+
+void ExpectEqualToScalar(ContextsFn fn, const Target& target) {
+  SCOPED_TRACE(target.name);
   std::mt19937 rng(7);
   struct Layout {
     float s_min, step;
@@ -59,9 +82,11 @@ void ExpectEqualToScalar(ContextsFn fn) {
   };
   for (const Layout c : {Layout{-3.0f, 0.25f, 64, 4}, Layout{-10.0f, 0.1f, 300, 7}, Layout{0.5f, 3.0f, 1, 1},
                          Layout{-8.0f, 0.5f, 4096, 16}}) {
-    const SpecContextParams p = MakeSpecContextParams(false, 1.0f, c.s_min, c.step, c.buckets, c.frac_bins);
+    SpecContextParams p =
+        MakeSpecContextParams(target.fp8, target.fp8_scale, c.s_min, c.step, c.buckets, c.frac_bins);
+    p.f16 = target.f16;
     for (size_t row : {size_t{1}, size_t{7}, size_t{8}, size_t{15}, size_t{16}, size_t{17}, size_t{33}, size_t{192}}) {
-      const size_t n = row * 37;
+      const size_t n = row * 151;
       std::vector<float> mu(n), ls(row);
       for (float& v : mu) v = Prediction(rng);
       for (float& v : ls) v = Log2Sigma(rng);
@@ -79,12 +104,12 @@ void ExpectEqualToScalar(ContextsFn fn) {
 
 TEST(SpecContextSimd, Avx512EqualsScalar) {
   if (!CpuHasAvx512()) GTEST_SKIP() << "no AVX-512 on this CPU (or KVSTASH_CPU_PATH rules it out)";
-  ExpectEqualToScalar(internal::Bf16ContextsAvx512);
+  for (const Target& t : kTargets) ExpectEqualToScalar(internal::ContextsAvx512, t);
 }
 
 TEST(SpecContextSimd, Avx2EqualsScalar) {
   if (!CpuHasAvx2()) GTEST_SKIP() << "no AVX2 on this CPU (or KVSTASH_CPU_PATH rules it out)";
-  ExpectEqualToScalar(internal::Bf16ContextsAvx2);
+  for (const Target& t : kTargets) ExpectEqualToScalar(internal::ContextsAvx2, t);
 }
 
 }  // namespace
