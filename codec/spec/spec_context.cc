@@ -36,11 +36,13 @@ Status ComputeContexts(const ContextConfig& cfg, std::span<const float> mu,
   const size_t row = log2_sigma.size();
 #if defined(__x86_64__)
   if (CpuHasAvx512()) {
-    internal::ContextsAvx512(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(), table.data());
+    internal::ContextsAvx512(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(),
+                             table.data());
     return Status::Ok();
   }
   if (CpuHasAvx2()) {
-    internal::ContextsAvx2(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(), table.data());
+    internal::ContextsAvx2(p, mu.data(), mu.size(), log2_sigma.data(), row, pred_ordinal.data(),
+                           table.data());
     return Status::Ok();
   }
 #endif

@@ -93,10 +93,14 @@ Quantized F16(__m256 m) {
   const __m256i hm = _mm256_and_si256(q, Set(0x3FF));
   const __m256i fsign = _mm256_slli_epi32(sign, 16);
   __m256i value = _mm256_or_si256(
-      fsign, _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(he, Set(112)), 23), _mm256_slli_epi32(hm, 13)));
-  value = Select(Eq(he, Set(0x1F)), value, _mm256_or_si256(fsign, _mm256_or_si256(Set(0x7F800000), _mm256_slli_epi32(hm, 13))));
-  const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(hm), _mm256_set1_ps(5.9604644775390625e-8f));  // 2^-24
-  value = Select(Eq(he, _mm256_setzero_si256()), value, _mm256_or_si256(fsign, _mm256_castps_si256(subnormal)));
+      fsign,
+      _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(he, Set(112)), 23), _mm256_slli_epi32(hm, 13)));
+  value = Select(Eq(he, Set(0x1F)), value,
+                 _mm256_or_si256(fsign, _mm256_or_si256(Set(0x7F800000), _mm256_slli_epi32(hm, 13))));
+  const __m256 subnormal =
+      _mm256_mul_ps(_mm256_cvtepi32_ps(hm), _mm256_set1_ps(5.9604644775390625e-8f));  // 2^-24
+  value =
+      Select(Eq(he, _mm256_setzero_si256()), value, _mm256_or_si256(fsign, _mm256_castps_si256(subnormal)));
   return {Ordinal16(q), _mm256_sub_epi32(_mm256_max_epi32(he, Set(1)), Set(25)), _mm256_castsi256_ps(value)};
 }
 
@@ -122,9 +126,11 @@ Quantized Fp8(__m256 m) {
   const __m256i qm = _mm256_and_si256(q, Set(0x7));
   const __m256i fsign = _mm256_slli_epi32(sign, 24);
   __m256i value = _mm256_or_si256(
-      fsign, _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(qe, Set(120)), 23), _mm256_slli_epi32(qm, 20)));
+      fsign,
+      _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(qe, Set(120)), 23), _mm256_slli_epi32(qm, 20)));
   const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(qm), _mm256_set1_ps(0.001953125f));
-  value = Select(Eq(qe, _mm256_setzero_si256()), value, _mm256_or_si256(fsign, _mm256_castps_si256(subnormal)));
+  value =
+      Select(Eq(qe, _mm256_setzero_si256()), value, _mm256_or_si256(fsign, _mm256_castps_si256(subnormal)));
   value = Select(Eq(b, Set(0x7F)), value, _mm256_or_si256(fsign, Set(0x7FC00000)));
   return {ordinal, _mm256_sub_epi32(_mm256_max_epi32(qe, Set(1)), Set(10)), _mm256_castsi256_ps(value)};
 }
@@ -158,9 +164,10 @@ void Contexts(const SpecContextParams& p, const float* mu, size_t n, const float
       const __m256 sb_clamped = _mm256_min_ps(_mm256_max_ps(sb, _mm256_set1_ps(-1.0f)), _mm256_set1_ps(1e6f));
       const __m256i bucket = _mm256_and_si256(ordered, Floor(sb_clamped));
       // Sub-ulp offset f = (m - pv) * 2^-u (0 where 2^-u is out of range), 0 unless in [-1/2, 1/2].
-      const __m256i in_range = _mm256_andnot_si256(_mm256_or_si256(Lt(u, Set(-126)), Gt(u, Set(126))), Set(-1));
-      const __m256 inv_ulp =
-          _mm256_castsi256_ps(_mm256_and_si256(in_range, _mm256_slli_epi32(_mm256_sub_epi32(Set(127), u), 23)));
+      const __m256i in_range =
+          _mm256_andnot_si256(_mm256_or_si256(Lt(u, Set(-126)), Gt(u, Set(126))), Set(-1));
+      const __m256 inv_ulp = _mm256_castsi256_ps(
+          _mm256_and_si256(in_range, _mm256_slli_epi32(_mm256_sub_epi32(Set(127), u), 23)));
       const __m256 f0 = _mm256_mul_ps(_mm256_sub_ps(m, q.value), inv_ulp);
       const __m256 keep = _mm256_and_ps(_mm256_cmp_ps(f0, _mm256_set1_ps(0.5f), _CMP_LE_OQ),
                                         _mm256_cmp_ps(f0, _mm256_set1_ps(-0.5f), _CMP_GE_OQ));

@@ -76,7 +76,8 @@ Quantized F16(__m512 m) {
   __m512i h = _mm512_maskz_mov_epi32(_mm512_cmpge_epi32_mask(ax, Set(0x33000000)), ShiftRightRne(v, s));
   h = _mm512_mask_mov_epi32(h, _mm512_cmpge_epi32_mask(ax, Set(0x477FF000)), Set(0x7C00));
   const __mmask16 nan = _mm512_cmpgt_epi32_mask(ax, Set(0x7F800000));
-  h = _mm512_mask_mov_epi32(h, nan, _mm512_or_si512(Set(0x7E00), _mm512_and_si512(_mm512_srli_epi32(ax, 13), Set(0x3FF))));
+  h = _mm512_mask_mov_epi32(
+      h, nan, _mm512_or_si512(Set(0x7E00), _mm512_and_si512(_mm512_srli_epi32(ax, 13), Set(0x3FF))));
   const __m512i q = _mm512_or_si512(sign, h);
   // F16UlpLog2: max(exponent, 1) - 25. F16ToF32 is exact: the conversion instruction.
   const __m512i he = _mm512_and_si512(_mm512_srli_epi32(q, 10), Set(0x1F));
@@ -106,11 +107,13 @@ Quantized Fp8(__m512 m) {
   const __m512i qm = _mm512_and_si512(q, Set(0x7));
   const __m512i fsign = _mm512_slli_epi32(sign, 24);
   __m512i value = _mm512_or_si512(
-      fsign, _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(qe, Set(120)), 23), _mm512_slli_epi32(qm, 20)));
+      fsign,
+      _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(qe, Set(120)), 23), _mm512_slli_epi32(qm, 20)));
   const __m512 subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(qm), _mm512_set1_ps(0.001953125f));
   value = _mm512_mask_mov_epi32(value, _mm512_cmpeq_epi32_mask(qe, _mm512_setzero_si512()),
                                 _mm512_or_si512(fsign, _mm512_castps_si512(subnormal)));
-  value = _mm512_mask_mov_epi32(value, _mm512_cmpeq_epi32_mask(b, Set(0x7F)), _mm512_or_si512(fsign, Set(0x7FC00000)));
+  value = _mm512_mask_mov_epi32(value, _mm512_cmpeq_epi32_mask(b, Set(0x7F)),
+                                _mm512_or_si512(fsign, Set(0x7FC00000)));
   return {ordinal, _mm512_sub_epi32(_mm512_max_epi32(qe, Set(1)), Set(10)), _mm512_castsi512_ps(value)};
 }
 
@@ -145,7 +148,8 @@ void Contexts(const SpecContextParams& p, const float* mu, size_t n, const float
       const __m512i bucket = _mm512_maskz_mov_epi32(ordered, Floor(sb_clamped));
       // Sub-ulp offset f = (m - pv) * 2^-u (0 where 2^-u is out of range), 0 unless in [-1/2, 1/2].
       const __mmask16 in_range = _mm512_cmpge_epi32_mask(u, Set(-126)) & _mm512_cmple_epi32_mask(u, Set(126));
-      const __m512 inv_ulp = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(in_range, _mm512_sub_epi32(Set(127), u), 23));
+      const __m512 inv_ulp =
+          _mm512_castsi512_ps(_mm512_maskz_slli_epi32(in_range, _mm512_sub_epi32(Set(127), u), 23));
       const __m512 f0 = _mm512_mul_ps(_mm512_sub_ps(m, q.value), inv_ulp);
       const __mmask16 keep = _mm512_cmp_ps_mask(f0, _mm512_set1_ps(0.5f), _CMP_LE_OQ) &
                              _mm512_cmp_ps_mask(f0, _mm512_set1_ps(-0.5f), _CMP_GE_OQ);
@@ -162,8 +166,8 @@ void Contexts(const SpecContextParams& p, const float* mu, size_t n, const float
 
 }  // namespace
 
-void ContextsAvx512(const SpecContextParams& p, const float* mu, size_t n, const float* log2_sigma, size_t row,
-                    uint16_t* pred_ordinal, uint16_t* table) {
+void ContextsAvx512(const SpecContextParams& p, const float* mu, size_t n, const float* log2_sigma,
+                    size_t row, uint16_t* pred_ordinal, uint16_t* table) {
   if (p.fp8) {
     Contexts<Fp8>(p, mu, n, log2_sigma, row, pred_ordinal, table);
   } else if (p.f16) {

@@ -24,8 +24,8 @@
 
 namespace kvstash::spec::internal {
 
-void ContextsAvx512(const SpecContextParams& p, const float* mu, size_t n, const float* log2_sigma, size_t row,
-                    uint16_t* pred_ordinal, uint16_t* table);
+void ContextsAvx512(const SpecContextParams& p, const float* mu, size_t n, const float* log2_sigma,
+                    size_t row, uint16_t* pred_ordinal, uint16_t* table);
 void ContextsAvx2(const SpecContextParams& p, const float* mu, size_t n, const float* log2_sigma, size_t row,
                   uint16_t* pred_ordinal, uint16_t* table);
 

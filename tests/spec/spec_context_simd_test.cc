@@ -42,8 +42,8 @@ float Prediction(std::mt19937& rng) {
       return FromBits((any(rng) & 0xFFF00000u) | 0x80000u);  // exact fp8 tie (normal range)
     case 7:  // around each target's overflow, subnormal and zero thresholds
       return FromBits((any(rng) & 0x80000000u) |
-                      (std::array<uint32_t, 6>{0x477FF000u, 0x43E00000u, 0x38800000u, 0x33000000u, 0x3C800000u,
-                                               0x3A800000u}[rng() % 6] +
+                      (std::array<uint32_t, 6>{0x477FF000u, 0x43E00000u, 0x38800000u, 0x33000000u,
+                                               0x3C800000u, 0x3A800000u}[rng() % 6] +
                        static_cast<uint32_t>(static_cast<int>(rng() % 4097) - 2048)));
     default:
       return std::ldexp(std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng), static_cast<int>(mag(rng)));
@@ -69,8 +69,10 @@ struct Target {
   bool fp8, f16;
   float fp8_scale;
 };
-constexpr Target kTargets[] = {{"bf16", false, false, 1.0f},   {"f16", false, true, 1.0f},
-                               {"fp8 scale 1", true, false, 1.0f}, {"fp8 scale 0.0371", true, false, 0.0371f},
+constexpr Target kTargets[] = {{"bf16", false, false, 1.0f},
+                               {"f16", false, true, 1.0f},
+                               {"fp8 scale 1", true, false, 1.0f},
+                               {"fp8 scale 0.0371", true, false, 0.0371f},
                                {"fp8 scale 37.5", true, false, 37.5f}};
 
 void ExpectEqualToScalar(ContextsFn fn, const Target& target) {
