@@ -30,11 +30,17 @@ CLI::App* SubcommandFor(CLI::App* root, const std::string& path, std::map<std::s
   return parent;
 }
 
-// The command words of argv (after the tool's --log-level) when they name no command:
-// "nosuch" for `kvstash nosuch`, "calibrate nosuch" for `kvstash calibrate nosuch`;
-// empty when they do, or when there is no word to name one. CLI11 reports both as "A
-// subcommand is required", which hides the typo.
-std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
+// The command words of argv (after the tool's --log-level): `matched`, the command they
+// name ("put", "calibrate dckv"; empty for none), and `unknown`, the words up to the
+// first that names no command ("nosuch" for `kvstash nosuch`, "calibrate nosuch" for
+// `kvstash calibrate nosuch`; empty when every word named one). CLI11 reports an unknown
+// word as "A subcommand is required", which hides the typo, and its other parse errors
+// without the command they belong to.
+struct CommandWords {
+  std::string matched;
+  std::string unknown;
+};
+CommandWords ParseCommandWords(CLI::App& app, int argc, char** argv) {
   CLI::App* current = &app;
   std::string path;
   for (int i = 1; i < argc; ++i) {
@@ -48,12 +54,13 @@ std::string UnknownCommand(CLI::App& app, int argc, char** argv) {
     for (CLI::App* sub : current->get_subcommands([](CLI::App*) { return true; })) {
       if (sub->check_name(a)) next = sub;
     }
+    const std::string matched = path;
     path += (path.empty() ? "" : " ") + a;
-    if (next == nullptr) return path;
-    if (next->get_subcommands([](CLI::App*) { return true; }).empty()) return "";
+    if (next == nullptr) return {matched, path};
+    if (next->get_subcommands([](CLI::App*) { return true; }).empty()) return {path, ""};
     current = next;
   }
-  return "";
+  return {path, ""};
 }
 
 }  // namespace
@@ -95,15 +102,19 @@ int RunRegisteredCommands(const ToolInfo& tool, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (has_subcommands && e.get_exit_code() != 0) {
-      if (const std::string unknown = UnknownCommand(app, argc, argv); !unknown.empty()) {
-        std::fprintf(stderr, "%s: unknown command '%s' (%s --help lists the commands)\n", tool.name.c_str(),
-                     unknown.c_str(), tool.name.c_str());
-        return 2;
-      }
-    }
     // --help / --version exit 0; every usage error exits 2, as the commands' own do.
-    return app.exit(e) == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);
+    const CommandWords words = has_subcommands ? ParseCommandWords(app, argc, argv) : CommandWords{};
+    if (!words.unknown.empty()) {
+      std::fprintf(stderr, "%s: unknown command '%s' (%s --help lists the commands)\n", tool.name.c_str(),
+                   words.unknown.c_str(), tool.name.c_str());
+      return 2;
+    }
+    // "kvstash put: --key is required" and where the options are listed.
+    const std::string command = tool.name + (words.matched.empty() ? "" : " " + words.matched);
+    std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", command.c_str(), e.what(),
+                 command.c_str());
+    return 2;
   }
   return exit_code;
 }

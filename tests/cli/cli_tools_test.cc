@@ -125,6 +125,22 @@ TEST_F(CliToolsTest, AnUnknownCommandIsNamed) {
   EXPECT_NE(r.err.find("subcommand is required"), std::string::npos) << r.err;
 }
 
+// A usage error names the command it belongs to and where its options are listed.
+TEST_F(CliToolsTest, AUsageErrorNamesItsCommand) {
+  Output r = Sh(kCli + " --log-level warn put");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err, "kvstash put: --key is required\nRun 'kvstash put --help' for the options.\n");
+  r = Sh(kCli + " keys --dtype u8");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err.rfind("kvstash keys: --dtype: u8 not in {bf16,f16,f32,fp8_e4m3}\n", 0), 0u) << r.err;
+  r = Sh(kCli + " calibrate");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err.rfind("kvstash calibrate: ", 0), 0u) << r.err;
+  r = Sh(kBench + " codec --bogus-flag");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err.rfind("kvstash-bench codec: The following argument", 0), 0u) << r.err;
+}
+
 // An empty workload is a usage error (exit 2) named before the demo loads a model or
 // connects: here the server address is one where nothing listens.
 TEST_F(CliToolsTest, DemoRefusesAnEmptyWorkloadAsAUsageError) {
