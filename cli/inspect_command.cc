@@ -1,6 +1,7 @@
 // `kvstash inspect FILE`: prints the header of a stored chunk payload or
 // recurrent-state record as JSON, after the same checks a decoder makes
-// (docs/format/payload.md). Exit code 1 when the file does not verify.
+// (docs/format/payload.md). Exit status 1 when the file does not verify (the tool's
+// "the request failed"), 2 when it cannot be read; the message names the file.
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -14,21 +15,20 @@ namespace kvstash::cli {
 namespace {
 
 int Run(const std::string& path) {
+  // "kvstash inspect: FILE: Corruption: ..." on stderr; returns `code`.
+  const auto fail = [&path](const std::string& what, int code) {
+    std::cerr << "kvstash inspect: " << path << ": " << what << "\n";
+    return code;
+  };
   auto read = ReadFileBytes(path);
-  if (!read.ok()) {
-    std::cerr << "kvstash inspect: " << read.status().ToString() << "\n";
-    return 2;
-  }
+  if (!read.ok()) return fail(read.status().ToString(), 2);
   const std::vector<uint8_t>& bytes = *read;
   nlohmann::json j;
   j["file"] = path;
   j["bytes"] = bytes.size();
   if (bytes.size() >= 4 && bytes[3] == 'S' && bytes[2] == 'S') {
     auto rec = DecodeStateRecord(bytes);
-    if (!rec.ok()) {
-      std::cerr << "kvstash inspect: " << rec.status().ToString() << "\n";
-      return 1;
-    }
+    if (!rec.ok()) return fail(rec.status().ToString(), 1);
     j["kind"] = "recurrent_state";
     j["boundary_tokens"] = rec->state.boundary_tokens;
     j["model_fingerprint"] = ToHex(rec->model_fingerprint);
@@ -38,26 +38,19 @@ int Run(const std::string& path) {
     }
   } else {
     auto p = ParsePayload(bytes);
-    if (!p.ok()) {
-      std::cerr << "kvstash inspect: " << p.status().ToString() << "\n";
-      return 1;
-    }
+    if (!p.ok()) return fail(p.status().ToString(), 1);
     const PayloadHeader& h = p->header;
     if (h.codec == CodecId::kRaw) {
       // The body of a raw payload is the decoded chunk: verify its content checksum too.
       KvChunkView v{h.layout, h.tokens, p->body.first(std::min<size_t>(p->body.size(), h.layout.DataBytes(h.tokens))), {}};
       std::vector<float> scales(h.layout.NumScales());
       const size_t data = h.layout.DataBytes(h.tokens);
-      if (p->body.size() != data + 4 * scales.size()) {
-        std::cerr << "kvstash inspect: Corruption: raw payload body size does not match its layout\n";
-        return 1;
-      }
+      if (p->body.size() != data + 4 * scales.size())
+        return fail("Corruption: raw payload body size does not match its layout", 1);
       for (size_t i = 0; i < scales.size(); ++i) scales[i] = FromBits(LoadLe<uint32_t>(p->body.data() + data + 4 * i));
       v.scales = scales;
-      if (v.ContentChecksum() != h.content_checksum) {
-        std::cerr << "kvstash inspect: Corruption: raw payload content checksum mismatch\n";
-        return 1;
-      }
+      if (v.ContentChecksum() != h.content_checksum)
+        return fail("Corruption: raw payload content checksum mismatch", 1);
     }
     j["kind"] = "chunk_payload";
     j["codec_id"] = static_cast<int>(h.codec);
@@ -84,7 +77,7 @@ int Run(const std::string& path) {
 }
 
 const bool kRegistered = RegisterCommand(
-    "inspect", "Verify and print the header of a stored payload or state record",
+    "inspect", "Verify and print the header of a stored payload or state record (exit 1: it does not verify)",
     [](CLI::App* cmd) {
       auto path = std::make_shared<std::string>();
       cmd->add_option("file", *path, "Payload (.kvsp) or state record file")->required();

@@ -1,4 +1,5 @@
 """The `kvstash keys` command agrees with the Python key implementation."""
+
 import json
 import os
 import subprocess
@@ -19,13 +20,36 @@ def test_keys_command_matches_python():
     fp = bytes(range(32))
     tokens = [5, 17, 49151, 0, 7, 7, 7]
     out = subprocess.run(
-        [KVSTASH, "keys", "--model-fingerprint", fp.hex(), "--chunk-tokens", "3",
-         "--tenant", "acme", "--codec", "spec", "--tokens", ",".join(map(str, tokens)),
-         "--partial"],
-        check=True, capture_output=True, text=True).stdout
+        [
+            KVSTASH,
+            "keys",
+            "--model-fingerprint",
+            fp.hex(),
+            "--chunk-tokens",
+            "3",
+            "--tenant",
+            "acme",
+            "--codec",
+            "spec",
+            "--tokens",
+            ",".join(map(str, tokens)),
+            "--partial",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     got = json.loads(out)
-    ns = Namespace(model_fingerprint=fp, kv_dtype="bf16", n_layers=30, n_kv_heads=3,
-                   head_dim=64, chunk_tokens=3, tenant=b"acme", codec_id=b"spec")
+    ns = Namespace(
+        model_fingerprint=fp,
+        kv_dtype="bf16",
+        n_layers=30,
+        n_kv_heads=3,
+        head_dim=64,
+        chunk_tokens=3,
+        tenant=b"acme",
+        codec_id=b"spec",
+    )
     d = namespace_digest(ns)
     assert got["namespace_digest"] == d.hex()
     want = chunk_keys(d, tokens, 3, True)
@@ -39,23 +63,35 @@ def test_keys_command_model_file_is_the_producers_fingerprint(tmp_path):
     of the weights file as 64 bytes of text (the same as --model-fingerprint with the hex
     of that text), not the 32 raw digest bytes."""
     import hashlib
+
     weights = tmp_path / "w.gguf"
     weights.write_bytes(b"GGUF" + bytes(range(256)) * 4)
     text = hashlib.sha256(weights.read_bytes()).hexdigest().encode()
     base = [KVSTASH, "keys", "--chunk-tokens", "2", "--tokens", "1,2,3,4"]
 
     def digest(*extra):
-        return json.loads(subprocess.run(base + list(extra), check=True, capture_output=True,
-                                         text=True).stdout)["namespace_digest"]
+        return json.loads(
+            subprocess.run(base + list(extra), check=True, capture_output=True, text=True).stdout
+        )["namespace_digest"]
 
     got = digest("--model-file", str(weights))
-    want = namespace_digest(Namespace(model_fingerprint=text, kv_dtype="bf16", n_layers=30,
-                                      n_kv_heads=3, head_dim=64, chunk_tokens=2, codec_id=b"raw"))
+    want = namespace_digest(
+        Namespace(
+            model_fingerprint=text,
+            kv_dtype="bf16",
+            n_layers=30,
+            n_kv_heads=3,
+            head_dim=64,
+            chunk_tokens=2,
+            codec_id=b"raw",
+        )
+    )
     assert got == want.hex()
     assert got == digest("--model-fingerprint", text.hex())
     assert got != digest("--model-fingerprint", text.decode())  # the 32 raw bytes
-    r = subprocess.run(base + ["--model-file", str(weights), "--model-fingerprint", "00"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        base + ["--model-file", str(weights), "--model-fingerprint", "00"], capture_output=True, text=True
+    )
     assert r.returncode == 2
     r = subprocess.run(base + ["--model-file", str(tmp_path / "none")], capture_output=True, text=True)
     assert r.returncode == 2
@@ -67,6 +103,7 @@ def _vllm_fingerprint(files, config=None, overrides=None):
     the config file's name (config.json / adapter_config.json), a NUL and its bytes; then
     b"hf_overrides", a NUL and the overrides' canonical JSON when they are not empty."""
     import hashlib
+
     h = hashlib.sha256()
     for f in sorted(files, key=lambda p: p.name):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
@@ -78,8 +115,9 @@ def _vllm_fingerprint(files, config=None, overrides=None):
 
 
 def _canonical(obj):
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False).encode("ascii")
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode(
+        "ascii"
+    )
 
 
 @pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
@@ -96,21 +134,44 @@ def test_keys_command_vllm_model_and_adapter_are_the_connectors_fields(tmp_path)
         f.write_bytes(bytes([i]) * 1000 + b"tensors")
     (model / "config.json").write_text('{"rope_theta": 100000.0, "num_hidden_layers": 30}')
     (model / "pytorch_model.bin").write_bytes(b"ignored: safetensors win")
-    (model / "generation_config.json").write_text("{}")       # not part of the KV
+    (model / "generation_config.json").write_text("{}")  # not part of the KV
     (adapter / "adapter_model.bin").write_bytes(b"lora weights")
     (adapter / "adapter_config.json").write_text('{"r": 8, "lora_alpha": 16}')
-    base = [KVSTASH, "keys", "--chunk-tokens", "2", "--tokens", "1,2,3,4", "--tenant", "vllm",
-            "--adapter-name", "sql", "--adapter-id", "1"]
+    base = [
+        KVSTASH,
+        "keys",
+        "--chunk-tokens",
+        "2",
+        "--tokens",
+        "1,2,3,4",
+        "--tenant",
+        "vllm",
+        "--adapter-name",
+        "sql",
+        "--adapter-id",
+        "1",
+    ]
 
     def run(*extra):
         r = subprocess.run(base + list(extra), capture_output=True, text=True)
         return r.returncode, (json.loads(r.stdout)["namespace_digest"] if r.returncode == 0 else r.stderr)
 
     def want(fp, ad):
-        return namespace_digest(Namespace(model_fingerprint=fp.hex().encode(), kv_dtype="bf16",
-                                          n_layers=30, n_kv_heads=3, head_dim=64, chunk_tokens=2,
-                                          adapter_name=b"sql", adapter_id=b"1", adapter_digest=ad,
-                                          tenant=b"vllm", codec_id=b"raw")).hex()
+        return namespace_digest(
+            Namespace(
+                model_fingerprint=fp.hex().encode(),
+                kv_dtype="bf16",
+                n_layers=30,
+                n_kv_heads=3,
+                head_dim=64,
+                chunk_tokens=2,
+                adapter_name=b"sql",
+                adapter_id=b"1",
+                adapter_digest=ad,
+                tenant=b"vllm",
+                codec_id=b"raw",
+            )
+        ).hex()
 
     rc, got = run("--vllm-model", str(model), "--vllm-adapter", str(adapter))
     assert rc == 0, got
@@ -132,7 +193,9 @@ def test_keys_command_vllm_model_and_adapter_are_the_connectors_fields(tmp_path)
     (model / "config.json").unlink()
     (adapter / "adapter_config.json").unlink()
     rc, bare = run("--vllm-model", str(model), "--vllm-adapter", str(adapter))
-    assert rc == 0 and bare == want(_vllm_fingerprint(shards), _vllm_fingerprint([adapter / "adapter_model.bin"]))
+    assert rc == 0 and bare == want(
+        _vllm_fingerprint(shards), _vllm_fingerprint([adapter / "adapter_model.bin"])
+    )
     # One weights file: its name enters the digest too (unlike --model-file).
     rc, one = run("--vllm-model", str(shards[1]), "--vllm-adapter", str(adapter))
     assert rc == 0 and one != bare
@@ -159,16 +222,47 @@ def _float_cases():
     bit patterns (all finite doubles are fair game)."""
     import random
     import struct
+
     rnd = random.Random(1234)
-    out = [0.0, -0.0, 1.0, -1.5, 0.1, 0.2 + 0.1, 1 / 3, 10000.0, 1e-4, 1.5e-4, 9.99e-5, 1e-5,
-           1e15, 1e16, 9999999999999998.0, 1234567890123456.7, 12345678901234567.0, 2.0 ** 53,
-           2.0 ** 63, 2.0 ** 64, 1e22, 1e23, 5e-324, 2.2250738585072014e-308,
-           1.7976931348623157e308, 123.456, 100.0, 1e100, -2.5e-7, 0.5, 4.35, 0.3]
+    out = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.5,
+        0.1,
+        0.2 + 0.1,
+        1 / 3,
+        10000.0,
+        1e-4,
+        1.5e-4,
+        9.99e-5,
+        1e-5,
+        1e15,
+        1e16,
+        9999999999999998.0,
+        1234567890123456.7,
+        12345678901234567.0,
+        2.0**53,
+        2.0**63,
+        2.0**64,
+        1e22,
+        1e23,
+        5e-324,
+        2.2250738585072014e-308,
+        1.7976931348623157e308,
+        123.456,
+        100.0,
+        1e100,
+        -2.5e-7,
+        0.5,
+        4.35,
+        0.3,
+    ]
     while len(out) < 3000:
         v = struct.unpack("<d", rnd.getrandbits(64).to_bytes(8, "little"))[0]
         if v == v and abs(v) != float("inf"):
             out.append(v)
-    for _ in range(1000):                                    # human-sized values
+    for _ in range(1000):  # human-sized values
         out.append(round(rnd.uniform(-1e6, 1e6), rnd.randrange(0, 12)))
     return out
 
@@ -192,13 +286,21 @@ def test_keys_command_hf_overrides_canonical_json(tmp_path):
 
     def want(overrides):
         fp = _vllm_fingerprint([model / "model.safetensors"], model / "config.json", overrides)
-        return namespace_digest(Namespace(model_fingerprint=fp.hex().encode(), kv_dtype="bf16",
-                                          n_layers=30, n_kv_heads=3, head_dim=64, chunk_tokens=2,
-                                          codec_id=b"raw")).hex()
+        return namespace_digest(
+            Namespace(
+                model_fingerprint=fp.hex().encode(),
+                kv_dtype="bf16",
+                n_layers=30,
+                n_kv_heads=3,
+                head_dim=64,
+                chunk_tokens=2,
+                codec_id=b"raw",
+            )
+        ).hex()
 
     rc, none = run()
     assert rc == 0 and none == want(None)
-    assert run("--vllm-hf-overrides", "{}") == (0, none)      # empty: no overrides part
+    assert run("--vllm-hf-overrides", "{}") == (0, none)  # empty: no overrides part
     rc, rope = run("--vllm-hf-overrides", '{"rope_theta": 10000}')
     assert rc == 0 and rope == want({"rope_theta": 10000}) and rope != none
     # The same object spelt differently: same digest. 10000 and 10000.0 differ (int vs float
@@ -206,11 +308,23 @@ def test_keys_command_hf_overrides_canonical_json(tmp_path):
     assert run("--vllm-hf-overrides", ' { "rope_theta" :10000 } ') == (0, rope)
     rc, f = run("--vllm-hf-overrides", '{"rope_theta": 1e4}')
     assert rc == 0 and f == want({"rope_theta": 10000.0}) and f != rope
-    nested = {"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192,
-                               "beta": [1, 32.5, None, True, False]},
-              "z": -0.0, "a": {"b": {"c": {}}, "empty": []}, "num_layers": -9223372036854775808,
-              "big": 18446744073709551615, "text": "caf\u00e9 \u2603 \U0001F600 tab\t nl\n \x01 \x7f \" \\ /",
-              "\u00e9": 1, "e": 2, "\U0001F600": 3, "\uffff": 4}
+    nested = {
+        "rope_scaling": {
+            "type": "yarn",
+            "factor": 4.0,
+            "original_max_position_embeddings": 8192,
+            "beta": [1, 32.5, None, True, False],
+        },
+        "z": -0.0,
+        "a": {"b": {"c": {}}, "empty": []},
+        "num_layers": -9223372036854775808,
+        "big": 18446744073709551615,
+        "text": 'caf\u00e9 \u2603 \U0001f600 tab\t nl\n \x01 \x7f " \\ /',
+        "\u00e9": 1,
+        "e": 2,
+        "\U0001f600": 3,
+        "\uffff": 4,
+    }
     text = json.dumps(nested, ensure_ascii=False, indent=1)  # raw UTF-8, unsorted, spaced
     rc, got = run("--vllm-hf-overrides", text)
     assert rc == 0, got
@@ -221,23 +335,36 @@ def test_keys_command_hf_overrides_canonical_json(tmp_path):
     assert rc == 0 and got == want({"f": floats}), got
     # Refused (exit 2): not an object, not JSON, NaN/Infinity (not JSON), numbers Python
     # reads differently (integers beyond 64 bits, 1e400); without --vllm-model.
-    for bad in ("[1]", "3", "{", '{"a": NaN}', '{"a": Infinity}', '{"a": 18446744073709551616}',
-                '{"a": -9223372036854775809}', '{"a": 1e400}', '{"a": "\\ud800"}', "",
-                '{"a":' + "[" * 20000 + "]" * 20000 + "}"):  # nested 20,000 deep (crashed)
+    for bad in (
+        "[1]",
+        "3",
+        "{",
+        '{"a": NaN}',
+        '{"a": Infinity}',
+        '{"a": 18446744073709551616}',
+        '{"a": -9223372036854775809}',
+        '{"a": 1e400}',
+        '{"a": "\\ud800"}',
+        "",
+        '{"a":' + "[" * 20000 + "]" * 20000 + "}",
+    ):  # nested 20,000 deep (crashed)
         rc, err = run("--vllm-hf-overrides", bad)
         assert rc == 2 and "--vllm-hf-overrides" in err, (bad, err)
-    r = subprocess.run([KVSTASH, "keys", "--tokens", "1", "--vllm-hf-overrides", "{}"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [KVSTASH, "keys", "--tokens", "1", "--vllm-hf-overrides", "{}"], capture_output=True, text=True
+    )
     assert r.returncode == 2
 
 
 @pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
 def test_keys_command_rejects_bad_input():
-    r = subprocess.run([KVSTASH, "keys", "--tokens", "1,2", "--model-fingerprint", "abc"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [KVSTASH, "keys", "--tokens", "1,2", "--model-fingerprint", "abc"], capture_output=True, text=True
+    )
     assert r.returncode != 0 and "hex" in r.stderr
-    r = subprocess.run([KVSTASH, "keys", "--tokens", "1", "--tp-rank", "2", "--tp-size", "2"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [KVSTASH, "keys", "--tokens", "1", "--tp-rank", "2", "--tp-size", "2"], capture_output=True, text=True
+    )
     assert r.returncode != 0 and "InvalidArgument" in r.stderr
 
 
@@ -247,19 +374,55 @@ def test_keys_command_every_namespace_field_and_extra_keys():
     keys exactly as the independent implementation computes them (issue 19, defect 2)."""
     fp = bytes(range(32))
     tokens = [0] * 7  # prompt-embedding requests: token ids carry nothing
-    args = [KVSTASH, "keys", "--model-fingerprint", fp.hex(), "--chunk-tokens", "3",
-            "--tp-rank", "1", "--tp-size", "4", "--adapter-name", "sql", "--adapter-id", "7",
-            "--adapter-digest", "w1", "--codec-artifact-digest", "a1", "--cache-salt", "s",
-            "--dtype", "f16", "--tokens", ",".join(map(str, tokens)), "--partial"]
+    args = [
+        KVSTASH,
+        "keys",
+        "--model-fingerprint",
+        fp.hex(),
+        "--chunk-tokens",
+        "3",
+        "--tp-rank",
+        "1",
+        "--tp-size",
+        "4",
+        "--adapter-name",
+        "sql",
+        "--adapter-id",
+        "7",
+        "--adapter-digest",
+        "w1",
+        "--codec-artifact-digest",
+        "a1",
+        "--cache-salt",
+        "s",
+        "--dtype",
+        "f16",
+        "--tokens",
+        ",".join(map(str, tokens)),
+        "--partial",
+    ]
 
     def run(*extra):
-        return json.loads(subprocess.run(args + list(extra), check=True, capture_output=True,
-                                         text=True).stdout)
+        return json.loads(
+            subprocess.run(args + list(extra), check=True, capture_output=True, text=True).stdout
+        )
 
-    ns = Namespace(model_fingerprint=fp, kv_dtype="f16", n_layers=30, n_kv_heads=3,
-                   head_dim=64, chunk_tokens=3, tp_rank=1, tp_size=4, adapter_name=b"sql",
-                   adapter_id=b"7", adapter_digest=b"w1", codec_id=b"raw",
-                   codec_artifact_digest=b"a1", cache_salt=b"s")
+    ns = Namespace(
+        model_fingerprint=fp,
+        kv_dtype="f16",
+        n_layers=30,
+        n_kv_heads=3,
+        head_dim=64,
+        chunk_tokens=3,
+        tp_rank=1,
+        tp_size=4,
+        adapter_name=b"sql",
+        adapter_id=b"7",
+        adapter_digest=b"w1",
+        codec_id=b"raw",
+        codec_artifact_digest=b"a1",
+        cache_salt=b"s",
+    )
     d = namespace_digest(ns)
     a = run("--extra-key", "0:emb-a", "--extra-key", "2:img")
     b = run("--extra-key", "0:emb-b", "--extra-key", "2:img")
@@ -278,8 +441,11 @@ def test_keys_command_every_namespace_field_and_extra_keys():
 def test_client_commands_refuse_a_deadline_outside_1ms_to_1h(deadline):
     """--deadline-ms 0 was accepted and failed every call at once with a message that
     blamed the server."""
-    r = subprocess.run([KVSTASH, "stats", "--server", "127.0.0.1:1", "--deadline-ms", deadline],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [KVSTASH, "stats", "--server", "127.0.0.1:1", "--deadline-ms", deadline],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "--deadline-ms" in r.stderr, (r.returncode, r.stderr)
 
 
@@ -297,4 +463,4 @@ def test_inspect_rejects_directories_and_garbage(tmp_path):
     junk = tmp_path / "junk.kvsp"
     junk.write_bytes(b"KVSP\x01\x00\x88\x00" + bytes(200))  # v1, header size 136, bad CRC
     r = subprocess.run([KVSTASH, "inspect", str(junk)], capture_output=True, text=True)
-    assert r.returncode == 1 and "Corruption" in r.stderr
+    assert r.returncode == 1 and f"kvstash inspect: {junk}: Corruption" in r.stderr, r.stderr
