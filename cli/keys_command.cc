@@ -360,6 +360,11 @@ int Run(const KeysOptions& o) {
                            {"tokens", k.tokens}, {"partial", k.partial}});
   }
   std::cout << j.dump(1) << "\n";
+  // An empty chain is correct but easy to misread: say why on stderr.
+  if (keys->empty() && !o.partial && !tokens.empty()) {
+    std::cerr << "kvstash keys: " << tokens.size() << " tokens are fewer than one chunk of "
+              << spec.chunk_tokens << ", so no chunk is keyed (--partial keys a final partial chunk)\n";
+  }
   return 0;
 }
 

@@ -58,6 +58,16 @@ def test_keys_command_matches_python():
 
 
 @pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+def test_keys_command_explains_an_empty_chain():
+    base = [KVSTASH, "keys", "--model-fingerprint", "00" * 32, "--chunk-tokens", "4", "--tokens", "1,2,3"]
+    r = subprocess.run(base, check=True, capture_output=True, text=True)
+    assert json.loads(r.stdout)["chunks"] == []
+    assert "3 tokens are fewer than one chunk of 4" in r.stderr and "--partial" in r.stderr, r.stderr
+    r = subprocess.run(base + ["--partial"], check=True, capture_output=True, text=True)
+    assert [c["tokens"] for c in json.loads(r.stdout)["chunks"]] == [3] and r.stderr == ""
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
 def test_keys_command_model_file_is_the_producers_fingerprint(tmp_path):
     """--model-file gives the field kvstash's producers write: the lowercase hex SHA-256
     of the weights file as 64 bytes of text (the same as --model-fingerprint with the hex
