@@ -5,10 +5,11 @@
 #include <iostream>
 #include <string>
 
-#include "common/default_paths.h"
-#include "cli/command_registry.h"
 #include "benchmarks/drivers/dckv_bench.h"
+#include "cli/command_registry.h"
 #include "cli/dckv_flags.h"
+#include "cli/output_dir.h"
+#include "common/default_paths.h"
 
 namespace kvstash::cli {
 namespace {
@@ -22,7 +23,9 @@ const bool kRegistered = RegisterCommand(
       auto rates = std::make_shared<std::vector<double>>();
       cmd->add_option("--rate", *rates, "Target ratio vs bf16 (repeatable; default 8 16 24 32 48)")->check(DckvRatioValidator());
       cmd->add_option("--model", o->model_path, "Target model file")->capture_default_str();
-      cmd->add_option("--out", o->artifact_dir, "Output folder")->capture_default_str();
+      cmd->add_option("--out", o->artifact_dir, "Output folder")
+          ->capture_default_str()
+          ->check(WritableOutputDir());
       cmd->add_option("--cal-tokens", o->cal_tokens, "Calibration tokens")->capture_default_str()->check(CLI::PositiveNumber);
       cmd->add_option("--doc-tokens", o->cal_doc_tokens, "Tokens per calibration document")->capture_default_str()->check(CLI::PositiveNumber);
       cmd->add_option("--group-layers", o->group_layers, "Layers per transform group")->capture_default_str()->check(CLI::PositiveNumber);

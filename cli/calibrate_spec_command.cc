@@ -3,10 +3,11 @@
 // (codec/spec/spec_artifact.h) to --out.
 #include <iostream>
 
-#include "common/default_paths.h"
-#include "cli/command_registry.h"
 #include "benchmarks/drivers/spec_bench.h"
+#include "cli/command_registry.h"
+#include "cli/output_dir.h"
 #include "cli/spec_flags.h"
+#include "common/default_paths.h"
 
 namespace kvstash::cli {
 namespace {
@@ -39,7 +40,9 @@ const bool kRegistered = RegisterCommand(
       o->spec.model_path = DefaultModelPath();
       o->spec.artifact_dir = DefaultArtifactDir();
       cmd->add_option("--dtype", o->dtype, "KV dtype: bf16, fp8 or both")->capture_default_str();
-      cmd->add_option("--out", o->spec.artifact_dir, "Output folder")->capture_default_str();
+      cmd->add_option("--out", o->spec.artifact_dir, "Output folder")
+          ->capture_default_str()
+          ->check(WritableOutputDir());
       AddSpecRunOptions(cmd, &o->spec);
       return [o] { return Run(*o); };
     });

@@ -474,3 +474,16 @@ def test_inspect_rejects_directories_and_garbage(tmp_path):
     junk.write_bytes(b"KVSP\x01\x00\x88\x00" + bytes(200))  # v1, header size 136, bad CRC
     r = subprocess.run([KVSTASH, "inspect", str(junk)], capture_output=True, text=True)
     assert r.returncode == 1 and f"kvstash inspect: {junk}: Corruption" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not os.path.exists(KVSTASH), reason="build/kvstash not built")
+@pytest.mark.parametrize("codec", ["spec", "dckv"])
+def test_calibrate_refuses_an_unusable_out_folder_before_any_work(tmp_path, codec):
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    for out in (not_a_folder, not_a_folder / "sub"):
+        r = subprocess.run(
+            [KVSTASH, "calibrate", codec, "--out", str(out)], capture_output=True, text=True, timeout=30
+        )
+        assert r.returncode == 2, r.stderr
+        assert f"kvstash calibrate {codec}: --out: {not_a_folder} is not a folder" in r.stderr, r.stderr

@@ -1,0 +1,19 @@
+// A CLI11 validator for an output folder flag (`--out DIR`), so that a command which
+// writes its results after minutes of work refuses an unusable folder at parse time,
+// before any work.
+//
+// The folder passes when it is a directory this process may write into, or when it does
+// not exist yet and its nearest existing ancestor is such a directory (the command
+// creates it). Nothing is created or written by the check.
+// Errors (CLI11 ValidationError text, exit 2 through the command runner): "DIR is not a
+// folder", "cannot write into DIR (<strerror>)".
+// Thread-safety: the validator is stateless.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kvstash::cli {
+
+CLI::Validator WritableOutputDir();
+
+}  // namespace kvstash::cli
