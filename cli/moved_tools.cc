@@ -76,7 +76,7 @@ std::optional<int> RunMovedTool(int argc, char** argv) {
   execvp(tool.c_str(), args.data());
   std::fprintf(stderr, "kvstash: cannot run %s (%s), and no %s on PATH can be run (%s)\n", sibling.c_str(),
                std::strerror(sibling_errno), tool.c_str(), std::strerror(errno));
-  return 2;
+  return 127;
 }
 
 }  // namespace kvstash::cli

@@ -6,7 +6,8 @@
 // The alias prints one line to stderr saying where the command moved, then execs the
 // sibling binary: the one in the directory of /proc/self/exe, else the first on PATH.
 // The exit status is then the new tool's. When neither exists (or cannot be run) it
-// prints an error naming the expected path and the exit status is 2.
+// prints an error naming the expected path and the exit status is 127, the shell's
+// "command not found".
 //
 // Thread-safety: call once, from main(), before any other thread starts.
 #pragma once
@@ -16,7 +17,7 @@
 namespace kvstash::cli {
 
 // When argv is an old spelling, does not return unless the exec failed: then returns
-// 2. Returns nullopt when argv is not an old spelling (parse it as usual).
+// 127. Returns nullopt when argv is not an old spelling (parse it as usual).
 std::optional<int> RunMovedTool(int argc, char** argv);
 
 }  // namespace kvstash::cli

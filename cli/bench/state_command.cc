@@ -17,9 +17,15 @@ struct BenchStateOptions {
 };
 
 int Run(const BenchStateOptions& o) {
-  std::printf("%9s  %-9s %8s %9s %9s %6s %9s %6s %10s %6s\n", "boundary", "part", "scalars",
-              "raw_B", "zstd_B", "ratio", "zshuf_B", "ratio", "bplane_B", "ratio");
-  auto print_row = [](const nlohmann::json& p) {
+  // The header goes out with the first row, so that a bad --model or --text prints only
+  // its error.
+  bool header_printed = false;
+  auto print_row = [&header_printed](const nlohmann::json& p) {
+    if (!header_printed) {
+      std::printf("%9s  %-9s %8s %9s %9s %6s %9s %6s %10s %6s\n", "boundary", "part", "scalars", "raw_B",
+                  "zstd_B", "ratio", "zshuf_B", "ratio", "bplane_B", "ratio");
+      header_printed = true;
+    }
     std::printf("%9u  %-9s %8llu %9llu %9llu %6.3f %9llu %6.3f %10.1f %6.3f\n",
                 p["boundary_tokens"].get<uint32_t>(), p["part"].get<std::string>().c_str(),
                 p["scalars"].get<unsigned long long>(), p["raw_bytes"].get<unsigned long long>(),

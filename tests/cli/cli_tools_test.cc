@@ -2,7 +2,7 @@
 // commands only and names kvstash-bench and kvstash-demo; `kvstash-bench --help` lists
 // every benchmark; the old spellings `kvstash bench X` and `kvstash demo` run the new
 // tools with the same arguments after one moved-line on stderr, with the new tool's
-// exit status, and fail with exit 2 naming the expected path when the sibling is
+// exit status, and fail with exit 127 naming the expected path when the sibling is
 // missing; the kvstash binary needs no libhiredis and holds no bench-driver or demo code.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -136,6 +136,11 @@ TEST_F(CliToolsTest, AUsageErrorNamesItsCommand) {
   r = Sh(kCli + " calibrate");
   EXPECT_EQ(r.rc, 2);
   EXPECT_EQ(r.err.rfind("kvstash calibrate: ", 0), 0u) << r.err;
+  // An error found before the first row prints no table header.
+  r = Sh(kBench + " state --model " + (dir_ / "missing.bin").string());
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.out, "");
+  EXPECT_NE(r.err.find("missing.bin"), std::string::npos) << r.err;
   r = Sh(kBench + " codec --bogus-flag");
   EXPECT_EQ(r.rc, 2);
   EXPECT_EQ(r.err.rfind("kvstash-bench codec: The following argument", 0), 0u) << r.err;
@@ -194,10 +199,10 @@ TEST_F(CliToolsTest, AnOldSpellingFindsTheToolOnPathOrFailsNamingIt) {
   const fs::path lone = dir_ / "kvstash";
   fs::copy_file(kCli, lone);
   Output r = Sh("PATH=" + (dir_ / "nowhere").string() + " " + lone.string() + " bench codec --help");
-  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.rc, 127) << r.err;
   EXPECT_NE(r.err.find((dir_ / "kvstash-bench").string()), std::string::npos) << r.err;
   r = Sh("PATH=" + (dir_ / "nowhere").string() + " " + lone.string() + " demo");
-  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.rc, 127) << r.err;
   EXPECT_NE(r.err.find((dir_ / "kvstash-demo").string()), std::string::npos) << r.err;
   // With the tools' folder on PATH it runs the one there.
   r = Sh("PATH=" + fs::path(kBench).parent_path().string() + " " + lone.string() + " bench codec --help");
