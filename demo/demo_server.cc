@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -124,6 +125,21 @@ std::string DiagnoseStartFailure(const DemoServerOptions& o) {
   return why;
 }
 
+// Writes {"tenants": [{"name": tenant, "credential": credential}]} (server/config.h) to
+// `path`, readable and writable by this user only (mode 0600, also when it existed).
+Status WritePrivateConfig(const std::string& path, const std::string& tenant, const std::string& credential) {
+  const std::string text =
+      nlohmann::json{{"tenants", {{{"name", tenant}, {"credential", credential}}}}}.dump(1) + "\n";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::Unavailable("cannot write " + path + ": " + std::strerror(errno));
+  const bool ok =
+      fchmod(fd, 0600) == 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  const int e = errno;
+  close(fd);
+  if (!ok) return Status::Unavailable("cannot write " + path + ": " + std::strerror(e));
+  return Status::Ok();
+}
+
 }  // namespace
 
 DemoServer::~DemoServer() { Stop(); }
@@ -141,13 +157,13 @@ Status DemoServer::Start(const DemoServerOptions& o) {
   if (ec) return Status::Unavailable("cannot create " + o.data_dir + ": " + ec.message());
   const std::string ready = o.data_dir + "/.demo-ready.json";
   std::filesystem::remove(ready, ec);
+  // The tenant's credential goes in a config file only this user can read, not on the
+  // command line, which every local user can read in ps or /proc/PID/cmdline.
+  const std::string config = o.data_dir + "/.demo-server.json";
+  KVSTASH_RETURN_IF_ERROR(WritePrivateConfig(config, o.tenant, o.credential));
   std::vector<std::string> argv = o.launcher;
-  argv.insert(argv.end(), {o.binary,
-                           "--port", std::to_string(o.port),
-                           "--http-port", std::to_string(o.http_port),
-                           "--listen", o.listen,
-                           "--tenant", o.tenant + "=" + o.credential,
-                           "--ready-file", ready,
+  argv.insert(argv.end(), {o.binary, "--config", config, "--port", std::to_string(o.port), "--http-port",
+                           std::to_string(o.http_port), "--listen", o.listen, "--ready-file", ready,
                            "--log-level", "warn"});
   if (!o.memory_only) argv.insert(argv.end(), {"--data-dir", o.data_dir});
   argv.insert(argv.end(), o.extra_args.begin(), o.extra_args.end());

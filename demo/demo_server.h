@@ -1,5 +1,7 @@
 // A kvstash-server child process for `kvstash-demo --start-server BIN`: spawned with
-// the given data folder, ports and one tenant, waited for through its --ready-file
+// the given data folder, ports and one tenant (its credential in a mode-0600 config file
+// in the data folder, .demo-server.json, never on the server's command line), waited
+// for through its --ready-file
 // (so port 0 works), stopped with SIGTERM (the server drains and exits) unless the
 // user keeps it running. StartServerAndConnect() is the start-up both demo model kinds
 // share (optional server, client, ping).

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -90,6 +91,29 @@ TEST_F(DemoServerTest, AServerThatDiedIsNamedWithItsStatusAndLog) {
                                          ") was killed by signal 9; its log: " + o.log_file);
   EXPECT_EQ(s.Stop(), 128 + SIGKILL);
   EXPECT_EQ(StartedServerExitNote(), "");
+}
+
+// The tenant's credential is in a mode-0600 config file, not on the server's command line
+// (which every local user can read), and a client with it is let in.
+TEST_F(DemoServerTest, TheCredentialIsNotOnTheCommandLine) {
+  DemoServer s;
+  const DemoServerOptions o = Options("private");
+  ASSERT_TRUE(s.Start(o).ok());
+  std::ifstream cmdline_file("/proc/" + std::to_string(s.pid()) + "/cmdline");
+  const std::string cmdline{std::istreambuf_iterator<char>(cmdline_file), std::istreambuf_iterator<char>()};
+  EXPECT_NE(cmdline.find("--config"), std::string::npos);
+  EXPECT_EQ(cmdline.find(o.credential), std::string::npos) << cmdline;
+  const auto perms = std::filesystem::status(o.data_dir + "/.demo-server.json").permissions();
+  EXPECT_EQ(perms & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  ClientOptions co;
+  co.servers = {"127.0.0.1:" + std::to_string(s.port())};
+  co.tenant = o.tenant;
+  co.credential = o.credential;
+  auto client = Client::Create(co);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  EXPECT_TRUE((*client)->Ping(0).ok());
+  EXPECT_EQ(s.Stop(), 0);
 }
 
 TEST_F(DemoServerTest, AHeldPortOrDataFolderNamesItsHolder) {
