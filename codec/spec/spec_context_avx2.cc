@@ -73,66 +73,68 @@ Quantized Bf16(__m256 m) {
           _mm256_castsi256_ps(_mm256_slli_epi32(q, 16))};
 }
 
+// The two narrow targets below share the rounding of F32ToF16 / F32ToFp8E4M3 and the
+// widening of F16ToF32 / Fp8E4M3ToF32 for finite values. As in spec_context_avx512.cc: a
+// format is named by min_normal_e, the fp32 biased exponent of its smallest normal (f16
+// 113, e4m3 121), and mant_drop, the fp32 mantissa bits it drops (13, 20); min_sub_e is
+// the smallest fp32 exponent that does not round to 0 (102, 117). RoundMagnitude gives
+// the exponent and mantissa fields (ShiftRightRne of the fp32 bits rebased, or of the
+// significand for subnormal results); lanes at or above the overflow point, Inf and NaN
+// are the caller's.
+__m256i RoundMagnitude(__m256i ax, int min_normal_e, int mant_drop, int min_sub_e) {
+  const __m256i e = _mm256_srli_epi32(ax, 23);
+  const __m256i sub = Lt(e, Set(min_normal_e));
+  const __m256i mant = _mm256_or_si256(_mm256_and_si256(ax, Set(0x7FFFFF)), Set(0x800000));
+  const __m256i v = Select(sub, _mm256_sub_epi32(ax, Set((min_normal_e - 1) << 23)), mant);
+  const __m256i s = Select(sub, Set(mant_drop), _mm256_sub_epi32(Set(min_normal_e + mant_drop), e));
+  return _mm256_and_si256(Ge(e, Set(min_sub_e)), ShiftRightRne(v, s));
+}
+
+// The fp32 bits of a finite magnitude with exponent field qe and mantissa field qm of
+// such a format: normal, or for qe == 0 the subnormal qm * 2^(min_normal_e - 150 + mant_drop).
+__m256i WidenMagnitude(__m256i qe, __m256i qm, int min_normal_e, int mant_drop) {
+  const __m256i normal = _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(qe, Set(min_normal_e - 1)), 23),
+                                         _mm256_sllv_epi32(qm, Set(mant_drop)));
+  const __m256 unit = _mm256_castsi256_ps(Set((min_normal_e - 23 + mant_drop) << 23));
+  const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(qm), unit);
+  return Select(Eq(qe, _mm256_setzero_si256()), normal, _mm256_castps_si256(subnormal));
+}
+
 Quantized F16(__m256 m) {
-  // F32ToF16 branch by branch: Inf/NaN, overflow to Inf, subnormal or zero, normal.
+  // F32ToF16: the rounded magnitude, then overflow to Inf and NaN (quiet, top payload).
   const __m256i x = _mm256_castps_si256(m);
   const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(x, 16), Set(0x8000));
   const __m256i ax = _mm256_and_si256(x, Set(0x7FFFFFFF));
-  const __m256i e = _mm256_srli_epi32(ax, 23);
-  const __m256i sub = Lt(ax, Set(0x38800000));
-  const __m256i mant = _mm256_or_si256(_mm256_and_si256(ax, Set(0x7FFFFF)), Set(0x800000));
-  const __m256i v = Select(sub, _mm256_sub_epi32(ax, Set(112 << 23)), mant);
-  const __m256i s = Select(sub, Set(13), _mm256_sub_epi32(Set(126), e));
-  __m256i h = _mm256_and_si256(Ge(ax, Set(0x33000000)), ShiftRightRne(v, s));
+  __m256i h = RoundMagnitude(ax, 113, 13, 102);
   h = Select(Ge(ax, Set(0x477FF000)), h, Set(0x7C00));
   h = Select(Gt(ax, Set(0x7F800000)), h,
              _mm256_or_si256(Set(0x7E00), _mm256_and_si256(_mm256_srli_epi32(ax, 13), Set(0x3FF))));
   const __m256i q = _mm256_or_si256(sign, h);
-  // F16UlpLog2: max(exponent, 1) - 25. F16ToF32: Inf/NaN, normal, subnormal mant * 2^-24.
+  // F16UlpLog2: max(exponent, 1) - 25. F16ToF32: finite, or Inf/NaN with its payload.
   const __m256i he = _mm256_and_si256(_mm256_srli_epi32(q, 10), Set(0x1F));
   const __m256i hm = _mm256_and_si256(q, Set(0x3FF));
-  const __m256i fsign = _mm256_slli_epi32(sign, 16);
-  __m256i value = _mm256_or_si256(
-      fsign,
-      _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(he, Set(112)), 23), _mm256_slli_epi32(hm, 13)));
-  value = Select(Eq(he, Set(0x1F)), value,
-                 _mm256_or_si256(fsign, _mm256_or_si256(Set(0x7F800000), _mm256_slli_epi32(hm, 13))));
-  const __m256 subnormal =
-      _mm256_mul_ps(_mm256_cvtepi32_ps(hm), _mm256_set1_ps(5.9604644775390625e-8f));  // 2^-24
-  value =
-      Select(Eq(he, _mm256_setzero_si256()), value, _mm256_or_si256(fsign, _mm256_castps_si256(subnormal)));
-  return {Ordinal16(q), _mm256_sub_epi32(_mm256_max_epi32(he, Set(1)), Set(25)), _mm256_castsi256_ps(value)};
+  __m256i value = WidenMagnitude(he, hm, 113, 13);
+  value = Select(Eq(he, Set(0x1F)), value, _mm256_or_si256(Set(0x7F800000), _mm256_slli_epi32(hm, 13)));
+  return {Ordinal16(q), _mm256_sub_epi32(_mm256_max_epi32(he, Set(1)), Set(25)),
+          _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(sign, 16), value))};
 }
 
 Quantized Fp8(__m256 m) {
-  // F32ToFp8E4M3 branch by branch: NaN, saturation at 448, subnormal or zero, normal.
+  // F32ToFp8E4M3: the rounded magnitude, saturating at 448 (0x7E), and NaN (0x7F).
   const __m256i x = _mm256_castps_si256(m);
   const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(x, 24), Set(0x80));
   const __m256i ax = _mm256_and_si256(x, Set(0x7FFFFFFF));
-  const __m256i e = _mm256_srli_epi32(ax, 23);
-  const __m256i sub = Lt(e, Set(121));
-  const __m256i mant = _mm256_or_si256(_mm256_and_si256(ax, Set(0x7FFFFF)), Set(0x800000));
-  const __m256i v = Select(sub, _mm256_sub_epi32(ax, Set(120 << 23)), mant);
-  const __m256i s = Select(sub, Set(20), _mm256_sub_epi32(Set(141), e));
-  __m256i b = _mm256_and_si256(Ge(e, Set(117)), ShiftRightRne(v, s));
-  b = _mm256_min_epi32(b, Set(0x7E));  // a normal rounding up to the NaN pattern saturates
+  __m256i b = _mm256_min_epi32(RoundMagnitude(ax, 121, 20, 117), Set(0x7E));
   b = Select(Gt(ax, Set(0x7F800000)), b, Set(0x7F));
   const __m256i q = _mm256_or_si256(sign, b);
   // Fp8Ordinal: negative values complement the 8 bits, others set the sign bit.
-  const __m256i neg = Eq(sign, Set(0x80));
-  const __m256i ordinal = _mm256_xor_si256(q, Select(neg, Set(0x80), Set(0xFF)));
-  // Fp8UlpLog2: max(exponent, 1) - 10. Fp8E4M3ToF32: NaN, subnormal mant * 2^-9, normal.
+  const __m256i ordinal = _mm256_xor_si256(q, Select(Eq(sign, Set(0x80)), Set(0x80), Set(0xFF)));
+  // Fp8UlpLog2: max(exponent, 1) - 10. Fp8E4M3ToF32: finite, or NaN.
   const __m256i qe = _mm256_and_si256(_mm256_srli_epi32(q, 3), Set(0xF));
-  const __m256i qm = _mm256_and_si256(q, Set(0x7));
-  const __m256i fsign = _mm256_slli_epi32(sign, 24);
-  __m256i value = _mm256_or_si256(
-      fsign,
-      _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(qe, Set(120)), 23), _mm256_slli_epi32(qm, 20)));
-  const __m256 subnormal = _mm256_mul_ps(_mm256_cvtepi32_ps(qm), _mm256_set1_ps(0.001953125f));
-  value =
-      Select(Eq(qe, _mm256_setzero_si256()), value, _mm256_or_si256(fsign, _mm256_castps_si256(subnormal)));
-  value = Select(Eq(b, Set(0x7F)), value, _mm256_or_si256(fsign, Set(0x7FC00000)));
-  return {ordinal, _mm256_sub_epi32(_mm256_max_epi32(qe, Set(1)), Set(10)), _mm256_castsi256_ps(value)};
+  __m256i value = WidenMagnitude(qe, _mm256_and_si256(q, Set(0x7)), 121, 20);
+  value = Select(Eq(b, Set(0x7F)), value, Set(0x7FC00000));
+  return {ordinal, _mm256_sub_epi32(_mm256_max_epi32(qe, Set(1)), Set(10)),
+          _mm256_castsi256_ps(_mm256_or_si256(_mm256_slli_epi32(sign, 24), value))};
 }
 
 // ScalarContext on every scalar, with the target conversion `quantize` (Bf16, F16 or Fp8

@@ -63,22 +63,33 @@ Quantized Bf16(__m512 m) {
           _mm512_castsi512_ps(_mm512_slli_epi32(q, 16))};
 }
 
-Quantized F16(__m512 m) {
-  // F32ToF16 branch by branch: Inf/NaN, overflow to Inf, subnormal or zero, normal.
-  const __m512i x = _mm512_castps_si512(m);
-  const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(x, 16), Set(0x8000));
-  const __m512i ax = _mm512_and_si512(x, Set(0x7FFFFFFF));
+// The two narrow targets below share the rounding of F32ToF16 / F32ToFp8E4M3: the
+// magnitude's exponent and mantissa fields, ShiftRightRne of the fp32 bits rebased
+// (normal results) or of the significand (subnormal results), 0 below half the smallest
+// subnormal. A format is named by min_normal_e, the fp32 biased exponent of its smallest
+// normal (f16 113, e4m3 121), and mant_drop, the fp32 mantissa bits it drops (13, 20);
+// min_sub_e is the smallest fp32 exponent that does not round to 0 (102, 117). Lanes at
+// or above the format's overflow point, Inf and NaN are the caller's.
+__m512i RoundMagnitude(__m512i ax, int min_normal_e, int mant_drop, int min_sub_e) {
   const __m512i e = _mm512_srli_epi32(ax, 23);
-  const __mmask16 sub = _mm512_cmplt_epi32_mask(ax, Set(0x38800000));
+  const __mmask16 sub = _mm512_cmplt_epi32_mask(e, Set(min_normal_e));
   const __m512i mant = _mm512_or_si512(_mm512_and_si512(ax, Set(0x7FFFFF)), Set(0x800000));
-  const __m512i v = _mm512_mask_mov_epi32(_mm512_sub_epi32(ax, Set(112 << 23)), sub, mant);
-  const __m512i s = _mm512_mask_mov_epi32(Set(13), sub, _mm512_sub_epi32(Set(126), e));
-  __m512i h = _mm512_maskz_mov_epi32(_mm512_cmpge_epi32_mask(ax, Set(0x33000000)), ShiftRightRne(v, s));
+  const __m512i v = _mm512_mask_mov_epi32(_mm512_sub_epi32(ax, Set((min_normal_e - 1) << 23)), sub, mant);
+  const __m512i s =
+      _mm512_mask_mov_epi32(Set(mant_drop), sub, _mm512_sub_epi32(Set(min_normal_e + mant_drop), e));
+  return _mm512_maskz_mov_epi32(_mm512_cmpge_epi32_mask(e, Set(min_sub_e)), ShiftRightRne(v, s));
+}
+
+Quantized F16(__m512 m) {
+  // F32ToF16: the rounded magnitude, then overflow to Inf and NaN (quiet, top payload).
+  const __m512i x = _mm512_castps_si512(m);
+  const __m512i ax = _mm512_and_si512(x, Set(0x7FFFFFFF));
+  __m512i h = RoundMagnitude(ax, 113, 13, 102);
   h = _mm512_mask_mov_epi32(h, _mm512_cmpge_epi32_mask(ax, Set(0x477FF000)), Set(0x7C00));
-  const __mmask16 nan = _mm512_cmpgt_epi32_mask(ax, Set(0x7F800000));
   h = _mm512_mask_mov_epi32(
-      h, nan, _mm512_or_si512(Set(0x7E00), _mm512_and_si512(_mm512_srli_epi32(ax, 13), Set(0x3FF))));
-  const __m512i q = _mm512_or_si512(sign, h);
+      h, _mm512_cmpgt_epi32_mask(ax, Set(0x7F800000)),
+      _mm512_or_si512(Set(0x7E00), _mm512_and_si512(_mm512_srli_epi32(ax, 13), Set(0x3FF))));
+  const __m512i q = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(x, 16), Set(0x8000)), h);
   // F16UlpLog2: max(exponent, 1) - 25. F16ToF32 is exact: the conversion instruction.
   const __m512i he = _mm512_and_si512(_mm512_srli_epi32(q, 10), Set(0x1F));
   return {Ordinal16(q), _mm512_sub_epi32(_mm512_max_epi32(he, Set(1)), Set(25)),
@@ -86,35 +97,27 @@ Quantized F16(__m512 m) {
 }
 
 Quantized Fp8(__m512 m) {
-  // F32ToFp8E4M3 branch by branch: NaN, saturation at 448, subnormal or zero, normal.
+  // F32ToFp8E4M3: the rounded magnitude, saturating at 448 (0x7E), and NaN (0x7F).
   const __m512i x = _mm512_castps_si512(m);
   const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(x, 24), Set(0x80));
   const __m512i ax = _mm512_and_si512(x, Set(0x7FFFFFFF));
-  const __m512i e = _mm512_srli_epi32(ax, 23);
-  const __mmask16 sub = _mm512_cmplt_epi32_mask(e, Set(121));
-  const __m512i mant = _mm512_or_si512(_mm512_and_si512(ax, Set(0x7FFFFF)), Set(0x800000));
-  const __m512i v = _mm512_mask_mov_epi32(_mm512_sub_epi32(ax, Set(120 << 23)), sub, mant);
-  const __m512i s = _mm512_mask_mov_epi32(Set(20), sub, _mm512_sub_epi32(Set(141), e));
-  __m512i b = _mm512_maskz_mov_epi32(_mm512_cmpge_epi32_mask(e, Set(117)), ShiftRightRne(v, s));
-  b = _mm512_min_epi32(b, Set(0x7E));  // a normal rounding up to the NaN pattern saturates
+  __m512i b = _mm512_min_epi32(RoundMagnitude(ax, 121, 20, 117), Set(0x7E));
   b = _mm512_mask_mov_epi32(b, _mm512_cmpgt_epi32_mask(ax, Set(0x7F800000)), Set(0x7F));
   const __m512i q = _mm512_or_si512(sign, b);
   // Fp8Ordinal: negative values complement the 8 bits, others set the sign bit.
   const __mmask16 neg = _mm512_test_epi32_mask(q, Set(0x80));
   const __m512i ordinal = _mm512_mask_xor_epi32(_mm512_xor_si512(q, Set(0x80)), neg, q, Set(0xFF));
-  // Fp8UlpLog2: max(exponent, 1) - 10. Fp8E4M3ToF32: NaN, subnormal mant * 2^-9, normal.
+  // Fp8UlpLog2: max(exponent, 1) - 10. Fp8E4M3ToF32: normal, subnormal mant * 2^-9, NaN.
   const __m512i qe = _mm512_and_si512(_mm512_srli_epi32(q, 3), Set(0xF));
   const __m512i qm = _mm512_and_si512(q, Set(0x7));
-  const __m512i fsign = _mm512_slli_epi32(sign, 24);
-  __m512i value = _mm512_or_si512(
-      fsign,
-      _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(qe, Set(120)), 23), _mm512_slli_epi32(qm, 20)));
   const __m512 subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(qm), _mm512_set1_ps(0.001953125f));
+  __m512i value =
+      _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(qe, Set(120)), 23), _mm512_slli_epi32(qm, 20));
   value = _mm512_mask_mov_epi32(value, _mm512_cmpeq_epi32_mask(qe, _mm512_setzero_si512()),
-                                _mm512_or_si512(fsign, _mm512_castps_si512(subnormal)));
-  value = _mm512_mask_mov_epi32(value, _mm512_cmpeq_epi32_mask(b, Set(0x7F)),
-                                _mm512_or_si512(fsign, Set(0x7FC00000)));
-  return {ordinal, _mm512_sub_epi32(_mm512_max_epi32(qe, Set(1)), Set(10)), _mm512_castsi512_ps(value)};
+                                _mm512_castps_si512(subnormal));
+  value = _mm512_mask_mov_epi32(value, _mm512_cmpeq_epi32_mask(b, Set(0x7F)), Set(0x7FC00000));
+  return {ordinal, _mm512_sub_epi32(_mm512_max_epi32(qe, Set(1)), Set(10)),
+          _mm512_castsi512_ps(_mm512_or_si512(_mm512_slli_epi32(sign, 24), value))};
 }
 
 // ScalarContext on every scalar, with the target conversion `quantize` (Bf16, F16 or Fp8
