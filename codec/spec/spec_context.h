@@ -53,9 +53,9 @@ struct ContextConfig {
 // log2_sigma [H, D] (artifact), fp8_scale (fp8 only; ignored for bf16).
 // Outputs per scalar: the prediction's ordinal (pred_ordinal, u16 for both dtypes)
 // and the table index. REQUIRES: spans of equal length T*H*D (log2_sigma H*D);
-// InvalidArgument otherwise or for a non-positive / non-finite fp8 scale. bf16 runs on
-// AVX-512 or AVX2 where spec::CpuHasAvx512() / CpuHasAvx2() allow (spec_context_simd.h;
-// the same bits as the scalar body), f16 and fp8 on the scalar body.
+// InvalidArgument otherwise or for a non-positive / non-finite fp8 scale. Every dtype
+// runs on AVX-512 or AVX2 where spec::CpuHasAvx512() / CpuHasAvx2() allow
+// (spec_context_simd.h; the same bits as the scalar body), else on the scalar body.
 Status ComputeContexts(const ContextConfig& cfg, std::span<const float> mu,
                        std::span<const float> log2_sigma, float fp8_scale,
                        std::span<uint16_t> pred_ordinal, std::span<uint16_t> table);
