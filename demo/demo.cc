@@ -45,11 +45,12 @@ int RunDemo(DemoOptions o) {
 
   // Server: ours (spawned) or the given one.
   DemoServer server;
-  auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &o.client, &server);
-  if (!client.ok()) {
-    std::cerr << "kvstash-demo: " << client.status().ToString() << "\n";
+  auto client_u = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &o.client, &server);
+  if (!client_u.ok()) {
+    std::cerr << "kvstash-demo: " << client_u.status().ToString() << "\n";
     return 1;
   }
+  std::shared_ptr<Client> client(std::move(client_u).value());
 
   // Model, fingerprint, predictor, artifacts.
   auto t0 = Clock::now();
@@ -109,7 +110,7 @@ int RunDemo(DemoOptions o) {
     co.cache_salt = "demo-" + run_id;
     auto codec = MakeDemoCodec(k, **model, predictor, *artifacts, co);
     if (!codec.ok()) return Fail(std::string("codec ") + PrefixCodecName(k), codec.status());
-    auto row = RunDemoCodec(**model, *workload, reference.get(), **codec, client->get(), ro);
+    auto row = RunDemoCodec(**model, *workload, reference.get(), std::move(codec).value(), client, ro);
     if (!row.ok()) return Fail(std::string("run ") + PrefixCodecName(k), row.status());
     rows.push_back(*row);
   }
