@@ -53,14 +53,18 @@ double DemoCodecRow::median_estimate_error() const {
   return errors.empty() ? -1 : Median(errors);
 }
 
-void FinishTtfts(const std::vector<double>& miss, const std::vector<double>& hit,
-                 const std::vector<double>& declined, DemoCodecRow* row) {
-  row->ttft_miss_ms = Median(miss);
-  row->ttft_hit_ms = Median(hit);
-  row->ttft_declined_ms = Median(declined);
+void DemoPassTally::Finish(bool lossy, DemoCodecRow* row) const {
+  row->ttft_miss_ms = Median(ttft_miss);
+  row->ttft_hit_ms = Median(ttft_hit);
+  row->ttft_declined_ms = Median(ttft_declined);
   row->hits_slower_than_miss = 0;
-  if (miss.empty()) return;
-  for (double t : hit) row->hits_slower_than_miss += t > row->ttft_miss_ms;
+  if (!ttft_miss.empty()) {
+    for (double t : ttft_hit) row->hits_slower_than_miss += t > row->ttft_miss_ms;
+  }
+  if (lossy && row->scored_positions) {
+    row->top1_agreement = top1 / row->scored_positions;
+    row->kl_mean = kl / row->scored_positions;
+  }
 }
 
 std::string DecisionText(const RestoreEstimate& e) {

@@ -149,10 +149,18 @@ struct DemoCodecRow {
   double ratio() const { return stored_bytes ? double(raw_bytes) / stored_bytes : 0; }
 };
 
-// Sets row->ttft_miss_ms, ttft_hit_ms, ttft_declined_ms (medians of the lists, ms) and
-// hits_slower_than_miss (taken hits above the miss median).
-void FinishTtfts(const std::vector<double>& miss, const std::vector<double>& hit,
-                 const std::vector<double>& declined, DemoCodecRow* row);
+// What a codec pass gathers besides its row: the TTFTs (milliseconds) of its misses,
+// taken hits and declined hits, and dckv's sums over the scored positions.
+struct DemoPassTally {
+  std::vector<double> ttft_miss, ttft_hit, ttft_declined;
+  double top1 = 0, kl = 0;  // top-1 agreements; KL in nats
+
+  // Sets row->ttft_miss_ms, ttft_hit_ms, ttft_declined_ms (medians of the lists, ms) and
+  // hits_slower_than_miss (taken hits above the miss median); for a lossy codec with
+  // scored positions, row->top1_agreement and kl_mean (means over them).
+  void Finish(bool lossy, DemoCodecRow* row) const;
+};
+
 // One progress-line fragment for a hit's decision: "restore est 812 ms < recompute est
 // 1930 ms" (or ">=", or "no rates yet: declined"; the margin is not shown).
 std::string DecisionText(const RestoreEstimate& e);

@@ -26,9 +26,8 @@ struct Pass {
   const SessionPassOptions& o;
   bool lossy;
   DemoCodecRow row;
-  std::vector<double> ttft_miss, ttft_hit, ttft_declined;
+  DemoPassTally tally;
   std::vector<double> h_lookup, h_network, h_store, h_predictor, h_decode, h_suffix;
-  double top1 = 0, kl = 0;
 
   // A miss or a declined hit of request i.
   Status Prefill(size_t i, std::span<const uint32_t> prompt, const ChainLookup& lk, const RestoreEstimate& decision);
@@ -48,7 +47,7 @@ Status Pass::Prefill(size_t i, std::span<const uint32_t> prompt, const ChainLook
   KVSTASH_RETURN_IF_ERROR(checks->AfterPrefill(i));
   if (lk.matched_chunks == 0) {
     ++row.misses;
-    ttft_miss.push_back(ttft);
+    tally.ttft_miss.push_back(ttft);
     if (o.verbose) {
       std::fprintf(stderr, "[%s] request %zu/%zu: miss, TTFT %.0f ms (%s prefill of %zu tokens); %u chunks queued\n",
                    row.codec.c_str(), i + 1, w.requests.size(), ttft, o.engine.c_str(), prompt.size(),
@@ -58,7 +57,7 @@ Status Pass::Prefill(size_t i, std::span<const uint32_t> prompt, const ChainLook
   }
   ++row.declined;
   row.declined_tokens += decision.tokens;
-  ttft_declined.push_back(ttft);
+  tally.ttft_declined.push_back(ttft);
   row.estimates.push_back({static_cast<uint32_t>(i + 1), false, decision,
                            r.prefill_ms * static_cast<double>(decision.tokens) / prompt.size()});
   if (o.verbose) {
@@ -86,9 +85,9 @@ Status Pass::Restore(size_t i, std::span<const uint32_t> prompt, const ChainLook
   const double first_ms = Ms(t0, Clock::now());
   const double ttft = r.lookup_ms + r.restore_ms + r.prefill_ms + first_ms;
   KVSTASH_RETURN_IF_ERROR(session->Flush().WithContext("put"));
-  KVSTASH_ASSIGN_OR_RETURN(const bool verified, checks->CheckHit(i, r, &row, &top1, &kl));
+  KVSTASH_ASSIGN_OR_RETURN(const bool verified, checks->CheckHit(i, r, &row, &tally.top1, &tally.kl));
   const double store_ms = store_before >= 0 && store_after >= 0 ? (store_after - store_before) / 1000.0 : 0.0;
-  ttft_hit.push_back(ttft);
+  tally.ttft_hit.push_back(ttft);
   row.estimates.push_back({static_cast<uint32_t>(i + 1), true, r.estimate, r.restore_ms});
   h_lookup.push_back(r.lookup_ms);
   h_network.push_back(std::max(0.0, r.get_ms - store_ms));
@@ -113,17 +112,13 @@ DemoCodecRow Pass::Finish(double wall_s) {
   const session::SessionStats st = session->stats();
   row.raw_bytes = st.put_raw_bytes;
   row.stored_bytes = st.put_payload_bytes;
-  FinishTtfts(ttft_miss, ttft_hit, ttft_declined, &row);
+  tally.Finish(lossy, &row);
   if (row.misses) {
     row.encode_ms = st.encode_ms / row.misses;
     row.put_ms = st.put_ms / row.misses;
   }
   row.hit = {Median(h_lookup), Median(h_network), Median(h_store), Median(h_predictor), Median(h_decode),
              Median(h_suffix)};
-  if (lossy && row.scored_positions) {
-    row.top1_agreement = top1 / row.scored_positions;
-    row.kl_mean = kl / row.scored_positions;
-  }
   row.wall_s = wall_s;
   return row;
 }
