@@ -9,6 +9,7 @@
 #include "demo/demo_report.h"
 #include "demo/demo_runner.h"
 #include "demo/demo_server.h"
+#include "demo/demo_setup.h"
 #include "kvstash/prefix_codec.h"
 #include "model/formats/model_loader.h"
 #include "model/predictor/spec_predictor.h"
@@ -36,60 +37,31 @@ int RunDemo(DemoOptions o) {
                                     o.restore_policy});
   }
   const auto t_start = Clock::now();
-  auto parsed = ParseDemoCodecs(o.codecs);
-  if (!parsed.ok()) {
-    std::cerr << "kvstash-demo: " << parsed.status().message() << "\n";
-    return 2;
-  }
-  const auto& [kinds, want_spec, want_dckv] = *parsed;
-
-  // Server: ours (spawned) or the given one.
   DemoServer server;
-  auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &o.client, &server);
-  if (!client.ok()) {
-    std::cerr << "kvstash-demo: " << client.status().ToString() << "\n";
-    return 1;
-  }
+  DemoSetup setup;
+  if (const int code = OpenDemo(o, &o.client, &server, &setup); code != 0) return code;
+  const model::Model& model = *setup.model;
+  const DemoCodecs& codecs = setup.codecs;
 
-  // Model, fingerprint, predictor, artifacts.
-  auto t0 = Clock::now();
-  auto model = model::LoadModel(o.model_path);
-  if (!model.ok()) return Fail("loading " + o.model_path, model.status());
-  if (!(*model)->tokenizer) return Fail("model", Status::InvalidArgument("the model file has no tokenizer"));
-  auto fingerprint = Sha256File(o.model_path);
-  if (!fingerprint.ok()) return Fail("fingerprint", fingerprint.status());
+  // Predictor, artifacts.
+  const auto t0 = Clock::now();
   std::shared_ptr<const model::SpecPredictor> predictor;
-  if (want_spec) {
+  if (codecs.want_spec) {
     model::SpecPredictorOptions po;
     po.threads = o.predictor_threads;
-    auto p = model::SpecPredictor::Create(**model, po);
+    auto p = model::SpecPredictor::Create(model, po);
     if (!p.ok()) return Fail("spec predictor", p.status());
     predictor = std::move(p).value();
   }
-  const double load_s = Secs(t0);
-  auto artifacts = LoadOrCalibrateArtifacts(**model, *fingerprint, predictor.get(), want_spec, want_dckv, o.artifacts);
+  const double load_s = setup.load_s + Secs(t0);
+  auto artifacts = LoadOrCalibrateArtifacts(model, setup.fingerprint, predictor.get(), codecs.want_spec,
+                                            codecs.want_dckv, o.artifacts);
   if (!artifacts.ok()) return Fail("codec artifacts", artifacts.status());
-  if (want_spec) {
-    std::printf("spec artifact %s (%s)\n", artifacts->spec_path.c_str(),
-                artifacts->spec_cached ? "cached" : "calibrated now");
-  }
-  if (want_dckv) {
-    std::printf("dckv artifact %s (%s)\n", artifacts->dckv_path.c_str(),
-                artifacts->dckv_cached ? "cached" : "calibrated now");
-  }
-  if (artifacts->calibration_s > 0) {
-    std::printf("calibration: %llu tokens of the calibration text in %.1f s\n",
-                static_cast<unsigned long long>(artifacts->calibration_tokens), artifacts->calibration_s);
-  }
+  PrintArtifacts(*artifacts, "");
 
-  auto workload = BuildDemoWorkload(*(*model)->tokenizer, o.workload);
+  auto workload = BuildDemoWorkload(*model.tokenizer, o.workload);
   if (!workload.ok()) return Fail("workload", workload.status());
-  uint64_t prompt_tokens = 0;
-  for (const auto& r : workload->requests) prompt_tokens += workload->PromptTokens(r);
-  std::printf("workload: %zu documents (%u tokens each) x %u questions = %zu requests, %llu prompt tokens, seed %llu\n",
-              workload->documents.size(), o.workload.doc_tokens, o.workload.requests_per_doc,
-              workload->requests.size(), static_cast<unsigned long long>(prompt_tokens),
-              static_cast<unsigned long long>(o.workload.seed));
+  const uint64_t prompt_tokens = PrintWorkload(*workload, o.workload);
   std::fflush(stdout);
 
   DemoRunOptions ro;
@@ -101,15 +73,15 @@ int RunDemo(DemoOptions o) {
   auto reference = std::make_unique<DemoReference>();  // filled by the codec passes
 
   std::vector<DemoCodecRow> rows;
-  for (PrefixCodecKind k : kinds) {
+  for (PrefixCodecKind k : codecs.kinds) {
     PrefixCodecOptions co;
     co.kind = k;
-    co.model_fingerprint = *fingerprint;
+    co.model_fingerprint = setup.fingerprint;
     co.tenant = o.client.tenant;
     co.cache_salt = "demo-" + run_id;
-    auto codec = MakeDemoCodec(k, **model, predictor, *artifacts, co);
+    auto codec = MakeDemoCodec(k, model, predictor, *artifacts, co);
     if (!codec.ok()) return Fail(std::string("codec ") + PrefixCodecName(k), codec.status());
-    auto row = RunDemoCodec(**model, *workload, reference.get(), **codec, client->get(), ro);
+    auto row = RunDemoCodec(model, *workload, reference.get(), std::move(codec).value(), setup.client, ro);
     if (!row.ok()) return Fail(std::string("run ") + PrefixCodecName(k), row.status());
     rows.push_back(*row);
   }
@@ -123,23 +95,10 @@ int RunDemo(DemoOptions o) {
               acceptance["no_mismatch"].get<bool>() ? "yes" : "NO");
   std::printf("demo wall time %.1f s (model load %.1f s, calibration %.1f s, reference answers %.1f s)\n", wall_s, load_s,
               artifacts->calibration_s, reference->wall_s);
-
-  if (!o.json.empty()) {
-    DemoRunFacts facts;
-    facts.model_sha256 = ToHex(*fingerprint);
-    facts.requests = workload->requests.size();
-    facts.prompt_tokens = prompt_tokens;
-    facts.calibration_s = artifacts->calibration_s;
-    facts.reference_s = reference->wall_s;
-    facts.wall_s = wall_s;
-    facts.run_id = run_id;
-    facts.predictor = predictor ? predictor->options().VariantName() : "";
-    for (const auto& d : workload->documents) facts.sources.push_back(d.source);
-    const Status w = WriteDemoJson(o, rows, acceptance, facts, {{"engine", "reference"}, {"kv_dtype", "bf16"}}, nlohmann::json::object());
-    if (!w.ok()) return Fail("writing " + o.json, w);
-  }
-  FinishServer(o.start_server, o.keep_server, /*show_dashboard=*/true, &server);
-  return acceptance["passed"].get<bool>() ? 0 : 1;
+  const DemoRunFacts facts{"", 0, prompt_tokens, artifacts->calibration_s, reference->wall_s, wall_s, run_id,
+                           predictor ? predictor->options().VariantName() : "", {}};
+  return CloseDemo(o, setup, *workload, rows, acceptance, facts, {{"engine", "reference"}, {"kv_dtype", "bf16"}},
+                   nlohmann::json::object(), &server);
 }
 
 }  // namespace kvstash::demo

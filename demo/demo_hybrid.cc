@@ -50,6 +50,126 @@ nlohmann::json RowJson(const HybridDemoRow& r) {
   return j;
 }
 
+
+// What the hybrid codecs need: spec's predictor and artifact, dckv's codec, calibrated
+// on the calibration split (ids modulo the vocabulary).
+struct HybridCodecs {
+  std::shared_ptr<const hybrid::HybridPredictor> predictor;
+  std::shared_ptr<const spec::SpecStateArtifact> artifact;
+  std::shared_ptr<const dckv::DckvCodec> dckv;
+  double calibration_s = 0;
+  uint64_t cal_tokens = 0;
+  std::string failed;  // on an error: the step that failed
+};
+
+// Calibrates what `codecs` need into *out, printing a line per codec. Errors: the
+// corpus's and the calibrations' (out->failed names the step).
+Status MakeHybridCodecs(const hybrid::HybridModel& model, const model::Tokenizer& tokenizer,
+                        const HybridDemoOptions& flags, const std::vector<std::string>& codecs, HybridCodecs* out) {
+  const uint32_t vocab = model.config().vocab_size;
+  const bool want_spec = std::count(codecs.begin(), codecs.end(), "spec") > 0;
+  const bool want_dckv = std::count(codecs.begin(), codecs.end(), "dckv") > 0;
+  std::vector<std::vector<uint32_t>> seqs;  // calibration text, ids modulo the vocabulary
+  const auto fail = [out](const char* step, const Status& st) {
+    out->failed = step;
+    return st;
+  };
+  if (want_spec || want_dckv) {
+    auto corpus = model::LoadCorpus(tokenizer, model::CorpusSplit::kCalibration, 1024, flags.cal_tokens);
+    if (!corpus.ok()) return fail("calibration text", corpus.status());
+    out->cal_tokens = corpus->TotalTokens();
+    for (auto& d : corpus->documents) {
+      for (auto& t : d.tokens) t %= vocab;
+      seqs.push_back(std::move(d.tokens));
+    }
+  }
+  if (want_dckv) {
+    const auto t0 = Clock::now();
+    auto a = CalibrateHybridDckv(model, seqs, flags.dckv_rate);
+    if (!a.ok()) return fail("dckv calibration", a.status());
+    auto codec = dckv::DckvCodec::Create(std::move(*a));
+    if (!codec.ok()) return fail("dckv codec", codec.status());
+    out->dckv = std::make_shared<dckv::DckvCodec>(std::move(*codec));
+    const double s = Secs(t0);
+    out->calibration_s += s;
+    std::printf("dckv: artifact (attention layers only, target %.1fx vs bf16) calibrated on %llu tokens of the "
+                "calibration text in %.1f s\n",
+                flags.dckv_rate, static_cast<unsigned long long>(out->cal_tokens), s);
+  }
+  if (want_spec) {
+    const auto t0 = Clock::now();
+    hybrid::HybridPredictorOptions po;
+    po.group = flags.predictor_group;
+    auto p = hybrid::HybridPredictor::Create(model, po);
+    if (!p.ok()) return fail("predictor", p.status());
+    auto predictor = std::make_shared<hybrid::HybridPredictor>(std::move(*p));
+    out->predictor = predictor;
+    auto a = hybrid::CalibrateHybridSpec(model, *predictor, seqs, 64);
+    if (!a.ok()) return fail("spec calibration", a.status());
+    out->artifact = std::make_shared<spec::SpecStateArtifact>(std::move(*a));
+    out->calibration_s += Secs(t0);
+    std::printf("spec: predictor %s (weights digest %016llx), artifact calibrated on %llu tokens of the calibration "
+                "text in %.1f s\n",
+                po.Name().c_str(), static_cast<unsigned long long>(predictor->weights_digest()),
+                static_cast<unsigned long long>(out->cal_tokens), Secs(t0));
+  }
+  return Status::Ok();
+}
+
+
+// Every row restored something (or declined every hit) and every hit's state was exact,
+// and for lossless codecs its KV and continuation too.
+bool StateExact(const std::vector<HybridDemoRow>& rows) {
+  bool state_exact = !rows.empty();
+  for (const auto& r : rows) {
+    const bool lossy = r.base.top1_agreement >= 0;  // dckv: the KV and logits are not exact by design
+    // A row whose every hit the cost model declined restored nothing to check.
+    state_exact = state_exact && (r.base.hits > 0 || r.base.declined > 0) && r.state_checks == r.base.hits &&
+                  (lossy || (r.kv_checks == r.base.hits && r.logit_checks == r.base.hits));
+  }
+  return state_exact;
+}
+
+// The state part of the report on stdout: one line per codec.
+void PrintStateTable(const std::vector<HybridDemoRow>& rows) {
+  std::printf("\nState part (fp32 recurrent state records at the boundaries):\n");
+  std::printf("%-5s %10s %12s %14s %8s %10s %10s %14s\n", "codec", "states PUT", "state raw MB", "state stored MB",
+              "ratio", "state ok", "KV ok", "continuation ok");
+  for (const auto& r : rows) {
+    std::printf("%-5s %10u %12.3f %14.3f %8.3f %7u/%-2u %7u/%-2u %11u/%-2u\n", r.base.codec.c_str(), r.states_put,
+                r.state_raw_bytes / 1e6, r.state_stored_bytes / 1e6,
+                r.state_stored_bytes ? double(r.state_raw_bytes) / r.state_stored_bytes : 0.0, r.state_checks,
+                r.base.hits, r.kv_checks, r.base.hits, r.logit_checks, r.base.hits);
+  }
+}
+
+
+// The "setup" object of the JSON report, but for the run's own facts (requests,
+// prompt_tokens, state_bytes_per_boundary, reference_s, wall_s, run_id).
+nlohmann::json HybridSetupJson(const DemoCommonArgs& o, const HybridDemoOptions& flags,
+                               const hybrid::HybridModel& model, const std::string& dir, const HybridCodecs& codecs) {
+  return {{"model_kind", "hybrid"},
+          {"model", dir},
+          {"model_fingerprint", ToHex(model.fingerprint())},
+          {"tokens", "SmolLM2 tokenizer ids of real text modulo the model vocabulary"},
+          {"tokenizer_model", o.tokenizer_model},
+          {"vocab_size", model.config().vocab_size},
+          {"documents", o.workload.documents},
+          {"doc_tokens", o.workload.doc_tokens},
+          {"requests_per_doc", o.workload.requests_per_doc},
+          {"gen_tokens", o.gen_tokens},
+          {"seed", o.workload.seed},
+          {"restore_policy", std::string(RestorePolicyName(o.restore_policy))},
+          {"chunk_tokens", flags.chunk_tokens},
+          {"state_every_chunks", flags.state_every},
+          {"kv_dtype", "f32"},
+          {"kv_bytes_per_token", hybrid::HybridKvLayout(model.config()).DataBytes(1)},
+          {"calibration_s", codecs.calibration_s},
+          {"calibration_tokens", codecs.cal_tokens},
+          {"dckv_rate", flags.dckv_rate},
+          {"predictor", codecs.predictor ? codecs.predictor->options().Name() : ""}};
+}
+
 }  // namespace
 
 int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
@@ -96,52 +216,9 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
               static_cast<unsigned long long>(o.workload.seed), cfg.vocab_size);
   std::fflush(stdout);
 
-  // spec: the predictor and its artifact, calibrated on the calibration split.
-  std::shared_ptr<const hybrid::HybridPredictor> predictor;
-  std::shared_ptr<const spec::SpecStateArtifact> artifact;
-  std::shared_ptr<const dckv::DckvCodec> dckv_codec;
-  double calibration_s = 0;
-  const bool want_spec = std::count(o.codecs.begin(), o.codecs.end(), "spec") > 0;
-  const bool want_dckv = std::count(o.codecs.begin(), o.codecs.end(), "dckv") > 0;
-  std::vector<std::vector<uint32_t>> seqs;  // calibration text, ids modulo the vocabulary
-  uint64_t cal_tokens = 0;
-  if (want_spec || want_dckv) {
-    auto corpus = model::LoadCorpus(**tokenizer, model::CorpusSplit::kCalibration, 1024, flags.cal_tokens);
-    if (!corpus.ok()) return Fail("calibration text", corpus.status());
-    cal_tokens = corpus->TotalTokens();
-    for (auto& d : corpus->documents) {
-      for (auto& t : d.tokens) t %= cfg.vocab_size;
-      seqs.push_back(std::move(d.tokens));
-    }
-  }
-  if (want_dckv) {
-    const auto t0 = Clock::now();
-    auto a = CalibrateHybridDckv(model, seqs, flags.dckv_rate);
-    if (!a.ok()) return Fail("dckv calibration", a.status());
-    auto codec = dckv::DckvCodec::Create(std::move(*a));
-    if (!codec.ok()) return Fail("dckv codec", codec.status());
-    dckv_codec = std::make_shared<dckv::DckvCodec>(std::move(*codec));
-    const double s = Secs(t0);
-    calibration_s += s;
-    std::printf("dckv: artifact (attention layers only, target %.1fx vs bf16) calibrated on %llu tokens of the "
-                "calibration text in %.1f s\n",
-                flags.dckv_rate, static_cast<unsigned long long>(cal_tokens), s);
-  }
-  if (want_spec) {
-    const auto t0 = Clock::now();
-    hybrid::HybridPredictorOptions po;
-    po.group = flags.predictor_group;
-    auto p = hybrid::HybridPredictor::Create(model, po);
-    if (!p.ok()) return Fail("predictor", p.status());
-    predictor = std::make_shared<hybrid::HybridPredictor>(std::move(*p));
-    auto a = hybrid::CalibrateHybridSpec(model, *predictor, seqs, 64);
-    if (!a.ok()) return Fail("spec calibration", a.status());
-    artifact = std::make_shared<spec::SpecStateArtifact>(std::move(*a));
-    calibration_s += Secs(t0);
-    std::printf("spec: predictor %s (weights digest %016llx), artifact calibrated on %llu tokens of the calibration "
-                "text in %.1f s\n",
-                po.Name().c_str(), static_cast<unsigned long long>(predictor->weights_digest()),
-                static_cast<unsigned long long>(cal_tokens), Secs(t0));
+  HybridCodecs codecs;
+  if (const Status st = MakeHybridCodecs(model, **tokenizer, flags, o.codecs, &codecs); !st.ok()) {
+    return Fail(codecs.failed, st);
   }
 
   HybridDemoRunOptions ro;
@@ -160,8 +237,8 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
   std::vector<HybridDemoRow> rows;
   std::vector<DemoCodecRow> base_rows;
   for (const auto& c : o.codecs) {
-    std::unique_ptr<HybridKvCoder> coder = c == "spec"   ? MakeSpecHybridCoder(model, predictor, artifact)
-                                           : c == "dckv" ? MakeDckvHybridCoder(model, dckv_codec)
+    std::unique_ptr<HybridKvCoder> coder = c == "spec"   ? MakeSpecHybridCoder(model, codecs.predictor, codecs.artifact)
+                                           : c == "dckv" ? MakeDckvHybridCoder(model, codecs.dckv)
                                                          : MakeRawHybridCoder(model);
     auto row = RunHybridCodec(model, *workload, *reference, *coder, "demo-hybrid-" + run_id + "-" + c,
                               o.client.tenant, client->get(), ro);
@@ -171,26 +248,12 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
   }
 
   auto acceptance = DemoAcceptance(base_rows);
-  bool state_exact = !rows.empty();
-  for (const auto& r : rows) {
-    const bool lossy = r.base.top1_agreement >= 0;  // dckv: the KV and logits are not exact by design
-    // A row whose every hit the cost model declined restored nothing to check.
-    state_exact = state_exact && (r.base.hits > 0 || r.base.declined > 0) && r.state_checks == r.base.hits &&
-                  (lossy || (r.kv_checks == r.base.hits && r.logit_checks == r.base.hits));
-  }
+  const bool state_exact = StateExact(rows);
   acceptance["state_kv_continuation_exact_on_every_hit"] = state_exact;
   acceptance["passed"] = acceptance["passed"].get<bool>() && state_exact;
   const double wall_s = Secs(t_start);
   std::printf("\n%s", DemoTable(base_rows).c_str());
-  std::printf("\nState part (fp32 recurrent state records at the boundaries):\n");
-  std::printf("%-5s %10s %12s %14s %8s %10s %10s %14s\n", "codec", "states PUT", "state raw MB", "state stored MB",
-              "ratio", "state ok", "KV ok", "continuation ok");
-  for (const auto& r : rows) {
-    std::printf("%-5s %10u %12.3f %14.3f %8.3f %7u/%-2u %7u/%-2u %11u/%-2u\n", r.base.codec.c_str(), r.states_put,
-                r.state_raw_bytes / 1e6, r.state_stored_bytes / 1e6,
-                r.state_stored_bytes ? double(r.state_raw_bytes) / r.state_stored_bytes : 0.0, r.state_checks,
-                r.base.hits, r.kv_checks, r.base.hits, r.logit_checks, r.base.hits);
-  }
+  PrintStateTable(rows);
   std::printf("\nacceptance: token hit rate > 50%%: %s; hit TTFT < miss TTFT: %s; every hit's state exact (and KV "
               "+ continuation, lossless codecs): %s\n",
               acceptance["token_hit_rate_over_50"].get<bool>() ? "yes" : "NO",
@@ -202,32 +265,13 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
     j["rows"] = nlohmann::json::array();
     for (const auto& r : rows) j["rows"].push_back(RowJson(r));
     j["acceptance"] = acceptance;
-    j["setup"] = {{"model_kind", "hybrid"},
-                  {"model", dir},
-                  {"model_fingerprint", ToHex(model.fingerprint())},
-                  {"tokens", "SmolLM2 tokenizer ids of real text modulo the model vocabulary"},
-                  {"tokenizer_model", o.tokenizer_model},
-                  {"vocab_size", cfg.vocab_size},
-                  {"documents", o.workload.documents},
-                  {"doc_tokens", o.workload.doc_tokens},
-                  {"requests_per_doc", o.workload.requests_per_doc},
-                  {"requests", workload->requests.size()},
-                  {"prompt_tokens", prompt_tokens},
-                  {"gen_tokens", o.gen_tokens},
-                  {"seed", o.workload.seed},
-                  {"restore_policy", std::string(RestorePolicyName(o.restore_policy))},
-                  {"chunk_tokens", flags.chunk_tokens},
-                  {"state_every_chunks", flags.state_every},
-                  {"kv_dtype", "f32"},
-                  {"kv_bytes_per_token", layout.DataBytes(1)},
-                  {"state_bytes_per_boundary", empty_state->DataBytes()},
-                  {"reference_s", reference->wall_s},
-                  {"calibration_s", calibration_s},
-                  {"calibration_tokens", cal_tokens},
-                  {"dckv_rate", flags.dckv_rate},
-                  {"predictor", predictor ? predictor->options().Name() : ""},
-                  {"wall_s", wall_s},
-                  {"run_id", run_id}};
+    j["setup"] = HybridSetupJson(o, flags, model, dir, codecs);
+    j["setup"]["requests"] = workload->requests.size();
+    j["setup"]["prompt_tokens"] = prompt_tokens;
+    j["setup"]["state_bytes_per_boundary"] = empty_state->DataBytes();
+    j["setup"]["reference_s"] = reference->wall_s;
+    j["setup"]["wall_s"] = wall_s;
+    j["setup"]["run_id"] = run_id;
     std::ofstream f(o.json);
     f << j.dump(2) << "\n";
     if (!f) return Fail("writing " + o.json, Status::IOError(o.json));

@@ -7,6 +7,7 @@
 #include "demo/demo_report.h"
 #include "demo/demo_runner.h"
 #include "demo/demo_server.h"
+#include "demo/demo_setup.h"
 #include "kvstash/prefix_codec.h"
 #include "model/formats/model_loader.h"
 #include "model/predictor/spec_predictor.h"
@@ -72,53 +73,34 @@ int RunLlamaDemo(const DemoOptions& o) {
     std::cerr << "kvstash-demo: --kv-dtype must be f16 or bf16\n";
     return 2;
   }
-  auto parsed = ParseDemoCodecs(o.codecs);
-  if (!parsed.ok()) {
-    std::cerr << "kvstash-demo: " << parsed.status().message() << "\n";
-    return 2;
-  }
-  const auto& [kinds, want_spec, want_dckv] = *parsed;
-
   DemoServer server;
   ClientOptions client_options = o.client;
-  auto client_u = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &client_options, &server);
-  if (!client_u.ok()) {
-    std::cerr << "kvstash-demo: " << client_u.status().ToString() << "\n";
-    return 1;
-  }
-  std::shared_ptr<Client> client(std::move(client_u).value());
-
-  // Our runtime's copy of the model: tokenizer, predictor, dckv calibration.
+  DemoSetup setup;
+  if (const int code = OpenDemo(o, &client_options, &server, &setup); code != 0) return code;
+  const model::Model& model = *setup.model;  // our runtime's copy: tokenizer, predictor, dckv calibration
+  const DemoCodecs& codecs = setup.codecs;
   auto t0 = Clock::now();
-  auto model = model::LoadModel(o.model_path);
-  if (!model.ok()) return Fail("loading " + o.model_path, model.status());
-  if (!(*model)->tokenizer) return Fail("model", Status::InvalidArgument("the model file has no tokenizer"));
-  auto fingerprint = Sha256File(o.model_path);
-  if (!fingerprint.ok()) return Fail("fingerprint", fingerprint.status());
   llama_cpp::InitLlamaBackend();
   auto lm = llama_cpp::LoadModel(o.model_path);
   if (!lm.ok()) return Fail("llama.cpp loading " + o.model_path, lm.status());
   std::shared_ptr<const model::SpecPredictor> predictor;
-  if (want_spec) {
+  if (codecs.want_spec) {
     // The predictor that copies llama.cpp's CPU arithmetic (Q4_1 x Q8_1 products,
     // attention over the cache in its dtype): it predicts llama.cpp's KV, not ours.
     model::SpecPredictorOptions po;
     po.threads = o.predictor_threads;
     po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
     po.kv_dtype = o.llama_kv_dtype;
-    auto p = model::SpecPredictor::Create(**model, po);
+    auto p = model::SpecPredictor::Create(model, po);
     if (!p.ok()) return Fail("spec predictor", p.status());
     predictor = std::move(p).value();
   }
-  const double load_s = Secs(t0);
+  const double load_s = setup.load_s + Secs(t0);
 
-  auto workload = BuildDemoWorkload(*(*model)->tokenizer, o.workload);
+  auto workload = BuildDemoWorkload(*model.tokenizer, o.workload);
   if (!workload.ok()) return Fail("workload", workload.status());
-  uint64_t prompt_tokens = 0, longest = 0;
-  for (const auto& r : workload->requests) {
-    prompt_tokens += workload->PromptTokens(r);
-    longest = std::max<uint64_t>(longest, workload->PromptTokens(r));
-  }
+  uint64_t longest = 0;
+  for (const auto& r : workload->requests) longest = std::max<uint64_t>(longest, workload->PromptTokens(r));
   // The context holds the longest prompt and its answer (and a calibration document).
   const uint64_t need = std::max<uint64_t>(longest + o.gen_tokens, o.artifacts.cal_doc_tokens);
   const auto n_ctx = static_cast<uint32_t>((need + 255) / 256 * 256);
@@ -129,26 +111,13 @@ int RunLlamaDemo(const DemoOptions& o) {
   ao.kv_dtype = o.llama_kv_dtype;
   ao.engine_name = "llama.cpp-0.3.36-fa-off";
   ao.engine_kv = [&](std::span<const uint32_t> tokens) { return LlamaKv(lm->get(), *params, tokens); };
-  auto artifacts = LoadOrCalibrateArtifacts(**model, *fingerprint, predictor.get(), want_spec, want_dckv, ao);
+  auto artifacts = LoadOrCalibrateArtifacts(model, setup.fingerprint, predictor.get(), codecs.want_spec,
+                                            codecs.want_dckv, ao);
   if (!artifacts.ok()) return Fail("codec artifacts", artifacts.status());
-  if (want_spec) {
-    std::printf("spec artifact %s (%s; tables of llama.cpp's %s KV)\n", artifacts->spec_path.c_str(),
-                artifacts->spec_cached ? "cached" : "calibrated now", std::string(DTypeName(o.llama_kv_dtype)).c_str());
-  }
-  if (want_dckv) {
-    std::printf("dckv artifact %s (%s)\n", artifacts->dckv_path.c_str(),
-                artifacts->dckv_cached ? "cached" : "calibrated now");
-  }
-  if (artifacts->calibration_s > 0) {
-    std::printf("calibration: %llu tokens of the calibration text in %.1f s\n",
-                static_cast<unsigned long long>(artifacts->calibration_tokens), artifacts->calibration_s);
-  }
+  PrintArtifacts(*artifacts, "; tables of llama.cpp's " + std::string(DTypeName(o.llama_kv_dtype)) + " KV");
   std::printf("engine: llama.cpp (llama-cpp-python 0.3.36), %s KV, flash attention off, %d threads, context %u\n",
               std::string(DTypeName(o.llama_kv_dtype)).c_str(), o.llama_threads, n_ctx);
-  std::printf("workload: %zu documents (%u tokens each) x %u questions = %zu requests, %llu prompt tokens, seed %llu\n",
-              workload->documents.size(), o.workload.doc_tokens, o.workload.requests_per_doc,
-              workload->requests.size(), static_cast<unsigned long long>(prompt_tokens),
-              static_cast<unsigned long long>(o.workload.seed));
+  const uint64_t prompt_tokens = PrintWorkload(*workload, o.workload);
   std::fflush(stdout);
 
   LlamaDemoRunOptions ro;
@@ -160,22 +129,22 @@ int RunLlamaDemo(const DemoOptions& o) {
   LlamaDemoReference reference;
   std::vector<DemoCodecRow> rows;
   nlohmann::json spec_bits = nullptr;
-  for (PrefixCodecKind k : kinds) {
+  for (PrefixCodecKind k : codecs.kinds) {
     PrefixCodecOptions co;
     co.kind = k;
-    co.model_fingerprint = *fingerprint;
+    co.model_fingerprint = setup.fingerprint;
     co.tenant = client_options.tenant;
     co.cache_salt = "demo-llama-" + run_id;
     co.kv_dtype = o.llama_kv_dtype;
-    auto codec = MakeDemoCodec(k, **model, predictor, *artifacts, co);
+    auto codec = MakeDemoCodec(k, model, predictor, *artifacts, co);
     if (!codec.ok()) return Fail(std::string("codec ") + PrefixCodecName(k), codec.status());
     std::shared_ptr<const PrefixCodec> shared(std::move(codec).value());
-    auto row = RunLlamaDemoCodec(lm->get(), *workload, &reference, shared, client, ro);
+    auto row = RunLlamaDemoCodec(lm->get(), *workload, &reference, shared, setup.client, ro);
     if (!row.ok()) return Fail(std::string("run ") + PrefixCodecName(k), row.status());
     rows.push_back(*row);
     if (k == PrefixCodecKind::kSpec) {
       t0 = Clock::now();
-      auto ours = SpecOnOurKv(**model, *workload, *shared);
+      auto ours = SpecOnOurKv(model, *workload, *shared);
       if (!ours.ok()) return Fail("spec on our runtime's KV", ours.status());
       spec_bits = {{"dtype", DTypeName(o.llama_kv_dtype)},
                    {"llama_cpp_kv", BitsPerScalar(row->stored_bytes, row->raw_bytes)},
@@ -206,26 +175,15 @@ int RunLlamaDemo(const DemoOptions& o) {
   std::printf("demo wall time %.1f s (model load %.1f s, calibration %.1f s, llama.cpp reference answers %.1f s)\n",
               wall_s, load_s, artifacts->calibration_s, reference.wall_s);
 
-  if (!o.json.empty()) {
-    DemoRunFacts facts;
-    facts.model_sha256 = ToHex(*fingerprint);
-    facts.requests = workload->requests.size();
-    facts.prompt_tokens = prompt_tokens;
-    facts.calibration_s = artifacts->calibration_s;
-    facts.reference_s = reference.wall_s;
-    facts.wall_s = wall_s;
-    facts.run_id = run_id;
-    facts.predictor = predictor ? predictor->options().VariantName() : "";
-    for (const auto& d : workload->documents) facts.sources.push_back(d.source);
-    const Status w = WriteDemoJson(o, rows, acceptance, facts, {{"engine", "llama.cpp"},
-                                {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off"},
-                                {"llama_threads", o.llama_threads},
-                                {"n_ctx", n_ctx},
-                                {"kv_dtype", DTypeName(o.llama_kv_dtype)}}, {{"spec_bits_per_scalar", spec_bits}});
-    if (!w.ok()) return Fail("writing " + o.json, w);
-  }
-  FinishServer(o.start_server, o.keep_server, /*show_dashboard=*/true, &server);
-  return acceptance["passed"].get<bool>() ? 0 : 1;
+  const DemoRunFacts facts{"", 0, prompt_tokens, artifacts->calibration_s, reference.wall_s, wall_s, run_id,
+                           predictor ? predictor->options().VariantName() : "", {}};
+  return CloseDemo(o, setup, *workload, rows, acceptance, facts,
+                   {{"engine", "llama.cpp"},
+                    {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off"},
+                    {"llama_threads", o.llama_threads},
+                    {"n_ctx", n_ctx},
+                    {"kv_dtype", DTypeName(o.llama_kv_dtype)}},
+                   {{"spec_bits_per_scalar", spec_bits}}, &server);
 }
 
 #endif  // KVSTASH_DEMO_LLAMA

@@ -1,19 +1,11 @@
 // The request loop of `kvstash-demo --engine llama.cpp`: one pass over the workload per
-// codec, with llama.cpp (engines/llama_cpp/llama_session.h) as the engine, against a
+// codec, with llama.cpp as the engine (engines/session/engine_session.h), against a
 // live kvstash server; every hit checked against llama.cpp itself.
 //
-// Per request (prompt = the document's prefix + the question; the chain covers the
-// prefix: LlamaSession's chain_tokens = |prefix|, as the reference-engine demo chains it):
-//   LOOKUP the prefix chain (LlamaSession::Lookup).
-//   miss: LlamaSession::PrefillMiss: llama.cpp prefills the whole prompt in one batch;
-//     TTFT = lookup + that prefill (the first token is the argmax of its logits). The
-//     session exports the sequence state and PUTs the prefix chunks on its background
-//     thread (encode and PUT are not part of TTFT; their time per miss is reported).
-//   hit:  LlamaSession::RestoreHit: GET (pipelined), verify and decode, rebuild the
-//     sequence state, llama_state_seq_set_data, then llama.cpp prefills the question;
-//     TTFT = lookup + restore + that prefill. A hit the session had to recompute
-//     (EvalResult::fallback) counts as mismatched: the demo expects every hit to load.
-//   Then gen_tokens greedy tokens are generated one at a time.
+// The engine session's pass (demo_session_pass.h) over llama.cpp
+// (engines/llama_cpp/llama_kv_engine.h: one context, sequence 0), with a fresh restore
+// cost model per pass; after a loaded hit the session's context generates gen_tokens
+// greedy tokens one at a time.
 // Reference (computed once per (request, restored length) and shared by the codec
 // passes; never part of a TTFT): a fresh llama.cpp context of the same parameters
 // prefills tokens [0, r) then [r, n) (the hit's batch split; r = the restored tokens),
@@ -62,7 +54,7 @@ struct LlamaDemoRunOptions {
   RestoreCostOptions::Policy restore_policy = RestoreCostOptions::Policy::kCost;
 };
 
-// A pass of one codec. `codec` must have the context's KV layout (LlamaSession::Create).
+// A pass of one codec. `codec` must have the context's KV layout (EngineSession::Create).
 // Errors: InvalidArgument for gen_tokens 0 or a prompt longer than the context; the
 // session's and llama.cpp's errors (a failed restore is not an error: it is counted).
 Result<DemoCodecRow> RunLlamaDemoCodec(llama_model* model, const DemoWorkload& workload,

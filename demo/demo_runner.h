@@ -15,30 +15,25 @@
 //     lossless hit's answer differs from the fp32 one (bf16 rounding can flip a
 //     near-tie), to decide whether the hit is still exact.
 // Codec pass (per codec, fresh namespace: the cache salt includes the run id and the
-// codec, so a RocksDB left from an earlier run never serves this run):
-//   LOOKUP the prefix chain.
-//   miss: TTFT = lookup + the full prefill of the prompt + the first token, measured in
-//     this pass (so a codec's miss and hit TTFTs are taken under the same conditions);
-//     then the chunks are encoded client-side (PrefixCodec) and PUT in chain order (not
-//     part of TTFT).
-//   hit:  GET the matched chunks (pipelined), Restore (spec: predictor over the matched
-//     tokens, then decode; dckv/raw: decode), prefill the unmatched suffix; TTFT ends with
-//     the first token. Checks: raw/spec: restored bf16 chunks byte-identical to the
-//     exact cache's and the greedy answer identical to the fp32 reference or, failing
-//     that, to the bf16 one (hits_verified, else hits_mismatched); `same_tokens_as_fp32`
-//     counts answers equal to the fp32 reference. dckv: decode checks pass (content
-//     checksum of the decoded chunk, verified by the decoder) = verified; the fp32
-//     reference answer is teacher-forced and top-1 agreement and KL(p_fp32 || p_dckv)
-//     are measured per generated position. A failed Restore is a mismatch, never silently used.
-//   Time of a hit: lookup, network (GET round trips minus the server's own GET time),
-//   store (the server's GET handling time from its /v1/stats), predictor (spec),
-//   decode (+ assembling the fp32 cache), suffix prefill (+ first token).
-//
+// codec, so a RocksDB left from an earlier run never serves this run): the engine
+// session's pass (demo_session_pass.h) over the reference runtime
+// (engines/reference/reference_engine.h, bf16 KV across the interface), with a fresh
+// restore cost model per pass. Its checks:
+//   miss (or declined hit): the document's exact cache is the prefix of this prefill's
+//     cache when none is kept yet.
+//   hit: raw/spec: the restored bf16 chunks byte-identical to the exact cache's and the
+//     greedy answer identical to the fp32 reference or, failing that, to the bf16 one
+//     (hits_verified, else hits_mismatched); `same_tokens_as_fp32` counts answers equal
+//     to the fp32 reference. dckv: decode checks pass (content checksum of the decoded
+//     chunk, verified by the decoder) = verified; the fp32 reference answer is teacher-
+//     forced and top-1 agreement and KL(p_fp32 || p_dckv) are measured per generated
+//     position. A failed restore is a mismatch, never silently used.
 // Thread-safety: not reentrant.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -154,17 +149,27 @@ struct DemoCodecRow {
   double ratio() const { return stored_bytes ? double(raw_bytes) / stored_bytes : 0; }
 };
 
-// Sets row->ttft_miss_ms, ttft_hit_ms, ttft_declined_ms (medians of the lists, ms) and
-// hits_slower_than_miss (taken hits above the miss median).
-void FinishTtfts(const std::vector<double>& miss, const std::vector<double>& hit,
-                 const std::vector<double>& declined, DemoCodecRow* row);
+// What a codec pass gathers besides its row: the TTFTs (milliseconds) of its misses,
+// taken hits and declined hits, and dckv's sums over the scored positions.
+struct DemoPassTally {
+  std::vector<double> ttft_miss, ttft_hit, ttft_declined;
+  double top1 = 0, kl = 0;  // top-1 agreements; KL in nats
+
+  // Sets row->ttft_miss_ms, ttft_hit_ms, ttft_declined_ms (medians of the lists, ms) and
+  // hits_slower_than_miss (taken hits above the miss median); for a lossy codec with
+  // scored positions, row->top1_agreement and kl_mean (means over them).
+  void Finish(bool lossy, DemoCodecRow* row) const;
+};
+
 // One progress-line fragment for a hit's decision: "restore est 812 ms < recompute est
 // 1930 ms" (or ">=", or "no rates yet: declined"; the margin is not shown).
 std::string DecisionText(const RestoreEstimate& e);
 
 // Fills *reference (sized to the workload on first use) as it needs reference results.
+// `codec` must be bf16 (the reference's KV dtype across the engine interface).
+// Errors: InvalidArgument for gen_tokens 0; the session's and the runtime's errors.
 Result<DemoCodecRow> RunDemoCodec(const model::Model& model, const DemoWorkload& workload,
-                                  DemoReference* reference, const PrefixCodec& codec,
-                                  Client* client, const DemoRunOptions& options);
+                                  DemoReference* reference, std::shared_ptr<const PrefixCodec> codec,
+                                  std::shared_ptr<Client> client, const DemoRunOptions& options);
 
 }  // namespace kvstash::demo

@@ -1,5 +1,7 @@
 // kvstash::llama_cpp::LlamaSession: prefix KV caching for one llama.cpp context
-// (docs/architecture.md §9). Before a prompt is evaluated, the session LOOKs UP its chain on the
+// (docs/architecture.md §9): the engine session (engines/session/engine_session.h) over
+// a LlamaKvEngine (llama_kv_engine.h), with llama.cpp's token type and context
+// parameters. Before a prompt is evaluated, the session LOOKs UP its chain on the
 // kvstash servers; on a hit it GETs the matched chunks, verifies and decodes them
 // (PrefixCodec::RestoreKvChunks), rebuilds llama.cpp's sequence-state bytes for the
 // matched tokens (llama_state.h) and imports them with llama_state_seq_set_data, then
@@ -50,18 +52,13 @@
 
 #include <llama.h>
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <span>
-#include <thread>
-#include <vector>
 
 #include "common/result.h"
-#include "common/thread_annotations.h"
-#include "engines/llama_cpp/llama_engine.h"
-#include "engines/llama_cpp/llama_state.h"
+#include "engines/llama_cpp/llama_kv_engine.h"
+#include "engines/session/engine_session.h"
 #include "kvstash/client.h"
 #include "kvstash/prefix_codec.h"
 #include "kvstash/restore_cost.h"
@@ -82,56 +79,11 @@ struct LlamaSessionOptions {
 };
 
 // What the session found on the servers for a prompt (Lookup).
-struct LlamaLookup {
-  std::vector<ChunkKey> keys;      // the chain of tokens [0, chain_tokens) (TokensOnly)
-  uint32_t chain_tokens = 0;       // prompt tokens the chain covers
-  uint32_t matched_chunks = 0;     // chain[0..matched_chunks) are stored
-  uint64_t matched_tokens = 0;     // tokens they cover
-  double lookup_ms = 0;            // ChainKeys + LOOKUP round trip
-};
-
-// The outcome of one prompt.
-struct EvalResult {
-  uint32_t prompt_tokens = 0;
-  uint32_t restored_tokens = 0;   // imported from the store (0 on a miss or fallback)
-  uint32_t evaluated_tokens = 0;  // evaluated by llama.cpp
-  uint32_t restored_chunks = 0;
-  uint32_t queued_chunks = 0;     // chunks handed to the PUT thread
-  double lookup_ms = 0;           // chain keys + LOOKUP
-  double restore_ms = 0;          // GET + verify/decode + rebuild + import (hit path)
-  double get_ms = 0;              //   of which: GET round trips
-  double decode_ms = 0;           //   of which: codec decode and verification
-  double predictor_ms = 0;        //     of which: spec predictor over the matched tokens
-  double import_ms = 0;           //   of which: state rebuild + llama_state_seq_set_data
-  double prefill_ms = 0;          // llama_decode of the evaluated tokens
-  double export_ms = 0;           // llama_state_seq_get_data + parse + chunk cut
-  uint64_t get_payload_bytes = 0; // payload bytes received
-  // Ok, or why a hit was not used and the prompt was recomputed from scratch.
-  Status fallback;
-  // LOOKUP hits: the cost model's estimate for the tokens a restore would import, and
-  // whether EvaluatePrompt declined the hit (then the prompt ran as a miss).
-  RestoreEstimate estimate;
-  bool declined = false;
-  // Logits of the last prompt token (llama_vocab_n_tokens floats).
-  std::vector<float> logits;
-};
-
+using LlamaLookup = session::ChainLookup;
+// The outcome of one prompt (logits: llama_vocab_n_tokens floats).
+using EvalResult = session::EvalResult;
 // Counters over the session's life.
-struct LlamaSessionStats {
-  uint64_t prompts = 0, hits = 0, fallbacks = 0;
-  // LOOKUP hits EvaluatePrompt declined (restore estimated slower than the prefill), and
-  // the stored tokens they left unused.
-  uint64_t declined_hits = 0, declined_tokens = 0;
-  // Of the fallbacks: restores refused because a payload was damaged (Corruption: a
-  // stored chunk that failed its checksum, or a payload bound to another key), and
-  // because one was of another codec, artifact, model or format version (Mismatch).
-  uint64_t fallbacks_corruption = 0, fallbacks_mismatch = 0;
-  uint64_t puts_ok = 0, puts_failed = 0;
-  uint64_t put_payload_bytes = 0;  // payload bytes sent
-  uint64_t put_raw_bytes = 0;      // canonical bytes of the chunks encoded
-  double encode_ms = 0;            // PUT thread: EncodeKvChunks (spec: with its predictor)
-  double put_ms = 0;               // PUT thread: the PUT round trips
-};
+using LlamaSessionStats = session::SessionStats;
 
 class LlamaSession {
  public:
@@ -144,9 +96,6 @@ class LlamaSession {
                                                       std::shared_ptr<Client> client,
                                                       std::shared_ptr<const PrefixCodec> codec,
                                                       LlamaSessionOptions options = {});
-  ~LlamaSession();
-  LlamaSession(const LlamaSession&) = delete;
-  LlamaSession& operator=(const LlamaSession&) = delete;
 
   // The whole step: Lookup, then RestoreHit when something matched, else PrefillMiss.
   // chain_tokens: the reusable prefix the chain covers (see READ ME FIRST); 0 = the
@@ -170,60 +119,26 @@ class LlamaSession {
 
   // The cost model's estimate for restoring `lookup`'s matched tokens of a prompt of
   // `prompt_tokens` tokens (at most prompt_tokens - 1: the last one is evaluated).
-  RestoreEstimate EstimateRestore(const LlamaLookup& lookup, size_t prompt_tokens) const;
-  RestoreCostModel& cost_model() const { return *cost_; }
+  RestoreEstimate EstimateRestore(const LlamaLookup& lookup, size_t prompt_tokens) const {
+    return session_->EstimateRestore(lookup, prompt_tokens);
+  }
+  RestoreCostModel& cost_model() const { return session_->cost_model(); }
 
   // Waits until every queued PUT has finished. Returns the first PUT error since the
   // previous Flush (Ok when none).
-  Status Flush();
+  Status Flush() { return session_->Flush(); }
 
-  llama_context* context() const { return ctx_.get(); }
-  const StateLayout& layout() const { return layout_; }
-  const PrefixCodec& codec() const { return *codec_; }
-  LlamaSessionStats stats() const;
+  llama_context* context() const { return engine_->context(); }
+  const StateLayout& layout() const { return engine_->layout(); }
+  const PrefixCodec& codec() const { return session_->codec(); }
+  LlamaSessionStats stats() const { return session_->stats(); }
 
  private:
-  struct PutJob {
-    std::vector<uint32_t> tokens;
-    std::vector<ChunkKey> keys;
-    std::vector<KvChunk> chunks;  // chain chunks [first_chunk, keys.size())
-    uint32_t first_chunk = 0;
-  };
+  LlamaSession(LlamaKvEngine* engine, std::unique_ptr<session::EngineSession> session)
+      : engine_(engine), session_(std::move(session)) {}
 
-  LlamaSession(llama_model* model, ContextPtr ctx, StateLayout layout,
-               std::shared_ptr<Client> client, std::shared_ptr<const PrefixCodec> codec,
-               LlamaSessionOptions options);
-  Status CheckPrompt(std::span<const llama_token> tokens) const;
-  void ClearSequence();
-  // The load path: GET, decode, rebuild, import `restore_tokens` tokens. No side effect
-  // on failure beyond a cleared sequence.
-  Status Restore(std::span<const uint32_t> tokens, const LlamaLookup& lookup,
-                 uint32_t restore_chunks, uint32_t restore_tokens, EvalResult* out);
-  // Exports the sequence (holding the whole prompt) and queues chunks [first, end).
-  Status QueuePut(std::span<const uint32_t> tokens, const LlamaLookup& chain,
-                  uint32_t first_chunk, EvalResult* out) KVSTASH_EXCLUDES(mu_);
-  // The chain of tokens [0, chain_tokens) (0 = all), without a LOOKUP.
-  Result<LlamaLookup> ChainOf(std::span<const llama_token> tokens, uint32_t chain_tokens) const;
-  // InvalidArgument unless `lookup` is a chain of a prefix of these tokens.
-  static Status CheckLookup(std::span<const llama_token> tokens, const LlamaLookup& lookup);
-  void PutLoop() KVSTASH_EXCLUDES(mu_);
-
-  llama_model* model_;
-  ContextPtr ctx_;
-  StateLayout layout_;
-  std::shared_ptr<Client> client_;
-  std::shared_ptr<const PrefixCodec> codec_;
-  LlamaSessionOptions options_;
-  std::shared_ptr<RestoreCostModel> cost_;
-
-  mutable Mutex mu_;
-  std::condition_variable cv_;
-  std::deque<PutJob> queue_ KVSTASH_GUARDED_BY(mu_);
-  bool busy_ KVSTASH_GUARDED_BY(mu_) = false;  // the PUT thread holds a job
-  bool stop_ KVSTASH_GUARDED_BY(mu_) = false;
-  Status first_put_error_ KVSTASH_GUARDED_BY(mu_);
-  LlamaSessionStats stats_ KVSTASH_GUARDED_BY(mu_);
-  std::thread put_thread_;
+  LlamaKvEngine* engine_;  // owned by session_
+  std::unique_ptr<session::EngineSession> session_;
 };
 
 }  // namespace kvstash::llama_cpp
