@@ -50,7 +50,6 @@ nlohmann::json RowJson(const HybridDemoRow& r) {
   return j;
 }
 
-
 // What the hybrid codecs need: spec's predictor and artifact, dckv's codec, calibrated
 // on the calibration split (ids modulo the vocabulary).
 struct HybridCodecs {
@@ -65,7 +64,8 @@ struct HybridCodecs {
 // Calibrates what `codecs` need into *out, printing a line per codec. Errors: the
 // corpus's and the calibrations' (out->failed names the step).
 Status MakeHybridCodecs(const hybrid::HybridModel& model, const model::Tokenizer& tokenizer,
-                        const HybridDemoOptions& flags, const std::vector<std::string>& codecs, HybridCodecs* out) {
+                        const HybridDemoOptions& flags, const std::vector<std::string>& codecs,
+                        HybridCodecs* out) {
   const uint32_t vocab = model.config().vocab_size;
   const bool want_spec = std::count(codecs.begin(), codecs.end(), "spec") > 0;
   const bool want_dckv = std::count(codecs.begin(), codecs.end(), "dckv") > 0;
@@ -92,9 +92,10 @@ Status MakeHybridCodecs(const hybrid::HybridModel& model, const model::Tokenizer
     out->dckv = std::make_shared<dckv::DckvCodec>(std::move(*codec));
     const double s = Secs(t0);
     out->calibration_s += s;
-    std::printf("dckv: artifact (attention layers only, target %.1fx vs bf16) calibrated on %llu tokens of the "
-                "calibration text in %.1f s\n",
-                flags.dckv_rate, static_cast<unsigned long long>(out->cal_tokens), s);
+    std::printf(
+        "dckv: artifact (attention layers only, target %.1fx vs bf16) calibrated on %llu tokens of the "
+        "calibration text in %.1f s\n",
+        flags.dckv_rate, static_cast<unsigned long long>(out->cal_tokens), s);
   }
   if (want_spec) {
     const auto t0 = Clock::now();
@@ -108,14 +109,14 @@ Status MakeHybridCodecs(const hybrid::HybridModel& model, const model::Tokenizer
     if (!a.ok()) return fail("spec calibration", a.status());
     out->artifact = std::make_shared<spec::SpecStateArtifact>(std::move(*a));
     out->calibration_s += Secs(t0);
-    std::printf("spec: predictor %s (weights digest %016llx), artifact calibrated on %llu tokens of the calibration "
-                "text in %.1f s\n",
-                po.Name().c_str(), static_cast<unsigned long long>(predictor->weights_digest()),
-                static_cast<unsigned long long>(out->cal_tokens), Secs(t0));
+    std::printf(
+        "spec: predictor %s (weights digest %016llx), artifact calibrated on %llu tokens of the calibration "
+        "text in %.1f s\n",
+        po.Name().c_str(), static_cast<unsigned long long>(predictor->weights_digest()),
+        static_cast<unsigned long long>(out->cal_tokens), Secs(t0));
   }
   return Status::Ok();
 }
-
 
 // Every row restored something (or declined every hit) and every hit's state was exact,
 // and for lossless codecs its KV and continuation too.
@@ -133,21 +134,21 @@ bool StateExact(const std::vector<HybridDemoRow>& rows) {
 // The state part of the report on stdout: one line per codec.
 void PrintStateTable(const std::vector<HybridDemoRow>& rows) {
   std::printf("\nState part (fp32 recurrent state records at the boundaries):\n");
-  std::printf("%-5s %10s %12s %14s %8s %10s %10s %14s\n", "codec", "states PUT", "state raw MB", "state stored MB",
-              "ratio", "state ok", "KV ok", "continuation ok");
+  std::printf("%-5s %10s %12s %14s %8s %10s %10s %14s\n", "codec", "states PUT", "state raw MB",
+              "state stored MB", "ratio", "state ok", "KV ok", "continuation ok");
   for (const auto& r : rows) {
-    std::printf("%-5s %10u %12.3f %14.3f %8.3f %7u/%-2u %7u/%-2u %11u/%-2u\n", r.base.codec.c_str(), r.states_put,
-                r.state_raw_bytes / 1e6, r.state_stored_bytes / 1e6,
+    std::printf("%-5s %10u %12.3f %14.3f %8.3f %7u/%-2u %7u/%-2u %11u/%-2u\n", r.base.codec.c_str(),
+                r.states_put, r.state_raw_bytes / 1e6, r.state_stored_bytes / 1e6,
                 r.state_stored_bytes ? double(r.state_raw_bytes) / r.state_stored_bytes : 0.0, r.state_checks,
                 r.base.hits, r.kv_checks, r.base.hits, r.logit_checks, r.base.hits);
   }
 }
 
-
 // The "setup" object of the JSON report, but for the run's own facts (requests,
 // prompt_tokens, state_bytes_per_boundary, reference_s, wall_s, run_id).
 nlohmann::json HybridSetupJson(const DemoCommonArgs& o, const HybridDemoOptions& flags,
-                               const hybrid::HybridModel& model, const std::string& dir, const HybridCodecs& codecs) {
+                               const hybrid::HybridModel& model, const std::string& dir,
+                               const HybridCodecs& codecs) {
   return {{"model_kind", "hybrid"},
           {"model", dir},
           {"model_fingerprint", ToHex(model.fingerprint())},
@@ -237,7 +238,8 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
   std::vector<HybridDemoRow> rows;
   std::vector<DemoCodecRow> base_rows;
   for (const auto& c : o.codecs) {
-    std::unique_ptr<HybridKvCoder> coder = c == "spec"   ? MakeSpecHybridCoder(model, codecs.predictor, codecs.artifact)
+    std::unique_ptr<HybridKvCoder> coder = c == "spec"
+                                               ? MakeSpecHybridCoder(model, codecs.predictor, codecs.artifact)
                                            : c == "dckv" ? MakeDckvHybridCoder(model, codecs.dckv)
                                                          : MakeRawHybridCoder(model);
     auto row = RunHybridCodec(model, *workload, *reference, *coder, "demo-hybrid-" + run_id + "-" + c,

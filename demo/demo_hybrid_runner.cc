@@ -150,8 +150,9 @@ class HybridPass {
   Result<bool> Serve(size_t i, std::span<const ChunkKey> keys, const LookupResult& lk, double lookup_ms,
                      const RestoreEstimate& decision);
   // The checks of a restored hit (outside the timed part); returns whether it holds.
-  Result<bool> Check(size_t i, const hybrid::HybridState& restored, uint32_t b, std::span<const uint32_t> suffix,
-                     std::span<const float> last, std::span<const uint32_t> answer, const std::string& timing);
+  Result<bool> Check(size_t i, const hybrid::HybridState& restored, uint32_t b,
+                     std::span<const uint32_t> suffix, std::span<const float> last,
+                     std::span<const uint32_t> answer, const std::string& timing);
   // A miss, a declined hit or a failed restore: the full prefill of the reference pass.
   void Recompute(size_t i, const LookupResult& lk, double lookup_ms, const RestoreEstimate& decision,
                  bool declined);
@@ -221,8 +222,8 @@ Result<HybridFetch> HybridPass::Fetch(std::span<const ChunkKey> keys, uint32_t h
   return f;
 }
 
-Result<bool> HybridPass::Serve(size_t i, std::span<const ChunkKey> keys, const LookupResult& lk, double lookup_ms,
-                               const RestoreEstimate& decision) {
+Result<bool> HybridPass::Serve(size_t i, std::span<const ChunkKey> keys, const LookupResult& lk,
+                               double lookup_ms, const RestoreEstimate& decision) {
   const DemoRequest& rq = w_.requests[i];
   const auto& prefix = w_.documents[rq.doc].prefix;
   DemoCodecRow& row = out_.base;
@@ -243,7 +244,8 @@ Result<bool> HybridPass::Serve(size_t i, std::span<const ChunkKey> keys, const L
   for (const auto& p : f.payloads) payload_bytes += p.size();
   if (!restored.ok() || restored->tokens != b) {
     ++row.hits_mismatched;
-    std::fprintf(stderr, "[%s] request %zu: restore failed (served as a miss): %s\n", row.codec.c_str(), i + 1,
+    std::fprintf(stderr, "[%s] request %zu: restore failed (served as a miss): %s\n", row.codec.c_str(),
+                 i + 1,
                  restored.ok() ? "boundary differs from LOOKUP" : restored.status().ToString().c_str());
     return false;
   }
@@ -319,20 +321,21 @@ Result<bool> HybridPass::Check(size_t i, const hybrid::HybridState& restored, ui
   }
   row.same_tokens_as_fp32 += answer_ok;
   if (o_.verbose) {
-    std::fprintf(stderr,
-                 "[%s] request %zu/%zu: hit %u/%zu prefix tokens (KV + state), %s; KV %s, state %s, %zu continuation "
-                 "rows %s, answer %s\n",
-                 row.codec.c_str(), i + 1, w_.requests.size(), b, w_.documents[rq.doc].prefix.size(), timing.c_str(),
-                 kv_ok ? "exact" : "DIFFERS", state_ok ? "exact" : "DIFFERS", suffix.size(),
-                 logits_ok ? "bit-identical" : (coder_.lossy() ? "differ (lossy KV)" : "DIFFER"),
-                 answer_ok ? "same" : "differs");
+    std::fprintf(
+        stderr,
+        "[%s] request %zu/%zu: hit %u/%zu prefix tokens (KV + state), %s; KV %s, state %s, %zu continuation "
+        "rows %s, answer %s\n",
+        row.codec.c_str(), i + 1, w_.requests.size(), b, w_.documents[rq.doc].prefix.size(), timing.c_str(),
+        kv_ok ? "exact" : "DIFFERS", state_ok ? "exact" : "DIFFERS", suffix.size(),
+        logits_ok ? "bit-identical" : (coder_.lossy() ? "differ (lossy KV)" : "DIFFER"),
+        answer_ok ? "same" : "differs");
   }
   // Lossy KV: the state must still be exact (it is stored raw).
   return coder_.lossy() ? state_ok : kv_ok && state_ok && logits_ok && answer_ok;
 }
 
-void HybridPass::Recompute(size_t i, const LookupResult& lk, double lookup_ms, const RestoreEstimate& decision,
-                           bool declined) {
+void HybridPass::Recompute(size_t i, const LookupResult& lk, double lookup_ms,
+                           const RestoreEstimate& decision, bool declined) {
   const DemoRequest& rq = w_.requests[i];
   const auto& rr = ref_.requests[i];
   DemoCodecRow& row = out_.base;
@@ -350,13 +353,15 @@ void HybridPass::Recompute(size_t i, const LookupResult& lk, double lookup_ms, c
   row.estimates.push_back({static_cast<uint32_t>(i + 1), false, decision,
                            rr.full_prefill_ms * static_cast<double>(lk.matched_tokens) / prompt_tokens});
   if (o_.verbose) {
-    std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.1f ms\n", row.codec.c_str(),
-                 i + 1, w_.requests.size(), static_cast<unsigned long long>(lk.matched_tokens),
-                 DecisionText(decision).c_str(), tally_.ttft_declined.back());
+    std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.1f ms\n",
+                 row.codec.c_str(), i + 1, w_.requests.size(),
+                 static_cast<unsigned long long>(lk.matched_tokens), DecisionText(decision).c_str(),
+                 tally_.ttft_declined.back());
   }
 }
 
-Status HybridPass::Put(size_t i, std::span<const ChunkKey> keys, uint32_t have, const KvLayout& layout, bool miss) {
+Status HybridPass::Put(size_t i, std::span<const ChunkKey> keys, uint32_t have, const KvLayout& layout,
+                       bool miss) {
   const DemoRequest& rq = w_.requests[i];
   const auto& prefix = w_.documents[rq.doc].prefix;
   const auto& doc = ref_.docs[rq.doc];
@@ -399,9 +404,11 @@ Status HybridPass::Put(size_t i, std::span<const ChunkKey> keys, uint32_t have, 
   row.put_ms += put_ms;
   cost_.ObserveEncode(prefix.size() - uint64_t{have} * o_.chunk_tokens, put_bytes, encode_ms / 1e3);
   if (o_.verbose && miss) {
-    std::fprintf(stderr, "[%s] request %zu/%zu: miss, TTFT %.1f ms; put %zu chunks %.3f MB (encode %.1f ms, put %.1f ms)\n",
-                 row.codec.c_str(), i + 1, w_.requests.size(), tally_.ttft_miss.back(), keys.size() - have, put_bytes / 1e6,
-                 encode_ms, put_ms);
+    std::fprintf(
+        stderr,
+        "[%s] request %zu/%zu: miss, TTFT %.1f ms; put %zu chunks %.3f MB (encode %.1f ms, put %.1f ms)\n",
+        row.codec.c_str(), i + 1, w_.requests.size(), tally_.ttft_miss.back(), keys.size() - have,
+        put_bytes / 1e6, encode_ms, put_ms);
   }
   return Status::Ok();
 }
@@ -440,7 +447,8 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
   ns.tenant = tenant;
   KVSTASH_ASSIGN_OR_RETURN(const Digest256 ns_digest, NamespaceDigest(ns));
   HybridPass pass(m, w, ref, coder, client, o);
-  for (size_t i = 0; i < w.requests.size(); ++i) KVSTASH_RETURN_IF_ERROR(pass.Request(i, ns_digest, ns.layout));
+  for (size_t i = 0; i < w.requests.size(); ++i)
+    KVSTASH_RETURN_IF_ERROR(pass.Request(i, ns_digest, ns.layout));
   return pass.Finish(std::chrono::duration<double>(Clock::now() - t_start).count());
 }
 

@@ -175,8 +175,15 @@ int RunLlamaDemo(const DemoOptions& o) {
   std::printf("demo wall time %.1f s (model load %.1f s, calibration %.1f s, llama.cpp reference answers %.1f s)\n",
               wall_s, load_s, artifacts->calibration_s, reference.wall_s);
 
-  const DemoRunFacts facts{"", 0, prompt_tokens, artifacts->calibration_s, reference.wall_s, wall_s, run_id,
-                           predictor ? predictor->options().VariantName() : "", {}};
+  const DemoRunFacts facts{"",
+                           0,
+                           prompt_tokens,
+                           artifacts->calibration_s,
+                           reference.wall_s,
+                           wall_s,
+                           run_id,
+                           predictor ? predictor->options().VariantName() : "",
+                           {}};
   return CloseDemo(o, setup, *workload, rows, acceptance, facts,
                    {{"engine", "llama.cpp"},
                     {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off"},

@@ -69,11 +69,17 @@ class LlamaChecks final : public SessionPassChecks {
  public:
   LlamaChecks(const DemoWorkload& w, LlamaDemoReference* ref, llama_cpp::LlamaKvEngine* engine,
               llama_cpp::ContextPtr ref_ctx, bool lossy, uint32_t gen_tokens)
-      : w_(w), ref_(*ref), engine_(*engine), ref_ctx_(std::move(ref_ctx)), lossy_(lossy), gen_tokens_(gen_tokens) {}
+      : w_(w),
+        ref_(*ref),
+        engine_(*engine),
+        ref_ctx_(std::move(ref_ctx)),
+        lossy_(lossy),
+        gen_tokens_(gen_tokens) {}
 
   Status AfterPrefill(size_t) override { return Status::Ok(); }
 
-  Result<bool> CheckHit(size_t i, const session::EvalResult& r, DemoCodecRow* row, double* top1, double* kl) override {
+  Result<bool> CheckHit(size_t i, const session::EvalResult& r, DemoCodecRow* row, double* top1,
+                        double* kl) override {
     const std::vector<llama_token> prompt = Prompt(w_, w_.requests[i]);
     KVSTASH_ASSIGN_OR_RETURN(const LlamaDemoReference::Answer* want,
                              EnsureAnswer(ref_ctx_.get(), prompt, i, r.restored_tokens, gen_tokens_, &ref_));
@@ -81,16 +87,20 @@ class LlamaChecks final : public SessionPassChecks {
     // in the session's context.
     const auto pos = static_cast<llama_pos>(prompt.size());
     if (!lossy_) {
-      KVSTASH_ASSIGN_OR_RETURN(auto answer, Generate(engine_.context(), r.logits, pos, gen_tokens_, nullptr, nullptr));
+      KVSTASH_ASSIGN_OR_RETURN(auto answer,
+                               Generate(engine_.context(), r.logits, pos, gen_tokens_, nullptr, nullptr));
       const bool same_answer = answer == want->tokens;
       row->same_tokens_as_fp32 += same_answer;
-      return model::Argmax(r.logits) == want->tokens[0] && same_answer && SameFloats(r.logits, want->last_logits);
+      return model::Argmax(r.logits) == want->tokens[0] && same_answer &&
+             SameFloats(r.logits, want->last_logits);
     }
     std::vector<float> logits;
-    KVSTASH_RETURN_IF_ERROR(Generate(engine_.context(), r.logits, pos, gen_tokens_, &want->tokens, &logits).status());
+    KVSTASH_RETURN_IF_ERROR(
+        Generate(engine_.context(), r.logits, pos, gen_tokens_, &want->tokens, &logits).status());
     const size_t V = r.logits.size();
     for (size_t g = 0; g * V < logits.size(); ++g) {
-      ScorePosition(std::span(logits).subspan(g * V, V), want->logprobs.data() + g * V, want->tokens[g], top1, kl);
+      ScorePosition(std::span(logits).subspan(g * V, V), want->logprobs.data() + g * V, want->tokens[g], top1,
+                    kl);
       ++row->scored_positions;
     }
     return true;
@@ -108,8 +118,8 @@ class LlamaChecks final : public SessionPassChecks {
 }  // namespace
 
 Result<DemoCodecRow> RunLlamaDemoCodec(llama_model* model, const DemoWorkload& w, LlamaDemoReference* ref,
-                                       std::shared_ptr<const PrefixCodec> codec, std::shared_ptr<Client> client,
-                                       const LlamaDemoRunOptions& o) {
+                                       std::shared_ptr<const PrefixCodec> codec,
+                                       std::shared_ptr<Client> client, const LlamaDemoRunOptions& o) {
   if (o.gen_tokens == 0) return Status::InvalidArgument("demo: gen_tokens must be > 0");
   KVSTASH_ASSIGN_OR_RETURN(auto engine, llama_cpp::LlamaKvEngine::Create(model, o.params, 0));
   KVSTASH_ASSIGN_OR_RETURN(auto ref_ctx, llama_cpp::NewContext(model, o.params));

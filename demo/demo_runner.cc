@@ -115,8 +115,8 @@ namespace {
 // Greedy decoding of `n` tokens continuing `cache`, whose last row's logits are
 // `logits`. When `logprobs` is given, appends the log-softmax of every row that chose a
 // token ([n, vocab]).
-Result<std::vector<uint32_t>> Continue(const model::Model& m, model::KvCache* cache, std::vector<float> logits,
-                                       uint32_t n, std::vector<float>* logprobs) {
+Result<std::vector<uint32_t>> Continue(const model::Model& m, model::KvCache* cache,
+                                       std::vector<float> logits, uint32_t n, std::vector<float>* logprobs) {
   const uint32_t V = m.config.vocab_size;
   std::vector<uint32_t> out;
   uint32_t tok = model::Argmax(logits);
@@ -135,8 +135,9 @@ Result<std::vector<uint32_t>> Continue(const model::Model& m, model::KvCache* ca
 }
 
 // Greedy decoding of `n` tokens after prefilling `suffix` on `cache` (Continue).
-Result<std::vector<uint32_t>> Greedy(const model::Model& m, model::KvCache* cache, std::span<const uint32_t> suffix,
-                                     uint32_t n, std::vector<float>* logprobs) {
+Result<std::vector<uint32_t>> Greedy(const model::Model& m, model::KvCache* cache,
+                                     std::span<const uint32_t> suffix, uint32_t n,
+                                     std::vector<float>* logprobs) {
   KVSTASH_ASSIGN_OR_RETURN(auto r, model::Prefill(m, suffix, cache));
   return Continue(m, cache, std::move(r.logits), n, logprobs);
 }
@@ -156,20 +157,28 @@ void AddSeconds(Clock::time_point t0, double* acc) {
 // from its first miss, every hit against the exact cache and the reference answers.
 class ReferenceChecks final : public SessionPassChecks {
  public:
-  ReferenceChecks(const model::Model& m, const DemoWorkload& w, DemoReference* ref, reference::ReferenceEngine* engine,
-                  bool lossy, uint32_t chunk_tokens, uint32_t gen_tokens)
-      : m_(m), w_(w), ref_(*ref), engine_(*engine), lossy_(lossy), chunk_tokens_(chunk_tokens), gen_tokens_(gen_tokens) {}
+  ReferenceChecks(const model::Model& m, const DemoWorkload& w, DemoReference* ref,
+                  reference::ReferenceEngine* engine, bool lossy, uint32_t chunk_tokens, uint32_t gen_tokens)
+      : m_(m),
+        w_(w),
+        ref_(*ref),
+        engine_(*engine),
+        lossy_(lossy),
+        chunk_tokens_(chunk_tokens),
+        gen_tokens_(gen_tokens) {}
 
   Status AfterPrefill(size_t i) override {
     const DemoRequest& rq = w_.requests[i];
     auto& doc = ref_.docs[rq.doc];
     if (doc.ready) return Status::Ok();  // this prefill's prefix is the document's exact cache
-    KVSTASH_ASSIGN_OR_RETURN(doc.exact, engine_.cache().Prefix(static_cast<uint32_t>(w_.documents[rq.doc].prefix.size())));
+    KVSTASH_ASSIGN_OR_RETURN(
+        doc.exact, engine_.cache().Prefix(static_cast<uint32_t>(w_.documents[rq.doc].prefix.size())));
     doc.ready = true;
     return Status::Ok();
   }
 
-  Result<bool> CheckHit(size_t i, const session::EvalResult& r, DemoCodecRow* row, double* top1, double* kl) override {
+  Result<bool> CheckHit(size_t i, const session::EvalResult& r, DemoCodecRow* row, double* top1,
+                        double* kl) override {
     const DemoRequest& rq = w_.requests[i];
     const auto& prefix = w_.documents[rq.doc].prefix;
     const bool whole = r.restored_tokens == prefix.size();
@@ -216,13 +225,14 @@ class ReferenceChecks final : public SessionPassChecks {
     if (rr.fp32_tokens.size() > 1) {
       model::PrefillOptions po;
       po.logits = model::PrefillOptions::Logits::kAll;
-      KVSTASH_ASSIGN_OR_RETURN(auto r1, model::Prefill(m_, std::span(rr.fp32_tokens).first(rr.fp32_tokens.size() - 1),
-                                                       cache, po));
+      KVSTASH_ASSIGN_OR_RETURN(
+          auto r1, model::Prefill(m_, std::span(rr.fp32_tokens).first(rr.fp32_tokens.size() - 1), cache, po));
       logits.insert(logits.end(), r1.logits.begin(), r1.logits.end());
     }
     if (rr.fp32_logprobs.empty()) return Status::Ok();
     for (size_t g = 0; g * V < logits.size(); ++g) {
-      ScorePosition(std::span(logits).subspan(g * V, V), rr.fp32_logprobs.data() + g * V, rr.fp32_tokens[g], top1, kl);
+      ScorePosition(std::span(logits).subspan(g * V, V), rr.fp32_logprobs.data() + g * V, rr.fp32_tokens[g],
+                    top1, kl);
       ++row->scored_positions;
     }
     return Status::Ok();
@@ -253,8 +263,8 @@ class ReferenceChecks final : public SessionPassChecks {
     if (!rr.fp32_tokens.empty()) return Status::Ok();
     const auto t0 = Clock::now();
     model::KvCache c32 = ref_.docs[w_.requests[i].doc].exact;
-    KVSTASH_ASSIGN_OR_RETURN(rr.fp32_tokens,
-                             Greedy(m_, &c32, w_.requests[i].question_tokens, gen_tokens_, &rr.fp32_logprobs));
+    KVSTASH_ASSIGN_OR_RETURN(
+        rr.fp32_tokens, Greedy(m_, &c32, w_.requests[i].question_tokens, gen_tokens_, &rr.fp32_logprobs));
     AddSeconds(t0, &ref_.wall_s);
     return Status::Ok();
   }

@@ -16,8 +16,14 @@ using session::EvalResult;
 
 // The pass's running state: the row and the lists its medians come from.
 struct Pass {
-  Pass(EngineSession* s, Client* c, const DemoWorkload& wl, SessionPassChecks* ch, const SessionPassOptions& opt)
-      : session(s), client(c), w(wl), checks(ch), o(opt), lossy(s->codec().kind() == PrefixCodecKind::kDckv) {}
+  Pass(EngineSession* s, Client* c, const DemoWorkload& wl, SessionPassChecks* ch,
+       const SessionPassOptions& opt)
+      : session(s),
+        client(c),
+        w(wl),
+        checks(ch),
+        o(opt),
+        lossy(s->codec().kind() == PrefixCodecKind::kDckv) {}
 
   EngineSession* session;
   Client* client;
@@ -30,7 +36,8 @@ struct Pass {
   std::vector<double> h_lookup, h_network, h_store, h_predictor, h_decode, h_suffix;
 
   // A miss or a declined hit of request i.
-  Status Prefill(size_t i, std::span<const uint32_t> prompt, const ChainLookup& lk, const RestoreEstimate& decision);
+  Status Prefill(size_t i, std::span<const uint32_t> prompt, const ChainLookup& lk,
+                 const RestoreEstimate& decision);
   // A hit of request i the cost model took.
   Status Restore(size_t i, std::span<const uint32_t> prompt, const ChainLookup& lk);
   DemoCodecRow Finish(double wall_s);
@@ -49,7 +56,8 @@ Status Pass::Prefill(size_t i, std::span<const uint32_t> prompt, const ChainLook
     ++row.misses;
     tally.ttft_miss.push_back(ttft);
     if (o.verbose) {
-      std::fprintf(stderr, "[%s] request %zu/%zu: miss, TTFT %.0f ms (%s prefill of %zu tokens); %u chunks queued\n",
+      std::fprintf(stderr,
+                   "[%s] request %zu/%zu: miss, TTFT %.0f ms (%s prefill of %zu tokens); %u chunks queued\n",
                    row.codec.c_str(), i + 1, w.requests.size(), ttft, o.engine.c_str(), prompt.size(),
                    r.queued_chunks);
     }
@@ -61,9 +69,9 @@ Status Pass::Prefill(size_t i, std::span<const uint32_t> prompt, const ChainLook
   row.estimates.push_back({static_cast<uint32_t>(i + 1), false, decision,
                            r.prefill_ms * static_cast<double>(decision.tokens) / prompt.size()});
   if (o.verbose) {
-    std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.0f ms\n", row.codec.c_str(),
-                 i + 1, w.requests.size(), static_cast<unsigned long long>(decision.tokens),
-                 DecisionText(decision).c_str(), ttft);
+    std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.0f ms\n",
+                 row.codec.c_str(), i + 1, w.requests.size(),
+                 static_cast<unsigned long long>(decision.tokens), DecisionText(decision).c_str(), ttft);
   }
   return Status::Ok();
 }
@@ -75,8 +83,8 @@ Status Pass::Restore(size_t i, std::span<const uint32_t> prompt, const ChainLook
   const double store_after = ServerGetUs(client);
   if (!r.fallback.ok()) {
     ++row.hits_mismatched;
-    std::fprintf(stderr, "[%s] request %zu: the hit was not loaded, %s recomputed: %s\n", row.codec.c_str(), i + 1,
-                 o.engine.c_str(), r.fallback.ToString().c_str());
+    std::fprintf(stderr, "[%s] request %zu: the hit was not loaded, %s recomputed: %s\n", row.codec.c_str(),
+                 i + 1, o.engine.c_str(), r.fallback.ToString().c_str());
     return session->Flush().WithContext("put");
   }
   row.matched_tokens += r.restored_tokens;
@@ -98,11 +106,12 @@ Status Pass::Restore(size_t i, std::span<const uint32_t> prompt, const ChainLook
   verified ? ++row.hits_verified : ++row.hits_mismatched;
   if (o.verbose) {
     std::fprintf(stderr,
-                 "[%s] request %zu/%zu: hit %u/%u prefix tokens, TTFT %.0f ms (restore %.0f: get %.0f, predictor %.0f, "
+                 "[%s] request %zu/%zu: hit %u/%u prefix tokens, TTFT %.0f ms (restore %.0f: get %.0f, "
+                 "predictor %.0f, "
                  "decode %.0f, import %.0f; %s prefill of %u tokens %.0f; %s)%s\n",
-                 row.codec.c_str(), i + 1, w.requests.size(), r.restored_tokens, lk.chain_tokens, ttft, r.restore_ms,
-                 r.get_ms, r.predictor_ms, r.decode_ms - r.predictor_ms, r.import_ms, o.engine.c_str(),
-                 r.evaluated_tokens, r.prefill_ms, DecisionText(r.estimate).c_str(),
+                 row.codec.c_str(), i + 1, w.requests.size(), r.restored_tokens, lk.chain_tokens, ttft,
+                 r.restore_ms, r.get_ms, r.predictor_ms, r.decode_ms - r.predictor_ms, r.import_ms,
+                 o.engine.c_str(), r.evaluated_tokens, r.prefill_ms, DecisionText(r.estimate).c_str(),
                  lossy ? "" : (verified ? (" " + o.exact_text).c_str() : " MISMATCH"));
   }
   return Status::Ok();
@@ -117,24 +126,26 @@ DemoCodecRow Pass::Finish(double wall_s) {
     row.encode_ms = st.encode_ms / row.misses;
     row.put_ms = st.put_ms / row.misses;
   }
-  row.hit = {Median(h_lookup), Median(h_network), Median(h_store), Median(h_predictor), Median(h_decode),
-             Median(h_suffix)};
+  row.hit = {Median(h_lookup),    Median(h_network), Median(h_store),
+             Median(h_predictor), Median(h_decode),  Median(h_suffix)};
   row.wall_s = wall_s;
   return row;
 }
 
 }  // namespace
 
-Result<DemoCodecRow> RunSessionPass(std::unique_ptr<session::Engine> engine, std::shared_ptr<const PrefixCodec> codec_ptr,
-                                    std::shared_ptr<Client> client, const DemoWorkload& w, SessionPassChecks* checks,
-                                    const SessionPassOptions& o) {
+Result<DemoCodecRow> RunSessionPass(std::unique_ptr<session::Engine> engine,
+                                    std::shared_ptr<const PrefixCodec> codec_ptr,
+                                    std::shared_ptr<Client> client, const DemoWorkload& w,
+                                    SessionPassChecks* checks, const SessionPassOptions& o) {
   if (o.gen_tokens == 0) return Status::InvalidArgument("demo: gen_tokens must be > 0");
   const auto t_start = Clock::now();
   Client* raw_client = client.get();
   session::SessionOptions so;
   so.restore_cost.policy = o.restore_policy;
-  KVSTASH_ASSIGN_OR_RETURN(std::unique_ptr<EngineSession> session,
-                           EngineSession::Create(std::move(engine), std::move(client), std::move(codec_ptr), so));
+  KVSTASH_ASSIGN_OR_RETURN(
+      std::unique_ptr<EngineSession> session,
+      EngineSession::Create(std::move(engine), std::move(client), std::move(codec_ptr), so));
   Pass pass(session.get(), raw_client, w, checks, o);
   pass.row.codec = PrefixCodecName(session->codec().kind());
   pass.row.reference = o.reference;

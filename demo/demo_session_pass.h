@@ -58,9 +58,9 @@ struct SessionPassOptions {
   bool verbose = true;      // one progress line per request on stderr
   // Which LOOKUP hits are restored (DemoRunOptions::restore_policy). Default: kCost.
   RestoreCostOptions::Policy restore_policy = RestoreCostOptions::Policy::kCost;
-  std::string engine;       // the engine's name in progress lines ("llama.cpp", "reference")
-  std::string reference;    // DemoCodecRow::reference: what hits are checked against
-  std::string exact_text;   // progress-line words of a verified lossless hit
+  std::string engine;      // the engine's name in progress lines ("llama.cpp", "reference")
+  std::string reference;   // DemoCodecRow::reference: what hits are checked against
+  std::string exact_text;  // progress-line words of a verified lossless hit
 };
 
 // One pass of `codec` over the workload: an engine session over `engine` (with its own
@@ -69,8 +69,9 @@ struct SessionPassOptions {
 // a prompt (+ gen_tokens) longer than the engine holds; EngineSession::Create's, the
 // session's, the engine's and the checks' errors (a failed restore is not an error: it
 // is counted).
-Result<DemoCodecRow> RunSessionPass(std::unique_ptr<session::Engine> engine, std::shared_ptr<const PrefixCodec> codec,
-                                    std::shared_ptr<Client> client, const DemoWorkload& workload,
-                                    SessionPassChecks* checks, const SessionPassOptions& options);
+Result<DemoCodecRow> RunSessionPass(std::unique_ptr<session::Engine> engine,
+                                    std::shared_ptr<const PrefixCodec> codec, std::shared_ptr<Client> client,
+                                    const DemoWorkload& workload, SessionPassChecks* checks,
+                                    const SessionPassOptions& options);
 
 }  // namespace kvstash::demo

@@ -22,8 +22,8 @@ int OpenDemo(const DemoOptions& o, ClientOptions* client_options, DemoServer* se
   }
   out->codecs = std::move(parsed).value();
   // Server: ours (spawned) or the given one.
-  auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, client_options,
-                                      server);
+  auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server,
+                                      client_options, server);
   if (!client.ok()) {
     std::cerr << "kvstash-demo: " << client.status().ToString() << "\n";
     return 1;
@@ -58,16 +58,17 @@ void PrintArtifacts(const DemoArtifacts& a, const std::string& spec_note) {
 uint64_t PrintWorkload(const DemoWorkload& w, const DemoWorkloadOptions& o) {
   uint64_t prompt_tokens = 0;
   for (const auto& r : w.requests) prompt_tokens += w.PromptTokens(r);
-  std::printf("workload: %zu documents (%u tokens each) x %u questions = %zu requests, %llu prompt tokens, seed %llu\n",
-              w.documents.size(), o.doc_tokens, o.requests_per_doc, w.requests.size(),
-              static_cast<unsigned long long>(prompt_tokens), static_cast<unsigned long long>(o.seed));
+  std::printf(
+      "workload: %zu documents (%u tokens each) x %u questions = %zu requests, %llu prompt tokens, seed "
+      "%llu\n",
+      w.documents.size(), o.doc_tokens, o.requests_per_doc, w.requests.size(),
+      static_cast<unsigned long long>(prompt_tokens), static_cast<unsigned long long>(o.seed));
   return prompt_tokens;
 }
 
 int CloseDemo(const DemoOptions& o, const DemoSetup& setup, const DemoWorkload& workload,
-              const std::vector<DemoCodecRow>& rows,
-              const nlohmann::json& acceptance, DemoRunFacts facts, const nlohmann::json& engine_setup,
-              const nlohmann::json& extra, DemoServer* server) {
+              const std::vector<DemoCodecRow>& rows, const nlohmann::json& acceptance, DemoRunFacts facts,
+              const nlohmann::json& engine_setup, const nlohmann::json& extra, DemoServer* server) {
   if (!o.json.empty()) {
     facts.model_sha256 = ToHex(setup.fingerprint);
     facts.requests = workload.requests.size();

@@ -26,7 +26,7 @@ namespace kvstash::demo {
 
 // What OpenDemo loads.
 struct DemoSetup {
-  DemoCodecs codecs;                    // options.codecs, in order
+  DemoCodecs codecs;  // options.codecs, in order
   std::shared_ptr<Client> client;
   std::unique_ptr<model::Model> model;  // with a tokenizer
   Digest256 fingerprint{};              // SHA-256 of the model file
@@ -50,8 +50,7 @@ uint64_t PrintWorkload(const DemoWorkload& workload, const DemoWorkloadOptions& 
 // finishes the server. Returns the exit code: 0 when the acceptance passed, 1 when it
 // did not or the report could not be written.
 int CloseDemo(const DemoOptions& options, const DemoSetup& setup, const DemoWorkload& workload,
-              const std::vector<DemoCodecRow>& rows,
-              const nlohmann::json& acceptance, DemoRunFacts facts, const nlohmann::json& engine_setup,
-              const nlohmann::json& extra, DemoServer* server);
+              const std::vector<DemoCodecRow>& rows, const nlohmann::json& acceptance, DemoRunFacts facts,
+              const nlohmann::json& engine_setup, const nlohmann::json& extra, DemoServer* server);
 
 }  // namespace kvstash::demo

@@ -4,7 +4,8 @@
 
 namespace kvstash::llama_cpp {
 
-Result<std::unique_ptr<LlamaKvEngine>> LlamaKvEngine::Create(llama_model* model, const llama_context_params& params,
+Result<std::unique_ptr<LlamaKvEngine>> LlamaKvEngine::Create(llama_model* model,
+                                                             const llama_context_params& params,
                                                              llama_seq_id seq_id) {
   if (model == nullptr) return Status::InvalidArgument("LlamaKvEngine needs a model");
   if (seq_id < 0 || static_cast<uint32_t>(seq_id) >= params.n_seq_max) {

@@ -22,15 +22,16 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::Create(llama_model* model,
   }
   if (options.max_queued_puts == 0) return Status::InvalidArgument("max_queued_puts must be > 0");
   KVSTASH_RETURN_IF_ERROR(ValidateRestoreCostOptions(options.restore_cost));
-  KVSTASH_ASSIGN_OR_RETURN(std::unique_ptr<LlamaKvEngine> engine, LlamaKvEngine::Create(model, params, options.seq_id));
+  KVSTASH_ASSIGN_OR_RETURN(std::unique_ptr<LlamaKvEngine> engine,
+                           LlamaKvEngine::Create(model, params, options.seq_id));
   LlamaKvEngine* raw = engine.get();
   session::SessionOptions so;
   so.max_queued_puts = options.max_queued_puts;
   so.call = options.call;
   so.cost_model = std::move(options.cost_model);
   so.restore_cost = options.restore_cost;
-  KVSTASH_ASSIGN_OR_RETURN(auto session,
-                           session::EngineSession::Create(std::move(engine), std::move(client), std::move(codec), so));
+  KVSTASH_ASSIGN_OR_RETURN(auto session, session::EngineSession::Create(std::move(engine), std::move(client),
+                                                                        std::move(codec), so));
   return std::unique_ptr<LlamaSession>(new LlamaSession(raw, std::move(session)));
 }
 

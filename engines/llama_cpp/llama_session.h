@@ -91,8 +91,7 @@ class LlamaSession {
   // codec's layout() must be the context's KV layout and dtype, else InvalidArgument).
   // Errors: those of StateLayoutOf and NewContext; InvalidArgument for a null model,
   // client or codec, or max_queued_puts 0.
-  static Result<std::unique_ptr<LlamaSession>> Create(llama_model* model,
-                                                      const llama_context_params& params,
+  static Result<std::unique_ptr<LlamaSession>> Create(llama_model* model, const llama_context_params& params,
                                                       std::shared_ptr<Client> client,
                                                       std::shared_ptr<const PrefixCodec> codec,
                                                       LlamaSessionOptions options = {});

@@ -42,6 +42,8 @@ Status ReferenceEngine::ImportKv(std::span<const KvChunk> chunks, uint32_t token
   return st;
 }
 
-Result<KvChunk> ReferenceEngine::ExportKv() { return model::ToKvChunk(cache_, 0, cache_.tokens, layout_.dtype); }
+Result<KvChunk> ReferenceEngine::ExportKv() {
+  return model::ToKvChunk(cache_, 0, cache_.tokens, layout_.dtype);
+}
 
 }  // namespace kvstash::reference

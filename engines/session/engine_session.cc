@@ -94,7 +94,8 @@ Result<ChainLookup> EngineSession::ChainOf(std::span<const uint32_t> tokens, uin
   }
   ChainLookup out;
   out.chain_tokens = chain_tokens == 0 ? static_cast<uint32_t>(tokens.size()) : chain_tokens;
-  KVSTASH_ASSIGN_OR_RETURN(out.keys, codec_->ChainKeys(tokens.first(out.chain_tokens), ChainInputs::TokensOnly()));
+  KVSTASH_ASSIGN_OR_RETURN(out.keys,
+                           codec_->ChainKeys(tokens.first(out.chain_tokens), ChainInputs::TokensOnly()));
   return out;
 }
 
@@ -132,7 +133,8 @@ Result<EvalResult> EngineSession::EvaluatePrompt(std::span<const uint32_t> token
 }
 
 RestoreEstimate EngineSession::EstimateRestore(const ChainLookup& lookup, size_t prompt_tokens) const {
-  const uint64_t tokens = prompt_tokens == 0 ? 0 : std::min<uint64_t>(lookup.matched_tokens, prompt_tokens - 1);
+  const uint64_t tokens =
+      prompt_tokens == 0 ? 0 : std::min<uint64_t>(lookup.matched_tokens, prompt_tokens - 1);
   return cost_->Estimate(tokens);
 }
 
@@ -185,7 +187,8 @@ Result<EvalResult> EngineSession::RestoreHit(std::span<const uint32_t> tokens, c
     if (st.IsMismatch()) ++stats_.fallbacks_mismatch;
     return miss;
   }
-  cost_->ObserveRestore(restore_tokens, out.get_payload_bytes, out.get_ms / 1e3, (out.restore_ms - out.get_ms) / 1e3);
+  cost_->ObserveRestore(restore_tokens, out.get_payload_bytes, out.get_ms / 1e3,
+                        (out.restore_ms - out.get_ms) / 1e3);
   out.restored_tokens = restore_tokens;
   out.restored_chunks = lookup.matched_chunks;
   const auto t1 = Clock::now();
@@ -202,8 +205,8 @@ Result<EvalResult> EngineSession::RestoreHit(std::span<const uint32_t> tokens, c
   return out;
 }
 
-Status EngineSession::Restore(std::span<const uint32_t> tokens, const ChainLookup& lookup, uint32_t restore_tokens,
-                              EvalResult* out) {
+Status EngineSession::Restore(std::span<const uint32_t> tokens, const ChainLookup& lookup,
+                              uint32_t restore_tokens, EvalResult* out) {
   engine_->Clear();
   // GET every matched chunk (pipelined), then decode and verify them together.
   const auto t0 = Clock::now();
@@ -230,8 +233,9 @@ Status EngineSession::Restore(std::span<const uint32_t> tokens, const ChainLooku
 
   const auto t1 = Clock::now();
   PrefixRestoreStats rs;
-  KVSTASH_ASSIGN_OR_RETURN(std::vector<KvChunk> chunks,
-                           codec_->RestoreKvChunks(tokens.first(lookup.chain_tokens), lookup.keys, payloads, &rs));
+  KVSTASH_ASSIGN_OR_RETURN(
+      std::vector<KvChunk> chunks,
+      codec_->RestoreKvChunks(tokens.first(lookup.chain_tokens), lookup.keys, payloads, &rs));
   out->decode_ms = Ms(t1, Clock::now());
   out->predictor_ms = rs.predictor_ms;
 
@@ -242,7 +246,8 @@ Status EngineSession::Restore(std::span<const uint32_t> tokens, const ChainLooku
   for (KvChunk& c : chunks) {
     if (covered >= restore_tokens) break;
     if (covered + c.tokens > restore_tokens) {
-      KVSTASH_ASSIGN_OR_RETURN(KvChunk head, llama_cpp::SliceTokens(c, 0, static_cast<uint32_t>(restore_tokens - covered)));
+      KVSTASH_ASSIGN_OR_RETURN(KvChunk head,
+                               llama_cpp::SliceTokens(c, 0, static_cast<uint32_t>(restore_tokens - covered)));
       covered = restore_tokens;
       keep.push_back(std::move(head));
       break;
@@ -259,7 +264,8 @@ Status EngineSession::Restore(std::span<const uint32_t> tokens, const ChainLooku
   return imp;
 }
 
-void EngineSession::QueuePutCounted(std::span<const uint32_t> tokens, const ChainLookup& chain, EvalResult* out) {
+void EngineSession::QueuePutCounted(std::span<const uint32_t> tokens, const ChainLookup& chain,
+                                    EvalResult* out) {
   const Status put = QueuePut(tokens, chain, chain.matched_chunks, out);
   if (put.ok()) return;
   MutexLock lock(mu_);
@@ -267,8 +273,8 @@ void EngineSession::QueuePutCounted(std::span<const uint32_t> tokens, const Chai
   if (first_put_error_.ok()) first_put_error_ = put;
 }
 
-Status EngineSession::QueuePut(std::span<const uint32_t> tokens, const ChainLookup& chain, uint32_t first_chunk,
-                               EvalResult* out) {
+Status EngineSession::QueuePut(std::span<const uint32_t> tokens, const ChainLookup& chain,
+                               uint32_t first_chunk, EvalResult* out) {
   const std::vector<ChunkKey>& keys = chain.keys;
   if (first_chunk >= keys.size()) return Status::Ok();
   const auto t0 = Clock::now();
@@ -292,7 +298,8 @@ Status EngineSession::QueuePut(std::span<const uint32_t> tokens, const ChainLook
   out->export_ms = Ms(t0, Clock::now());
   out->queued_chunks = static_cast<uint32_t>(job.chunks.size());
   MutexLock lock(mu_);
-  cv_.wait(lock.native(), [&]() KVSTASH_REQUIRES(mu_) { return queue_.size() < options_.max_queued_puts || stop_; });
+  cv_.wait(lock.native(),
+           [&]() KVSTASH_REQUIRES(mu_) { return queue_.size() < options_.max_queued_puts || stop_; });
   queue_.push_back(std::move(job));
   cv_.notify_all();
   return Status::Ok();

@@ -74,11 +74,11 @@ struct SessionOptions {
 
 // What the session found on the servers for a prompt (Lookup).
 struct ChainLookup {
-  std::vector<ChunkKey> keys;      // the chain of tokens [0, chain_tokens) (TokensOnly)
-  uint32_t chain_tokens = 0;       // prompt tokens the chain covers
-  uint32_t matched_chunks = 0;     // chain[0..matched_chunks) are stored
-  uint64_t matched_tokens = 0;     // tokens they cover
-  double lookup_ms = 0;            // ChainKeys + LOOKUP round trip
+  std::vector<ChunkKey> keys;   // the chain of tokens [0, chain_tokens) (TokensOnly)
+  uint32_t chain_tokens = 0;    // prompt tokens the chain covers
+  uint32_t matched_chunks = 0;  // chain[0..matched_chunks) are stored
+  uint64_t matched_tokens = 0;  // tokens they cover
+  double lookup_ms = 0;         // ChainKeys + LOOKUP round trip
 };
 
 // The outcome of one prompt.
@@ -87,16 +87,16 @@ struct EvalResult {
   uint32_t restored_tokens = 0;   // imported from the store (0 on a miss or fallback)
   uint32_t evaluated_tokens = 0;  // evaluated by the engine
   uint32_t restored_chunks = 0;
-  uint32_t queued_chunks = 0;     // chunks handed to the PUT thread
-  double lookup_ms = 0;           // chain keys + LOOKUP
-  double restore_ms = 0;          // GET + verify/decode + import (hit path)
-  double get_ms = 0;              //   of which: GET round trips
-  double decode_ms = 0;           //   of which: codec decode and verification
-  double predictor_ms = 0;        //     of which: spec predictor over the matched tokens
-  double import_ms = 0;           //   of which: Engine::ImportKv (with the chunk cut)
-  double prefill_ms = 0;          // Engine::Prefill of the evaluated tokens
-  double export_ms = 0;           // Engine::ExportKv + chunk cut
-  uint64_t get_payload_bytes = 0; // payload bytes received
+  uint32_t queued_chunks = 0;      // chunks handed to the PUT thread
+  double lookup_ms = 0;            // chain keys + LOOKUP
+  double restore_ms = 0;           // GET + verify/decode + import (hit path)
+  double get_ms = 0;               //   of which: GET round trips
+  double decode_ms = 0;            //   of which: codec decode and verification
+  double predictor_ms = 0;         //     of which: spec predictor over the matched tokens
+  double import_ms = 0;            //   of which: Engine::ImportKv (with the chunk cut)
+  double prefill_ms = 0;           // Engine::Prefill of the evaluated tokens
+  double export_ms = 0;            // Engine::ExportKv + chunk cut
+  uint64_t get_payload_bytes = 0;  // payload bytes received
   // Ok, or why a hit was not used and the prompt was recomputed from scratch.
   Status fallback;
   // LOOKUP hits: the cost model's estimate for the tokens a restore would import, and
@@ -184,11 +184,11 @@ class EngineSession {
   Status CheckPrompt(std::span<const uint32_t> tokens) const;
   // The load path: GET, decode, import `restore_tokens` tokens. No side effect on
   // failure beyond a cleared sequence.
-  Status Restore(std::span<const uint32_t> tokens, const ChainLookup& lookup,
-                 uint32_t restore_tokens, EvalResult* out);
+  Status Restore(std::span<const uint32_t> tokens, const ChainLookup& lookup, uint32_t restore_tokens,
+                 EvalResult* out);
   // Exports the sequence (holding the whole prompt) and queues chunks [first, end).
-  Status QueuePut(std::span<const uint32_t> tokens, const ChainLookup& chain,
-                  uint32_t first_chunk, EvalResult* out) KVSTASH_EXCLUDES(mu_);
+  Status QueuePut(std::span<const uint32_t> tokens, const ChainLookup& chain, uint32_t first_chunk,
+                  EvalResult* out) KVSTASH_EXCLUDES(mu_);
   // QueuePut, with a failure counted and kept for Flush (never an error of the call).
   void QueuePutCounted(std::span<const uint32_t> tokens, const ChainLookup& chain, EvalResult* out)
       KVSTASH_EXCLUDES(mu_);
