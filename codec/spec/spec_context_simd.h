@@ -3,7 +3,7 @@
 // spec_context_avx2.cc (8 lanes) evaluate ScalarContext (spec_context_scalar.h) lane by
 // lane with the same single fp32 operations in the same order and the same integer bit
 // manipulation, so every output bit equals the scalar body's for every input (NaN, Inf,
-// subnormal and saturating predictions included; tests/spec/spec_context_simd_test.cc).
+// subnormal and saturating predictions included; tests/codec/spec/spec_context_simd_test.cc).
 //
 // Inputs: p built by MakeSpecContextParams for bf16 (p.fp8 and p.f16 false); mu holds n
 // predicted fp32 scalars, n a multiple of row; log2_sigma holds row values, mu[i] taking
