@@ -24,7 +24,7 @@ std::string DefaultDckvSensitivityFile();
 // $KVSTASH_SHARED_MODELS_DIR (default ../shared/models, the folder beside the project)
 // + "/tiny-rwkv-7v0-834K-FP32.bin": the real RWKV-7 of the state benches.
 std::string DefaultRwkv7ModelPath();
-// <source tree>/tests/hybrid/data/tiny_qwen35: the tiny random-weight Qwen3.5-style
+// <source tree>/tests/model/hybrid/data/tiny_qwen35: the tiny random-weight Qwen3.5-style
 // hybrid fixture (config.json + model.safetensors) of the hybrid demo.
 std::string DefaultHybridModelDir();
 

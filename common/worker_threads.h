@@ -1,7 +1,8 @@
 // Worker threads that survive the OS refusing a thread.
 //
 // RunOnWorkers: the one way kvstash fans a computation out over short-lived threads
-// (the spec and dckv codecs, the spec predictors, the int8 GEMMs, spec calibration).
+// (through numerics/parallel_for.h: the spec and dckv codecs, the spec predictors, the
+// int8 GEMMs, spec calibration).
 // StartThread: how a long-lived thread is started (kvstash-server's I/O and worker
 // threads), so that the same test seam reaches it; its caller handles the refusal.
 //

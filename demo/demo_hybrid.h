@@ -1,6 +1,6 @@
 // `kvstash-demo --model-kind hybrid`: the main-job workload on a Qwen3.5-style hybrid
 // model (model/hybrid; default the committed tiny random-weight config
-// tests/hybrid/data/tiny_qwen35) through a real kvstash server, with KV + recurrent
+// tests/model/hybrid/data/tiny_qwen35) through a real kvstash server, with KV + recurrent
 // state stored at chunk boundaries and the restored KV, state and continuation checked
 // exact on every hit (demo/demo_hybrid_runner.h).
 //

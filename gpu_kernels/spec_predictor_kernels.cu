@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "codec/spec/int8_gemm.h"
 #include "gpu_kernels/cuda_check.h"
 #include "gpu_kernels/spec_predictor_kernels.cuh"
+#include "numerics/int8_gemm.h"
 
 namespace kvstash::gpu {
 namespace {

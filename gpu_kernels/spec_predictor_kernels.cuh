@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
-#include "codec/spec/det_math.h"
-#include "codec/spec/quantize_group.h"
-#include "model/predictor/spec_predictor_ops.h"
+#include "numerics/det_math.h"
+#include "numerics/quantize_group.h"
+#include "numerics/spec_predictor_ops.h"
 
 namespace kvstash::gpu::kernels {
 

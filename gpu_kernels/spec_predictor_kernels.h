@@ -6,10 +6,10 @@
 // READ ME FIRST
 // - Determinism, not speed: every output element is computed by one thread in exactly
 //   the CPU's operation order. Quantiser, RMSNorm, RoPE and attention run the shared
-//   per-row functions of codec/spec/quantize_group.h and model/predictor/spec_predictor_ops.h;
+//   per-row functions of numerics/quantize_group.h and numerics/spec_predictor_ops.h;
 //   the GEMM sums each group's int16 x int8 products exactly in int32 (|sum| <=
 //   512 * 32767 * 128 < 2^31) and accumulates float(dot_g) * (sa * sb) over groups in
-//   increasing g, as codec/spec/int8_gemm.cc. The kernels are simple one-thread-per-
+//   increasing g, as numerics/int8_gemm.cc. The kernels are simple one-thread-per-
 //   row/element loops; a tiled GEMM and a fused attention are later work.
 // - NaN: a NaN input or intermediate gives NaN on both sides, but CUDA arithmetic
 //   returns a canonical NaN where the CPU propagates the operand's sign and payload,

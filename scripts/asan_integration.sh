@@ -21,7 +21,7 @@ cd "$ROOT"
 JOBS="${KVSTASH_JOBS:-$(nproc)}"
 JSON="${KVSTASH_ASAN_JSON:-benchmarks/results/asan_integration.json}"
 BINARIES=(tests/store/store_integration_tests tests/server/server_e2e_tests tests/server/server_loopback_tests
-          tests/server/server_cli_tests tests/hybrid/hybrid_server_e2e_tests)
+          tests/server/server_cli_tests tests/model/hybrid/hybrid_server_e2e_tests)
 targets=(kvstash-server kvstash kvstash-bench)
 for b in "${BINARIES[@]}"; do targets+=("$(basename "$b")"); done
 

@@ -12,7 +12,7 @@ installed): torch_chunk_gated_delta_rule for every multi-token call,
 torch_recurrent_gated_delta_rule for single-token decode, causal_conv1d_fn /
 causal_conv1d_update (F.conv1d), eager attention. The script asserts that.
 
-Writes tests/hybrid/data/tiny_qwen35/:
+Writes tests/model/hybrid/data/tiny_qwen35/:
   config.json        the Qwen3_5TextConfig (4 layers: 3 linear_attention + 1
                      full_attention, hidden 64, GQA 4/2 heads of 16, partial RoPE 0.5,
                      Gated DeltaNet with 2 key heads of 16 and 4 value heads of 8)
@@ -44,7 +44,7 @@ from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
 from transformers.cache_utils import DynamicCache
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(ROOT, "tests", "hybrid", "data", "tiny_qwen35")
+OUT = os.path.join(ROOT, "tests", "model", "hybrid", "data", "tiny_qwen35")
 SEED = 20260
 PREFIX = 80        # 5 kvstash chunks of 16 tokens; 2 chunks (64 + 16) of the HF kernel
 CONT = 12

@@ -183,7 +183,7 @@ Result<nlohmann::json> RunSpecStateBench(const SpecStateBenchOptions& o) {
   out["exact_forward_tokens_per_s"] = static_cast<double>(eval_tokens) / eval_exact_seconds;
   if (o.hybrid) {
     HybridStateBenchOptions ho;
-    ho.model_dir = std::string(KVSTASH_SOURCE_DIR) + "/tests/hybrid/data/tiny_qwen35";
+    ho.model_dir = std::string(KVSTASH_SOURCE_DIR) + "/tests/model/hybrid/data/tiny_qwen35";
     ho.cal_texts = o.cal_texts;
     ho.eval_texts = o.eval_texts;
     ho.every = o.every;

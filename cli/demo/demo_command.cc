@@ -27,7 +27,7 @@ void AddHybridDemoFlags(CLI::App* cmd, demo::HybridDemoOptions* f) {
       ->capture_default_str();
   cmd->add_option("--hybrid-model", f->hybrid_model,
                   "With --model-kind hybrid: model folder (config.json + model.safetensors); default the tiny "
-                  "random-weight fixture tests/hybrid/data/tiny_qwen35");
+                  "random-weight fixture tests/model/hybrid/data/tiny_qwen35");
   cmd->add_option("--hybrid-chunk-tokens", f->chunk_tokens, "With --model-kind hybrid: tokens per stored chunk")
       ->check(CLI::Range(1u, 65536u))
       ->capture_default_str();

@@ -17,7 +17,7 @@
 #include "common/byte_io.h"
 #include "common/dtype.h"
 #include "common/payload_format.h"
-#include "common/worker_threads.h"
+#include "numerics/parallel_for.h"
 
 namespace kvstash::dckv {
 namespace {
@@ -74,17 +74,6 @@ void Store16(const float* row, uint32_t n, DType out, uint8_t* dst) {
     }
     put(c, count);
   }
-}
-
-// Runs fn(i) for i in [0, n) on up to `threads` threads (the caller's included). Each
-// i runs exactly once; which thread runs it never matters to the results.
-template <class Fn>
-void ParallelFor(size_t n, uint32_t threads, const Fn& fn) {
-  const size_t workers = std::min<size_t>(threads, n);
-  std::atomic<size_t> next{0};
-  RunOnWorkers(static_cast<uint32_t>(workers), [&](uint32_t) {
-    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-  });
 }
 
 // Rows of one synthesis / projection task.
@@ -259,7 +248,7 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
   std::vector<std::vector<float>> x(G);
   for (size_t gi = 0; gi < G; ++gi) x[gi].resize(static_cast<size_t>(R) * a.groups[gi].dims);
   std::atomic<bool> finite{true};
-  ParallelFor(G * blocks, threads_, [&](size_t task) {
+  numerics::ParallelFor(static_cast<uint32_t>(G * blocks), threads_, [&](uint32_t, size_t task) {
     const DckvGroup& g = a.groups[task / blocks];
     const uint32_t r0 = static_cast<uint32_t>(task % blocks) * kRowsPerTask;
     const uint32_t r1 = std::min(R, r0 + kRowsPerTask);
@@ -298,7 +287,7 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
   }
   std::vector<uint64_t> group_offset(G, 0);
   for (size_t gi = 1; gi < G; ++gi) group_offset[gi] = group_offset[gi - 1] + a.groups[gi - 1].n_active();
-  ParallelFor(G, threads_, [&](size_t gi) {
+  numerics::ParallelFor(static_cast<uint32_t>(G), threads_, [&](uint32_t, size_t gi) {
     std::vector<float> coef;
     CodeGroup(gi, group_offset[gi], z, R, y[gi].data(), q.symbols.data(), &coef);
   });
@@ -349,12 +338,14 @@ Result<KvChunk> DckvCodec::Reconstruct(const DckvQuantized& q, uint32_t token_of
   for (size_t gi = 1; gi < G; ++gi) group_offset[gi] = group_offset[gi - 1] + a.groups[gi - 1].n_active();
   // CodeGroup only reads the symbols when y is null.
   uint16_t* symbols = const_cast<uint16_t*>(q.symbols.data());
-  ParallelFor(G, threads_, [&](size_t gi) { CodeGroup(gi, group_offset[gi], z, R, nullptr, symbols, &coef[gi]); });
+  numerics::ParallelFor(static_cast<uint32_t>(G), threads_, [&](uint32_t, size_t gi) {
+    CodeGroup(gi, group_offset[gi], z, R, nullptr, symbols, &coef[gi]);
+  });
   // Synthesis, RoPE and rounding to the output dtype, one task per kRowsPerTask rows of
   // one group.
   const RopeTable rope(a.head_dim, a.rope_theta, token_offset + q.raw_head_rows, R);
   const uint32_t blocks = (R + kRowsPerTask - 1) / kRowsPerTask;
-  ParallelFor(G * blocks, threads_, [&](size_t task) {
+  numerics::ParallelFor(static_cast<uint32_t>(G * blocks), threads_, [&](uint32_t, size_t task) {
     const size_t gi = task / blocks;
     const DckvGroup& g = a.groups[gi];
     const uint32_t r0 = static_cast<uint32_t>(task % blocks) * kRowsPerTask;

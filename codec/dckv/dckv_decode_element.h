@@ -9,7 +9,7 @@
 // skipped), c = mu + s * step, dckv_synthesis.h (mean first, components ascending,
 // zero coefficients skipped), dckv_rope.h RotatePair, common/dtype_bits.h F32ToBf16.
 // Every multiply, add and subtract is a single correctly rounded fp32 operation
-// (codec/spec/det_math.h DMul/DAdd/DSub: __fmul_rn/__fadd_rn/__fsub_rn on the device,
+// (numerics/det_math.h DMul/DAdd/DSub: __fmul_rn/__fadd_rn/__fsub_rn on the device,
 // plain operators under the host's -ffp-contract=off), never fused, so host and device
 // give the same bits. Indices are independent within one pass (odd rows read only even
 // rows, decoded by the previous pass).
@@ -23,8 +23,8 @@
 
 #include <cstdint>
 
-#include "codec/spec/det_math.h"
 #include "common/dtype_bits.h"
+#include "numerics/det_math.h"
 
 namespace kvstash::dckv {
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include "codec/entropy/det_math.h"
 #include "codec/entropy/rans_format.h"
+#include "numerics/det_math_double.h"
 
 namespace kvstash::entropy {
 namespace {
@@ -28,13 +28,13 @@ Status CheckScale(double mu, double scale) {
 
 // Mass of Laplace(mu, b) on [lo, hi], computed from the side(s) of mu it lies on.
 double LaplaceCell(double lo, double hi, double mu, double b) {
-  if (hi <= mu) return 0.5 * (DetExp((hi - mu) / b) - DetExp((lo - mu) / b));
-  if (lo >= mu) return 0.5 * (DetExp(-(lo - mu) / b) - DetExp(-(hi - mu) / b));
-  return 1.0 - 0.5 * DetExp(-(mu - lo) / b) - 0.5 * DetExp(-(hi - mu) / b);
+  if (hi <= mu) return 0.5 * (numerics::DetExp((hi - mu) / b) - numerics::DetExp((lo - mu) / b));
+  if (lo >= mu) return 0.5 * (numerics::DetExp(-(lo - mu) / b) - numerics::DetExp(-(hi - mu) / b));
+  return 1.0 - 0.5 * numerics::DetExp(-(mu - lo) / b) - 0.5 * numerics::DetExp(-(hi - mu) / b);
 }
 
 // Upper tail Q(z) = P(Z > z) of a standard normal.
-double UpperTail(double z) { return 0.5 * DetErfc(z * kInvSqrt2); }
+double UpperTail(double z) { return 0.5 * numerics::DetErfc(z * kInvSqrt2); }
 
 double GaussianCell(double lo, double hi, double mu, double sigma) {
   const double zl = (lo - mu) / sigma;

@@ -6,8 +6,8 @@
 // kTwosComplement (v < 2^(k-1) is v, else v - 2^k; e.g. residuals centred on 0).
 // Continuous densities are integrated over each integer's rounding cell
 // [v - 1/2, v + 1/2]; mass outside the alphabet's cells is dropped (the builder
-// renormalises). All functions use DetExp/DetErfc (det_math.h), so their output is
-// the same on every machine.
+// renormalises). All functions use DetExp/DetErfc (numerics/det_math_double.h), so
+// their output is the same on every machine.
 //
 // Errors (InvalidArgument): symbol_bits outside 1..16, non-finite or non-positive
 // scale, mixtures with mismatched sizes or negative weights, empty histograms.

@@ -8,9 +8,9 @@
 
 #include "codec/entropy/pmf.h"
 #include "codec/entropy/table_builder.h"
-#include "codec/spec/det_math.h"
 #include "common/byte_io.h"
-#include "common/worker_threads.h"
+#include "numerics/det_math.h"
+#include "numerics/parallel_for.h"
 
 namespace kvstash::spec {
 namespace {
@@ -190,13 +190,9 @@ Result<SpecArtifact> SpecCalibrator::Build() {
     return Status::Ok();
   };
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const uint32_t workers =
-      std::min<uint32_t>(n_tables, options_.threads > 0 ? static_cast<uint32_t>(options_.threads) : hw);
   std::vector<Status> status(n_tables);
-  auto run = [&](uint32_t w) {
-    for (uint32_t t = w; t < n_tables; t += workers) status[t] = fit_table(t);
-  };
-  RunOnWorkers(workers, run);
+  numerics::ParallelFor(n_tables, options_.threads > 0 ? options_.threads : static_cast<int64_t>(hw),
+                        [&](uint32_t, uint32_t t) { status[t] = fit_table(t); });
   std::vector<entropy::FrequencyTable> tables;
   for (uint32_t t = 0; t < n_tables; ++t) {
     KVSTASH_RETURN_IF_ERROR(status[t]);

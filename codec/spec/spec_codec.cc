@@ -7,7 +7,7 @@
 #include "codec/entropy/rans_segments.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
-#include "common/worker_threads.h"
+#include "numerics/parallel_for.h"
 
 namespace kvstash::spec {
 namespace {
@@ -37,12 +37,8 @@ uint16_t LoadBits(std::span<const uint8_t> t, size_t i, bool fp8) {
 // and returns the error of the lowest failing stream (Ok when none fails).
 template <typename Body>
 Status ForEachStream(uint32_t n, int threads, Body body) {
-  const uint32_t workers = static_cast<uint32_t>(std::clamp<int64_t>(threads, 1, std::max<uint32_t>(n, 1)));
   std::vector<Status> status(n);
-  auto run = [&](uint32_t w) {
-    for (uint32_t s = w; s < n; s += workers) status[s] = body(w, s);
-  };
-  RunOnWorkers(workers, run);
+  numerics::ParallelFor(n, threads, [&](uint32_t w, uint32_t s) { status[s] = body(w, s); });
   for (Status& st : status) {
     if (!st.ok()) return st;
   }

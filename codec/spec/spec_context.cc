@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include "codec/spec/int8_gemm.h"  // CpuHasAvx2, CpuHasAvx512
 #include "codec/spec/spec_context_simd.h"
+#include "numerics/int8_gemm.h"  // CpuHasAvx2, CpuHasAvx512
 
 namespace kvstash::spec {
 

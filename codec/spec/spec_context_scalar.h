@@ -20,9 +20,9 @@
 
 #include <cstdint>
 
-#include "codec/spec/det_math.h"
 #include "codec/spec/ordinal.h"
 #include "common/dtype_bits.h"
+#include "numerics/det_math.h"
 
 namespace kvstash::spec {
 

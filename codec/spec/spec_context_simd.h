@@ -5,14 +5,14 @@
 // order and the same integer bit manipulation (the dtype conversions of
 // common/dtype_bits.h branch by branch), so every output bit equals the scalar body's for
 // every input (NaN, Inf, subnormal and saturating predictions included;
-// tests/spec/spec_context_simd_test.cc).
+// tests/codec/spec/spec_context_simd_test.cc).
 //
 // Inputs: p built by MakeSpecContextParams (p.fp8 or p.f16 pick the target; neither:
 // bf16; for fp8 the scale finite and > 0); mu holds n predicted fp32 scalars, n a
 // multiple of row; log2_sigma holds row values, mu[i] taking log2_sigma[i % row].
 // Outputs: n prediction ordinals and n table indices. REQUIRES: row >= 1, the CPU check
-// of the file's ISA passed (spec::CpuHasAvx512() or CpuHasAvx2(), int8_gemm.h); nothing
-// is validated here.
+// of the file's ISA passed (spec::CpuHasAvx512() or CpuHasAvx2(), numerics/int8_gemm.h);
+// nothing is validated here.
 //
 // Thread-safety: pure functions over caller-owned buffers.
 #pragma once

@@ -34,7 +34,7 @@ struct LayerWeights {
 
 // One projection as the GGUF file stores it (ggml blocks, rows in the file's order:
 // for llama q/k that is the interleaved RoPE order, before InterleavedToHalfSplit).
-// Kept for predictors that reproduce ggml's arithmetic (model/predictor/ggml_ops.h).
+// Kept for predictors that reproduce ggml's arithmetic (numerics/ggml_ops.h).
 struct GgmlTensor {
   uint32_t type = 0;  // ggml type id (model/formats/ggml_types.h)
   uint32_t rows = 0, cols = 0;

@@ -24,7 +24,7 @@
 // - Tokens are processed one at a time with the recurrent form of the delta rule
 //   (transformers' torch_recurrent_gated_delta_rule). transformers' prefill uses the
 //   chunked form (torch_chunk_gated_delta_rule): equal in exact arithmetic, different
-//   fp32 rounding; tests/hybrid checks the difference against committed goldens.
+//   fp32 rounding; tests/model/hybrid checks the difference against committed goldens.
 // - Because every token's arithmetic is the same whatever came before it in the same
 //   call, Eval over a sequence split anywhere, with the state exported and imported in
 //   between (model/hybrid/hybrid_state.h), gives bit-identical logits.

@@ -8,11 +8,11 @@
 #include <cstring>
 #include <vector>
 
-#include "codec/entropy/det_math.h"
-#include "codec/spec/det_math.h"
-#include "codec/spec/quantize.h"
 #include "common/checksum.h"
 #include "model/hybrid/hybrid_weights.h"
+#include "numerics/det_math.h"
+#include "numerics/det_math_double.h"
+#include "numerics/quantize.h"
 
 namespace kvstash::hybrid {
 namespace {
@@ -22,7 +22,7 @@ using Vec = std::vector<float>;
 float DSigmoid(float x) { return 1.0f / (1.0f + spec::DetExp(-x)); }
 float DSilu(float x) { return x * DSigmoid(x); }
 float DSoftplus(float x) {
-  return x > 20.0f ? x : static_cast<float>(spec::DetLogD(1.0 + static_cast<double>(spec::DetExp(x))));
+  return x > 20.0f ? x : static_cast<float>(numerics::DetLogD(1.0 + static_cast<double>(spec::DetExp(x))));
 }
 
 float InvRms(std::span<const float> x, float eps) {
@@ -118,10 +118,10 @@ Result<HybridPredictor> HybridPredictor::Create(const HybridModel& model, const 
   auto w = std::make_unique<Weights>();
   w->embed = mw.embed;
   w->inv_freq.resize(c.rotary_dim / 2);
-  const double ln_theta = spec::DetLogD(static_cast<double>(c.rope_theta));
+  const double ln_theta = numerics::DetLogD(static_cast<double>(c.rope_theta));
   for (uint32_t i = 0; i < w->inv_freq.size(); ++i) {
     const double e = static_cast<double>(2 * i) / static_cast<double>(c.rotary_dim);
-    w->inv_freq[i] = static_cast<float>(entropy::DetExp(-e * ln_theta));
+    w->inv_freq[i] = static_cast<float>(numerics::DetExp(-e * ln_theta));
   }
   const size_t d = c.hidden_size, in = c.intermediate_size;
   Xxh3Hasher h;
@@ -190,7 +190,7 @@ void HybridPredictor::Forward(uint32_t token, HybridState* state) const {
   const float pos = static_cast<float>(state->tokens);
   for (size_t i = 0; i < half; ++i) {
     double s = 0, co = 0;
-    spec::DetSinCosD(static_cast<double>(pos * w.inv_freq[i]), &s, &co);
+    numerics::DetSinCosD(static_cast<double>(pos * w.inv_freq[i]), &s, &co);
     rc[i] = static_cast<float>(co);
     rs[i] = static_cast<float>(s);
   }

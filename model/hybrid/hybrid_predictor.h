@@ -7,14 +7,14 @@
 // What differs from the fp32 reference forward (hybrid_forward.cc):
 // - Every matrix (in_proj_qkv/z/b/a, out_proj, q/k/v/o_proj, the MLP) is int8 with
 //   one fp32 scale per (output row, group of `group` input channels)
-//   (codec/spec/quantize.h); products are float(q) * x summed in 8 lanes combined in
+//   (numerics/quantize.h); products are float(q) * x summed in 8 lanes combined in
 //   a fixed tree, one group at a time, scaled per group, groups summed in ascending
 //   order. The embedding table (a row lookup), norms, conv weights, dt_bias and A_log
 //   stay fp32. The output head is not used: the predictor produces K/V and states.
 // - Elementary functions are the project's own: exp = spec::DetExp, sigmoid =
 //   1 / (1 + DetExp(-x)), softplus = x for x > 20 else DetLogD(1 + DetExp(x)) (double,
 //   software), RoPE inverse frequencies exp(-(2i/r) ln theta) and cos/sin from
-//   entropy::DetExp / spec::DetLogD / spec::DetSinCosD (double, software). 1/sqrt is
+//   numerics::DetExp / DetLogD / DetSinCosD (double, software). 1/sqrt is
 //   IEEE division of IEEE sqrt (both correctly rounded).
 // Why the output is bit-reproducible: as for the RWKV-7 predictor
 // (model/rwkv7/rwkv7_predictor.h): correctly rounded binary32/binary64 + - * / sqrt

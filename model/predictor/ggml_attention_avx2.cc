@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "codec/spec/det_math.h"
 #include "common/dtype_bits.h"
 #include "model/predictor/spec_predictor_avx2.h"
+#include "numerics/det_math.h"
 
 namespace kvstash::model::ggml::avx2 {
 namespace {

@@ -7,14 +7,14 @@
 #include <utility>
 #include <thread>
 
-#include "codec/entropy/det_math.h"
-#include "codec/spec/det_math.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
 #include "model/predictor/spec_predictor_avx2.h"
 #include "model/predictor/spec_predictor_avx512.h"
-#include "model/predictor/spec_predictor_ops.h"
-#include "model/predictor/parallel_for.h"
+#include "numerics/det_math.h"
+#include "numerics/det_math_double.h"
+#include "numerics/parallel_for.h"
+#include "numerics/spec_predictor_ops.h"
 
 namespace kvstash::model {
 namespace {
@@ -73,14 +73,14 @@ void DeterministicRope(uint32_t first, uint32_t count, uint32_t head_dim, float 
   const uint32_t half = head_dim / 2;
   cos->resize(static_cast<size_t>(count) * half);
   sin->resize(cos->size());
-  const double log_theta = spec::DetLogD(static_cast<double>(theta));
+  const double log_theta = numerics::DetLogD(static_cast<double>(theta));
   for (uint32_t i = 0; i < half; ++i) {
     const double expo = (2.0 * i) / head_dim;
-    const auto inv_freq = static_cast<float>(1.0 / entropy::DetExp(expo * log_theta));
+    const auto inv_freq = static_cast<float>(1.0 / numerics::DetExp(expo * log_theta));
     for (uint32_t p = 0; p < count; ++p) {
       const float angle = DMul(static_cast<float>(first + p), inv_freq);
       double s, c;
-      spec::DetSinCosD(static_cast<double>(angle), &s, &c);
+      numerics::DetSinCosD(static_cast<double>(angle), &s, &c);
       (*cos)[static_cast<size_t>(p) * half + i] = static_cast<float>(c);
       (*sin)[static_cast<size_t>(p) * half + i] = static_cast<float>(s);
     }
@@ -239,7 +239,7 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
     std::vector<std::vector<float>> scratch(static_cast<size_t>(threads),
                                             std::vector<float>(row_scratch * group * kTileTokens));
     const size_t token_stride = static_cast<size_t>(c.n_heads) * hd;
-    ParallelFor(tiles * c.n_kv_heads, threads, [&](uint32_t w, uint32_t job) {
+    numerics::ParallelFor(tiles * c.n_kv_heads, threads, [&](uint32_t w, uint32_t job) {
       const uint32_t t0 = (job / c.n_kv_heads) * kTileTokens, g = job % c.n_kv_heads;
       const uint32_t tokens = std::min(kTileTokens, rows - t0);
       const size_t at = static_cast<size_t>(t0) * token_stride + static_cast<size_t>(g) * group * hd;
@@ -251,7 +251,7 @@ void SpecPredictor::Attention(uint32_t layer, uint32_t first, uint32_t rows, con
   }
 #endif
   std::vector<std::vector<float>> scratch(static_cast<size_t>(threads), std::vector<float>(row_scratch));
-  ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
+  numerics::ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
     const uint32_t t = job / c.n_heads, h = job % c.n_heads, g = h / group;
     const uint32_t n = first + t + 1;  // causal: keys 0..first+t
     AttentionRow(q + (static_cast<size_t>(t) * c.n_heads + h) * hd, &K[static_cast<size_t>(g) * hd],
@@ -355,7 +355,7 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
     if (use_avx2) {
       // Element-wise, so splitting the rows over threads changes no bit.
       const auto silu = use_avx512 ? avx512::SiluMul : avx2::SiluMul;
-      ParallelFor(T, options_.threads, [&](uint32_t, uint32_t t) {
+      numerics::ParallelFor(T, options_.threads, [&](uint32_t, uint32_t t) {
         const size_t at = static_cast<size_t>(t) * F;
         silu(gate.data() + at, up.data() + at, F);
       });

@@ -8,25 +8,25 @@
 //   split of the prompt (running tokens [0, a) then [a, n) equals running [0, n)).
 //   The CUDA port must reproduce the same operation order.
 // - How: every projection (q, k, v, o, gate, up, down) is an exact int8 x int8 -> int32
-//   product (codec/spec/int8_gemm.h) of weights quantised once per output channel
+//   product (numerics/int8_gemm.h) of weights quantised once per output channel
 //   (or per group of 128 input channels) and activations quantised per token
-//   (codec/spec/quantize.h); every other step runs in fp32 with a fixed operation
-//   order, no contraction, and codec/spec/det_math.h's exp/rsqrt. Reductions (RMSNorm
+//   (numerics/quantize.h); every other step runs in fp32 with a fixed operation
+//   order, no contraction, and numerics/det_math.h's exp/rsqrt. Reductions (RMSNorm
 //   sums of squares, attention dot products) use the canonical 8-lane order of
 //   CanonicalDot() below; softmax sums and the attention-weighted V sums run over
 //   positions in increasing order.
 // - Speed (CPU, bits unchanged): with the kAuto / kAvx2 backend each projection runs the
-//   packed, register-blocked GEMM of codec/spec/int8_gemm_packed.h (weights packed once
+//   packed, register-blocked GEMM of numerics/int8_gemm_packed.h (weights packed once
 //   in Create; one activation quantisation shared by q/k/v and by gate/up), attention
 //   runs in tiles of 8 tokens x the query heads of one kv head
 //   (model/predictor/spec_predictor_avx2.h), and exp/SiLU are vectorised lane for lane.
 //   On a CPU with AVX-512 (spec::CpuHasAvx512; kAuto, kAvx512 or kAmx, not kAvx2) the
-//   GEMM is the vpdpwssd kernel (codec/spec/int8_gemm_packed_avx512.cc) and the tile,
+//   GEMM is the vpdpwssd kernel (numerics/int8_gemm_packed_avx512.cc) and the tile,
 //   exp and SiLU the AVX-512 forms (model/predictor/spec_predictor_avx512.h); with AMX
 //   too (spec::CpuHasAmx; kAuto or kAmx) the GEMMs whose groups are multiples of 64
-//   (w8a16-g128, w8a8) run on AMX tiles (codec/spec/int8_gemm_packed_amx.cc). kScalar
+//   (w8a16-g128, w8a8) run on AMX tiles (numerics/int8_gemm_packed_amx.cc). kScalar
 //   keeps the portable reference path (QuantizeRows* + *GemmGroupedNT, AttentionRow);
-//   tests/spec/predictor_golden_test.cc pins the output digests of both.
+//   tests/model/predictor/predictor_golden_test.cc pins the output digests of both.
 // - The embedding rows and norm weights are the model's fp32 values. RoPE tables are
 //   built once on the host as transformers builds them (fp32 inv_freq and angle), with
 //   det_math's sin/cos in double rounded to fp32.
@@ -37,7 +37,7 @@
 // - Arithmetic::kGgml ("ggml-q4_1-f16", "ggml-q4_1-bf16") instead copies llama.cpp's CPU
 //   backend (flash attention off) on a GGUF model with Q4_1 projections, so that it
 //   predicts llama.cpp's KV rather than our runtime's: the file's own Q4_1 blocks times
-//   activations quantised to Q8_1 as ggml does (model/predictor/ggml_ops.h), ggml's
+//   activations quantised to Q8_1 as ggml does (numerics/ggml_ops.h), ggml's
 //   rms_norm (double sum), NORM RoPE on the file's interleaved q/k rows with ggml's
 //   angle recurrence theta_i = theta_{i-1} * base^(-2/d), and attention over the KV
 //   cache rounded to kv_dtype with the query and the softmax weights rounded to the
@@ -61,14 +61,14 @@
 #include <string>
 #include <vector>
 
-#include "codec/spec/int8_gemm.h"
-#include "codec/spec/int8_gemm_packed.h"
-#include "codec/spec/quantize.h"
 #include "common/dtype.h"
 #include "common/result.h"
-#include "model/predictor/ggml_gemm.h"
-#include "model/predictor/ggml_ops.h"
 #include "model/forward/model.h"
+#include "numerics/ggml_gemm.h"
+#include "numerics/ggml_ops.h"
+#include "numerics/int8_gemm.h"
+#include "numerics/int8_gemm_packed.h"
+#include "numerics/quantize.h"
 
 namespace kvstash::model {
 
@@ -79,7 +79,7 @@ struct SpecPredictorOptions {
   // Bits of the per-token activation quantisation: 8 (W8A8) or 16 (W8A16, int16 x
   // int8 products; REQUIRES 1 <= group <= 512 so the int32 sums stay exact).
   // Default: 16 (measured on SmolLM2-135M: worst per-layer relative RMS error of K/V
-  // 4.7% for W8A16-g128 vs 21% for W8A8 per channel; tests/spec/predictor_test.cc).
+  // 4.7% for W8A16-g128 vs 21% for W8A8 per channel; tests/model/predictor/predictor_test.cc).
   int activation_bits = 16;
   // Threads for the projections and attention. Results do not depend on it. Default: 1.
   int threads = 1;
@@ -87,7 +87,7 @@ struct SpecPredictorOptions {
   // Whose arithmetic the predictor copies: kInt, our int8 GEMMs (group,
   // activation_bits and backend apply); kGgml, llama.cpp's CPU backend (READ ME FIRST;
   // group and activation_bits are ignored, backend picks the projections' SIMD path,
-  // model/predictor/ggml_gemm.h; REQUIRES a model loaded from a GGUF whose projections
+  // numerics/ggml_gemm.h; REQUIRES a model loaded from a GGUF whose projections
   // are all Q4_1). Default: kInt.
   enum class Arithmetic : uint8_t { kInt, kGgml };
   Arithmetic arithmetic = Arithmetic::kInt;
@@ -107,7 +107,7 @@ struct PredictorCache {
 };
 
 // XXH3-64 over, for each layer in order, the K bytes then the V bytes (fp32
-// little-endian) of `cache`: the digest the golden tests (tests/spec/predictor_golden_test.cc)
+// little-endian) of `cache`: the digest the golden tests (tests/model/predictor/predictor_golden_test.cc)
 // and the determinism manifest (tests/determinism/) pin.
 uint64_t PredictorCacheDigest(const PredictorCache& cache);
 
@@ -150,7 +150,7 @@ class SpecPredictor {
   struct QuantLinear {
     uint32_t out = 0, in = 0;
     spec::Int8Rows w;  // [out, in] with scales [out, groups]
-    spec::PackedWeights packed;  // w in the blocked kernel's layout (codec/spec/int8_gemm_packed.h)
+    spec::PackedWeights packed;  // w in the blocked kernel's layout (numerics/int8_gemm_packed.h)
   };
   struct Layer {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
@@ -198,7 +198,7 @@ class SpecPredictor {
 
 // Canonical fp32 dot product: 8 strided partial sums (lane l sums i = l, l+8, ... in
 // increasing i), then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)). Any SIMD or GPU version
-// must keep exactly this order (model/predictor/spec_predictor_ops.h has the one definition,
+// must keep exactly this order (numerics/spec_predictor_ops.h has the one definition,
 // shared with the CUDA kernels; Run's AVX2 attention path reproduces it).
 float CanonicalDot(const float* a, const float* b, uint32_t n);
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "codec/spec/det_math.h"
+#include "numerics/det_math.h"
 
 #define KVSTASH_AVX2 __attribute__((target("avx2")))
 

@@ -1,5 +1,5 @@
-// AVX2 forms of the spec predictor's fp32 steps (model/predictor/spec_predictor_ops.h,
-// codec/spec/det_math.h), bit-identical to them: the same correctly rounded single
+// AVX2 forms of the spec predictor's fp32 steps (numerics/spec_predictor_ops.h,
+// numerics/det_math.h), bit-identical to them: the same correctly rounded single
 // operations (separate multiply and add, never FMA; the functions are compiled for
 // AVX2 only, with -ffp-contract=off) on the same operands in the same order, lane-wise.
 //
@@ -35,7 +35,7 @@ void DetExp(const float* x, float* y, size_t n);
 // CanonicalDotInline(a, b, n).
 float CanonicalDot(const float* a, const float* b, uint32_t n);
 
-// AttentionRow (model/predictor/spec_predictor_ops.h) for a tile of query rows that share one kv
+// AttentionRow (numerics/spec_predictor_ops.h) for a tile of query rows that share one kv
 // head: `tokens` consecutive tokens x `heads` query heads. Row (t, h) reads q + t *
 // q_token_stride + h * hd, sees keys 0..n0+t-1 (rows k/v + j * stride), and writes
 // out + t * out_token_stride + h * hd. Keys and values are visited in blocks that all

@@ -14,8 +14,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "codec/spec/det_math.h"
 #include "model/predictor/spec_predictor_avx2.h"
+#include "numerics/det_math.h"
 
 namespace kvstash::model::avx512 {
 namespace {

@@ -1,6 +1,6 @@
 // AVX-512 forms of the spec predictor's attention tile and SiLU (the AVX2 forms are in
 // model/predictor/spec_predictor_avx2.h), bit-identical to the scalar reference
-// (model/predictor/spec_predictor_ops.h, codec/spec/det_math.h): the same correctly
+// (numerics/spec_predictor_ops.h, numerics/det_math.h): the same correctly
 // rounded single operations (separate multiply and add, never FMA: the project builds
 // with -ffp-contract=off, and only this file's .cc gets the AVX-512 flags) on the same
 // operands in the same order, lane-wise.

@@ -6,17 +6,17 @@
 #include <algorithm>
 #include <cmath>
 
-#include "codec/entropy/det_math.h"
-#include "codec/spec/det_math.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
 #include "common/dtype_bits.h"
 #include "model/formats/ggml_types.h"
 #include "model/predictor/ggml_attention_avx2.h"
-#include "model/predictor/parallel_for.h"
 #include "model/predictor/spec_predictor.h"
 #include "model/predictor/spec_predictor_avx2.h"
-#include "model/predictor/spec_predictor_ops.h"
+#include "numerics/det_math.h"
+#include "numerics/det_math_double.h"
+#include "numerics/parallel_for.h"
+#include "numerics/spec_predictor_ops.h"
 
 namespace kvstash::model {
 namespace {
@@ -117,12 +117,12 @@ void SpecPredictor::GgmlProject(const GgmlLinear& W, const ggml::BlockQ8_1* x, u
   if (ggml_path_ != ggml::GgmlPath::kScalar) {
     std::vector<float> xd(static_cast<size_t>(rows) * blocks), xs(xd.size());
     ggml::Q8_1Scales(x, xd.size(), xd.data(), xs.data());
-    ParallelFor(W.packed.row_blocks, options_.threads, [&](uint32_t, uint32_t rb) {
+    numerics::ParallelFor(W.packed.row_blocks, options_.threads, [&](uint32_t, uint32_t rb) {
       ggml::GemmRowBlock(ggml_path_, W.packed, rb, x, xd.data(), xs.data(), rows, y, W.out);
     });
     return;
   }
-  ParallelFor(W.out, options_.threads, [&](uint32_t, uint32_t o) {
+  numerics::ParallelFor(W.out, options_.threads, [&](uint32_t, uint32_t o) {
     const ggml::UnpackedQ4_1* wr = &W.blocks[static_cast<size_t>(o) * blocks];
     for (uint32_t t = 0; t < rows; ++t) {
       y[static_cast<size_t>(t) * W.out + o] = ggml::DotQ4_1Q8_1(wr, x + static_cast<size_t>(t) * blocks, blocks);
@@ -156,7 +156,7 @@ void SpecPredictor::GgmlAttention(uint32_t layer, uint32_t first, uint32_t rows,
   const int threads = std::max(1, options_.threads);
   std::vector<std::vector<float>> scratch(static_cast<size_t>(threads),
                                           std::vector<float>(static_cast<size_t>(first) + rows + hd));
-  ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
+  numerics::ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
     const uint32_t t = job / c.n_heads, hh = job % c.n_heads, g = hh / group;
     const uint32_t n = first + t + 1;  // causal: keys 0..first+t
     const float* qs = q + (static_cast<size_t>(t) * c.n_heads + hh) * hd;
@@ -194,7 +194,7 @@ void SpecPredictor::GgmlAttentionRows(uint32_t first, uint32_t rows, const float
   const int threads = std::max(1, options_.threads);
   std::vector<std::vector<float>> scratch(static_cast<size_t>(threads),
                                           std::vector<float>(static_cast<size_t>(first) + rows + hd));
-  ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
+  numerics::ParallelFor(rows * c.n_heads, threads, [&](uint32_t w, uint32_t job) {
     const uint32_t t = job / c.n_heads, hh = job % c.n_heads, g = hh / group;
     const size_t at = (static_cast<size_t>(t) * c.n_heads + hh) * hd;
     ggml::avx2::AttentionRow(q + at, K + static_cast<size_t>(g) * hd, V + static_cast<size_t>(g) * hd, stride,
@@ -215,13 +215,13 @@ void SpecPredictor::RunGgml(std::span<const uint32_t> tokens, PredictorCache* ca
   }
   // ggml's rope cache: theta_0 = position, theta_i = theta_{i-1} * base^(-2/d) (fp32).
   const auto theta_scale = static_cast<float>(
-      entropy::DetExp(-2.0 / hd * spec::DetLogD(static_cast<double>(c.rope_theta))));
+      numerics::DetExp(-2.0 / hd * numerics::DetLogD(static_cast<double>(c.rope_theta))));
   std::vector<float> cosv(static_cast<size_t>(T) * half), sinv(cosv.size());
   for (uint32_t t = 0; t < T; ++t) {
     float theta = static_cast<float>(first + t);
     for (uint32_t i = 0; i < half; ++i) {
       double s, co;
-      spec::DetSinCosD(static_cast<double>(theta), &s, &co);
+      numerics::DetSinCosD(static_cast<double>(theta), &s, &co);
       cosv[static_cast<size_t>(t) * half + i] = static_cast<float>(co);
       sinv[static_cast<size_t>(t) * half + i] = static_cast<float>(s);
       theta = DMul(theta, theta_scale);

@@ -9,7 +9,7 @@
 //
 // Source of the equations: BlinkDL/RWKV-LM RWKV-v7/rwkv_v7_numpy.py (the x070
 // reference in numpy); checked against rwkv.cpp's expected logits for its tiny RWKV-7
-// (tests/hybrid). See docs/models/rwkv7.md.
+// (tests/model/rwkv7). See docs/models/rwkv7.md.
 //
 // Thread-safety: pure functions on caller-owned memory.
 // REQUIRES (all functions): spans sized as documented; outputs do not alias inputs

@@ -10,12 +10,12 @@
 #include <cstring>
 #include <vector>
 
-#include "codec/spec/det_math.h"
-#include "codec/spec/quantize.h"
 #include "common/checksum.h"
 #include "common/dtype_bits.h"
 #include "model/rwkv7/rwkv7_ops.h"
 #include "model/rwkv7/rwkv7_weights.h"
+#include "numerics/det_math.h"
+#include "numerics/quantize.h"
 
 namespace kvstash::rwkv7 {
 namespace {

@@ -5,11 +5,11 @@
 // What differs from the fp32 reference forward (rwkv7_forward.cc):
 // - Matrices (projections, LoRAs, channel-mix MLP, embedding) are held in a cheaper
 //   form (Rwkv7PredictorWeights): int8 with one fp32 scale per (output row, group of G
-//   input channels) (quantiser: codec/spec/quantize.h), or rounded to bf16 / fp16, or
+//   input channels) (quantiser: numerics/quantize.h), or rounded to bf16 / fp16, or
 //   kept fp32. Vectors (norm weights, token-shift mixes, biases) and the embedding
 //   table (a row lookup, no products) stay fp32. The output head is not used: the
 //   predictor produces states, not logits.
-// - Every elementary function is the project's own (codec/spec/det_math.h: DetExp;
+// - Every elementary function is the project's own (numerics/det_math.h: DetExp;
 //   tanh and sigmoid built on it below), never libm.
 //
 // Why the output is bit-reproducible on every x86-64 machine (and any IEEE-754 target
@@ -26,7 +26,7 @@
 // - Quantisation of the weights is itself deterministic (quantize.h), so two machines
 //   that build the predictor from the same model file hold the same weights; the
 //   quantised weights' digest (weights_digest()) lets callers check it.
-// Tests: tests/hybrid/rwkv7_predictor_test.cc (golden digests, batching invariance).
+// Tests: tests/model/rwkv7/rwkv7_predictor_test.cc (golden digests, batching invariance).
 //
 // Thread-safety: immutable after Create; Eval may run concurrently on distinct states.
 #pragma once

@@ -15,7 +15,7 @@
 #include "model/formats/model_loader.h"
 #include "model/forward/linear.h"
 #include "tests/determinism/determinism.h"
-#include "tests/hybrid/shared_models.h"
+#include "tests/support/shared_models.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::determinism {

@@ -2,7 +2,7 @@
 // random inputs with size sweeps (0, 1, odd sizes, group +-1): W8A16 quantiser
 // (spec::QuantizeRowsInt16), int16 x int8 grouped GEMM (spec::Int16x8GemmGroupedNT,
 // full-range operands so int32 group sums reach ~2^31), RMSNorm, RoPE and causal
-// attention (the per-row functions of model/predictor/spec_predictor_ops.h that
+// attention (the per-row functions of numerics/spec_predictor_ops.h that
 // model::SpecPredictor runs on the CPU). Argument checks run without a device; the
 // rest skips visibly when there is none (scripts/gpu_check.sh runs it on a GPU).
 #include "gpu_kernels/spec_predictor_kernels.h"
@@ -16,10 +16,10 @@
 #include <tuple>
 #include <vector>
 
-#include "codec/spec/det_math.h"
-#include "codec/spec/int8_gemm.h"
-#include "codec/spec/quantize.h"
-#include "model/predictor/spec_predictor_ops.h"
+#include "numerics/det_math.h"
+#include "numerics/int8_gemm.h"
+#include "numerics/quantize.h"
+#include "numerics/spec_predictor_ops.h"
 #include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"
 
