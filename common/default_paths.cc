@@ -24,6 +24,8 @@ std::string DefaultRwkv7ModelPath() {
   return dir + "/tiny-rwkv-7v0-834K-FP32.bin";
 }
 
-std::string DefaultHybridModelDir() { return std::string(KVSTASH_SOURCE_DIR) + "/tests/model/hybrid/data/tiny_qwen35"; }
+std::string DefaultHybridModelDir() {
+  return std::string(KVSTASH_SOURCE_DIR) + "/tests/model/hybrid/data/tiny_qwen35";
+}
 
 }  // namespace kvstash

@@ -76,11 +76,11 @@ KVSTASH_HD inline float DetExp(float x) {
   const float fn = static_cast<float>(n);
   const float r = DSub(DSub(x, DMul(fn, 0.693359375f)), DMul(fn, -2.12194440e-4f));
   // e^r, |r| <= 0.35, Taylor to degree 7 in Horner form.
-  float p = 1.98412698e-4f;                 // 1/5040
-  p = DAdd(DMul(p, r), 1.38888889e-3f);     // 1/720
-  p = DAdd(DMul(p, r), 8.33333333e-3f);     // 1/120
-  p = DAdd(DMul(p, r), 4.16666667e-2f);     // 1/24
-  p = DAdd(DMul(p, r), 1.66666667e-1f);     // 1/6
+  float p = 1.98412698e-4f;              // 1/5040
+  p = DAdd(DMul(p, r), 1.38888889e-3f);  // 1/720
+  p = DAdd(DMul(p, r), 8.33333333e-3f);  // 1/120
+  p = DAdd(DMul(p, r), 4.16666667e-2f);  // 1/24
+  p = DAdd(DMul(p, r), 1.66666667e-1f);  // 1/6
   p = DAdd(DMul(p, r), 0.5f);
   p = DAdd(DMul(p, r), 1.0f);
   p = DAdd(DMul(p, r), 1.0f);
@@ -95,7 +95,7 @@ KVSTASH_HD inline float DetRsqrt(float x) {
   if (x == 0.0f) return FromBits(0x7F800000u);
   if (x == FromBits(0x7F800000u)) return 0.0f;
   float scale = 1.0f;
-  if (x < 1.17549435e-38f) {  // subnormal: scale into the normal range first
+  if (x < 1.17549435e-38f) {     // subnormal: scale into the normal range first
     x = DMul(x, 1.8446744e19f);  // 2^64
     scale = 4.2949673e9f;        // 2^32
   }

@@ -96,10 +96,22 @@ void DetSinCosD(double x, double* s, double* c) {
     cs = acc;
   }
   switch (static_cast<int>(k & 3)) {
-    case 0: *s = sn; *c = cs; break;
-    case 1: *s = cs; *c = -sn; break;
-    case 2: *s = -sn; *c = -cs; break;
-    default: *s = -cs; *c = sn; break;
+    case 0:
+      *s = sn;
+      *c = cs;
+      break;
+    case 1:
+      *s = cs;
+      *c = -sn;
+      break;
+    case 2:
+      *s = -sn;
+      *c = -cs;
+      break;
+    default:
+      *s = -cs;
+      *c = sn;
+      break;
   }
 }
 

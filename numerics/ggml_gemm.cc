@@ -9,8 +9,8 @@ namespace kvstash::model::ggml {
 
 Status PackQ4_1(std::span<const UnpackedQ4_1> w, uint32_t rows, uint32_t blocks, PackedQ4_1* out) {
   if (rows == 0 || blocks == 0 || w.size() != static_cast<size_t>(rows) * blocks) {
-    return Status::InvalidArgument("PackQ4_1: " + std::to_string(w.size()) + " blocks for " + std::to_string(rows) +
-                                   " rows of " + std::to_string(blocks));
+    return Status::InvalidArgument("PackQ4_1: " + std::to_string(w.size()) + " blocks for " +
+                                   std::to_string(rows) + " rows of " + std::to_string(blocks));
   }
   out->rows = rows;
   out->blocks = blocks;
@@ -41,9 +41,12 @@ Result<GgmlPath> ResolveGgmlPath(spec::GemmBackend backend) {
 
 const char* GgmlPathName(GgmlPath path) {
   switch (path) {
-    case GgmlPath::kAvx2: return "avx2";
-    case GgmlPath::kAvx512: return "avx512";
-    case GgmlPath::kScalar: break;
+    case GgmlPath::kAvx2:
+      return "avx2";
+    case GgmlPath::kAvx512:
+      return "avx512";
+    case GgmlPath::kScalar:
+      break;
   }
   return "scalar";
 }

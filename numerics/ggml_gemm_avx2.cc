@@ -89,10 +89,17 @@ void Half(const PackedQ4_1& w, uint32_t row_block, uint32_t half, const BlockQ8_
   uint32_t t = 0;
   for (; t + kTokens <= tokens; t += kTokens) Tile<kTokens>(w, row_block, half, x, xd, xs, t, y, y_stride);
   switch (tokens - t) {
-    case 3: Tile<3>(w, row_block, half, x, xd, xs, t, y, y_stride); break;
-    case 2: Tile<2>(w, row_block, half, x, xd, xs, t, y, y_stride); break;
-    case 1: Tile<1>(w, row_block, half, x, xd, xs, t, y, y_stride); break;
-    default: break;
+    case 3:
+      Tile<3>(w, row_block, half, x, xd, xs, t, y, y_stride);
+      break;
+    case 2:
+      Tile<2>(w, row_block, half, x, xd, xs, t, y, y_stride);
+      break;
+    case 1:
+      Tile<1>(w, row_block, half, x, xd, xs, t, y, y_stride);
+      break;
+    default:
+      break;
   }
 }
 

@@ -84,14 +84,29 @@ void GemmRowBlockAvx512(const PackedQ4_1& w, uint32_t row_block, const BlockQ8_1
   uint32_t t = 0;
   for (; t + kTokens <= tokens; t += kTokens) Tile<kTokens>(w, row_block, x, xd, xs, t, y, y_stride);
   switch (tokens - t) {
-    case 7: Tile<7>(w, row_block, x, xd, xs, t, y, y_stride); break;
-    case 6: Tile<6>(w, row_block, x, xd, xs, t, y, y_stride); break;
-    case 5: Tile<5>(w, row_block, x, xd, xs, t, y, y_stride); break;
-    case 4: Tile<4>(w, row_block, x, xd, xs, t, y, y_stride); break;
-    case 3: Tile<3>(w, row_block, x, xd, xs, t, y, y_stride); break;
-    case 2: Tile<2>(w, row_block, x, xd, xs, t, y, y_stride); break;
-    case 1: Tile<1>(w, row_block, x, xd, xs, t, y, y_stride); break;
-    default: break;
+    case 7:
+      Tile<7>(w, row_block, x, xd, xs, t, y, y_stride);
+      break;
+    case 6:
+      Tile<6>(w, row_block, x, xd, xs, t, y, y_stride);
+      break;
+    case 5:
+      Tile<5>(w, row_block, x, xd, xs, t, y, y_stride);
+      break;
+    case 4:
+      Tile<4>(w, row_block, x, xd, xs, t, y, y_stride);
+      break;
+    case 3:
+      Tile<3>(w, row_block, x, xd, xs, t, y, y_stride);
+      break;
+    case 2:
+      Tile<2>(w, row_block, x, xd, xs, t, y, y_stride);
+      break;
+    case 1:
+      Tile<1>(w, row_block, x, xd, xs, t, y, y_stride);
+      break;
+    default:
+      break;
   }
 }
 

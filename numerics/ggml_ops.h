@@ -32,8 +32,8 @@
 
 namespace kvstash::model::ggml {
 
-constexpr uint32_t kBlock = 32;        // elements of a Q4_1 / Q8_1 block
-constexpr uint32_t kQ4_1Bytes = 20;    // stored bytes of one Q4_1 block
+constexpr uint32_t kBlock = 32;      // elements of a Q4_1 / Q8_1 block
+constexpr uint32_t kQ4_1Bytes = 20;  // stored bytes of one Q4_1 block
 
 // One Q8_1 block as quantize_row_q8_1 writes it (d and s as fp16 bits).
 struct BlockQ8_1 {

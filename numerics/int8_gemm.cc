@@ -46,9 +46,8 @@ __attribute__((target("avx2"))) inline __m256i LoadWiden(const int16_t* p) {
 
 // Four dot products of one A row with four B rows, 16 channels per step.
 template <typename TA>
-__attribute__((target("avx2"))) void Dot4Avx2(const TA* a, const int8_t* b0,
-                                              const int8_t* b1, const int8_t* b2,
-                                              const int8_t* b3, int k, int32_t* out) {
+__attribute__((target("avx2"))) void Dot4Avx2(const TA* a, const int8_t* b0, const int8_t* b1,
+                                              const int8_t* b2, const int8_t* b3, int k, int32_t* out) {
   __m256i acc0 = _mm256_setzero_si256(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   int i = 0;
   for (; i + 16 <= k; i += 16) {
@@ -84,8 +83,8 @@ void DotRow(const TA* a, const int8_t* b, int ldb, int n, int len, bool avx2, in
   if (avx2) {
     for (; j + 4 <= n; j += 4) {
       const int8_t* p = b + static_cast<size_t>(j) * ldb;
-      Dot4Avx2(a, p, p + ldb, p + 2 * static_cast<size_t>(ldb), p + 3 * static_cast<size_t>(ldb),
-               len, out + j);
+      Dot4Avx2(a, p, p + ldb, p + 2 * static_cast<size_t>(ldb), p + 3 * static_cast<size_t>(ldb), len,
+               out + j);
     }
     for (; j < n; ++j) out[j] = DotAvx2(a, b + static_cast<size_t>(j) * ldb, len);
     return;
@@ -99,8 +98,7 @@ void DotRow(const TA* a, const int8_t* b, int ldb, int n, int len, bool avx2, in
 Status CheckShapes(size_t a, size_t b, size_t c, int m, int n, int k) {
   if (m < 0 || n < 0 || k < 0) return Status::InvalidArgument("GEMM dims must be >= 0");
   if (k > (1 << 17)) return Status::InvalidArgument("GEMM K above 2^17 could overflow int32");
-  if (a != static_cast<size_t>(m) * k || b != static_cast<size_t>(n) * k ||
-      c != static_cast<size_t>(m) * n) {
+  if (a != static_cast<size_t>(m) * k || b != static_cast<size_t>(n) * k || c != static_cast<size_t>(m) * n) {
     return Status::InvalidArgument("GEMM span sizes do not match M=" + std::to_string(m) +
                                    " N=" + std::to_string(n) + " K=" + std::to_string(k));
   }
@@ -167,8 +165,8 @@ Result<bool> UseAmx(GemmBackend backend) {
   return backend == GemmBackend::kAuto ? CpuHasAmx() : backend == GemmBackend::kAmx;
 }
 
-Status Int8GemmNT(std::span<const int8_t> a, std::span<const int8_t> b, std::span<int32_t> c,
-                  int m, int n, int k, GemmBackend backend, int threads) {
+Status Int8GemmNT(std::span<const int8_t> a, std::span<const int8_t> b, std::span<int32_t> c, int m, int n,
+                  int k, GemmBackend backend, int threads) {
   KVSTASH_RETURN_IF_ERROR(CheckShapes(a.size(), b.size(), c.size(), m, n, k));
   auto avx2 = UseAvx2(backend);
   if (!avx2.ok()) return avx2.status();
@@ -184,10 +182,9 @@ Status Int8GemmNT(std::span<const int8_t> a, std::span<const int8_t> b, std::spa
 namespace {
 
 template <typename TA>
-Status GroupedNT(std::span<const TA> a, std::span<const float> a_scale,
-                         std::span<const int8_t> b, std::span<const float> b_scale,
-                         std::span<float> out, int m, int n, int k, int group,
-                         GemmBackend backend, int threads) {
+Status GroupedNT(std::span<const TA> a, std::span<const float> a_scale, std::span<const int8_t> b,
+                 std::span<const float> b_scale, std::span<float> out, int m, int n, int k, int group,
+                 GemmBackend backend, int threads) {
   KVSTASH_RETURN_IF_ERROR(CheckShapes(a.size(), b.size(), out.size(), m, n, k));
   if (group < 1) return Status::InvalidArgument("GEMM group size must be >= 1");
   if (sizeof(TA) == 2 && group > kMaxInt16Group) {
@@ -207,8 +204,7 @@ Status GroupedNT(std::span<const TA> a, std::span<const float> a_scale,
       std::fill(o, o + n, 0.0f);
       for (int g = 0; g < groups; ++g) {
         const int k0 = g * group, len = std::min(group, k - k0);
-        DotRow(a.data() + static_cast<size_t>(i) * k + k0, b.data() + k0, k, n, len, use,
-               dots.data());
+        DotRow(a.data() + static_cast<size_t>(i) * k + k0, b.data() + k0, k, n, len, use, dots.data());
         const float sa = a_scale[static_cast<size_t>(i) * groups + g];
         for (int j = 0; j < n; ++j) {
           const float s = DMul(sa, b_scale[static_cast<size_t>(j) * groups + g]);
@@ -222,17 +218,15 @@ Status GroupedNT(std::span<const TA> a, std::span<const float> a_scale,
 
 }  // namespace
 
-Status Int8GemmGroupedNT(std::span<const int8_t> a, std::span<const float> a_scale,
-                         std::span<const int8_t> b, std::span<const float> b_scale,
-                         std::span<float> out, int m, int n, int k, int group,
+Status Int8GemmGroupedNT(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const int8_t> b,
+                         std::span<const float> b_scale, std::span<float> out, int m, int n, int k, int group,
                          GemmBackend backend, int threads) {
   return GroupedNT<int8_t>(a, a_scale, b, b_scale, out, m, n, k, group, backend, threads);
 }
 
 Status Int16x8GemmGroupedNT(std::span<const int16_t> a, std::span<const float> a_scale,
-                            std::span<const int8_t> b, std::span<const float> b_scale,
-                            std::span<float> out, int m, int n, int k, int group,
-                            GemmBackend backend, int threads) {
+                            std::span<const int8_t> b, std::span<const float> b_scale, std::span<float> out,
+                            int m, int n, int k, int group, GemmBackend backend, int threads) {
   return GroupedNT<int16_t>(a, a_scale, b, b_scale, out, m, n, k, group, backend, threads);
 }
 

@@ -70,16 +70,14 @@ Result<bool> UseAmx(GemmBackend backend);
 
 // C = A * B^T in int32. REQUIRES: spans sized M*K, N*K, M*N (InvalidArgument
 // otherwise); backend kAvx2 on a CPU without AVX2 is NotSupported.
-Status Int8GemmNT(std::span<const int8_t> a, std::span<const int8_t> b, std::span<int32_t> c,
-                  int m, int n, int k, GemmBackend backend = GemmBackend::kAuto,
-                  int threads = 1);
+Status Int8GemmNT(std::span<const int8_t> a, std::span<const int8_t> b, std::span<int32_t> c, int m, int n,
+                  int k, GemmBackend backend = GemmBackend::kAuto, int threads = 1);
 
 // out[m][n] = sum over groups g (ascending) of float(dot_g(A[m], B[n])) *
 //             (a_scale[m*groups + g] * b_scale[n*groups + g]), groups = ceil(K / G).
 // REQUIRES: G >= 1, scale spans sized M*groups and N*groups.
-Status Int8GemmGroupedNT(std::span<const int8_t> a, std::span<const float> a_scale,
-                         std::span<const int8_t> b, std::span<const float> b_scale,
-                         std::span<float> out, int m, int n, int k, int group,
+Status Int8GemmGroupedNT(std::span<const int8_t> a, std::span<const float> a_scale, std::span<const int8_t> b,
+                         std::span<const float> b_scale, std::span<float> out, int m, int n, int k, int group,
                          GemmBackend backend = GemmBackend::kAuto, int threads = 1);
 
 // Largest group of the int16 x int8 product: 512 * 32767 * 128 < 2^31, so each group's
@@ -89,8 +87,8 @@ inline constexpr int kMaxInt16Group = 512;
 // As Int8GemmGroupedNT with int16 activations (W8A16: 256x finer activation steps).
 // REQUIRES: 1 <= group <= kMaxInt16Group (InvalidArgument otherwise).
 Status Int16x8GemmGroupedNT(std::span<const int16_t> a, std::span<const float> a_scale,
-                            std::span<const int8_t> b, std::span<const float> b_scale,
-                            std::span<float> out, int m, int n, int k, int group,
-                            GemmBackend backend = GemmBackend::kAuto, int threads = 1);
+                            std::span<const int8_t> b, std::span<const float> b_scale, std::span<float> out,
+                            int m, int n, int k, int group, GemmBackend backend = GemmBackend::kAuto,
+                            int threads = 1);
 
 }  // namespace kvstash::spec

@@ -12,8 +12,7 @@ namespace {
 
 // Portable form of the blocked kernel for output-channel blocks [begin, end): per
 // (row, channel) the exact int32 group sums and the reference fp32 order.
-void GemmPackedScalar(const PackedActivations& a, const PackedWeights& b, float* out, int begin,
-                      int end) {
+void GemmPackedScalar(const PackedActivations& a, const PackedWeights& b, float* out, int begin, int end) {
   const PackedShape& s = b.shape;
   const int np = b.blocks * kPackedBlock;
   for (int i = 0; i < a.m; ++i) {
@@ -49,9 +48,7 @@ int PackedShape::PairsOf(int g) const {
   return (k - g * group + 1) / 2;
 }
 
-bool PackedShape::AmxShape() const {
-  return group % 64 == 0 && (k - (groups - 1) * group) % 64 == 0;
-}
+bool PackedShape::AmxShape() const { return group % 64 == 0 && (k - (groups - 1) * group) % 64 == 0; }
 
 Status PackedShape::Make(int k, int group, PackedShape* out) {
   if (k < 1 || group < 1) {
@@ -68,8 +65,8 @@ Status PackedShape::Make(int k, int group, PackedShape* out) {
   return Status::Ok();
 }
 
-Status PackWeights(std::span<const int8_t> b, std::span<const float> b_scale, int n, int k,
-                   int group, PackedWeights* out) {
+Status PackWeights(std::span<const int8_t> b, std::span<const float> b_scale, int n, int k, int group,
+                   PackedWeights* out) {
   if (n < 0) return Status::InvalidArgument("packed GEMM: n must be >= 0");
   PackedShape s;
   KVSTASH_RETURN_IF_ERROR(PackedShape::Make(k, group == 0 ? k : group, &s));

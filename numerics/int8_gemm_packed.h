@@ -54,11 +54,11 @@ inline constexpr int kPackedBlock = 16;
 
 // Activation-side geometry shared by both operands of one product.
 struct PackedShape {
-  int k = 0;       // input channels
-  int group = 0;   // channels per group, <= k (the last group may be shorter)
-  int groups = 0;  // ceil(k / group)
+  int k = 0;            // input channels
+  int group = 0;        // channels per group, <= k (the last group may be shorter)
+  int groups = 0;       // ceil(k / group)
   int group_pairs = 0;  // channel pairs per full group = ceil(group / 2)
-  int pairs = 0;   // channel pairs per row, over all groups (last group's own length)
+  int pairs = 0;        // channel pairs per row, over all groups (last group's own length)
 
   // Pairs of group g: group_pairs, or fewer for the last group.
   int PairsOf(int g) const;
@@ -74,8 +74,8 @@ struct PackedShape {
 // One projection's int8 weights [n, k] with per-(output channel, group) scales.
 struct PackedWeights {
   PackedShape shape;
-  int n = 0;       // output channels
-  int blocks = 0;  // ceil(n / 16)
+  int n = 0;                  // output channels
+  int blocks = 0;             // ceil(n / 16)
   std::vector<int8_t> data;   // [blocks][pairs][2][8][2] as described above
   std::vector<float> scales;  // [groups][blocks * 16], 0 for padding channels
   std::vector<int8_t> amx;    // [blocks][k / 4][16][4] when AmxShape() and CpuHasAmx(), else empty
@@ -85,16 +85,16 @@ struct PackedWeights {
 // means one group per row (group = k). Also fills `amx` when the shape and the CPU
 // allow the AMX kernel (CpuHasAmx: one more byte per weight). Errors: InvalidArgument
 // on sizes.
-Status PackWeights(std::span<const int8_t> b, std::span<const float> b_scale, int n, int k,
-                   int group, PackedWeights* out);
+Status PackWeights(std::span<const int8_t> b, std::span<const float> b_scale, int n, int k, int group,
+                   PackedWeights* out);
 
 // Activations quantised per (token, group) in the packed row layout.
 struct PackedActivations {
   PackedShape shape;
   int m = 0;
-  int bits = 16;               // 16: int16 range; 8: values within int8's range
-  std::vector<int16_t> q;      // [m, shape.stride()]
-  std::vector<float> scales;   // [m, groups]
+  int bits = 16;              // 16: int16 range; 8: values within int8's range
+  std::vector<int16_t> q;     // [m, shape.stride()]
+  std::vector<float> scales;  // [m, groups]
   // AMX operands (see the top) when the backend runs AMX and AmxShape(), else empty.
   std::vector<int8_t> amx_hi, amx_lo;  // [ceil(m / 16) * 16, k]
 };
@@ -120,12 +120,12 @@ Status GemmPacked(const PackedActivations& a, const PackedWeights& b, std::span<
 
 namespace internal {
 // AVX2 kernels (int8_gemm_packed_avx2.cc); entered only after a CPU check.
-void GemmPackedAvx2(const PackedActivations& a, const PackedWeights& b, float* out,
-                    int block_begin, int block_end);
+void GemmPackedAvx2(const PackedActivations& a, const PackedWeights& b, float* out, int block_begin,
+                    int block_end);
 // AVX-512 VNNI kernel (int8_gemm_packed_avx512.cc); entered only after
 // CpuHasAvx512().
-void GemmPackedAvx512(const PackedActivations& a, const PackedWeights& b, float* out,
-                      int block_begin, int block_end);
+void GemmPackedAvx512(const PackedActivations& a, const PackedWeights& b, float* out, int block_begin,
+                      int block_end);
 // Sizes a->amx_hi / amx_lo to [ceil(m / 16) * 16, k] with the padding rows 0.
 void SizeForAmx(PackedActivations* a);
 // hi[c] = q[c] >> 8, lo[c] = q[c] & 255 (as its byte) for c < k: a = 256 * hi + lo

@@ -34,7 +34,8 @@ inline void MicroKernel(const int16_t* a, size_t lda, const int8_t* w, int pairs
   };
   for (int p = 0; p < pairs; ++p) {
     const __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32 * p)));
-    const __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32 * p + 16)));
+    const __m256i w1 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 32 * p + 16)));
     __m256i x = bcast(a0 + 2 * p);
     c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(x, w0));
     c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(x, w1));
@@ -108,8 +109,8 @@ constexpr RowBlockFn kRowBlock[kMaxRows + 1] = {nullptr,     RowBlock<1>, RowBlo
 
 }  // namespace
 
-void GemmPackedAvx2(const PackedActivations& a, const PackedWeights& b, float* out,
-                    int block_begin, int block_end) {
+void GemmPackedAvx2(const PackedActivations& a, const PackedWeights& b, float* out, int block_begin,
+                    int block_end) {
   // Tokens per tile: its activations (~128 KiB) stay in L2 while every channel block
   // of this thread passes over them; each block's weight panel stays in L1.
   const int row_bytes = 2 * b.shape.stride();

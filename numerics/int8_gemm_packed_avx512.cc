@@ -77,22 +77,23 @@ void RowBlocks(const PackedActivations& a, const PackedWeights& b, int row, int 
     const int8_t* w1p = panel1 + 32 * static_cast<size_t>(p0);
     // Named accumulators (not an array, which GCC keeps in memory across the loop).
     const __m512i z = _mm512_setzero_si512();
-    __m512i c0a = z, c1a = z, c2a = z, c3a = z, c4a = z, c5a = z, c6a = z, c7a = z, c8a = z,
-            c9a = z, c10a = z, c11a = z;
-    __m512i c0b = z, c1b = z, c2b = z, c3b = z, c4b = z, c5b = z, c6b = z, c7b = z, c8b = z,
-            c9b = z, c10b = z, c11b = z;
+    __m512i c0a = z, c1a = z, c2a = z, c3a = z, c4a = z, c5a = z, c6a = z, c7a = z, c8a = z, c9a = z,
+            c10a = z, c11a = z;
+    __m512i c0b = z, c1b = z, c2b = z, c3b = z, c4b = z, c5b = z, c6b = z, c7b = z, c8b = z, c9b = z,
+            c10b = z, c11b = z;
     for (int p = 0; p < pairs; ++p) {
       const __m512i w0 = WidenPair(w0p + 32 * p);
       const __m512i w1 = NB > 1 ? WidenPair(w1p + 32 * p) : w0;
       const int16_t* ap = ag + 2 * p;
-#define KVSTASH_ROW(R)                                              \
-  if constexpr (MR > R) {                                           \
-    const __m512i x = BroadcastPair(ap + R * lda);                  \
-    c##R##a = _mm512_dpwssd_epi32(c##R##a, w0, x);                  \
+#define KVSTASH_ROW(R)                                                   \
+  if constexpr (MR > R) {                                                \
+    const __m512i x = BroadcastPair(ap + R * lda);                       \
+    c##R##a = _mm512_dpwssd_epi32(c##R##a, w0, x);                       \
     if constexpr (NB > 1) c##R##b = _mm512_dpwssd_epi32(c##R##b, w1, x); \
   }
-      KVSTASH_ROW(0) KVSTASH_ROW(1) KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5)
-      KVSTASH_ROW(6) KVSTASH_ROW(7) KVSTASH_ROW(8) KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
+      KVSTASH_ROW(0)
+      KVSTASH_ROW(1) KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5) KVSTASH_ROW(6) KVSTASH_ROW(7)
+          KVSTASH_ROW(8) KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
 #undef KVSTASH_ROW
     }
     static_assert(MR <= kRows && NB <= 2);
@@ -100,14 +101,15 @@ void RowBlocks(const PackedActivations& a, const PackedWeights& b, int row, int 
     const __m512 sb0 = _mm512_loadu_ps(sb);
     const __m512 sb1 = NB > 1 ? _mm512_loadu_ps(sb + kPackedBlock) : sb0;
     const float* sa = a.scales.data() + static_cast<size_t>(row) * s.groups + g;
-#define KVSTASH_ROW(R)                                                                  \
-  if constexpr (MR > R) {                                                               \
-    const __m512 va = _mm512_set1_ps(sa[R * s.groups]);                                 \
-    Accumulate(tile + R * NB * kPackedBlock, c##R##a, va, sb0);                         \
+#define KVSTASH_ROW(R)                                                                      \
+  if constexpr (MR > R) {                                                                   \
+    const __m512 va = _mm512_set1_ps(sa[R * s.groups]);                                     \
+    Accumulate(tile + R * NB * kPackedBlock, c##R##a, va, sb0);                             \
     if constexpr (NB > 1) Accumulate(tile + (R * NB + 1) * kPackedBlock, c##R##b, va, sb1); \
   }
-    KVSTASH_ROW(0) KVSTASH_ROW(1) KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5)
-    KVSTASH_ROW(6) KVSTASH_ROW(7) KVSTASH_ROW(8) KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
+    KVSTASH_ROW(0)
+    KVSTASH_ROW(1) KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5) KVSTASH_ROW(6) KVSTASH_ROW(7)
+        KVSTASH_ROW(8) KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
 #undef KVSTASH_ROW
   }
 }
@@ -123,8 +125,8 @@ constexpr auto kTwoBlocks = MakeTable<2>(std::make_integer_sequence<int, kRows>(
 
 }  // namespace
 
-void GemmPackedAvx512(const PackedActivations& a, const PackedWeights& b, float* out,
-                      int block_begin, int block_end) {
+void GemmPackedAvx512(const PackedActivations& a, const PackedWeights& b, float* out, int block_begin,
+                      int block_end) {
   // Tokens per tile: its activations (~256 KiB) stay in L2 while every channel block
   // of this thread passes over them; the two blocks' weight panels stay in L1 / L2.
   const int row_bytes = 2 * b.shape.stride();

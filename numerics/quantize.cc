@@ -11,8 +11,7 @@ float RoundHalfEven(float x) { return RoundHalfEvenInline(x); }
 namespace {
 
 template <typename Rows, typename Q>
-Status QuantizeRows(std::span<const float> x, int rows, int cols, int group, float qmax,
-                    Rows* out) {
+Status QuantizeRows(std::span<const float> x, int rows, int cols, int group, float qmax, Rows* out) {
   if (rows < 0 || cols < 0 || group < 1) {
     return Status::InvalidArgument("quantise: rows, cols >= 0 and group >= 1 required");
   }
@@ -43,8 +42,7 @@ Status QuantizeRowsInt8(std::span<const float> x, int rows, int cols, int group,
   return QuantizeRows<Int8Rows, int8_t>(x, rows, cols, group, 127.0f, out);
 }
 
-Status QuantizeRowsInt16(std::span<const float> x, int rows, int cols, int group,
-                         Int16Rows* out) {
+Status QuantizeRowsInt16(std::span<const float> x, int rows, int cols, int group, Int16Rows* out) {
   return QuantizeRows<Int16Rows, int16_t>(x, rows, cols, group, 32767.0f, out);
 }
 

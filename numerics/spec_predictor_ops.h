@@ -53,9 +53,8 @@ KVSTASH_HD inline void RopeRow(float* r, const float* cs, const float* sn, uint3
 // DetRsqrt(hd). Scores s[j] = dot(q, k_j) * scale (CanonicalDotInline); softmax with
 // DetExp(s - max) and a sequential sum in increasing j; out[d] = sum over increasing j
 // of (e_j / sum) * v_j[d]. scratch holds n floats.
-KVSTASH_HD inline void AttentionRow(const float* q, const float* k, const float* v, size_t stride,
-                                    uint32_t n, uint32_t hd, float scale, float* scratch,
-                                    float* out) {
+KVSTASH_HD inline void AttentionRow(const float* q, const float* k, const float* v, size_t stride, uint32_t n,
+                                    uint32_t hd, float scale, float* scratch, float* out) {
   using spec::DAdd;
   using spec::DMul;
   float m = -3.40282347e38f;

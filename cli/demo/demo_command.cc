@@ -25,9 +25,10 @@ void AddHybridDemoFlags(CLI::App* cmd, demo::HybridDemoOptions* f) {
                   "KV + recurrent state; token ids of --model's tokenizer modulo its vocabulary)")
       ->check(CLI::IsMember({"smollm2", "hybrid"}))
       ->capture_default_str();
-  cmd->add_option("--hybrid-model", f->hybrid_model,
-                  "With --model-kind hybrid: model folder (config.json + model.safetensors); default the tiny "
-                  "random-weight fixture tests/model/hybrid/data/tiny_qwen35");
+  cmd->add_option(
+      "--hybrid-model", f->hybrid_model,
+      "With --model-kind hybrid: model folder (config.json + model.safetensors); default the tiny "
+      "random-weight fixture tests/model/hybrid/data/tiny_qwen35");
   cmd->add_option("--hybrid-chunk-tokens", f->chunk_tokens, "With --model-kind hybrid: tokens per stored chunk")
       ->check(CLI::Range(1u, 65536u))
       ->capture_default_str();

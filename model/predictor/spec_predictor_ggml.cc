@@ -214,8 +214,8 @@ void SpecPredictor::RunGgml(std::span<const uint32_t> tokens, PredictorCache* ca
     std::copy_n(embed_->data() + static_cast<size_t>(tokens[t]) * D, D, x.data() + static_cast<size_t>(t) * D);
   }
   // ggml's rope cache: theta_0 = position, theta_i = theta_{i-1} * base^(-2/d) (fp32).
-  const auto theta_scale = static_cast<float>(
-      numerics::DetExp(-2.0 / hd * numerics::DetLogD(static_cast<double>(c.rope_theta))));
+  const auto theta_scale =
+      static_cast<float>(numerics::DetExp(-2.0 / hd * numerics::DetLogD(static_cast<double>(c.rope_theta))));
   std::vector<float> cosv(static_cast<size_t>(T) * half), sinv(cosv.size());
   for (uint32_t t = 0; t < T; ++t) {
     float theta = static_cast<float>(first + t);

@@ -2,8 +2,8 @@
 // kvstash-server process on loopback (free ports, RocksDB in a temp folder), the tiny
 // Qwen3.5 fixture, 2 documents of 300 tokens x 3 questions, 64-token chunks with a
 // state record every 2 chunks and at the prefix end, codecs raw and spec (predictor
-// calibrated on 2,048 tokens) and dckv (attention KV lossy, state exact). Asserts the JSON table: every hit restored KV + state
-// byte-exact and continued bit-identically to the full prefill (dckv: state exact,
+// calibrated on 2,048 tokens) and dckv (attention KV lossy, state exact). Asserts the JSON table: every hit
+// restored KV + state byte-exact and continued bit-identically to the full prefill (dckv: state exact,
 // continuation scored), the hit counts, the
 // bytes stored (KV + one state record per boundary; spec below raw).
 #include <gtest/gtest.h>
@@ -21,16 +21,20 @@ namespace {
 
 TEST(HybridDemoTest, ScaledDownHybridDemoIsExactOnEveryHit) {
   const std::string tokenizer = kvstash::testing::ModelsDir() + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!std::filesystem::exists(tokenizer)) GTEST_SKIP() << tokenizer << " absent (its tokenizer builds the workload): run scripts/setup.sh";
-  const auto dir = std::filesystem::temp_directory_path() / ("kvstash-hybrid-demo-test-" + std::to_string(getpid()));
+  if (!std::filesystem::exists(tokenizer))
+    GTEST_SKIP() << tokenizer << " absent (its tokenizer builds the workload): run scripts/setup.sh";
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("kvstash-hybrid-demo-test-" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string json = (dir / "demo.json").string();
-  const std::string cmd = std::string(KVSTASH_DEMO_BIN) + " --model-kind hybrid --codec raw --codec spec --codec dckv --hybrid-cal-tokens 2048 --start-server " +
-                          KVSTASH_SERVER_BIN + " --data-dir " + (dir / "data").string() + " --port 0 --http-port 0" +
-                          " --model " + tokenizer + " --documents 2 --doc-tokens 300 --requests-per-doc 3" +
-                          " --gen-tokens 4 --hybrid-chunk-tokens 64 --state-every 2 --restore-policy always --json " + json + " > " +
-                          (dir / "out.txt").string() + " 2>&1";
+  const std::string cmd =
+      std::string(KVSTASH_DEMO_BIN) +
+      " --model-kind hybrid --codec raw --codec spec --codec dckv --hybrid-cal-tokens 2048 --start-server " +
+      KVSTASH_SERVER_BIN + " --data-dir " + (dir / "data").string() + " --port 0 --http-port 0" +
+      " --model " + tokenizer + " --documents 2 --doc-tokens 300 --requests-per-doc 3" +
+      " --gen-tokens 4 --hybrid-chunk-tokens 64 --state-every 2 --restore-policy always --json " + json +
+      " > " + (dir / "out.txt").string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc));
   std::ifstream out_file(dir / "out.txt");

@@ -15,9 +15,9 @@ namespace kvstash::spec::testing {
 using ::kvstash::testing::SameBits;
 
 struct Operands {
-  std::vector<int16_t> a;  // [m, k]
+  std::vector<int16_t> a;      // [m, k]
   std::vector<float> a_scale;  // [m, groups]
-  std::vector<int8_t> w;  // [n, k]
+  std::vector<int8_t> w;       // [n, k]
   std::vector<float> w_scale;  // [n, groups]
 };
 

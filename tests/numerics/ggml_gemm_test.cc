@@ -66,7 +66,8 @@ std::vector<BlockQ8_1> RandomActivations(uint32_t tokens, uint32_t blocks, Value
 }
 
 // Every row block of `path` vs DotQ4_1Q8_1; y keeps a sentinel in its padding columns.
-void ExpectScalarBits(GgmlPath path, uint32_t rows, uint32_t blocks, uint32_t tokens, Values values, uint32_t seed) {
+void ExpectScalarBits(GgmlPath path, uint32_t rows, uint32_t blocks, uint32_t tokens, Values values,
+                      uint32_t seed) {
   std::mt19937 rng(seed);
   const std::vector<UnpackedQ4_1> w = RandomWeights(rows, blocks, values, rng);
   const std::vector<BlockQ8_1> x = RandomActivations(tokens, blocks, values, rng);
@@ -82,11 +83,12 @@ void ExpectScalarBits(GgmlPath path, uint32_t rows, uint32_t blocks, uint32_t to
   }
   for (uint32_t t = 0; t < tokens; ++t) {
     for (uint32_t o = 0; o < rows; ++o) {
-      const float want = DotQ4_1Q8_1(&w[static_cast<size_t>(o) * blocks], &x[static_cast<size_t>(t) * blocks], blocks);
+      const float want =
+          DotQ4_1Q8_1(&w[static_cast<size_t>(o) * blocks], &x[static_cast<size_t>(t) * blocks], blocks);
       const float got = y[t * stride + o];
-      ASSERT_EQ(Bits(got), Bits(want)) << GgmlPathName(path) << " rows " << rows << " blocks " << blocks
-                                       << " tokens " << tokens << " at t " << t << " o " << o << ": " << got
-                                       << " vs " << want;
+      ASSERT_EQ(Bits(got), Bits(want))
+          << GgmlPathName(path) << " rows " << rows << " blocks " << blocks << " tokens " << tokens
+          << " at t " << t << " o " << o << ": " << got << " vs " << want;
     }
     for (size_t o = rows; o < stride; ++o) ASSERT_EQ(y[t * stride + o], kSentinel) << "padding row stored";
   }
@@ -122,7 +124,8 @@ TEST_P(GgmlGemmTest, LargestIntegerSumsGiveTheScalarBits) {
   ExpectScalarBits(path_, 17, 48, 9, Values::kLargestSums, 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, GgmlGemmTest, ::testing::Values(spec::GemmBackend::kAvx2, spec::GemmBackend::kAvx512),
+INSTANTIATE_TEST_SUITE_P(Paths, GgmlGemmTest,
+                         ::testing::Values(spec::GemmBackend::kAvx2, spec::GemmBackend::kAvx512),
                          [](const auto& info) {
                            return std::string(info.param == spec::GemmBackend::kAvx2 ? "Avx2" : "Avx512");
                          });

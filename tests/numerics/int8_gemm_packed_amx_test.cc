@@ -19,7 +19,6 @@
 namespace kvstash::spec {
 namespace {
 
-
 using testing::MakeOperands;
 using testing::Operands;
 using testing::SameBits;
@@ -49,7 +48,8 @@ class PackedGemmAmxTest : public ::testing::Test {
     internal::SplitForAmx(&a);
     std::vector<float> want(static_cast<size_t>(m) * n);
     if (bits == 16) {
-      ASSERT_OK(Int16x8GemmGroupedNT(o.a, o.a_scale, o.w, o.w_scale, want, m, n, k, group, GemmBackend::kScalar));
+      ASSERT_OK(
+          Int16x8GemmGroupedNT(o.a, o.a_scale, o.w, o.w_scale, want, m, n, k, group, GemmBackend::kScalar));
     } else {
       std::vector<int8_t> a8(o.a.begin(), o.a.end());
       ASSERT_OK(Int8GemmGroupedNT(a8, o.a_scale, o.w, o.w_scale, want, m, n, k, group, GemmBackend::kScalar));
@@ -73,8 +73,8 @@ TEST_F(PackedGemmAmxTest, MatchesReferenceOnItsShapes) {
       for (int n : {1, 15, 16, 17, 31, 33, 49}) {
         for (int m : {1, 2, 5, 13, 15, 16, 17, 33}) {
           for (int bits : {16, 8}) {
-            Check(MakeOperands(m, n, k, groups, bits, false, 1000 * k + 100 * n + 10 * m + bits + group), m, n, k,
-                  group, bits);
+            Check(MakeOperands(m, n, k, groups, bits, false, 1000 * k + 100 * n + 10 * m + bits + group), m,
+                  n, k, group, bits);
             ++cases;
           }
         }
@@ -127,16 +127,16 @@ TEST_F(PackedGemmAmxTest, QuantisedPathAndFallbackMatchOtherBackends) {
     EXPECT_EQ(pw.amx.empty(), group == 32);
     for (int bits : {16, 8}) {
       std::vector<float> want;
-      for (GemmBackend be : {GemmBackend::kScalar, GemmBackend::kAvx2, GemmBackend::kAvx512, GemmBackend::kAmx,
-                             GemmBackend::kAuto}) {
+      for (GemmBackend be : {GemmBackend::kScalar, GemmBackend::kAvx2, GemmBackend::kAvx512,
+                             GemmBackend::kAmx, GemmBackend::kAuto}) {
         PackedActivations a;
         ASSERT_OK(QuantizeActivations(x, m, pw.shape, bits, be, 2, &a));
         EXPECT_EQ(a.amx_hi.empty(), group == 32 || (be != GemmBackend::kAmx && be != GemmBackend::kAuto));
         std::vector<float> out(static_cast<size_t>(m) * n);
         ASSERT_OK(GemmPacked(a, pw, out, be, 2));
         if (want.empty()) want = out;
-        EXPECT_TRUE(SameBits(out, want)) << "backend " << static_cast<int>(be) << " bits " << bits
-                                         << " group " << group;
+        EXPECT_TRUE(SameBits(out, want))
+            << "backend " << static_cast<int>(be) << " bits " << bits << " group " << group;
       }
     }
   }

@@ -19,7 +19,6 @@
 namespace kvstash::spec {
 namespace {
 
-
 // Activations given as int16 rows [m, k] and scales [m, groups], in the packed layout.
 PackedActivations PackRows(const std::vector<int16_t>& q, const std::vector<float>& scales, int m,
                            const PackedShape& s, int bits) {
@@ -46,7 +45,8 @@ using testing::SameBits;
 std::vector<float> Reference(const Operands& o, int m, int n, int k, int group, int bits) {
   std::vector<float> out(static_cast<size_t>(m) * n);
   if (bits == 16) {
-    EXPECT_OK(Int16x8GemmGroupedNT(o.a, o.a_scale, o.w, o.w_scale, out, m, n, k, group, GemmBackend::kScalar));
+    EXPECT_OK(
+        Int16x8GemmGroupedNT(o.a, o.a_scale, o.w, o.w_scale, out, m, n, k, group, GemmBackend::kScalar));
   } else {
     std::vector<int8_t> a8(o.a.begin(), o.a.end());
     EXPECT_OK(Int8GemmGroupedNT(a8, o.a_scale, o.w, o.w_scale, out, m, n, k, group, GemmBackend::kScalar));
@@ -148,7 +148,8 @@ TEST_F(PackedGemmAvx512Test, QuantisedActivationsMatchAvx2AndScalar) {
   ASSERT_OK(PackWeights(w.q, w.scales, n, k, 128, &pw));
   for (int bits : {16, 8}) {
     std::vector<float> want;
-    for (GemmBackend be : {GemmBackend::kScalar, GemmBackend::kAvx2, GemmBackend::kAvx512, GemmBackend::kAuto}) {
+    for (GemmBackend be :
+         {GemmBackend::kScalar, GemmBackend::kAvx2, GemmBackend::kAvx512, GemmBackend::kAuto}) {
       PackedActivations a;
       ASSERT_OK(QuantizeActivations(x, m, pw.shape, bits, be, 2, &a));
       std::vector<float> out(static_cast<size_t>(m) * n);
@@ -160,7 +161,8 @@ TEST_F(PackedGemmAvx512Test, QuantisedActivationsMatchAvx2AndScalar) {
 }
 
 TEST(PackedGemmAvx512Dispatch, NotSupportedWithoutAvx512) {
-  if (CpuHasAvx512()) GTEST_SKIP() << "this CPU has AVX-512: the NotSupported path is checked on CPUs without it";
+  if (CpuHasAvx512())
+    GTEST_SKIP() << "this CPU has AVX-512: the NotSupported path is checked on CPUs without it";
   PackedWeights pw;
   std::vector<int8_t> w(4);
   std::vector<float> s(1);

@@ -28,8 +28,8 @@ std::vector<float> RandomFloats(size_t n, uint32_t seed) {
 using ::kvstash::testing::SameBits;
 
 // Reference: quantise rows, grouped GEMM with the portable scalar backend.
-std::vector<float> Reference(const std::vector<float>& x, const Int8Rows& w, int m, int n, int k,
-                             int group, int bits) {
+std::vector<float> Reference(const std::vector<float>& x, const Int8Rows& w, int m, int n, int k, int group,
+                             int bits) {
   std::vector<float> out(static_cast<size_t>(m) * n);
   if (bits == 16) {
     Int16Rows a;
@@ -80,7 +80,8 @@ TEST(PackedGemmTest, MatchesReferenceBitForBitOnSizeSweeps) {
 TEST(PackedGemmTest, PerRowGroupOfWholeK) {
   // group = 0 packs one group per row (W8A8 per channel), K above 512.
   const int m = 7, n = 19, k = 1536;
-  const auto wf = RandomFloats(static_cast<size_t>(n) * k, 1), x = RandomFloats(static_cast<size_t>(m) * k, 2);
+  const auto wf = RandomFloats(static_cast<size_t>(n) * k, 1),
+             x = RandomFloats(static_cast<size_t>(m) * k, 2);
   Int8Rows w;
   ASSERT_OK(QuantizeRowsInt8(wf, n, k, k, &w));
   PackedWeights pw;
@@ -101,8 +102,8 @@ TEST(PackedGemmTest, QuantiserMatchesReferenceOnSpecials) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float tiny = std::numeric_limits<float>::denorm_min();
   // Rows of 20: specials, ties, -0, an all-zero row, a row whose amax / Q underflows.
-  std::vector<float> x = {1.0f,  -0.5f, 4.0f, nan,   -inf,  2.0f, 0.25f, -0.0f, 3.0f,  inf,
-                          -4.0f, 1e-30f, 7.5f, -7.5f, 0.125f, nan, 1.0f,  2.0f, -3.0f, 0.0f};
+  std::vector<float> x = {1.0f,  -0.5f,  4.0f, nan,   -inf,   2.0f, 0.25f, -0.0f, 3.0f,  inf,
+                          -4.0f, 1e-30f, 7.5f, -7.5f, 0.125f, nan,  1.0f,  2.0f,  -3.0f, 0.0f};
   x.resize(40, 0.0f);
   for (int i = 0; i < 20; ++i) x.push_back(i % 3 == 0 ? tiny : (i % 3 == 1 ? -tiny : 0.0f));
   const int m = 3, k = 20;
@@ -133,7 +134,8 @@ TEST(PackedGemmTest, QuantiserMatchesReferenceOnSpecials) {
       for (int i = 0; i < m; ++i) {
         for (int c = 0; c < k; ++c) {
           const int g = c / group, p = g * shape.group_pairs * 2 + (c - g * group);
-          ASSERT_EQ(fast.q[static_cast<size_t>(i) * shape.stride() + p], want_q[static_cast<size_t>(i) * k + c])
+          ASSERT_EQ(fast.q[static_cast<size_t>(i) * shape.stride() + p],
+                    want_q[static_cast<size_t>(i) * k + c])
               << "row " << i << " channel " << c << " group " << group;
         }
       }

@@ -17,8 +17,7 @@ std::vector<int8_t> RandomInt8(size_t n, uint32_t seed, bool extremes = false) {
   return v;
 }
 
-std::vector<int32_t> Naive(const std::vector<int8_t>& a, const std::vector<int8_t>& b, int m,
-                           int n, int k) {
+std::vector<int32_t> Naive(const std::vector<int8_t>& a, const std::vector<int8_t>& b, int m, int n, int k) {
   std::vector<int32_t> c(static_cast<size_t>(m) * n);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
@@ -109,7 +108,8 @@ TEST(Int16GemmTest, MatchesNaiveAtExtremesAndRejectsLargeGroups) {
   std::vector<int16_t> a(m * k);
   std::vector<int8_t> b(n * k);
   std::mt19937 rng(11);
-  for (auto& x : a) x = (rng() % 3 == 0) ? (rng() % 2 ? 32767 : -32767) : static_cast<int16_t>(rng() % 65535 - 32767);
+  for (auto& x : a)
+    x = (rng() % 3 == 0) ? (rng() % 2 ? 32767 : -32767) : static_cast<int16_t>(rng() % 65535 - 32767);
   for (auto& x : b) x = (rng() % 3 == 0) ? -128 : static_cast<int8_t>(rng() % 255 - 127);
   std::vector<float> sa(m * groups, 1.0f), sb(n * groups, 1.0f);
   std::vector<float> want(m * n);
@@ -118,7 +118,8 @@ TEST(Int16GemmTest, MatchesNaiveAtExtremesAndRejectsLargeGroups) {
       float acc = 0.0f;
       for (int g = 0; g < groups; ++g) {
         int64_t d = 0;
-        for (int t = g * group; t < std::min(k, (g + 1) * group); ++t) d += int64_t{a[i * k + t]} * b[j * k + t];
+        for (int t = g * group; t < std::min(k, (g + 1) * group); ++t)
+          d += int64_t{a[i * k + t]} * b[j * k + t];
         acc = acc + static_cast<float>(d);
       }
       want[i * n + j] = acc;

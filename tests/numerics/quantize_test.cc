@@ -44,8 +44,8 @@ TEST(QuantizeTest, GroupsSpecialsAndErrors) {
   ASSERT_EQ(q.groups(), 3);
   EXPECT_FLOAT_EQ(q.scales[0], 4.0f / 127.0f);
   EXPECT_FLOAT_EQ(q.scales[1], 2.0f / 127.0f);  // NaN and Inf ignored for amax
-  EXPECT_EQ(q.q[3], 0);                          // NaN -> 0
-  EXPECT_EQ(q.q[4], -127);                       // -Inf saturates
+  EXPECT_EQ(q.q[3], 0);                         // NaN -> 0
+  EXPECT_EQ(q.q[4], -127);                      // -Inf saturates
   EXPECT_EQ(q.q[5], 127);
   EXPECT_EQ(q.q[6], 127);
   for (size_t i = 0; i < x.size(); ++i) {

@@ -21,19 +21,16 @@ inline std::string SharedModelsDir() {
 }
 
 // Path of `name` in SharedModelsDir().
-inline std::string SharedModelPath(const std::string& name) {
-  return SharedModelsDir() + "/" + name;
-}
+inline std::string SharedModelPath(const std::string& name) { return SharedModelsDir() + "/" + name; }
 
 }  // namespace kvstash::testing
 
 // Skips the current test unless the shared model file `name` exists.
-#define KVSTASH_REQUIRE_SHARED_MODEL(name)                                                \
-  do {                                                                                  \
-    const std::string _p = ::kvstash::testing::SharedModelPath(name);                   \
-    if (!std::filesystem::exists(_p)) {                                                 \
-      GTEST_SKIP() << "shared model file " << _p                                        \
-                   << " not found (set KVSTASH_SHARED_MODELS_DIR to the folder holding " \
-                   << name << ")";                                                      \
-    }                                                                                   \
+#define KVSTASH_REQUIRE_SHARED_MODEL(name)                                                               \
+  do {                                                                                                   \
+    const std::string _p = ::kvstash::testing::SharedModelPath(name);                                    \
+    if (!std::filesystem::exists(_p)) {                                                                  \
+      GTEST_SKIP() << "shared model file " << _p                                                         \
+                   << " not found (set KVSTASH_SHARED_MODELS_DIR to the folder holding " << name << ")"; \
+    }                                                                                                    \
   } while (0)

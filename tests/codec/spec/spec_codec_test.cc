@@ -133,7 +133,8 @@ TEST_P(SpecCodecTest, ThreadCountChangesNoByte) {
     ASSERT_OK_AND_ASSIGN(auto one, EncodeSpecPayload(art, f.chunks[c].view(), f.Prediction(c), model, 0, 1));
     for (int threads : {0, 2, 3, 8}) {
       SCOPED_TRACE(threads);
-      ASSERT_OK_AND_ASSIGN(auto many, EncodeSpecPayload(art, f.chunks[c].view(), f.Prediction(c), model, 0, threads));
+      ASSERT_OK_AND_ASSIGN(auto many,
+                           EncodeSpecPayload(art, f.chunks[c].view(), f.Prediction(c), model, 0, threads));
       EXPECT_EQ(many, one);
       ASSERT_OK_AND_ASSIGN(KvChunk back, DecodeSpecPayload(art, one, f.Prediction(c), model, threads));
       EXPECT_EQ(back.data, f.chunks[c].data);
@@ -214,7 +215,8 @@ TEST_P(SpecCodecTest, CallerDigestFormsEqualTheComputingForms) {
   const Digest256 digest = art.Digest();
   Digest256 model{};
   ASSERT_OK_AND_ASSIGN(auto want, EncodeSpecPayload(art, f.chunks[2].view(), f.Prediction(2), model, 64));
-  ASSERT_OK_AND_ASSIGN(auto got, EncodeSpecPayload(art, digest, f.chunks[2].view(), f.Prediction(2), model, 64));
+  ASSERT_OK_AND_ASSIGN(auto got,
+                       EncodeSpecPayload(art, digest, f.chunks[2].view(), f.Prediction(2), model, 64));
   EXPECT_EQ(got, want);
   ASSERT_OK_AND_ASSIGN(KvChunk back, DecodeSpecPayload(art, digest, got, f.Prediction(2), model));
   EXPECT_EQ(back.data, f.chunks[2].data);
@@ -223,7 +225,8 @@ TEST_P(SpecCodecTest, CallerDigestFormsEqualTheComputingForms) {
   wrong[0] ^= 1;
   EXPECT_STATUS(DecodeSpecPayload(art, wrong, got, f.Prediction(2), model), kMismatch);
   EXPECT_STATUS(SplitSpecPayload(art, wrong, got, f.Prediction(2), model).status(), kMismatch);
-  ASSERT_OK_AND_ASSIGN(auto stamped, EncodeSpecPayload(art, wrong, f.chunks[2].view(), f.Prediction(2), model, 64));
+  ASSERT_OK_AND_ASSIGN(auto stamped,
+                       EncodeSpecPayload(art, wrong, f.chunks[2].view(), f.Prediction(2), model, 64));
   EXPECT_STATUS(DecodeSpecPayload(art, stamped, f.Prediction(2), model), kMismatch);
 }
 

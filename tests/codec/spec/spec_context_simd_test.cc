@@ -87,7 +87,8 @@ void ExpectEqualToScalar(ContextsFn fn, const Target& target) {
     SpecContextParams p =
         MakeSpecContextParams(target.fp8, target.fp8_scale, c.s_min, c.step, c.buckets, c.frac_bins);
     p.f16 = target.f16;
-    for (size_t row : {size_t{1}, size_t{7}, size_t{8}, size_t{15}, size_t{16}, size_t{17}, size_t{33}, size_t{192}}) {
+    for (size_t row :
+         {size_t{1}, size_t{7}, size_t{8}, size_t{15}, size_t{16}, size_t{17}, size_t{33}, size_t{192}}) {
       const size_t n = row * 151;
       std::vector<float> mu(n), ls(row);
       for (float& v : mu) v = Prediction(rng);

@@ -19,8 +19,7 @@
 namespace kvstash::spec {
 namespace {
 
-StateTensor Tensor(const std::string& name, std::vector<uint64_t> shape,
-                   const std::vector<float>& v) {
+StateTensor Tensor(const std::string& name, std::vector<uint64_t> shape, const std::vector<float>& v) {
   StateTensor t;
   t.name = name;
   t.dtype = DType::kF32;
@@ -68,9 +67,8 @@ SpecStateArtifact Calibrated() {
 }
 
 TEST(SpecStateSymbols, OrdinalIsAnOrderPreservingBijection) {
-  const uint32_t probes[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x7F7FFFFFu,
-                             0xFF7FFFFFu, 0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFFFFFFFu,
-                             0x3F800000u, 0xBF800000u};
+  const uint32_t probes[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x7F7FFFFFu, 0xFF7FFFFFu,
+                             0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFFFFFFFu, 0x3F800000u, 0xBF800000u};
   for (uint32_t b : probes) EXPECT_EQ(FromOrdinal32(Ordinal32(b)), b) << std::hex << b;
   EXPECT_EQ(Ordinal32(0x80000000u) + 1, Ordinal32(0x00000000u));  // -0 just below +0
   EXPECT_EQ(Ordinal32(0x00000000u) + 1, Ordinal32(0x00000001u));  // +0 then min subnormal
@@ -80,8 +78,8 @@ TEST(SpecStateSymbols, OrdinalIsAnOrderPreservingBijection) {
 }
 
 TEST(SpecStateSymbols, TokenSplitRoundTripsEveryMagnitudeClass) {
-  std::vector<uint32_t> rs = {0, 1, 2, 3, 4, 5, 7, 8, 0x80000000u, 0x7FFFFFFFu, 0x80000001u,
-                              0xFFFFFFFFu, 0xFFFFFFFCu};
+  std::vector<uint32_t> rs = {0, 1,           2,           3,           4,           5,          7,
+                              8, 0x80000000u, 0x7FFFFFFFu, 0x80000001u, 0xFFFFFFFFu, 0xFFFFFFFCu};
   for (int k = 2; k < 32; ++k) {
     for (uint32_t d : {0u, 1u}) {
       rs.push_back((1u << k) - d);
@@ -102,7 +100,7 @@ TEST(SpecStateSymbols, TokenSplitRoundTripsEveryMagnitudeClass) {
   EXPECT_EQ(t13.raw, 1u);
   EXPECT_EQ(TokenOfResidual(0u - 13u).symbol, 0x80 | 10);
   EXPECT_EQ(TokenOfResidual(0x80000000u).symbol, 120);  // 2^31: k = 31, positive
-  EXPECT_EQ(RawCountOfSymbol(0x80), -1);                 // negative zero
+  EXPECT_EQ(RawCountOfSymbol(0x80), -1);                // negative zero
   EXPECT_EQ(RawCountOfSymbol(124), -1);
 }
 
@@ -206,10 +204,10 @@ TEST(SpecStateCodec, CloseThenFarPredictionsCostMore) {
 TEST(SpecStateCodec, EveryBitPatternRoundTrips) {
   const SpecStateArtifact a = Calibrated();
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<uint32_t> specials = {
-      0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu, 0x7F7FFFFFu, 0xFF7FFFFFu,
-      0x7F800000u, 0xFF800000u, 0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0xFFFFFFFFu,
-      Bits(1.0f),  Bits(-1.0f), Bits(1e-30f), Bits(-3.5e37f)};
+  const std::vector<uint32_t> specials = {0x00000000u, 0x80000000u, 0x00000001u,  0x807FFFFFu,
+                                          0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u,  0xFF800000u,
+                                          0x7FC00000u, 0xFFC00001u, 0x7F800001u,  0xFFFFFFFFu,
+                                          Bits(1.0f),  Bits(-1.0f), Bits(1e-30f), Bits(-3.5e37f)};
   // Every special against every special: exact value x, prediction y.
   std::vector<float> ex, pr;
   for (uint32_t x : specials) {

@@ -12,8 +12,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "model/hybrid/hybrid_model.h"
 #include "model/formats/safetensors_reader.h"
+#include "model/hybrid/hybrid_model.h"
 #include "tests/model/hybrid/tiny_qwen35.h"
 
 namespace kvstash::hybrid {

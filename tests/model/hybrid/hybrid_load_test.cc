@@ -8,9 +8,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "model/formats/safetensors_reader.h"
 #include "model/hybrid/hybrid_config.h"
 #include "model/hybrid/hybrid_model.h"
-#include "model/formats/safetensors_reader.h"
 #include "tests/model/hybrid/tiny_qwen35.h"
 
 namespace kvstash::hybrid {
@@ -59,8 +59,7 @@ void WriteSafetensors(const std::string& path, const std::map<std::string, Tenso
 class HybridLoadTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("kvstash-hybrid-load-" + std::to_string(::getpid()));
+    dir_ = std::filesystem::temp_directory_path() / ("kvstash-hybrid-load-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -120,8 +119,8 @@ TEST(HybridConfigTest, BadConfigsGiveClearErrors) {
   EXPECT_STATUS(with("hidden_size", 0), kInvalidArgument);
   EXPECT_STATUS(with("hidden_size", "64"), kInvalidArgument);
   EXPECT_STATUS(with("layer_types", json::array({"linear_attention"})), kInvalidArgument);
-  EXPECT_STATUS(with("layer_types", json::array({"linear_attention", "linear_attention",
-                                                 "sliding_attention", "full_attention"})),
+  EXPECT_STATUS(with("layer_types", json::array({"linear_attention", "linear_attention", "sliding_attention",
+                                                 "full_attention"})),
                 kInvalidArgument);
   EXPECT_STATUS(with("num_key_value_heads", 3), kInvalidArgument);
   EXPECT_STATUS(with("linear_num_value_heads", 3), kInvalidArgument);

@@ -62,8 +62,8 @@ TEST_F(HybridRestoreTest, ContinuationFromEveryKindOfBoundaryIsBitIdentical) {
     SCOPED_TRACE("boundary " + std::to_string(b));
     const StoredBoundary stored = Stored(b);
     EXPECT_EQ(stored.kv_payloads.size(), (b + kChunkTokens - 1) / kChunkTokens);
-    ASSERT_OK_AND_ASSIGN(HybridState s, RestoreStoredBoundary(*model_, stored.kv_payloads,
-                                                              stored.state_record));
+    ASSERT_OK_AND_ASSIGN(HybridState s,
+                         RestoreStoredBoundary(*model_, stored.kv_payloads, stored.state_record));
     ASSERT_EQ(s.tokens, b);
     const size_t rest = tokens_.size() - b;
     std::vector<float> logits(rest * v);
@@ -118,8 +118,7 @@ TEST_F(HybridRestoreTest, CorruptMissingOrMisplacedKvIsRefused) {
   std::swap(kv[0], kv[1]);  // out of order
   EXPECT_STATUS(RestoreStoredBoundary(*model_, kv, stored.state_record), kCorruption);
   // The state of another boundary with these chunks.
-  EXPECT_STATUS(RestoreStoredBoundary(*model_, stored.kv_payloads, Stored(64).state_record),
-                kCorruption);
+  EXPECT_STATUS(RestoreStoredBoundary(*model_, stored.kv_payloads, Stored(64).state_record), kCorruption);
 }
 
 TEST_F(HybridRestoreTest, ImportStateRejectsWrongTensors) {

@@ -53,9 +53,9 @@ class HybridServerTest : public ::testing::Test {
 
   // (Re)starts the server on the test's data directory and connects a client.
   void StartServer() {
-    ASSERT_OK(server_.Start(KVSTASH_SERVER_BIN, dir_.path(),
-                            {"--tenant", "a=pa", "--data-dir", dir_.path() + "/db",
-                             "--memory-budget", "67108864"}));
+    ASSERT_OK(server_.Start(
+        KVSTASH_SERVER_BIN, dir_.path(),
+        {"--tenant", "a=pa", "--data-dir", dir_.path() + "/db", "--memory-budget", "67108864"}));
     ClientOptions o;
     o.servers = {server_.address()};
     o.tenant = "a";
@@ -78,8 +78,7 @@ class HybridServerTest : public ::testing::Test {
   HybridState Run(std::span<const uint32_t> tokens, std::vector<float>* logits = nullptr) const {
     HybridState s = HybridState::Empty(model_->config());
     if (logits) logits->resize(tokens.size() * model_->config().vocab_size);
-    EXPECT_OK(model_->EvalSequence(tokens, &s, logits ? std::span<float>(*logits)
-                                                      : std::span<float>()));
+    EXPECT_OK(model_->EvalSequence(tokens, &s, logits ? std::span<float>(*logits) : std::span<float>()));
     return s;
   }
 
@@ -110,8 +109,7 @@ class HybridServerTest : public ::testing::Test {
 
   // GETs chunks [0, n) of `tokens` (state of the last one) and restores.
   Result<HybridState> Fetch(std::span<const uint32_t> tokens, uint32_t n,
-                            std::vector<std::vector<uint8_t>>* payloads,
-                            std::vector<uint8_t>* state) {
+                            std::vector<std::vector<uint8_t>>* payloads, std::vector<uint8_t>* state) {
     const auto keys = Keys(tokens);
     payloads->clear();
     for (uint32_t i = 0; i < n; ++i) {
@@ -257,9 +255,9 @@ TEST_F(HybridServerTest, SpecCodedKvAndStateRoundTripThroughTheServer) {
     p.route = keys[0].stored();
     p.key = keys[c].stored();
     if (c > 0) p.parent = keys[c - 1].stored();
-    ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> unbound,
-                         EncodeHybridSpecChunk(*model_, artifact, exact, pred, c * kChunk,
-                                               (c + 1) * kChunk, false));
+    ASSERT_OK_AND_ASSIGN(
+        std::vector<uint8_t> unbound,
+        EncodeHybridSpecChunk(*model_, artifact, exact, pred, c * kChunk, (c + 1) * kChunk, false));
     ASSERT_OK_AND_ASSIGN(p.payload, BindPayloadToKey(unbound, p.key));
     sent.push_back(p.payload);
     if (c + 1 == keys.size()) {
@@ -287,8 +285,8 @@ TEST_F(HybridServerTest, SpecCodedKvAndStateRoundTripThroughTheServer) {
   EXPECT_EQ(got, sent);
   EXPECT_EQ(got_record, record);
   // ...and decoded client-side it is the exact state; damaged after GET it never restores.
-  ASSERT_OK_AND_ASSIGN(HybridState s, RestoreHybridSpecBoundary(*model_, predictor, artifact, prefix_, got,
-                                                                got_record));
+  ASSERT_OK_AND_ASSIGN(HybridState s,
+                       RestoreHybridSpecBoundary(*model_, predictor, artifact, prefix_, got, got_record));
   ASSERT_OK_AND_ASSIGN(RecurrentState back, ExportRecurrentState(model_->config(), s));
   EXPECT_EQ(back, es);
   ASSERT_OK_AND_ASSIGN(KvChunk want_kv, ExportKvChunk(model_->config(), exact, 0, 80));

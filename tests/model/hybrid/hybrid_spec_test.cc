@@ -65,7 +65,8 @@ class HybridSpecTest : public ::testing::Test {
     payloads->clear();
     for (uint32_t b = 0; b < n; b += chunk) {
       const uint32_t e = std::min(n, b + chunk);
-      ASSERT_OK_AND_ASSIGN(auto p, EncodeHybridSpecChunk(*model_, *artifact_, exact, pred, b, e, e - b < chunk));
+      ASSERT_OK_AND_ASSIGN(auto p,
+                           EncodeHybridSpecChunk(*model_, *artifact_, exact, pred, b, e, e - b < chunk));
       payloads->push_back(std::move(p));
     }
     ASSERT_OK_AND_ASSIGN(RecurrentState es, ExportRecurrentState(model_->config(), exact));
@@ -129,8 +130,8 @@ TEST_F(HybridSpecTest, KvAndStateRoundTripExactlyAndContinue) {
     std::vector<uint8_t> record;
     uint64_t raw = 0, coded = 0;
     Encode(t, 64, &payloads, &record, &raw, &coded);
-    ASSERT_OK_AND_ASSIGN(HybridState got, RestoreHybridSpecBoundary(*model_, *predictor_, *artifact_, all,
-                                                                    payloads, record));
+    ASSERT_OK_AND_ASSIGN(HybridState got,
+                         RestoreHybridSpecBoundary(*model_, *predictor_, *artifact_, all, payloads, record));
     const HybridState want = RunModel(t);
     ASSERT_EQ(got.tokens, boundary);
     for (size_t l = 0; l < want.layers.size(); ++l) {
@@ -169,7 +170,8 @@ TEST_F(HybridSpecTest, DamageOrAnotherPredictorNeverRestores) {
     for (size_t i : {size_t{3}, size_t{150}, payloads[c].size() - 1}) {
       auto bad = payloads;
       bad[c][i] ^= 0x20;
-      EXPECT_FALSE(RestoreHybridSpecBoundary(*model_, *predictor_, *artifact_, t, bad, record).ok()) << c << " " << i;
+      EXPECT_FALSE(RestoreHybridSpecBoundary(*model_, *predictor_, *artifact_, t, bad, record).ok())
+          << c << " " << i;
     }
   }
   // Chunks out of order, a prefix that differs, another predictor: Mismatch or Corruption.
@@ -177,15 +179,17 @@ TEST_F(HybridSpecTest, DamageOrAnotherPredictorNeverRestores) {
   EXPECT_FALSE(RestoreHybridSpecBoundary(*model_, *predictor_, *artifact_, t, swapped, record).ok());
   auto other = t;
   other[5] = (other[5] + 1) % vocab();
-  EXPECT_EQ(RestoreHybridSpecBoundary(*model_, *predictor_, *artifact_, other, payloads, record).status().code(),
-            Status::Code::kMismatch);
+  EXPECT_EQ(
+      RestoreHybridSpecBoundary(*model_, *predictor_, *artifact_, other, payloads, record).status().code(),
+      Status::Code::kMismatch);
   ASSERT_OK_AND_ASSIGN(HybridPredictor g64, HybridPredictor::Create(*model_, {.group = 64}));
   EXPECT_EQ(RestoreHybridSpecBoundary(*model_, g64, *artifact_, t, payloads, record).status().code(),
             Status::Code::kMismatch);
-  EXPECT_EQ(RestoreHybridSpecBoundary(*model_, *predictor_, *artifact_, std::span(t).first(50), payloads, record)
-                .status()
-                .code(),
-            Status::Code::kInvalidArgument);
+  EXPECT_EQ(
+      RestoreHybridSpecBoundary(*model_, *predictor_, *artifact_, std::span(t).first(50), payloads, record)
+          .status()
+          .code(),
+      Status::Code::kInvalidArgument);
 }
 
 }  // namespace

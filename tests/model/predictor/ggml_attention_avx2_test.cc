@@ -20,10 +20,30 @@ namespace {
 TEST(GgmlAttentionAvx2Test, RoundToDTypeGivesTheScalarBits) {
   if (!spec::CpuHasAvx2()) GTEST_SKIP() << "SKIPPED: no AVX2 (CPU or KVSTASH_CPU_PATH)";
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> x = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, 1e6f, -1e6f, inf, -inf,
-                          std::numeric_limits<float>::quiet_NaN(), FromBits(0xFFC12345u), FromBits(0x7F812345u),
-                          6.1e-5f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-40f, 1.00048828125f, 1.000244140625f,
-                          FromBits(0x3F808000u), FromBits(0x3F818000u), FromBits(0x7F7FFFFFu)};
+  std::vector<float> x = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          1e6f,
+                          -1e6f,
+                          inf,
+                          -inf,
+                          std::numeric_limits<float>::quiet_NaN(),
+                          FromBits(0xFFC12345u),
+                          FromBits(0x7F812345u),
+                          6.1e-5f,
+                          5.96e-8f,
+                          2.98e-8f,
+                          2.99e-8f,
+                          1e-40f,
+                          1.00048828125f,
+                          1.000244140625f,
+                          FromBits(0x3F808000u),
+                          FromBits(0x3F818000u),
+                          FromBits(0x7F7FFFFFu)};
   std::mt19937 rng(7);
   std::uniform_int_distribution<uint32_t> bits;
   for (int i = 0; i < 4000; ++i) x.push_back(FromBits(bits(rng)));
@@ -32,7 +52,8 @@ TEST(GgmlAttentionAvx2Test, RoundToDTypeGivesTheScalarBits) {
     avx2::RoundToDType(x.data(), y.data(), x.size(), dt);
     for (size_t i = 0; i < x.size(); ++i) {
       const float want = dt == DType::kBF16 ? Bf16ToF32(F32ToBf16(x[i])) : F16ToF32(F32ToF16(x[i]));
-      ASSERT_EQ(Bits(y[i]), Bits(want)) << DTypeName(dt) << " at " << i << " x bits " << std::hex << Bits(x[i]);
+      ASSERT_EQ(Bits(y[i]), Bits(want))
+          << DTypeName(dt) << " at " << i << " x bits " << std::hex << Bits(x[i]);
     }
   }
 }

@@ -67,7 +67,8 @@ TEST_F(PredictorAvx2Test, AttentionTileMatchesAttentionRow) {
           for (uint32_t tokens : {1u, 2u, 8u, 9u}) {
             const size_t stride = static_cast<size_t>(kv_heads) * hd;
             const uint32_t keys = n0 + tokens - 1;
-            std::vector<float> k(keys * stride), v(keys * stride), q(static_cast<size_t>(tokens) * heads * hd);
+            std::vector<float> k(keys * stride), v(keys * stride),
+                q(static_cast<size_t>(tokens) * heads * hd);
             for (auto* t : {&k, &v, &q}) {
               for (auto& x : *t) x = d(rng);
             }
@@ -102,7 +103,8 @@ TEST_F(PredictorAvx2Test, CanonicalDotIsBitIdentical) {
     std::vector<float> a(n), b(n);
     for (auto& x : a) x = d(rng);
     for (auto& x : b) x = d(rng);
-    EXPECT_EQ(Bits(avx2::CanonicalDot(a.data(), b.data(), n)), Bits(CanonicalDotInline(a.data(), b.data(), n)))
+    EXPECT_EQ(Bits(avx2::CanonicalDot(a.data(), b.data(), n)),
+              Bits(CanonicalDotInline(a.data(), b.data(), n)))
         << n;
   }
 }

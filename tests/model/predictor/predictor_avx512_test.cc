@@ -82,10 +82,10 @@ void CheckTile(uint32_t hd, uint32_t heads, uint32_t kv_heads, uint32_t n0, uint
   const size_t ts = static_cast<size_t>(heads) * hd;
   std::vector<float> out(q.size(), -1.0f), out2(q.size(), -3.0f), want(q.size(), -2.0f);
   std::vector<float> scratch(static_cast<size_t>(tokens) * heads * (keys + 8));
-  avx512::AttentionTile(q.data(), ts, tokens, heads, k.data() + g * hd, v.data() + g * hd, stride, n0, hd, scale,
-                        scratch.data(), out.data(), ts);
-  avx2::AttentionTile(q.data(), ts, tokens, heads, k.data() + g * hd, v.data() + g * hd, stride, n0, hd, scale,
-                      scratch.data(), out2.data(), ts);
+  avx512::AttentionTile(q.data(), ts, tokens, heads, k.data() + g * hd, v.data() + g * hd, stride, n0, hd,
+                        scale, scratch.data(), out.data(), ts);
+  avx2::AttentionTile(q.data(), ts, tokens, heads, k.data() + g * hd, v.data() + g * hd, stride, n0, hd,
+                      scale, scratch.data(), out2.data(), ts);
   std::vector<float> row_scratch(keys);
   for (uint32_t t = 0; t < tokens; ++t) {
     for (uint32_t h = 0; h < heads; ++h) {

@@ -143,7 +143,8 @@ void ExpectScalarBits(spec::GemmBackend backend) {
     }
     SpecPredictorOptions ref = Ggml(dt, 1);
     ref.backend = spec::GemmBackend::kScalar;
-    EXPECT_TRUE(SameBits(RunInSplits(m, ref, tokens, {}), RunInSplits(m, o, tokens, {1, 20}))) << DTypeName(dt);
+    EXPECT_TRUE(SameBits(RunInSplits(m, ref, tokens, {}), RunInSplits(m, o, tokens, {1, 20})))
+        << DTypeName(dt);
   }
 }
 
@@ -160,7 +161,8 @@ TEST(PredictorGgmlTest, FirstTokenMatchesTheDequantisedWeights) {
   for (float x : h) ss += static_cast<double>(x) * x;
   const double inv = 1.0 / std::sqrt(ss / D + m.config.rms_eps);
   for (float& x : h) x = static_cast<float>(x * inv);
-  for (const auto& [lin, got] : {std::pair{m.layers[0].wk.get(), &c.k[0]}, std::pair{m.layers[0].wv.get(), &c.v[0]}}) {
+  for (const auto& [lin, got] :
+       {std::pair{m.layers[0].wk.get(), &c.k[0]}, std::pair{m.layers[0].wv.get(), &c.v[0]}}) {
     const auto* dense = dynamic_cast<const DenseLinear*>(lin);
     ASSERT_NE(dense, nullptr);
     double err2 = 0, ref2 = 0;

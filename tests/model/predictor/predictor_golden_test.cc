@@ -187,7 +187,8 @@ TEST_F(PredictorGoldenTest, GgmlQ4_1) {
     o.kv_dtype = c.kv_dtype;
     EXPECT_EQ(RunDigest(o, {}, kTokens), c.golden) << std::hex << o.VariantName() << ", 1 thread";
     o.threads = 2;
-    EXPECT_EQ(RunDigest(o, {1, 40, 41}, kTokens), c.golden) << std::hex << o.VariantName() << ", 2 threads, splits";
+    EXPECT_EQ(RunDigest(o, {1, 40, 41}, kTokens), c.golden)
+        << std::hex << o.VariantName() << ", 2 threads, splits";
   }
 }
 

@@ -13,9 +13,9 @@
 
 #include "codec/spec/spec_calibration.h"
 #include "codec/spec/spec_codec.h"
+#include "model/formats/model_loader.h"
 #include "model/forward/kv_cache.h"
 #include "model/forward/kv_export.h"
-#include "model/formats/model_loader.h"
 #include "model/forward/prefill.h"
 #include "tests/support/test_util.h"
 #include "tests/support/tiny_model.h"
@@ -46,7 +46,8 @@ class PredictorTest : public ::testing::Test {
     delete tokens_;
   }
   void SetUp() override {
-    if (model_ == nullptr) GTEST_SKIP() << "models/SmolLM2-135M-Instruct.Q4_1.gguf absent: run scripts/setup.sh";
+    if (model_ == nullptr)
+      GTEST_SKIP() << "models/SmolLM2-135M-Instruct.Q4_1.gguf absent: run scripts/setup.sh";
   }
 
   static PredictorCache RunWith(const SpecPredictorOptions& o, std::vector<size_t> splits) {
@@ -106,8 +107,7 @@ TEST_F(PredictorTest, CloseToTheFp32Target) {
   w8a8.activation_bits = 8;
   const double e16 = WorstRelativeRms(RunWith({}, {}), target);
   const double e8 = WorstRelativeRms(RunWith(w8a8, {}), target);
-  std::printf("worst per-layer relative RMS error vs fp32 target: w8a16-g128 %.4f, w8a8 %.4f\n",
-              e16, e8);
+  std::printf("worst per-layer relative RMS error vs fp32 target: w8a16-g128 %.4f, w8a8 %.4f\n", e16, e8);
   // Measured 0.047 and 0.21 on 256 tokens; int16 activations must be clearly better.
   EXPECT_LT(e16, 0.07);
   EXPECT_LT(e8, 0.30);
@@ -168,7 +168,8 @@ TEST_F(PredictorTest, SpecCodesRealKvLosslessly) {
   ASSERT_OK(cb.AddHistogram(cal.view(), slice(0, half)));
   ASSERT_OK_AND_ASSIGN(auto art, cb.Build());
   Digest256 fp{};
-  ASSERT_OK_AND_ASSIGN(auto payload, spec::EncodeSpecPayload(art, ev.view(), slice(half, 2 * half), fp, half));
+  ASSERT_OK_AND_ASSIGN(auto payload,
+                       spec::EncodeSpecPayload(art, ev.view(), slice(half, 2 * half), fp, half));
   // The decoder side runs its own predictor (another thread count) over the prefix.
   SpecPredictorOptions other;
   other.threads = 2;
@@ -190,7 +191,8 @@ TEST_F(PredictorTest, SpecCodesRealKvLosslessly) {
   ASSERT_NE(wk, nullptr);
   auto perturbed = std::make_shared<std::vector<float>>(wk->weights());
   (*perturbed)[1234] += 0.01f;
-  ASSERT_OK_AND_ASSIGN(auto bad_linear, DenseLinear::Create(perturbed, wk->out_features(), wk->in_features()));
+  ASSERT_OK_AND_ASSIGN(auto bad_linear,
+                       DenseLinear::Create(perturbed, wk->out_features(), wk->in_features()));
   std::unique_ptr<Linear> original = std::move(model_->layers[3].wk);
   model_->layers[3].wk = std::move(bad_linear);
   const PredictorCache pred3 = RunWith({}, {});
@@ -206,4 +208,3 @@ TEST_F(PredictorTest, SpecCodesRealKvLosslessly) {
 
 }  // namespace
 }  // namespace kvstash::model
-

@@ -31,8 +31,8 @@ TEST(Rwkv7OpsTest, DotUsesTheDocumentedLaneOrder) {
   a[0] = a[8] = 16777216.0f;  // 2^24
   float lane[8];
   for (int l = 0; l < 8; ++l) lane[l] = a[l] + a[l + 8];
-  const float want = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-                     ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+  const float want =
+      ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
   EXPECT_EQ(want, 33554444.0f);  // 2^25 + 12
   EXPECT_EQ(Dot(a.data(), b.data(), 16), want);
   float sequential = 0.0f;
@@ -41,7 +41,7 @@ TEST(Rwkv7OpsTest, DotUsesTheDocumentedLaneOrder) {
 }
 
 TEST(Rwkv7OpsTest, MatVecRowMajor) {
-  const std::vector<float> W = {1, 2, 3,   // row 0
+  const std::vector<float> W = {1,  2, 3,   // row 0
                                 -1, 0, 4};  // row 1
   const std::vector<float> x = {1, 10, 100};
   std::vector<float> out(2);

@@ -68,8 +68,7 @@ TEST_F(Rwkv7PredictorTest, GoldenStateChecksums) {
   for (const auto& c : cases) {
     ASSERT_OK_AND_ASSIGN(Rwkv7Predictor p, Rwkv7Predictor::Create(*model_, c.o));
     ASSERT_OK_AND_ASSIGN(RecurrentState s, ExportState(p.config(), Run(p)));
-    EXPECT_EQ(s.ContentChecksum(), c.checksum)
-        << c.o.Name() << ": 0x" << std::hex << s.ContentChecksum();
+    EXPECT_EQ(s.ContentChecksum(), c.checksum) << c.o.Name() << ": 0x" << std::hex << s.ContentChecksum();
   }
 }
 
@@ -119,8 +118,7 @@ TEST_F(Rwkv7PredictorTest, WeightsDigestAndSize) {
 TEST_F(Rwkv7PredictorTest, Errors) {
   EXPECT_STATUS(Rwkv7Predictor::Create(*model_, Opts(Rwkv7WeightFormat::kInt8, 0)), kInvalidArgument);
   EXPECT_STATUS(Rwkv7Predictor::Create(*model_, Opts(Rwkv7WeightFormat::kInt8, 4097)), kInvalidArgument);
-  EXPECT_STATUS(Rwkv7Predictor::Create(*model_, Opts(static_cast<Rwkv7WeightFormat>(9))),
-                kInvalidArgument);
+  EXPECT_STATUS(Rwkv7Predictor::Create(*model_, Opts(static_cast<Rwkv7WeightFormat>(9))), kInvalidArgument);
   ASSERT_OK_AND_ASSIGN(Rwkv7Predictor p, Rwkv7Predictor::Create(*model_, Opts(Rwkv7WeightFormat::kInt8)));
   Rwkv7State s = Rwkv7State::Zeros(p.config());
   const std::vector<uint32_t> bad = {1, 16};

@@ -9,8 +9,8 @@
 
 #include "common/payload_format.h"
 #include "model/rwkv7/rwkv7_model.h"
-#include "tests/support/shared_models.h"
 #include "tests/model/rwkv7/test_files.h"
+#include "tests/support/shared_models.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::rwkv7 {
@@ -69,13 +69,12 @@ TEST_F(RealRwkv7Test, ReproducesRwkvCppReferenceLogits) {
     abs_sum += std::fabs(d);
     max_abs = std::max(max_abs, std::fabs(d));
   }
-  std::printf("rwkv7 vs rwkv.cpp: sum diff %.3g, sum |diff| %.3g, max |diff| %.3g\n", signed_sum,
-              abs_sum, max_abs);
+  std::printf("rwkv7 vs rwkv.cpp: sum diff %.3g, sum |diff| %.3g, max |diff| %.3g\n", signed_sum, abs_sum,
+              max_abs);
   EXPECT_LE(std::fabs(signed_sum), 0.001 * 1.05);
   EXPECT_LE(abs_sum, 0.001);
   // Not trivially close: the logits are spread over several units.
-  EXPECT_GT(*std::max_element(logits.begin(), logits.end()) -
-                *std::min_element(logits.begin(), logits.end()),
+  EXPECT_GT(*std::max_element(logits.begin(), logits.end()) - *std::min_element(logits.begin(), logits.end()),
             2.0f);
 }
 
@@ -123,8 +122,7 @@ TEST_F(RealRwkv7Test, ContinuationFromStoredStateIsBitExactAtEveryBoundary) {
     if (cut > 0) ASSERT_OK(model().Eval(text[cut - 1], &prefix, {}));
     ASSERT_OK_AND_ASSIGN(RecurrentState exported, ExportState(cfg, prefix));
     EXPECT_EQ(exported.boundary_tokens, cut);
-    ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> record,
-                         EncodeStateRecord(exported, model().fingerprint()));
+    ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> record, EncodeStateRecord(exported, model().fingerprint()));
     ASSERT_OK_AND_ASSIGN(DecodedStateRecord decoded, DecodeStateRecord(record));
     EXPECT_EQ(decoded.model_fingerprint, model().fingerprint());
     EXPECT_EQ(decoded.state, exported);
@@ -152,8 +150,7 @@ TEST_F(RealRwkv7Test, ExportedStateHasDocumentedTensors) {
   EXPECT_OK(r.Validate());
   // After 5 tokens no part of the state is still all zeros.
   for (const StateTensor& t : r.tensors) {
-    EXPECT_TRUE(std::any_of(t.data.begin(), t.data.end(), [](uint8_t b) { return b != 0; }))
-        << t.name;
+    EXPECT_TRUE(std::any_of(t.data.begin(), t.data.end(), [](uint8_t b) { return b != 0; })) << t.name;
   }
 }
 

@@ -56,9 +56,8 @@ class Rwkv7StateCodingTest : public ::testing::Test {
     model_ = std::make_unique<Rwkv7Model>(std::move(m).value());
   }
   std::vector<RecurrentState> Exact(const std::vector<uint32_t>& t) {
-    return States(model_->config(), t, [&](std::span<const uint32_t> x, Rwkv7State* s) {
-      return model_->EvalSequence(x, s, {});
-    });
+    return States(model_->config(), t,
+                  [&](std::span<const uint32_t> x, Rwkv7State* s) { return model_->EvalSequence(x, s, {}); });
   }
   std::vector<RecurrentState> Predicted(const Rwkv7Predictor& p, const std::vector<uint32_t>& t) {
     return States(model_->config(), t,
@@ -73,7 +72,8 @@ TEST_F(Rwkv7StateCodingTest, GoldenPredictedStateChecksum) {
   o.group = 32;
   ASSERT_OK_AND_ASSIGN(Rwkv7Predictor p, Rwkv7Predictor::Create(*model_, o));
   const std::vector<RecurrentState> s = Predicted(p, eval_);
-  EXPECT_EQ(s.back().ContentChecksum(), 0x521241b4ebdaca32ull) << "0x" << std::hex << s.back().ContentChecksum();
+  EXPECT_EQ(s.back().ContentChecksum(), 0x521241b4ebdaca32ull)
+      << "0x" << std::hex << s.back().ContentChecksum();
 }
 
 TEST_F(Rwkv7StateCodingTest, LosslessAndUnderThreeQuartersOfTheByteplaneBaseline) {
@@ -96,15 +96,16 @@ TEST_F(Rwkv7StateCodingTest, LosslessAndUnderThreeQuartersOfTheByteplaneBaseline
     baseline += parts.back().byteplane_bytes;
     raw += parts.back().raw_bytes;
   }
-  std::printf("int8-g32 state coding: %.3f of raw, %.3f of byte-plane entropy (%.3f of raw)\n",
-              coded / raw, coded / baseline, baseline / raw);
+  std::printf("int8-g32 state coding: %.3f of raw, %.3f of byte-plane entropy (%.3f of raw)\n", coded / raw,
+              coded / baseline, baseline / raw);
   EXPECT_LT(coded, 0.75 * baseline);
 
   // A decoder whose predictor differs (another group size) gets Mismatch.
   Rwkv7PredictorOptions o2;
   o2.group = 16;
   ASSERT_OK_AND_ASSIGN(Rwkv7Predictor p2, Rwkv7Predictor::Create(*model_, o2));
-  const std::vector<RecurrentState> other = Predicted(p2, std::vector<uint32_t>(eval_.begin(), eval_.begin() + kEvery));
+  const std::vector<RecurrentState> other =
+      Predicted(p2, std::vector<uint32_t>(eval_.begin(), eval_.begin() + kEvery));
   ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> body, spec::EncodeSpecState(art, ev_exact[0], ev_pred[0]));
   EXPECT_STATUS(spec::DecodeSpecState(art, body, other[0]), kMismatch);
 }

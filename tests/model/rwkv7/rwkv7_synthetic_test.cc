@@ -16,8 +16,7 @@
 namespace kvstash::rwkv7 {
 namespace {
 
-constexpr char kFixtureSha256[] =
-    "c3f2c201f35c1c80088da1707ebca3fd16aa9477008c1fa9ab58d977d1175845";
+constexpr char kFixtureSha256[] = "c3f2c201f35c1c80088da1707ebca3fd16aa9477008c1fa9ab58d977d1175845";
 
 std::vector<uint8_t> FixtureBytes() {
   auto b = ReadFileBytes(testing::SyntheticModelPath());
@@ -80,8 +79,7 @@ TEST_F(SyntheticRwkv7Test, ContinuationFromStoredStateIsBitExactAtEveryBoundary)
     SCOPED_TRACE("boundary " + std::to_string(cut));
     if (cut > 0) ASSERT_OK(model().Eval(text[cut - 1], &prefix, {}));
     ASSERT_OK_AND_ASSIGN(RecurrentState exported, ExportState(cfg, prefix));
-    ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> record,
-                         EncodeStateRecord(exported, model().fingerprint()));
+    ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> record, EncodeStateRecord(exported, model().fingerprint()));
     ASSERT_OK_AND_ASSIGN(DecodedStateRecord decoded, DecodeStateRecord(record));
     ASSERT_OK_AND_ASSIGN(Rwkv7State resumed, ImportState(cfg, decoded.state));
     std::vector<float> got(16);

@@ -45,9 +45,9 @@ TEST(RwkvFileTest, LayoutIsAsDocumented) {
   ASSERT_EQ(b.size(), kRec1 + 12 + 4 + 11 + 8);
   EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "fmgg");
   EXPECT_EQ(LoadLe<uint32_t>(&b[4]), 101u);
-  EXPECT_EQ(LoadLe<uint32_t>(&b[8]), 4u);    // n_vocab
-  EXPECT_EQ(LoadLe<uint32_t>(&b[12]), 2u);   // n_embd
-  EXPECT_EQ(LoadLe<uint32_t>(&b[16]), 1u);   // n_layer
+  EXPECT_EQ(LoadLe<uint32_t>(&b[8]), 4u);           // n_vocab
+  EXPECT_EQ(LoadLe<uint32_t>(&b[12]), 2u);          // n_embd
+  EXPECT_EQ(LoadLe<uint32_t>(&b[16]), 1u);          // n_layer
   EXPECT_EQ(LoadLe<uint32_t>(&b[kRec0]), 2u);       // n_dims
   EXPECT_EQ(LoadLe<uint32_t>(&b[kRec0 + 4]), 10u);  // name length
   EXPECT_EQ(LoadLe<uint32_t>(&b[kRec0 + 12]), 2u);  // dims[0] (fastest)
