@@ -124,7 +124,7 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
   const auto t_start = Clock::now();
   const hybrid::HybridConfig& cfg = m.config();
   const uint64_t V = cfg.vocab_size;
-  NamespaceSpec ns;
+  Namespace ns;
   ns.model_fingerprint.assign(m.fingerprint().begin(), m.fingerprint().end());
   ns.layout = hybrid::HybridKvLayout(cfg);
   ns.chunk_tokens = o.chunk_tokens;
