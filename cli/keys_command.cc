@@ -256,7 +256,7 @@ Result<Digest256> VllmFingerprint(const std::string& path, const std::string& co
 }
 
 int Run(const KeysOptions& o) {
-  NamespaceSpec spec;
+  Namespace spec;
   auto fp = Unhex(o.model_fingerprint_hex);
   auto dt = ParseDType(o.dtype);
   if (!fp.ok() || !dt.ok()) {

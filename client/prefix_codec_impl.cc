@@ -74,7 +74,7 @@ Status PrefixCodec::Impl::Init() {
     return Status::InvalidArgument("PrefixCodec: kv_dtype must be bf16 or f16, not " +
                                    std::string(DTypeName(options_.kv_dtype)));
   }
-  NamespaceSpec ns;
+  Namespace ns;
   ns.model_fingerprint = ToHex(options_.model_fingerprint);
   ns.layout = layout_;
   ns.chunk_tokens = options_.chunk_tokens;

@@ -42,7 +42,7 @@ struct MdCtxDeleter {
 
 }  // namespace
 
-Status NamespaceSpec::Validate() const {
+Status Namespace::Validate() const {
   KVSTASH_RETURN_IF_ERROR(layout.Validate().WithContext("namespace layout"));
   if (chunk_tokens == 0 || chunk_tokens > kMaxChunkTokens) {
     return Status::InvalidArgument("namespace chunk_tokens " + std::to_string(chunk_tokens) +
@@ -56,7 +56,7 @@ Status NamespaceSpec::Validate() const {
   return Status::Ok();
 }
 
-std::vector<uint8_t> EncodeNamespace(const NamespaceSpec& s) {
+std::vector<uint8_t> EncodeNamespace(const Namespace& s) {
   std::vector<uint8_t> out;
   ByteWriter w(&out);
   PutField(w, NamespaceTag::kVersion, kNamespaceVersion);
@@ -75,7 +75,7 @@ std::vector<uint8_t> EncodeNamespace(const NamespaceSpec& s) {
   return out;
 }
 
-Result<Digest256> NamespaceDigest(const NamespaceSpec& spec) {
+Result<Digest256> NamespaceDigest(const Namespace& spec) {
   KVSTASH_RETURN_IF_ERROR(spec.Validate());
   const std::vector<uint8_t> msg = EncodeNamespace(spec);
   Digest256 d{};

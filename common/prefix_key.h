@@ -36,7 +36,7 @@ namespace kvstash {
 using StoredKey = std::array<uint8_t, 16>;
 
 // The fields of a namespace. Strings are opaque bytes; empty means "none".
-struct NamespaceSpec {
+struct Namespace {
   std::string model_fingerprint;  // digest of the target model's weights (bytes)
   KvLayout layout;                // KV layout and dtype as stored
   uint32_t chunk_tokens = 256;    // tokens per chunk (C)
@@ -73,9 +73,9 @@ enum class NamespaceTag : uint8_t {
 };
 
 // The exact bytes hashed for a namespace (exposed for tests and other languages).
-std::vector<uint8_t> EncodeNamespace(const NamespaceSpec& spec);
+std::vector<uint8_t> EncodeNamespace(const Namespace& spec);
 // SHA-256 of EncodeNamespace(spec). Errors: Validate()'s.
-Result<Digest256> NamespaceDigest(const NamespaceSpec& spec);
+Result<Digest256> NamespaceDigest(const Namespace& spec);
 
 // Key of one chunk.
 struct ChunkKey {

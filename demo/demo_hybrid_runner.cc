@@ -437,7 +437,7 @@ Result<HybridDemoRow> RunHybridCodec(const hybrid::HybridModel& m, const DemoWor
                                      const std::string& cache_salt, const std::string& tenant, Client* client,
                                      const HybridDemoRunOptions& o) {
   const auto t_start = Clock::now();
-  NamespaceSpec ns;
+  Namespace ns;
   ns.model_fingerprint.assign(m.fingerprint().begin(), m.fingerprint().end());
   ns.layout = hybrid::HybridKvLayout(m.config());
   ns.chunk_tokens = o.chunk_tokens;

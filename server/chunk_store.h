@@ -22,7 +22,9 @@ namespace kvstash::server {
 // Immutable shared bytes (a hit from memory may share the stored buffer).
 using SharedBytes = std::shared_ptr<const std::string>;
 
-struct ChunkWrite {
+// One chunk of a PUT (the put record: kvstash::PutChunk in the client, store::PutChunk
+// in the store), as the request handler hands it on.
+struct PutChunk {
   StoredKey key{};
   std::optional<StoredKey> parent;  // previous chunk of the chain
   uint32_t tokens = 0;
@@ -37,7 +39,8 @@ struct ChunkRead {
   SharedBytes state;    // null when the chunk has no state record
 };
 
-struct ChunkLookup {
+// The answer to a LOOKUP: the matched run of a chain from its start.
+struct LookupResult {
   uint32_t matched_chunks = 0;
   uint64_t matched_tokens = 0;  // sum of the matched chunks' stored token counts
 };
@@ -70,12 +73,12 @@ class ChunkStore {
   virtual ~ChunkStore() = default;
   // Longest run of present chunks from keys[0]; with `require_state` cut back to the
   // last chunk with a state record. Errors: Internal.
-  virtual Result<ChunkLookup> Lookup(std::span<const StoredKey> keys, bool require_state) = 0;
+  virtual Result<LookupResult> Lookup(std::span<const StoredKey> keys, bool require_state) = 0;
   // Stores one chunk atomically (present entirely or not at all after a crash).
   // A stored key is overwritten only under the same parent (a chunk key has one).
   // Errors: InvalidArgument, NotFound (parent not stored), Mismatch (the key is stored
   // with another parent; nothing written), ResourceExhausted, IOError.
-  virtual Status Put(const ChunkWrite& chunk) = 0;
+  virtual Status Put(const PutChunk& chunk) = 0;
   // The chunk, or std::nullopt on a miss. Errors: IOError.
   virtual Result<std::optional<ChunkRead>> Get(const StoredKey& key) = 0;
   // Removes the chunk and its descendants; returns entries removed. Errors: IOError.

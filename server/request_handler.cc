@@ -227,7 +227,7 @@ Result<std::vector<uint8_t>> RequestHandler::DoLookup(const std::string& tenant,
     keys.push_back(ScopeKey(tenant, k.key));
     tokens += k.tokens;
   }
-  KVSTASH_ASSIGN_OR_RETURN(ChunkLookup found, store_->Lookup(keys, req.require_state));
+  KVSTASH_ASSIGN_OR_RETURN(LookupResult found, store_->Lookup(keys, req.require_state));
   // matched_tokens counts the stored chunks' own token counts (a partial last chunk
   // counts what it holds, whatever the client said); tokens requested are the client's.
   protocol::LookupReply reply;
@@ -305,7 +305,7 @@ Result<std::vector<uint8_t>> RequestHandler::DoPut(const std::string& tenant, co
   }
   const RequestMemory memory{measured->payload_bytes, measured->raw_position_bytes,
                              req.state_record.size()};
-  ChunkWrite w;
+  PutChunk w;
   w.key = ScopeKey(tenant, req.key);
   if (req.parent) w.parent = ScopeKey(tenant, *req.parent);
   w.tokens = p.header.tokens;

@@ -86,13 +86,13 @@ Result<std::unique_ptr<StoreChunkStore>> StoreChunkStore::Open(const nlohmann::j
   return std::make_unique<StoreChunkStore>(std::move(s), remote);
 }
 
-Result<ChunkLookup> StoreChunkStore::Lookup(std::span<const StoredKey> keys, bool require_state) {
+Result<LookupResult> StoreChunkStore::Lookup(std::span<const StoredKey> keys, bool require_state) {
   KVSTASH_ASSIGN_OR_RETURN(store::LookupResult r, store_->Lookup(keys, require_state));
-  return ChunkLookup{static_cast<uint32_t>(r.keys.size()), r.matched_tokens};
+  return LookupResult{static_cast<uint32_t>(r.keys.size()), r.matched_tokens};
 }
 
-Status StoreChunkStore::Put(const ChunkWrite& w) {
-  store::ChunkPut p;
+Status StoreChunkStore::Put(const PutChunk& w) {
+  store::PutChunk p;
   p.key = w.key;
   p.has_parent = w.parent.has_value();
   if (w.parent) p.parent = *w.parent;
@@ -101,7 +101,7 @@ Status StoreChunkStore::Put(const ChunkWrite& w) {
   p.codec = w.codec;
   p.payload = w.payload;
   p.state = w.state;
-  return store_->Put(std::span<const store::ChunkPut>(&p, 1));
+  return store_->Put(std::span<const store::PutChunk>(&p, 1));
 }
 
 Result<std::optional<ChunkRead>> StoreChunkStore::Get(const StoredKey& key) {

@@ -31,8 +31,8 @@ class StoreChunkStore : public ChunkStore {
   // store::Store::Open's.
   static Result<std::unique_ptr<StoreChunkStore>> Open(const nlohmann::json& doc);
 
-  Result<ChunkLookup> Lookup(std::span<const StoredKey> keys, bool require_state) override;
-  Status Put(const ChunkWrite& chunk) override;
+  Result<LookupResult> Lookup(std::span<const StoredKey> keys, bool require_state) override;
+  Status Put(const PutChunk& chunk) override;
   Result<std::optional<ChunkRead>> Get(const StoredKey& key) override;
   Result<uint64_t> Delete(const StoredKey& key) override;
   Result<uint64_t> SetPinned(const StoredKey& key, bool pinned) override;

@@ -63,12 +63,12 @@ Result<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   return std::unique_ptr<Store>(new Store(std::move(impl)));
 }
 
-Result<LookupResult> Store::Lookup(std::span<const StoredKey> keys, bool hybrid) {
-  return impl_->Lookup(keys, hybrid);
+Result<LookupResult> Store::Lookup(std::span<const StoredKey> keys, bool require_state) {
+  return impl_->Lookup(keys, require_state);
 }
 
 Result<LookupResult> Store::Lookup(const Digest256& ns, std::span<const uint32_t> tokens,
-                                   uint32_t chunk_tokens, bool hybrid) {
+                                   uint32_t chunk_tokens, bool require_state) {
   if (chunk_tokens == 0 || chunk_tokens > kMaxChunkTokens) {
     return Status::InvalidArgument("chunk_tokens " + std::to_string(chunk_tokens) +
                                    " outside 1.." + std::to_string(kMaxChunkTokens));
@@ -78,10 +78,10 @@ Result<LookupResult> Store::Lookup(const Digest256& ns, std::span<const uint32_t
   std::vector<StoredKey> keys;
   keys.reserve(chunk_keys.size());
   for (const ChunkKey& k : chunk_keys) keys.push_back(k.stored());
-  return impl_->Lookup(keys, hybrid);
+  return impl_->Lookup(keys, require_state);
 }
 
-Status Store::Put(std::span<const ChunkPut> chunks) { return impl_->Put(chunks); }
+Status Store::Put(std::span<const PutChunk> chunks) { return impl_->Put(chunks); }
 Result<std::vector<ChunkData>> Store::Get(std::span<const StoredKey> keys) {
   return impl_->Get(keys);
 }
@@ -321,7 +321,7 @@ MetaRecord Store::Impl::MetaOf(uint32_t id) const {
 
 // ------------------------------------------------------------------ Impl: Lookup, Stats
 
-Result<LookupResult> Store::Impl::Lookup(std::span<const StoredKey> keys, bool hybrid) {
+Result<LookupResult> Store::Impl::Lookup(std::span<const StoredKey> keys, bool require_state) {
   LookupResult r;
   std::vector<uint32_t> tokens;
   std::vector<uint8_t> has_state;
@@ -354,7 +354,7 @@ Result<LookupResult> Store::Impl::Lookup(std::span<const StoredKey> keys, bool h
       has_state.push_back((m.flags & kMetaHasState) != 0);
     }
   }
-  if (hybrid) {
+  if (require_state) {
     size_t keep = r.keys.size();
     while (keep > 0 && !has_state[keep - 1]) --keep;
     r.keys.resize(keep);

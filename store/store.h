@@ -62,19 +62,19 @@ class Store {
   Store& operator=(const Store&) = delete;
 
   // Longest run of stored chunks from the start of `keys` (the chained keys of one
-  // prefix, in order). With `hybrid`, the run is cut back to its last chunk that has a
+  // prefix, in order). With `require_state`, the run is cut back to its last chunk that has a
   // recurrent-state record (a hybrid model cannot resume anywhere else). Reads the
   // in-memory index under a shared lock, then (T2 on, lookup_remote) one pipelined
   // batch to Redis for the keys after the local run. Does not count as an access for
   // eviction. Errors: none besides Internal; a T2 failure ends the run (a miss).
-  Result<LookupResult> Lookup(std::span<const StoredKey> keys, bool hybrid);
+  Result<LookupResult> Lookup(std::span<const StoredKey> keys, bool require_state);
 
   // Same for a token list under namespace digest `ns` with `chunk_tokens` per chunk:
   // the keys are ComputeChunkKeys(ns, tokens, chunk_tokens, include_partial=true); the
   // final partial chunk (if any) can match only when every full chunk matched.
   // Errors: InvalidArgument for chunk_tokens 0 or above kMaxChunkTokens.
   Result<LookupResult> Lookup(const Digest256& ns, std::span<const uint32_t> tokens,
-                              uint32_t chunk_tokens, bool hybrid);
+                              uint32_t chunk_tokens, bool require_state);
 
   // Stores `chunks` atomically (see Guarantees). A chunk's parent must be stored
   // already or appear earlier in `chunks`. A key stored already is overwritten when
@@ -89,7 +89,7 @@ class Store {
   // IOError when RocksDB fails (nothing of this Put is visible then; after a full disk
   // RocksDB recovers in the background once space returns, and later Puts succeed;
   // always on a T1 opened read-only, before anything is evicted).
-  Status Put(std::span<const ChunkPut> chunks);
+  Status Put(std::span<const PutChunk> chunks);
 
   // Reads `keys`: one ChunkData per key, in order (found == false for a miss). T0
   // first, then T1 in one MultiGet under one RocksDB snapshot, then T2 in one

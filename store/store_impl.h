@@ -46,7 +46,7 @@ constexpr int SlotOf(Tier t) { return static_cast<int>(t); }
 // group from the chunks alone; ResolvePut fills the second from the index, and runs
 // again after evictions (which may have removed entries it found).
 struct PutPlan {
-  std::span<const ChunkPut> chunks;
+  std::span<const PutChunk> chunks;
   std::unordered_map<StoredKey, size_t, StoredKeyHash> position;  // key -> index in chunks
   uint64_t add_bytes = 0;                 // payload + state bytes of all chunks
   std::vector<uint64_t> payload_checksum;  // XXH3-64 per chunk
@@ -100,8 +100,8 @@ class Store::Impl {
   // Opens the tiers and rebuilds the index from T1.
   Status Init();
 
-  Result<LookupResult> Lookup(std::span<const StoredKey> keys, bool hybrid);
-  Status Put(std::span<const ChunkPut> chunks);
+  Result<LookupResult> Lookup(std::span<const StoredKey> keys, bool require_state);
+  Status Put(std::span<const PutChunk> chunks);
   Result<std::vector<ChunkData>> Get(std::span<const StoredKey> keys);
   Result<uint64_t> Delete(std::span<const StoredKey> keys);
   Result<uint64_t> SetPinned(std::span<const StoredKey> keys, bool pinned);
@@ -168,7 +168,7 @@ class Store::Impl {
   // --- Put, in its phases (store_write.cc). PutChunks runs them in order:
   // ValidatePut (no lock), then under write_mu_: ResolvePut, MakeRoomForPut,
   // CommitPutToT1, MakeRoomInT0, InstallPut, DropStaleRemoteCopies.
-  Status PutChunks(std::span<const ChunkPut> chunks) KVSTASH_EXCLUDES(write_mu_, index_mu_);
+  Status PutChunks(std::span<const PutChunk> chunks) KVSTASH_EXCLUDES(write_mu_, index_mu_);
   // Finds each chunk's overwritten entry and parent. Errors: Mismatch (a stored key
   // re-linked to another parent), NotFound (a parent neither stored nor in this Put).
   Status ResolvePut(PutPlan* plan) KVSTASH_REQUIRES(write_mu_) KVSTASH_EXCLUDES(index_mu_);

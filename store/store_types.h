@@ -25,8 +25,9 @@ const char* TierName(Tier tier);
 // sizes of the index entries; a 256-token chunk of a 70B model in bf16 is ~84 MB.
 inline constexpr uint64_t kMaxValueBytes = 1ull << 30;
 
-// One chunk of a Put. Spans are borrowed for the duration of the call.
-struct ChunkPut {
+// One chunk of a Put (the put record; the client and the server call theirs PutChunk
+// too). Spans are borrowed for the duration of the call.
+struct PutChunk {
   StoredKey key{};          // ChunkKey::stored() of this chunk
   bool has_parent = false;  // false only for the first chunk of a prefix
   StoredKey parent{};       // key of the previous chunk when has_parent
@@ -38,6 +39,7 @@ struct ChunkPut {
   std::span<const uint8_t> state;
 };
 
+// What Store::Lookup found: the longest run of stored chunks from a chain's start.
 struct LookupResult {
   uint64_t matched_tokens = 0;       // tokens covered by the matched chunks
   std::vector<StoredKey> keys;       // keys of the matched chunks, in prefix order

@@ -15,7 +15,7 @@ SharedBytes CopyBytes(std::span<const uint8_t> b) {
   return std::make_shared<const std::string>(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-Status ValidateChunk(const ChunkPut& c, size_t i) {
+Status ValidateChunk(const PutChunk& c, size_t i) {
   const std::string where = "Put chunk " + std::to_string(i) + ": ";
   if (c.payload.empty()) return Status::InvalidArgument(where + "empty payload");
   if (c.payload.size() > kMaxValueBytes || c.state.size() > kMaxValueBytes) {
@@ -34,7 +34,7 @@ Status ValidateChunk(const ChunkPut& c, size_t i) {
 
 // Checks every chunk and fills the input half of the plan (checksums outside every lock).
 // Errors: InvalidArgument (ValidateChunk's, or a key twice in one Put).
-Status ValidatePut(std::span<const ChunkPut> chunks, PutPlan* plan) {
+Status ValidatePut(std::span<const PutChunk> chunks, PutPlan* plan) {
   const size_t n = chunks.size();
   plan->chunks = chunks;
   plan->position.reserve(n);
@@ -58,7 +58,7 @@ Status ValidatePut(std::span<const ChunkPut> chunks, PutPlan* plan) {
 
 // The meta record of chunk i of a Put as written: in T1 only, created and accessed now.
 MetaRecord PutMetaRecord(const PutPlan& plan, size_t i) {
-  const ChunkPut& c = plan.chunks[i];
+  const PutChunk& c = plan.chunks[i];
   MetaRecord m;
   m.flags = static_cast<uint16_t>((c.partial ? kMetaPartial : 0) | (c.state.empty() ? 0 : kMetaHasState) |
                                   (c.has_parent ? kMetaHasParent : 0));
@@ -87,7 +87,7 @@ void Store::Impl::ResumeT1AfterFailedWrite() {
   }
 }
 
-Status Store::Impl::Put(std::span<const ChunkPut> chunks) {
+Status Store::Impl::Put(std::span<const PutChunk> chunks) {
   if (chunks.empty()) return Status::Ok();
   Status s = PutChunks(chunks);
   if (!s.ok()) c_.put_failures++;
@@ -103,7 +103,7 @@ Status Store::Impl::WriteT1(RocksTier::Batch& batch) {
   return s;
 }
 
-Status Store::Impl::PutChunks(std::span<const ChunkPut> chunks) {
+Status Store::Impl::PutChunks(std::span<const PutChunk> chunks) {
   PutPlan plan;
   KVSTASH_RETURN_IF_ERROR(ValidatePut(chunks, &plan));
   // A read-only T1 takes no Put: fail before evicting anything (as Delete and Pin do).
@@ -132,7 +132,7 @@ Status Store::Impl::ResolvePut(PutPlan* plan) {
   plan->protect.clear();
   plan->new_entries = 0;
   for (size_t i = 0; i < n; ++i) {
-    const ChunkPut& c = plan->chunks[i];
+    const PutChunk& c = plan->chunks[i];
     const uint32_t id = index_.Find(c.key);
     plan->existing[i] = id;
     if (id != kNoEntry) {
@@ -207,7 +207,7 @@ Status Store::Impl::CommitPutToT1(const PutPlan& plan) {
   }
   RocksTier::Batch batch = t1_->NewBatch();
   for (size_t i = 0; i < n; ++i) {
-    const ChunkPut& c = plan.chunks[i];
+    const PutChunk& c = plan.chunks[i];
     batch.PutChunk(c.key, EncodeMetaRecord(metas[i]), c.payload, c.state);
   }
   return WriteT1(batch);
@@ -227,7 +227,7 @@ StaleRemoteCopies Store::Impl::InstallPut(const PutPlan& plan, bool to_t0) {
   std::vector<uint32_t> ids(n);
   WriterLock lock(index_mu_);
   for (size_t i = 0; i < n; ++i) {
-    const ChunkPut& c = plan.chunks[i];
+    const PutChunk& c = plan.chunks[i];
     uint32_t id = plan.existing[i];
     bool stale_in_t2 = false;
     if (id == kNoEntry) {

@@ -80,18 +80,18 @@ std::vector<uint8_t> Payload(size_t n, uint64_t seed) {
 }
 
 Digest256 BenchNamespace() {
-  NamespaceSpec spec;
+  Namespace spec;
   spec.model_fingerprint = "SmolLM2-135M-Instruct";
   spec.layout = {30, 3, 64, DType::kBF16};
   spec.codec_id = "spec";
   return NamespaceDigest(spec).value();
 }
 
-std::vector<store::ChunkPut> PutsFor(const std::vector<ChunkKey>& keys,
+std::vector<store::PutChunk> PutsFor(const std::vector<ChunkKey>& keys,
                                      const std::vector<uint8_t>& payload) {
-  std::vector<store::ChunkPut> puts;
+  std::vector<store::PutChunk> puts;
   for (size_t i = 0; i < keys.size(); ++i) {
-    store::ChunkPut p;
+    store::PutChunk p;
     p.key = keys[i].stored();
     p.has_parent = i > 0;
     if (i > 0) p.parent = keys[i - 1].stored();
@@ -180,7 +180,7 @@ Status Throughput(const std::string& dir, int tier, int n, std::vector<Row>* row
   std::vector<StoredKey> stored;
   const auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) {
-    store::ChunkPut p;
+    store::PutChunk p;
     p.key = keys[i].stored();
     p.has_parent = i > 0;
     if (i > 0) p.parent = keys[i - 1].stored();
@@ -257,7 +257,7 @@ Status IndexMemory(std::vector<Row>* rows) {
   std::mt19937_64 rng(9);
   constexpr int kChunks = 500000;
   for (int i = 0; i < kChunks; ++i) {
-    store::ChunkPut p;
+    store::PutChunk p;
     const uint64_t a = rng(), b = rng();
     std::memcpy(p.key.data(), &a, 8);
     std::memcpy(p.key.data() + 8, &b, 8);

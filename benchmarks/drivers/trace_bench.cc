@@ -38,7 +38,7 @@ struct KeyHash {
 
 // The namespace the bench's keys chain from (any fixed digest would do).
 Digest256 TraceNamespace(uint32_t block_tokens) {
-  NamespaceSpec spec;
+  Namespace spec;
   spec.model_fingerprint = "kvstash bench trace";
   spec.layout = {1, 1, 1, DType::kBF16};
   spec.chunk_tokens = block_tokens;
@@ -206,7 +206,7 @@ Result<ReplayResult> ReplayStore(const TracePlan& plan, const std::vector<uint64
   const auto t0 = Clock::now();
   ReplayResult res;
   std::vector<StoredKey> keys;
-  std::vector<store::ChunkPut> puts;
+  std::vector<store::PutChunk> puts;
   for (const auto& req : plan.requests) {
     keys.clear();
     for (uint32_t b : req) keys.push_back(plan.keys[b]);
@@ -234,7 +234,7 @@ Result<ReplayResult> ReplayStore(const TracePlan& plan, const std::vector<uint64
     puts.clear();
     for (size_t i = m; i < req.size(); ++i) {
       const uint32_t b = req[i];
-      store::ChunkPut c;
+      store::PutChunk c;
       c.key = plan.keys[b];
       c.has_parent = i > 0;
       if (i > 0) c.parent = plan.keys[req[i - 1]];

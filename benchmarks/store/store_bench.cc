@@ -13,7 +13,7 @@ namespace kvstash::store {
 namespace {
 
 Digest256 Ns() {
-  NamespaceSpec spec;
+  Namespace spec;
   spec.model_fingerprint = "bench";
   spec.layout = {30, 3, 64, DType::kBF16};
   return NamespaceDigest(spec).value();
@@ -64,10 +64,10 @@ void BM_StoreLookupKeys(benchmark::State& state) {
   const auto tokens = Tokens(static_cast<size_t>(state.range(0)));
   auto keys = ComputeChunkKeys(Ns(), tokens, 256, false).value();
   const std::vector<uint8_t> payload(64, 1);
-  std::vector<ChunkPut> puts;
+  std::vector<PutChunk> puts;
   std::vector<StoredKey> stored;
   for (size_t i = 0; i < keys.size(); ++i) {
-    ChunkPut p;
+    PutChunk p;
     p.key = keys[i].stored();
     p.has_parent = i > 0;
     if (i > 0) p.parent = keys[i - 1].stored();

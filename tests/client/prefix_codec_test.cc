@@ -154,7 +154,7 @@ class PrefixCodecTest : public ::testing::Test {
 
 TEST_F(PrefixCodecTest, ChainKeysAreTheKeySpecsWithPartialChunk) {
   ASSERT_OK_AND_ASSIGN(auto raw, PrefixCodec::CreateRaw(*s_->model, Options(PrefixCodecKind::kRaw)));
-  NamespaceSpec ns;
+  Namespace ns;
   ns.model_fingerprint = ToHex(s_->fingerprint);
   ns.layout = {30, 3, 64, DType::kBF16};
   ns.chunk_tokens = kC;
@@ -186,7 +186,7 @@ TEST_F(PrefixCodecTest, ChainKeysAreTheKeySpecsWithPartialChunk) {
 // base model, two tensor-parallel shards, two KV dtypes never share keys.
 TEST_F(PrefixCodecTest, EveryNamespaceFieldSeparatesChains) {
   ASSERT_OK_AND_ASSIGN(auto base, PrefixCodec::CreateRaw(*s_->model, Options(PrefixCodecKind::kRaw)));
-  NamespaceSpec ns;
+  Namespace ns;
   ns.model_fingerprint = ToHex(s_->fingerprint);
   ns.layout = {30, 3, 64, DType::kF16};
   ns.chunk_tokens = kC;

@@ -30,8 +30,8 @@ json LoadVectors() {
   return json::parse(f);
 }
 
-NamespaceSpec SpecFromJson(const json& j) {
-  NamespaceSpec s;
+Namespace SpecFromJson(const json& j) {
+  Namespace s;
   s.model_fingerprint = Unhex(j["model_fingerprint"]);
   s.layout.dtype = ParseDType(j["kv_dtype"].get<std::string>()).value();
   s.layout.n_layers = j["n_layers"];
@@ -50,8 +50,8 @@ NamespaceSpec SpecFromJson(const json& j) {
   return s;
 }
 
-std::map<std::string, NamespaceSpec> Specs(const json& doc) {
-  std::map<std::string, NamespaceSpec> m;
+std::map<std::string, Namespace> Specs(const json& doc) {
+  std::map<std::string, Namespace> m;
   for (const json& c : doc["cases"]) m[c["name"]] = SpecFromJson(c["namespace"]);
   return m;
 }
@@ -61,7 +61,7 @@ TEST(PrefixKeyTest, MatchesPythonVectors) {
   ASSERT_GE(doc["cases"].size(), 8u);
   for (const json& c : doc["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    const NamespaceSpec spec = SpecFromJson(c["namespace"]);
+    const Namespace spec = SpecFromJson(c["namespace"]);
     EXPECT_EQ(ToHex(EncodeNamespace(spec)), c["encoding_hex"]);
     ASSERT_OK_AND_ASSIGN(Digest256 ns, NamespaceDigest(spec));
     EXPECT_EQ(ToHex(ns), c["namespace_digest"]);
@@ -123,7 +123,7 @@ TEST(PrefixKeyTest, NonCollisionCases) {
   EXPECT_NE(a[1].digest, b[1].digest);
 
   // Full chunk of 4 tokens vs the same 4 tokens as a partial chunk of an 8-token namespace.
-  NamespaceSpec s8 = specs.at("base");
+  Namespace s8 = specs.at("base");
   s8.chunk_tokens = 8;
   const Digest256 d8 = NamespaceDigest(s8).value();
   auto partial = ComputeChunkKeys(d8, std::span(toks).first(4), 8, true).value();
@@ -134,7 +134,7 @@ TEST(PrefixKeyTest, NonCollisionCases) {
 }
 
 TEST(PrefixKeyTest, ChainingAndArguments) {
-  NamespaceSpec s;
+  Namespace s;
   s.layout = {30, 3, 64, DType::kBF16};
   const Digest256 ns = NamespaceDigest(s).value();
   std::vector<uint32_t> t1(512), t2(512);

@@ -40,8 +40,8 @@ std::unique_ptr<Client> Connect(const ServerProcess& s, const std::string& tenan
   return Client::Create(o).value();
 }
 
-PutChunk Chunk(uint32_t key, std::optional<uint32_t> parent, std::vector<uint8_t> payload) {
-  PutChunk p;
+kvstash::PutChunk Chunk(uint32_t key, std::optional<uint32_t> parent, std::vector<uint8_t> payload) {
+  kvstash::PutChunk p;
   p.route = Key(1);
   p.key = Key(key);
   if (parent) p.parent = Key(*parent);
@@ -82,10 +82,10 @@ TEST(E2eTest, EveryOpcodeTenantsAndHttpAgainstTheRealStore) {
     }
   }
   std::vector<ChunkRef> chain = {{Key(1), 16}, {Key(2), 16}, {Key(3), 16}};
-  ASSERT_OK_AND_ASSIGN(LookupResult la, a->Lookup(chain));
+  ASSERT_OK_AND_ASSIGN(kvstash::LookupResult la, a->Lookup(chain));
   EXPECT_EQ(la.matched_chunks, 2u);
   EXPECT_EQ(la.matched_tokens, 32u);
-  ASSERT_OK_AND_ASSIGN(LookupResult lb, b->Lookup(chain));
+  ASSERT_OK_AND_ASSIGN(kvstash::LookupResult lb, b->Lookup(chain));
   EXPECT_EQ(lb.matched_chunks, 0u);
   EXPECT_STATUS(b->Get(Key(1), Key(1)), kNotFound);
   ASSERT_OK_AND_ASSIGN(GetResult g, a->Get(Key(1), Key(2), GetOptions{.decoded = true}));
@@ -138,7 +138,7 @@ TEST(E2eTest, RestartKeepsData) {
   auto a = Connect(s, "a", "pa");
   std::vector<ChunkRef> chain;
   for (uint32_t i = 1; i <= 11; ++i) chain.push_back({Key(i), 64});
-  ASSERT_OK_AND_ASSIGN(LookupResult l, a->Lookup(chain));
+  ASSERT_OK_AND_ASSIGN(kvstash::LookupResult l, a->Lookup(chain));
   EXPECT_EQ(l.matched_chunks, 10u);
   for (uint32_t i = 1; i <= 10; ++i) {
     ASSERT_OK_AND_ASSIGN(GetResult g, a->Get(Key(1), Key(i)));
@@ -203,7 +203,7 @@ TEST(E2eTest, RemoteBudgetBoundsRedisAndT2EvictionsAreCounted) {
   uint32_t matched = 0;
   for (uint32_t i = 1; i <= 40; ++i) {
     std::vector<ChunkRef> one = {{Key(i), 16}};
-    ASSERT_OK_AND_ASSIGN(LookupResult l, a->Lookup(one));
+    ASSERT_OK_AND_ASSIGN(kvstash::LookupResult l, a->Lookup(one));
     matched += l.matched_chunks;
   }
   EXPECT_EQ(matched, 10u);
@@ -245,7 +245,7 @@ TEST(E2eTest, APutThatReparentsAStoredKeyIsRefusedAndBothEntriesSurviveARestart)
   ASSERT_OK(s.Start(KVSTASH_SERVER_BIN, dir.path(), Args(dir)));
   auto a = Connect(s, "a", "pa");
   std::vector<ChunkRef> chain = {{Key(1), 16}, {Key(2), 16}};
-  ASSERT_OK_AND_ASSIGN(LookupResult l, a->Lookup(chain));
+  ASSERT_OK_AND_ASSIGN(kvstash::LookupResult l, a->Lookup(chain));
   EXPECT_EQ(l.matched_chunks, 2u);
   ASSERT_OK_AND_ASSIGN(GetResult g1, a->Get(Key(1), Key(1)));
   EXPECT_EQ(g1.payload, Bound(RawPayload(16, 1), Key(1)));

@@ -82,8 +82,8 @@ class LoopbackTest : public ::testing::Test {
     o.default_deadline = std::chrono::milliseconds(3000);
     return Client::Create(o).value();
   }
-  PutChunk Chunk(uint32_t key, std::optional<uint32_t> parent, uint32_t tokens = 16) {
-    PutChunk p;
+  kvstash::PutChunk Chunk(uint32_t key, std::optional<uint32_t> parent, uint32_t tokens = 16) {
+    kvstash::PutChunk p;
     p.route = Key(1);
     p.key = Key(key);
     if (parent) p.parent = Key(*parent);
@@ -160,7 +160,7 @@ TEST_F(LoopbackTest, EveryOpcodeThroughTheClient) {
   ASSERT_OK(c->Put(Chunk(1, std::nullopt)));
   ASSERT_OK(c->Put(Chunk(2, 1)));
   std::vector<ChunkRef> chain = {{Key(1), 16}, {Key(2), 16}, {Key(3), 16}};
-  ASSERT_OK_AND_ASSIGN(LookupResult l, c->Lookup(chain));
+  ASSERT_OK_AND_ASSIGN(kvstash::LookupResult l, c->Lookup(chain));
   EXPECT_EQ(l.matched_chunks, 2u);
   EXPECT_EQ(l.matched_tokens, 32u);
   ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(1), Key(2)));
@@ -179,7 +179,7 @@ TEST_F(LoopbackTest, EveryOpcodeThroughTheClient) {
   EXPECT_EQ(j["lookup"]["tokens_hit"], 32);
   EXPECT_EQ(ServerStats()["pinned_entries"], 1);
   // A payload that fails validation comes back as the server's status.
-  PutChunk bad = Chunk(5, std::nullopt);
+  kvstash::PutChunk bad = Chunk(5, std::nullopt);
   bad.payload[150] ^= 1;
   EXPECT_STATUS(c->Put(bad), kCorruption);
 }
@@ -191,7 +191,7 @@ TEST_F(LoopbackTest, ClientExposesRequestMemory) {
   RecurrentState st;
   st.boundary_tokens = 16;
   st.tensors.push_back({"layers.0.state", DType::kF32, {2, 2}, std::vector<uint8_t>(16, 7)});
-  PutChunk p = Chunk(1, std::nullopt);
+  kvstash::PutChunk p = Chunk(1, std::nullopt);
   p.state_record = EncodeStateRecord(st, Digest256{}).value();
   ASSERT_OK_AND_ASSIGN(PutResult put, c->PutWithResult(p));
   EXPECT_EQ(put.stored_bytes, 152u + 2048);
@@ -235,7 +235,7 @@ TEST_F(LoopbackTest, PipelinedAsyncCallsAllComplete) {
   }
   std::atomic<int> done{0};
   for (int i = 0; i < 50; ++i) {
-    c->LookupAsync({{Key(1), 16}, {Key(2), 16}}, false, [&](Result<LookupResult> r) {
+    c->LookupAsync({{Key(1), 16}, {Key(2), 16}}, false, [&](Result<kvstash::LookupResult> r) {
       EXPECT_TRUE(r.ok() && r->matched_chunks == 2);
       done++;
     });
@@ -277,8 +277,8 @@ TEST_F(LoopbackTest, TwoTenantsAreIsolatedAndBadCredentialsRejected) {
   auto a = MakeClient("a", "pa");
   auto b = MakeClient("b", "pb");
   ASSERT_OK(a->Put(Chunk(1, std::nullopt)));
-  ASSERT_OK_AND_ASSIGN(LookupResult la, a->Lookup(std::vector<ChunkRef>{{Key(1), 16}}));
-  ASSERT_OK_AND_ASSIGN(LookupResult lb, b->Lookup(std::vector<ChunkRef>{{Key(1), 16}}));
+  ASSERT_OK_AND_ASSIGN(kvstash::LookupResult la, a->Lookup(std::vector<ChunkRef>{{Key(1), 16}}));
+  ASSERT_OK_AND_ASSIGN(kvstash::LookupResult lb, b->Lookup(std::vector<ChunkRef>{{Key(1), 16}}));
   EXPECT_EQ(la.matched_chunks, 1u);
   EXPECT_EQ(lb.matched_chunks, 0u);
   EXPECT_STATUS(b->Get(Key(1), Key(1)), kNotFound);
@@ -610,13 +610,13 @@ TEST_F(LoopbackTest, ADeadServersChainsFailOverAsMissesWithinTheDeadline) {
   call.deadline = std::chrono::milliseconds(1000);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<ChunkRef> chain = {{Key(root), 16}};
-  ASSERT_OK_AND_ASSIGN(LookupResult miss, c->Lookup(chain, false, call));
+  ASSERT_OK_AND_ASSIGN(kvstash::LookupResult miss, c->Lookup(chain, false, call));
   EXPECT_EQ(miss.matched_chunks, 0u);
   EXPECT_STATUS(c->Get(Key(root), Key(root), {}, call), kNotFound);
-  PutChunk p = Chunk(root, std::nullopt);
+  kvstash::PutChunk p = Chunk(root, std::nullopt);
   p.route = Key(root);
   ASSERT_OK(c->Put(p, call));
-  ASSERT_OK_AND_ASSIGN(LookupResult hit, c->Lookup(chain, false, call));
+  ASSERT_OK_AND_ASSIGN(kvstash::LookupResult hit, c->Lookup(chain, false, call));
   EXPECT_EQ(hit.matched_chunks, 1u);
   ASSERT_OK_AND_ASSIGN(GetResult g, c->Get(Key(root), Key(root), {}, call));
   EXPECT_EQ(g.payload, Bound(RawPayload(16, root), Key(root)));
@@ -669,7 +669,7 @@ TEST_F(LoopbackTest, TlsOnTheProtocolPort) {
 
 TEST_F(LoopbackTest, ClientRefusesARequestLargerThanTheServersFrameLimit) {
   StartServer();  // max_frame_bytes 1 MiB, announced in the HELLO reply
-  PutChunk big = Chunk(1, std::nullopt);
+  kvstash::PutChunk big = Chunk(1, std::nullopt);
   big.payload = RawPayload(80, 1, KvLayout{8, 8, 64, DType::kBF16});  // 1.3 MB
   ASSERT_GT(big.payload.size(), 1u << 20);
   {  // the first call of a fresh client: the limit is learnt from the HELLO reply

@@ -16,9 +16,9 @@ namespace kvstash::server::testing {
 
 class MemoryChunkStore : public ChunkStore {
  public:
-  Result<ChunkLookup> Lookup(std::span<const StoredKey> keys, bool require_state) override {
+  Result<LookupResult> Lookup(std::span<const StoredKey> keys, bool require_state) override {
     std::lock_guard<std::mutex> l(mu_);
-    ChunkLookup r, last_with_state;
+    LookupResult r, last_with_state;
     for (const StoredKey& k : keys) {
       auto it = entries_.find(k);
       if (it == entries_.end()) break;
@@ -28,7 +28,7 @@ class MemoryChunkStore : public ChunkStore {
     }
     return require_state ? last_with_state : r;
   }
-  Status Put(const ChunkWrite& w) override {
+  Status Put(const PutChunk& w) override {
     std::lock_guard<std::mutex> l(mu_);
     if (w.parent && !entries_.count(*w.parent)) {  // worded as kvstash::store::Store's
       return Status::NotFound("Put chunk 0: parent " + ToHex(*w.parent) + " is not stored");

@@ -13,7 +13,7 @@ namespace kvstash::server::testing {
 // PUTs chunks 1..n. Errors: the client's.
 inline Status PutRawChain(Client& c, uint32_t n, uint32_t tokens) {
   for (uint32_t i = 1; i <= n; ++i) {
-    PutChunk p;
+    kvstash::PutChunk p;
     p.route = Key(1);
     p.key = Key(i);
     if (i > 1) p.parent = Key(i - 1);

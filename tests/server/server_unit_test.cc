@@ -741,7 +741,7 @@ TEST_F(HandlerTest, GetDecodedAndStateAndPin) {
 // chunk that fails its checksum is Corruption too, not a miss. Both are counted.
 TEST_F(HandlerTest, GetRefusesAPayloadOfAnotherKeyAndReportsDamage) {
   ASSERT_OK(Put("a", 1, std::nullopt, 16));
-  ChunkWrite misfiled;
+  PutChunk misfiled;
   misfiled.key = ScopeKey("a", Key(2));
   misfiled.tokens = 16;
   const std::vector<uint8_t> other = Bound(RawPayload(16, 1), Key(1));

@@ -305,7 +305,7 @@ TEST(StoreDisk, APutCannotReparentAStoredKey) {
     ASSERT_OK(store->Put(b.Puts()));
     auto put_one = [&](const StoredKey& key, std::optional<StoredKey> parent,
                        const std::vector<uint8_t>& payload) {
-      ChunkPut p;
+      PutChunk p;
       p.key = key;
       p.has_parent = parent.has_value();
       if (parent) p.parent = *parent;
@@ -325,7 +325,7 @@ TEST(StoreDisk, APutCannotReparentAStoredKey) {
         << s.ToString();
     EXPECT_EQ(put_one(k2, std::nullopt, a.payloads[1]).code(), Status::Code::kMismatch);
     // In one multi-chunk Put too: nothing of it is written.
-    std::vector<ChunkPut> two = b.Puts();
+    std::vector<PutChunk> two = b.Puts();
     two.push_back(a.Puts(1, 2)[0]);
     two.back().parent = b1;
     EXPECT_EQ(store->Put(two).code(), Status::Code::kMismatch);

@@ -42,14 +42,14 @@ TEST(StoreMemory, OpenRejectsInconsistentOptions) {
 TEST(StoreMemory, PutValidationLeavesNothingVisible) {
   auto store = MemoryStore();
   const Chain c = MakeChain(TestNamespace(), 1, 3, 100);
-  std::vector<ChunkPut> puts = c.Puts();
+  std::vector<PutChunk> puts = c.Puts();
 
   auto expect_nothing = [&]() {
     ASSERT_OK_AND_ASSIGN(LookupResult r, store->Lookup(c.stored(), false));
     EXPECT_EQ(r.keys.size(), 0u);
     EXPECT_EQ(store->Stats().index_entries, 0u);
   };
-  std::vector<ChunkPut> bad = puts;
+  std::vector<PutChunk> bad = puts;
   bad[1].payload = {};
   EXPECT_STATUS(store->Put(bad), kInvalidArgument);
   expect_nothing();
@@ -66,10 +66,10 @@ TEST(StoreMemory, PutValidationLeavesNothingVisible) {
   EXPECT_STATUS(store->Put(std::span(puts).subspan(1)), kNotFound);
   expect_nothing();
   // A parent listed after its child is not "earlier in this Put".
-  std::vector<ChunkPut> reversed(puts.rbegin(), puts.rend());
+  std::vector<PutChunk> reversed(puts.rbegin(), puts.rend());
   EXPECT_STATUS(store->Put(reversed), kNotFound);
   expect_nothing();
-  ASSERT_OK(store->Put(std::span<const ChunkPut>()));
+  ASSERT_OK(store->Put(std::span<const PutChunk>()));
   EXPECT_EQ(store->Stats().put_failures, 6u);
 }
 
@@ -278,9 +278,9 @@ TEST(StoreMemory, DeleteRemovesDescendantsAcrossBranches) {
   tokens.resize(1024, 99);
   auto bkeys = ComputeChunkKeys(ns, tokens, 256, false).value();
   std::vector<uint8_t> payload = Bytes(5, 100);
-  std::vector<ChunkPut> bputs;
+  std::vector<PutChunk> bputs;
   for (size_t i = 2; i < 4; ++i) {
-    ChunkPut p;
+    PutChunk p;
     p.key = bkeys[i].stored();
     p.has_parent = true;
     p.parent = bkeys[i - 1].stored();
@@ -372,7 +372,7 @@ TEST(StoreMemory, IndexStaysInBudgetUnderAMillionRandomPrefixes) {
   const uint64_t n = 1'000'000;
 #endif
   for (uint64_t i = 0; i < n; ++i) {
-    ChunkPut p;
+    PutChunk p;
     for (size_t b = 0; b < 16; b += 8) {
       const uint64_t v = rng();
       std::memcpy(p.key.data() + b, &v, 8);

@@ -110,13 +110,13 @@ void RunStoreModel(const StoreOptions& options, const ModelRunOptions& run, bool
     if (r < 35) {  // Put a prefix of a chain
       const size_t m = 1 + rng() % c.keys.size();
       std::vector<std::vector<uint8_t>> payloads, states;
-      std::vector<ChunkPut> puts;
+      std::vector<PutChunk> puts;
       for (size_t i = 0; i < m; ++i) {
         payloads.push_back(PayloadOf(c.keys[i]));
         states.push_back(StateOf(c.keys[i]));
       }
       for (size_t i = 0; i < m; ++i) {
-        ChunkPut p;
+        PutChunk p;
         p.key = c.keys[i];
         p.has_parent = i > 0;
         if (i > 0) p.parent = c.keys[i - 1];
@@ -199,7 +199,7 @@ void RunStoreModel(const StoreOptions& options, const ModelRunOptions& run, bool
       }
     } else {  // Hybrid lookups end at the last chunk with a state record
       ASSERT_OK_AND_ASSIGN(LookupResult a, store->Lookup(c.keys, false));
-      ASSERT_OK_AND_ASSIGN(LookupResult b, store->Lookup(c.keys, /*hybrid=*/true));
+      ASSERT_OK_AND_ASSIGN(LookupResult b, store->Lookup(c.keys, /*require_state=*/true));
       ASSERT_LE(b.keys.size(), a.keys.size());
       if (!b.keys.empty()) ASSERT_FALSE(StateOf(b.keys.back()).empty());
       for (size_t i = b.keys.size(); i < a.keys.size(); ++i) {

@@ -331,7 +331,7 @@ TEST_F(StoreRedis, AnOverwrittenChunksOldRedisCopyIsNeverServedOrResurrected) {
   EXPECT_EQ(got[0].tier, Tier::kRemote);  // promoted back to T1; Redis keeps its copy
   ASSERT_EQ(Admin(redis->port(), {"CLIENT", "PAUSE", "8000", "WRITE"}).type,
             RedisReply::Type::kString);
-  ChunkPut p = a.Puts()[0];
+  PutChunk p = a.Puts()[0];
   p.payload = v2;
   ASSERT_OK(store->Put(std::span(&p, 1)));  // the old copy's DEL times out (retries too)
   EXPECT_GE(store->Stats().tiers[2].errors, 1u);

@@ -89,7 +89,7 @@ std::vector<uint8_t> Bytes(uint64_t seed, size_t n) {
 
 Digest256 TestNamespace(const std::string& fingerprint, const std::string& adapter_name,
                         const std::string& adapter_id, const std::string& cache_salt) {
-  NamespaceSpec spec;
+  Namespace spec;
   spec.model_fingerprint = fingerprint;
   spec.layout = {30, 3, 64, DType::kBF16};
   spec.chunk_tokens = 256;
@@ -106,10 +106,10 @@ std::vector<StoredKey> Chain::stored() const {
   return out;
 }
 
-std::vector<ChunkPut> Chain::Puts(size_t begin, size_t end) const {
-  std::vector<ChunkPut> out;
+std::vector<PutChunk> Chain::Puts(size_t begin, size_t end) const {
+  std::vector<PutChunk> out;
   for (size_t i = begin; i < end; ++i) {
-    ChunkPut p;
+    PutChunk p;
     p.key = keys[i].stored();
     p.has_parent = i > 0;
     if (i > 0) p.parent = keys[i - 1].stored();

@@ -43,9 +43,9 @@ struct Chain {
   std::vector<std::vector<uint8_t>> states;  // empty vectors: no state
 
   std::vector<StoredKey> stored() const;
-  // ChunkPut views of chunks [begin, end) (parents linked; spans into this Chain).
-  std::vector<ChunkPut> Puts(size_t begin, size_t end) const;
-  std::vector<ChunkPut> Puts() const { return Puts(0, keys.size()); }
+  // PutChunk views of chunks [begin, end) (parents linked; spans into this Chain).
+  std::vector<PutChunk> Puts(size_t begin, size_t end) const;
+  std::vector<PutChunk> Puts() const { return Puts(0, keys.size()); }
 };
 Chain MakeChain(const Digest256& ns, uint64_t seed, size_t n_chunks, size_t payload_bytes,
                 uint32_t chunk_tokens = 256, bool with_state = false,

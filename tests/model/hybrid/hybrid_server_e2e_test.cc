@@ -41,7 +41,7 @@ class HybridServerTest : public ::testing::Test {
     request_ = t.prefix;
     request_.insert(request_.end(), t.continuation.begin(), t.continuation.end());
 
-    NamespaceSpec ns;
+    Namespace ns;
     ns.model_fingerprint.assign(model_->fingerprint().begin(), model_->fingerprint().end());
     ns.layout = HybridKvLayout(model_->config());
     ns.chunk_tokens = kChunk;
@@ -235,7 +235,7 @@ TEST_F(HybridServerTest, SpecCodedKvAndStateRoundTripThroughTheServer) {
   ASSERT_OK_AND_ASSIGN(HybridPredictor predictor, HybridPredictor::Create(*model_, {}));
   std::vector<std::vector<uint32_t>> cal = {request_};
   ASSERT_OK_AND_ASSIGN(spec::SpecStateArtifact artifact, CalibrateHybridSpec(*model_, predictor, cal, 16));
-  NamespaceSpec ns;
+  Namespace ns;
   ns.model_fingerprint.assign(model_->fingerprint().begin(), model_->fingerprint().end());
   ns.layout = HybridKvLayout(model_->config());
   ns.chunk_tokens = kChunk;
