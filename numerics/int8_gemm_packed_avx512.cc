@@ -92,8 +92,9 @@ void RowBlocks(const PackedActivations& a, const PackedWeights& b, int row, int 
     if constexpr (NB > 1) c##R##b = _mm512_dpwssd_epi32(c##R##b, w1, x); \
   }
       KVSTASH_ROW(0)
-      KVSTASH_ROW(1) KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5) KVSTASH_ROW(6) KVSTASH_ROW(7)
-          KVSTASH_ROW(8) KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
+      KVSTASH_ROW(1)
+      KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5) KVSTASH_ROW(6) KVSTASH_ROW(7) KVSTASH_ROW(8)
+          KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
 #undef KVSTASH_ROW
     }
     static_assert(MR <= kRows && NB <= 2);
@@ -108,8 +109,9 @@ void RowBlocks(const PackedActivations& a, const PackedWeights& b, int row, int 
     if constexpr (NB > 1) Accumulate(tile + (R * NB + 1) * kPackedBlock, c##R##b, va, sb1); \
   }
     KVSTASH_ROW(0)
-    KVSTASH_ROW(1) KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5) KVSTASH_ROW(6) KVSTASH_ROW(7)
-        KVSTASH_ROW(8) KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
+    KVSTASH_ROW(1)
+    KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5) KVSTASH_ROW(6) KVSTASH_ROW(7) KVSTASH_ROW(8)
+        KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
 #undef KVSTASH_ROW
   }
 }

@@ -47,8 +47,7 @@ void AddFlags(CLI::App& app, ServerFlags& f) {
   app.add_option("--listen", f.listen, def("Protocol port address", d.listen));
   app.add_option("--port", f.port, def("Protocol port (0: any free port)", d.port));
   app.add_option("--http-listen", f.http_listen,
-                 def("HTTP port address (/metrics, /v1/stats, /dashboard: keep it private)",
-                     d.http_listen));
+                 def("HTTP port address (/metrics, /v1/stats, /dashboard: keep it private)", d.http_listen));
   app.add_option("--http-port", f.http_port, def("HTTP port (0: any free port)", d.http_port));
   app.add_option("--server-id", f.server_id, def("Node identity, 1..255 bytes", "<listen>:<port>"))
       ->check([](const std::string& v) {
@@ -59,41 +58,39 @@ void AddFlags(CLI::App& app, ServerFlags& f) {
   app.add_option("--memory-budget", f.memory_budget,
                  def("T0 byte budget (store.memory_budget_bytes; suffixes K M G T, KiB.., KB..)",
                      ds.memory_budget_bytes));
-  app.add_option("--disk-budget", f.disk_budget,
-                 def("T1 byte budget (store.disk_budget_bytes; suffixes as --memory-budget)",
-                     ds.disk_budget_bytes));
+  app.add_option(
+      "--disk-budget", f.disk_budget,
+      def("T1 byte budget (store.disk_budget_bytes; suffixes as --memory-budget)", ds.disk_budget_bytes));
   app.add_option("--io-threads", f.io_threads, def("Socket threads", d.io_threads));
   app.add_option("--worker-threads", f.worker_threads, def("Store threads", d.worker_threads));
   app.add_option("--max-connections", f.max_connections,
                  def("Open connection limit", d.limits.max_connections));
   app.add_option("--max-in-flight", f.max_in_flight,
                  def("Outstanding requests per connection", d.limits.max_in_flight));
-  app.add_option("--max-frame-bytes", f.max_frame_bytes,
-                 def("Largest frame body", d.limits.max_frame_bytes));
+  app.add_option("--max-frame-bytes", f.max_frame_bytes, def("Largest frame body", d.limits.max_frame_bytes));
   app.add_option("--idle-timeout-ms", f.idle_timeout_ms,
                  def("Idle connection timeout", d.limits.idle_timeout_ms));
   app.add_option("--io-timeout-ms", f.io_timeout_ms,
                  def("Per read/write deadline inside a frame", d.limits.io_timeout_ms));
   app.add_option("--hello-timeout-ms", f.hello_timeout_ms,
                  def("TLS handshake + HELLO must finish within this", d.limits.hello_timeout_ms));
-  app.add_option("--min-transfer-bytes-per-s", f.min_transfer_bytes_per_s,
-                 def("Slowest accepted frame transfer rate (whole-frame deadlines)",
-                     d.limits.min_transfer_bytes_per_s));
-  app.add_option("--drain-grace-ms", f.drain_grace_ms,
-                 def("After SIGTERM: /healthz 503 and keep serving this long before closing",
-                     d.drain_grace_ms));
+  app.add_option(
+      "--min-transfer-bytes-per-s", f.min_transfer_bytes_per_s,
+      def("Slowest accepted frame transfer rate (whole-frame deadlines)", d.limits.min_transfer_bytes_per_s));
+  app.add_option(
+      "--drain-grace-ms", f.drain_grace_ms,
+      def("After SIGTERM: /healthz 503 and keep serving this long before closing", d.drain_grace_ms));
   app.add_option("--drain-timeout-ms", f.drain_timeout_ms,
                  def("Then: cut off connections still busy after this long", d.drain_timeout_ms));
-  app.add_option("--history-interval-ms", f.history_interval_ms,
-                 def("Sample the headline numbers for /v1/history this often (0: off)",
-                     d.history_interval_ms));
+  app.add_option(
+      "--history-interval-ms", f.history_interval_ms,
+      def("Sample the headline numbers for /v1/history this often (0: off)", d.history_interval_ms));
   app.add_option("--history-points", f.history_points,
                  def("Samples /v1/history keeps (the newest)", d.history_points));
   app.add_option("--tenant", f.tenants, "NAME=CREDENTIAL (repeatable; adds to the config's)");
   app.add_option("--tls-cert", f.tls_cert, "PEM certificate chain: TLS on the protocol port");
   app.add_option("--tls-key", f.tls_key, "PEM private key");
-  app.add_option("--ready-file", f.ready_file,
-                 def("Write {port,http_port,pid} here once listening", "none"));
+  app.add_option("--ready-file", f.ready_file, def("Write {port,http_port,pid} here once listening", "none"));
   app.add_option("--chart-js", f.chart_js, def("Chart.js file served to the dashboard", d.chart_js));
   app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error, off")->capture_default_str();
 }

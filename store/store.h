@@ -73,8 +73,8 @@ class Store {
   // the keys are ComputeChunkKeys(ns, tokens, chunk_tokens, include_partial=true); the
   // final partial chunk (if any) can match only when every full chunk matched.
   // Errors: InvalidArgument for chunk_tokens 0 or above kMaxChunkTokens.
-  Result<LookupResult> Lookup(const Digest256& ns, std::span<const uint32_t> tokens,
-                              uint32_t chunk_tokens, bool require_state);
+  Result<LookupResult> Lookup(const Digest256& ns, std::span<const uint32_t> tokens, uint32_t chunk_tokens,
+                              bool require_state);
 
   // Stores `chunks` atomically (see Guarantees). A chunk's parent must be stored
   // already or appear earlier in `chunks`. A key stored already is overwritten when

@@ -87,8 +87,7 @@ Digest256 BenchNamespace() {
   return NamespaceDigest(spec).value();
 }
 
-std::vector<store::PutChunk> PutsFor(const std::vector<ChunkKey>& keys,
-                                     const std::vector<uint8_t>& payload) {
+std::vector<store::PutChunk> PutsFor(const std::vector<ChunkKey>& keys, const std::vector<uint8_t>& payload) {
   std::vector<store::PutChunk> puts;
   for (size_t i = 0; i < keys.size(); ++i) {
     store::PutChunk p;

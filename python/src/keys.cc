@@ -70,70 +70,76 @@ void BindKeys(nb::module_& m) {
                (k.partial ? ", partial=True)" : ")");
       });
 
-  nb::class_<Namespace>(
-      m, "Namespace",
-      "Everything that makes two KV caches of the same tokens differ "
-      "(docs/format/keys.md). Strings are opaque bytes; empty means none.")
-      .def("__init__",
-           [](Namespace* self, nb::handle model_fingerprint, uint32_t n_layers,
-              uint32_t n_kv_heads, uint32_t head_dim, const std::string& dtype,
-              uint32_t chunk_tokens, uint32_t tp_rank, uint32_t tp_size,
-              nb::handle adapter_name, nb::handle adapter_id, nb::handle adapter_digest,
-              nb::handle cache_salt, nb::handle tenant, nb::handle codec_id,
-              nb::handle codec_artifact_digest) {
-             Namespace s;
-             auto fp = BufferBytes(model_fingerprint, "model_fingerprint");
-             s.model_fingerprint.assign(fp.begin(), fp.end());
-             s.layout = KvLayout{n_layers, n_kv_heads, head_dim, ParseDTypeOrThrow(dtype)};
-             s.chunk_tokens = chunk_tokens;
-             s.tp_rank = tp_rank;
-             s.tp_size = tp_size;
-             // Every string field is opaque bytes: str (UTF-8) or bytes-like.
-             auto bytes_or_str = [](nb::handle h, const char* what) {
-               if (PyUnicode_Check(h.ptr())) return nb::cast<std::string>(h);
-               auto b = BufferBytes(h, what);
-               return std::string(b.begin(), b.end());
-             };
-             s.adapter_name = bytes_or_str(adapter_name, "adapter_name");
-             s.adapter_id = bytes_or_str(adapter_id, "adapter_id");
-             s.adapter_digest = bytes_or_str(adapter_digest, "adapter_digest");
-             s.cache_salt = bytes_or_str(cache_salt, "cache_salt");
-             s.tenant = bytes_or_str(tenant, "tenant");
-             s.codec_id = bytes_or_str(codec_id, "codec_id");
-             s.codec_artifact_digest = bytes_or_str(codec_artifact_digest, "codec_artifact_digest");
-             ThrowIfError(s.Validate());
-             new (self) Namespace(std::move(s));
-           },
-           nb::arg("model_fingerprint"), nb::arg("n_layers"), nb::arg("n_kv_heads"),
-           nb::arg("head_dim"), nb::arg("dtype") = "bf16", nb::arg("chunk_tokens") = 256,
-           nb::arg("tp_rank") = 0, nb::arg("tp_size") = 1, nb::arg("adapter_name") = "",
-           nb::arg("adapter_id") = "", nb::arg("adapter_digest") = nb::bytes(""),
-           nb::arg("cache_salt") = "", nb::arg("tenant") = "", nb::arg("codec_id") = "raw",
-           nb::arg("codec_artifact_digest") = nb::bytes(""),
-           "Raises InvalidArgumentError for an invalid layout or dtype, chunk_tokens 0 or above "
-           "2^20, tp_size 0 or tp_rank >= tp_size.")
-      .def_prop_ro("model_fingerprint", [](const Namespace& s) {
-        return nb::bytes(s.model_fingerprint.data(), s.model_fingerprint.size());
-      })
+  nb::class_<Namespace>(m, "Namespace",
+                        "Everything that makes two KV caches of the same tokens differ "
+                        "(docs/format/keys.md). Strings are opaque bytes; empty means none.")
+      .def(
+          "__init__",
+          [](Namespace* self, nb::handle model_fingerprint, uint32_t n_layers, uint32_t n_kv_heads,
+             uint32_t head_dim, const std::string& dtype, uint32_t chunk_tokens, uint32_t tp_rank,
+             uint32_t tp_size, nb::handle adapter_name, nb::handle adapter_id, nb::handle adapter_digest,
+             nb::handle cache_salt, nb::handle tenant, nb::handle codec_id,
+             nb::handle codec_artifact_digest) {
+            Namespace s;
+            auto fp = BufferBytes(model_fingerprint, "model_fingerprint");
+            s.model_fingerprint.assign(fp.begin(), fp.end());
+            s.layout = KvLayout{n_layers, n_kv_heads, head_dim, ParseDTypeOrThrow(dtype)};
+            s.chunk_tokens = chunk_tokens;
+            s.tp_rank = tp_rank;
+            s.tp_size = tp_size;
+            // Every string field is opaque bytes: str (UTF-8) or bytes-like.
+            auto bytes_or_str = [](nb::handle h, const char* what) {
+              if (PyUnicode_Check(h.ptr())) return nb::cast<std::string>(h);
+              auto b = BufferBytes(h, what);
+              return std::string(b.begin(), b.end());
+            };
+            s.adapter_name = bytes_or_str(adapter_name, "adapter_name");
+            s.adapter_id = bytes_or_str(adapter_id, "adapter_id");
+            s.adapter_digest = bytes_or_str(adapter_digest, "adapter_digest");
+            s.cache_salt = bytes_or_str(cache_salt, "cache_salt");
+            s.tenant = bytes_or_str(tenant, "tenant");
+            s.codec_id = bytes_or_str(codec_id, "codec_id");
+            s.codec_artifact_digest = bytes_or_str(codec_artifact_digest, "codec_artifact_digest");
+            ThrowIfError(s.Validate());
+            new (self) Namespace(std::move(s));
+          },
+          nb::arg("model_fingerprint"), nb::arg("n_layers"), nb::arg("n_kv_heads"), nb::arg("head_dim"),
+          nb::arg("dtype") = "bf16", nb::arg("chunk_tokens") = 256, nb::arg("tp_rank") = 0,
+          nb::arg("tp_size") = 1, nb::arg("adapter_name") = "", nb::arg("adapter_id") = "",
+          nb::arg("adapter_digest") = nb::bytes(""), nb::arg("cache_salt") = "", nb::arg("tenant") = "",
+          nb::arg("codec_id") = "raw", nb::arg("codec_artifact_digest") = nb::bytes(""),
+          "Raises InvalidArgumentError for an invalid layout or dtype, chunk_tokens 0 or above "
+          "2^20, tp_size 0 or tp_rank >= tp_size.")
+      .def_prop_ro("model_fingerprint",
+                   [](const Namespace& s) {
+                     return nb::bytes(s.model_fingerprint.data(), s.model_fingerprint.size());
+                   })
       .def_prop_ro("layout", [](const Namespace& s) { return s.layout; })
       .def_ro("chunk_tokens", &Namespace::chunk_tokens)
       .def_ro("tp_rank", &Namespace::tp_rank)
       .def_ro("tp_size", &Namespace::tp_size)
-      .def_prop_ro("adapter_name", [](const Namespace& s) { return nb::bytes(s.adapter_name.data(), s.adapter_name.size()); })
-      .def_prop_ro("adapter_id", [](const Namespace& s) { return nb::bytes(s.adapter_id.data(), s.adapter_id.size()); })
-      .def_prop_ro("adapter_digest", [](const Namespace& s) {
-        return nb::bytes(s.adapter_digest.data(), s.adapter_digest.size());
-      })
-      .def_prop_ro("cache_salt", [](const Namespace& s) { return nb::bytes(s.cache_salt.data(), s.cache_salt.size()); })
+      .def_prop_ro("adapter_name",
+                   [](const Namespace& s) { return nb::bytes(s.adapter_name.data(), s.adapter_name.size()); })
+      .def_prop_ro("adapter_id",
+                   [](const Namespace& s) { return nb::bytes(s.adapter_id.data(), s.adapter_id.size()); })
+      .def_prop_ro(
+          "adapter_digest",
+          [](const Namespace& s) { return nb::bytes(s.adapter_digest.data(), s.adapter_digest.size()); })
+      .def_prop_ro("cache_salt",
+                   [](const Namespace& s) { return nb::bytes(s.cache_salt.data(), s.cache_salt.size()); })
       .def_prop_ro("tenant", [](const Namespace& s) { return nb::bytes(s.tenant.data(), s.tenant.size()); })
-      .def_prop_ro("codec_id", [](const Namespace& s) { return nb::bytes(s.codec_id.data(), s.codec_id.size()); })
-      .def_prop_ro("codec_artifact_digest", [](const Namespace& s) {
-        return nb::bytes(s.codec_artifact_digest.data(), s.codec_artifact_digest.size());
-      })
-      .def("digest", [](const Namespace& s) { return ToBytes(ValueOrThrow(NamespaceDigest(s))); },
-           "SHA-256 of encode() (32 bytes): key_{-1} of every chain of this namespace.")
-      .def("encode", [](const Namespace& s) { return ToBytes(EncodeNamespace(s)); },
-           "The exact tagged, length-prefixed bytes that digest() hashes.");
+      .def_prop_ro("codec_id",
+                   [](const Namespace& s) { return nb::bytes(s.codec_id.data(), s.codec_id.size()); })
+      .def_prop_ro("codec_artifact_digest",
+                   [](const Namespace& s) {
+                     return nb::bytes(s.codec_artifact_digest.data(), s.codec_artifact_digest.size());
+                   })
+      .def(
+          "digest", [](const Namespace& s) { return ToBytes(ValueOrThrow(NamespaceDigest(s))); },
+          "SHA-256 of encode() (32 bytes): key_{-1} of every chain of this namespace.")
+      .def(
+          "encode", [](const Namespace& s) { return ToBytes(EncodeNamespace(s)); },
+          "The exact tagged, length-prefixed bytes that digest() hashes.");
 
   m.def(
       "chain_keys",
