@@ -324,11 +324,11 @@ Result<bool> HybridPass::Check(size_t i, const hybrid::HybridState& restored, ui
     std::fprintf(
         stderr,
         "[%s] request %zu/%zu: hit %u/%zu prefix tokens (KV + state), %s; KV %s, state %s, %zu continuation "
-        "rows %s, answer %s\n",
+        "rows %s, answer %s%s\n",
         row.codec.c_str(), i + 1, w_.requests.size(), b, w_.documents[rq.doc].prefix.size(), timing.c_str(),
         kv_ok ? "exact" : "DIFFERS", state_ok ? "exact" : "DIFFERS", suffix.size(),
         logits_ok ? "bit-identical" : (coder_.lossy() ? "differ (lossy KV)" : "DIFFER"),
-        answer_ok ? "same" : "differs");
+        answer_ok ? "same" : "differs", tally_.SoFar().c_str());
   }
   // Lossy KV: the state must still be exact (it is stored raw).
   return coder_.lossy() ? state_ok : kv_ok && state_ok && logits_ok && answer_ok;
@@ -353,10 +353,10 @@ void HybridPass::Recompute(size_t i, const LookupResult& lk, double lookup_ms,
   row.estimates.push_back({static_cast<uint32_t>(i + 1), false, decision,
                            rr.full_prefill_ms * static_cast<double>(lk.matched_tokens) / prompt_tokens});
   if (o_.verbose) {
-    std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.1f ms\n",
+    std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.1f ms%s\n",
                  row.codec.c_str(), i + 1, w_.requests.size(),
                  static_cast<unsigned long long>(lk.matched_tokens), DecisionText(decision).c_str(),
-                 tally_.ttft_declined.back());
+                 tally_.ttft_declined.back(), tally_.SoFar().c_str());
   }
 }
 
@@ -406,9 +406,9 @@ Status HybridPass::Put(size_t i, std::span<const ChunkKey> keys, uint32_t have, 
   if (o_.verbose && miss) {
     std::fprintf(
         stderr,
-        "[%s] request %zu/%zu: miss, TTFT %.1f ms; put %zu chunks %.3f MB (encode %.1f ms, put %.1f ms)\n",
+        "[%s] request %zu/%zu: miss, TTFT %.1f ms; put %zu chunks %.3f MB (encode %.1f ms, put %.1f ms)%s\n",
         row.codec.c_str(), i + 1, w_.requests.size(), tally_.ttft_miss.back(), keys.size() - have,
-        put_bytes / 1e6, encode_ms, put_ms);
+        put_bytes / 1e6, encode_ms, put_ms, tally_.SoFar().c_str());
   }
   return Status::Ok();
 }

@@ -53,6 +53,20 @@ double DemoCodecRow::median_estimate_error() const {
   return errors.empty() ? -1 : Median(errors);
 }
 
+std::string DemoPassTally::SoFar() const {
+  std::string out;
+  const auto add = [&out](const char* what, const std::vector<double>& v) {
+    if (v.empty()) return;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s%s %.0f ms (n=%zu)", out.empty() ? " | so far: " : ", ", what,
+                  Median(v), v.size());
+    out += buf;
+  };
+  add("hits", ttft_hit);
+  add("misses", ttft_miss);
+  return out;
+}
+
 void DemoPassTally::Finish(bool lossy, DemoCodecRow* row) const {
   row->ttft_miss_ms = Median(ttft_miss);
   row->ttft_hit_ms = Median(ttft_hit);

@@ -56,10 +56,10 @@ Status Pass::Prefill(size_t i, std::span<const uint32_t> prompt, const ChainLook
     ++row.misses;
     tally.ttft_miss.push_back(ttft);
     if (o.verbose) {
-      std::fprintf(stderr,
-                   "[%s] request %zu/%zu: miss, TTFT %.0f ms (%s prefill of %zu tokens); %u chunks queued\n",
-                   row.codec.c_str(), i + 1, w.requests.size(), ttft, o.engine.c_str(), prompt.size(),
-                   r.queued_chunks);
+      std::fprintf(
+          stderr, "[%s] request %zu/%zu: miss, TTFT %.0f ms (%s prefill of %zu tokens); %u chunks queued%s\n",
+          row.codec.c_str(), i + 1, w.requests.size(), ttft, o.engine.c_str(), prompt.size(), r.queued_chunks,
+          tally.SoFar().c_str());
     }
     return Status::Ok();
   }
@@ -69,9 +69,10 @@ Status Pass::Prefill(size_t i, std::span<const uint32_t> prompt, const ChainLook
   row.estimates.push_back({static_cast<uint32_t>(i + 1), false, decision,
                            r.prefill_ms * static_cast<double>(decision.tokens) / prompt.size()});
   if (o.verbose) {
-    std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.0f ms\n",
+    std::fprintf(stderr, "[%s] request %zu/%zu: hit of %llu tokens declined (%s), TTFT %.0f ms%s\n",
                  row.codec.c_str(), i + 1, w.requests.size(),
-                 static_cast<unsigned long long>(decision.tokens), DecisionText(decision).c_str(), ttft);
+                 static_cast<unsigned long long>(decision.tokens), DecisionText(decision).c_str(), ttft,
+                 tally.SoFar().c_str());
   }
   return Status::Ok();
 }
@@ -108,11 +109,11 @@ Status Pass::Restore(size_t i, std::span<const uint32_t> prompt, const ChainLook
     std::fprintf(stderr,
                  "[%s] request %zu/%zu: hit %u/%u prefix tokens, TTFT %.0f ms (restore %.0f: get %.0f, "
                  "predictor %.0f, "
-                 "decode %.0f, import %.0f; %s prefill of %u tokens %.0f; %s)%s\n",
+                 "decode %.0f, import %.0f; %s prefill of %u tokens %.0f; %s)%s%s\n",
                  row.codec.c_str(), i + 1, w.requests.size(), r.restored_tokens, lk.chain_tokens, ttft,
                  r.restore_ms, r.get_ms, r.predictor_ms, r.decode_ms - r.predictor_ms, r.import_ms,
                  o.engine.c_str(), r.evaluated_tokens, r.prefill_ms, DecisionText(r.estimate).c_str(),
-                 lossy ? "" : (verified ? (" " + o.exact_text).c_str() : " MISMATCH"));
+                 lossy ? "" : (verified ? (" " + o.exact_text).c_str() : " MISMATCH"), tally.SoFar().c_str());
   }
   return Status::Ok();
 }

@@ -85,34 +85,36 @@ void RowBlocks(const PackedActivations& a, const PackedWeights& b, int row, int 
       const __m512i w0 = WidenPair(w0p + 32 * p);
       const __m512i w1 = NB > 1 ? WidenPair(w1p + 32 * p) : w0;
       const int16_t* ap = ag + 2 * p;
-#define KVSTASH_ROW(R)                                                   \
-  if constexpr (MR > R) {                                                \
-    const __m512i x = BroadcastPair(ap + R * lda);                       \
-    c##R##a = _mm512_dpwssd_epi32(c##R##a, w0, x);                       \
+// The rows are one macro call each, laid out as a table (not clang-formatted).
+// clang-format off
+#define KVSTASH_ROW(R)                                              \
+  if constexpr (MR > R) {                                           \
+    const __m512i x = BroadcastPair(ap + R * lda);                  \
+    c##R##a = _mm512_dpwssd_epi32(c##R##a, w0, x);                  \
     if constexpr (NB > 1) c##R##b = _mm512_dpwssd_epi32(c##R##b, w1, x); \
   }
-      KVSTASH_ROW(0)
-      KVSTASH_ROW(1)
-      KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5) KVSTASH_ROW(6) KVSTASH_ROW(7) KVSTASH_ROW(8)
-          KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
+      KVSTASH_ROW(0) KVSTASH_ROW(1) KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5)
+      KVSTASH_ROW(6) KVSTASH_ROW(7) KVSTASH_ROW(8) KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
 #undef KVSTASH_ROW
+      // clang-format on
     }
     static_assert(MR <= kRows && NB <= 2);
     const float* sb = b.scales.data() + static_cast<size_t>(g) * np + blk * kPackedBlock;
     const __m512 sb0 = _mm512_loadu_ps(sb);
     const __m512 sb1 = NB > 1 ? _mm512_loadu_ps(sb + kPackedBlock) : sb0;
     const float* sa = a.scales.data() + static_cast<size_t>(row) * s.groups + g;
-#define KVSTASH_ROW(R)                                                                      \
-  if constexpr (MR > R) {                                                                   \
-    const __m512 va = _mm512_set1_ps(sa[R * s.groups]);                                     \
-    Accumulate(tile + R * NB * kPackedBlock, c##R##a, va, sb0);                             \
+// The rows are one macro call each, laid out as a table (not clang-formatted).
+// clang-format off
+#define KVSTASH_ROW(R)                                                                  \
+  if constexpr (MR > R) {                                                               \
+    const __m512 va = _mm512_set1_ps(sa[R * s.groups]);                                 \
+    Accumulate(tile + R * NB * kPackedBlock, c##R##a, va, sb0);                         \
     if constexpr (NB > 1) Accumulate(tile + (R * NB + 1) * kPackedBlock, c##R##b, va, sb1); \
   }
-    KVSTASH_ROW(0)
-    KVSTASH_ROW(1)
-    KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5) KVSTASH_ROW(6) KVSTASH_ROW(7) KVSTASH_ROW(8)
-        KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
+    KVSTASH_ROW(0) KVSTASH_ROW(1) KVSTASH_ROW(2) KVSTASH_ROW(3) KVSTASH_ROW(4) KVSTASH_ROW(5)
+    KVSTASH_ROW(6) KVSTASH_ROW(7) KVSTASH_ROW(8) KVSTASH_ROW(9) KVSTASH_ROW(10) KVSTASH_ROW(11)
 #undef KVSTASH_ROW
+    // clang-format on
   }
 }
 
