@@ -32,6 +32,7 @@ Writes tests/model/hybrid/data/tiny_qwen35/:
   goldens.json       tokens (prefix, continuation), the greedy decode of G tokens after
                      the prefix by transformers (single-token decode path), versions.
 """
+
 import json
 import os
 import sys
@@ -46,7 +47,7 @@ from transformers.cache_utils import DynamicCache
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "model", "hybrid", "data", "tiny_qwen35")
 SEED = 20260
-PREFIX = 80        # 5 kvstash chunks of 16 tokens; 2 chunks (64 + 16) of the HF kernel
+PREFIX = 80  # 5 kvstash chunks of 16 tokens; 2 chunks (64 + 16) of the HF kernel
 CONT = 12
 GREEDY = 8
 
@@ -57,8 +58,7 @@ def make_config():
         hidden_size=64,
         intermediate_size=96,
         num_hidden_layers=4,
-        layer_types=["linear_attention", "linear_attention", "full_attention",
-                     "linear_attention"],
+        layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"],
         num_attention_heads=4,
         num_key_value_heads=2,
         head_dim=16,
@@ -67,9 +67,13 @@ def make_config():
         rms_norm_eps=1e-6,
         tie_word_embeddings=False,
         attention_bias=False,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                         "partial_rotary_factor": 0.5, "mrope_section": [2, 1, 1],
-                         "mrope_interleaved": True},
+        rope_parameters={
+            "rope_type": "default",
+            "rope_theta": 10000.0,
+            "partial_rotary_factor": 0.5,
+            "mrope_section": [2, 1, 1],
+            "mrope_interleaved": True,
+        },
         linear_conv_kernel_dim=4,
         linear_key_head_dim=16,
         linear_value_head_dim=8,
@@ -89,9 +93,9 @@ def randomise(model, gen):
             elif name.endswith("dt_bias"):
                 v = torch.randn(shape, generator=gen) * 0.5
             elif name.endswith("linear_attn.norm.weight"):
-                v = 1.0 + torch.randn(shape, generator=gen) * 0.2   # plain weight
+                v = 1.0 + torch.randn(shape, generator=gen) * 0.2  # plain weight
             elif "norm" in name:
-                v = torch.randn(shape, generator=gen) * 0.2        # zero-centred (1 + w)
+                v = torch.randn(shape, generator=gen) * 0.2  # zero-centred (1 + w)
             elif name.endswith("conv1d.weight"):
                 v = torch.randn(shape, generator=gen) * 0.5
             elif name.endswith("embed_tokens.weight"):
@@ -127,7 +131,7 @@ def main():
         for l, t in enumerate(cfg.layer_types):
             layer = cache.layers[l]
             if t == "full_attention":
-                out[f"layers.{l}.key"] = layer.keys[0].transpose(0, 1)      # [T, kvh, hd]
+                out[f"layers.{l}.key"] = layer.keys[0].transpose(0, 1)  # [T, kvh, hd]
                 out[f"layers.{l}.value"] = layer.values[0].transpose(0, 1)
             else:
                 out[f"layers.{l}.conv_state"] = layer.conv_states[0][0, :, 1:]
@@ -136,6 +140,7 @@ def main():
         out = snap
         # Continuation prefill from a copy of the prefix cache.
         import copy
+
         cache2 = copy.deepcopy(cache)
         out["cont_logits"] = model(cont[None], cache=cache2, use_cache=True).logits[0]
         # Greedy decode after the prefix, one token at a time (recurrent path).
@@ -158,10 +163,15 @@ def main():
     with open(os.path.join(OUT, "config.json"), "w") as f:
         json.dump(cfg_dict, f, indent=2, sort_keys=True)
         f.write("\n")
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
-              os.path.join(OUT, "model.safetensors"), metadata={"format": "pt"})
-    save_file({k: v.contiguous().to(torch.float32) for k, v in out.items()},
-              os.path.join(OUT, "goldens.safetensors"))
+    save_file(
+        {k: v.contiguous() for k, v in model.state_dict().items()},
+        os.path.join(OUT, "model.safetensors"),
+        metadata={"format": "pt"},
+    )
+    save_file(
+        {k: v.contiguous().to(torch.float32) for k, v in out.items()},
+        os.path.join(OUT, "goldens.safetensors"),
+    )
     meta = {
         "generator": "tools/hybrid_goldens.py",
         "transformers": transformers.__version__,

@@ -10,6 +10,7 @@ implementation written from BlinkDL's RWKV-v7/rwkv_v7_numpy.py, independent of t
 
 Run from anywhere: python3 tests/model/rwkv7/data/make_synthetic_rwkv7.py (needs numpy).
 """
+
 import os
 import struct
 
@@ -25,8 +26,7 @@ def make_weights(rng):
     """PyTorch-shaped weights (after rwkv.cpp's transposes of the LoRA matrices)."""
     n = lambda *shape, s=1.0: (rng.standard_normal(shape) * s)
     u = lambda lo, hi, *shape: rng.uniform(lo, hi, shape)
-    w = {"emb.weight": n(V, C),
-         "blocks.0.ln0.weight": 1 + n(C, s=0.1), "blocks.0.ln0.bias": n(C, s=0.1)}
+    w = {"emb.weight": n(V, C), "blocks.0.ln0.weight": 1 + n(C, s=0.1), "blocks.0.ln0.bias": n(C, s=0.1)}
     for l in range(L):
         p = f"blocks.{l}."
         w[p + "ln1.weight"] = 1 + n(C, s=0.1)
@@ -35,30 +35,30 @@ def make_weights(rng):
         w[p + "ln2.bias"] = n(C, s=0.1)
         w[p + "att.x_rwkvag"] = u(0, 1, 6, 1, C)
         w[p + "att.w0"] = u(-2, 1, 1, 1, C)
-        w[p + "att.w1"] = n(DW, C, s=0.5 / C ** 0.5)   # stored transposed: [D][C]
-        w[p + "att.w2"] = n(C, DW, s=0.5 / DW ** 0.5)  # [C][D]
+        w[p + "att.w1"] = n(DW, C, s=0.5 / C**0.5)  # stored transposed: [D][C]
+        w[p + "att.w2"] = n(C, DW, s=0.5 / DW**0.5)  # [C][D]
         w[p + "att.a0"] = n(1, 1, C, s=0.5)
-        w[p + "att.a1"] = n(DA, C, s=1 / C ** 0.5)
-        w[p + "att.a2"] = n(C, DA, s=1 / DA ** 0.5)
+        w[p + "att.a1"] = n(DA, C, s=1 / C**0.5)
+        w[p + "att.a2"] = n(C, DA, s=1 / DA**0.5)
         if l > 0:
             w[p + "att.v0"] = n(1, 1, C, s=0.5)
-            w[p + "att.v1"] = n(DV, C, s=1 / C ** 0.5)
-            w[p + "att.v2"] = n(C, DV, s=1 / DV ** 0.5)
-        w[p + "att.g1"] = n(DG, C, s=1 / C ** 0.5)
-        w[p + "att.g2"] = n(C, DG, s=1 / DG ** 0.5)
+            w[p + "att.v1"] = n(DV, C, s=1 / C**0.5)
+            w[p + "att.v2"] = n(C, DV, s=1 / DV**0.5)
+        w[p + "att.g1"] = n(DG, C, s=1 / C**0.5)
+        w[p + "att.g2"] = n(C, DG, s=1 / DG**0.5)
         w[p + "att.k_k"] = u(0.5, 1, 1, 1, C)
         w[p + "att.k_a"] = u(0.5, 1, 1, 1, C)
         w[p + "att.r_k"] = n(H, N, s=0.3)
         for m in ("receptance", "key", "value", "output"):
-            w[p + f"att.{m}.weight"] = n(C, C, s=1 / C ** 0.5)
+            w[p + f"att.{m}.weight"] = n(C, C, s=1 / C**0.5)
         w[p + "att.ln_x.weight"] = 0.3 + n(C, s=0.1)
         w[p + "att.ln_x.bias"] = n(C, s=0.05)
         w[p + "ffn.x_k"] = u(0, 1, 1, 1, C)
-        w[p + "ffn.key.weight"] = n(F, C, s=1 / C ** 0.5)
-        w[p + "ffn.value.weight"] = n(C, F, s=1 / F ** 0.5)
+        w[p + "ffn.key.weight"] = n(F, C, s=1 / C**0.5)
+        w[p + "ffn.value.weight"] = n(C, F, s=1 / F**0.5)
     w["ln_out.weight"] = 1 + n(C, s=0.1)
     w["ln_out.bias"] = n(C, s=0.1)
-    w["head.weight"] = n(V, C, s=1 / C ** 0.5)
+    w["head.weight"] = n(V, C, s=1 / C**0.5)
     return {k: v.astype(np.float32) for k, v in w.items()}
 
 
@@ -96,7 +96,7 @@ def forward(w, tokens):
             k = W[p + "att.key.weight"] @ xk
             v = W[p + "att.value.weight"] @ xv
             dec = W[p + "att.w2"] @ np.tanh(W[p + "att.w1"] @ xw)
-            dec = np.exp(-sig(dec + vec(p + "att.w0")) / np.e ** 0.5)
+            dec = np.exp(-sig(dec + vec(p + "att.w0")) / np.e**0.5)
             if l == 0:
                 v_first = v
             else:
