@@ -95,15 +95,12 @@ int RunDemo(DemoOptions o) {
               acceptance["no_mismatch"].get<bool>() ? "yes" : "NO");
   std::printf("demo wall time %.1f s (model load %.1f s, calibration %.1f s, reference answers %.1f s)\n", wall_s, load_s,
               artifacts->calibration_s, reference->wall_s);
-  const DemoRunFacts facts{"",
-                           0,
-                           prompt_tokens,
-                           artifacts->calibration_s,
-                           reference->wall_s,
-                           wall_s,
-                           run_id,
-                           predictor ? predictor->options().VariantName() : "",
-                           {}};
+  const DemoRunFacts facts{.prompt_tokens = prompt_tokens,
+                           .calibration_s = artifacts->calibration_s,
+                           .reference_s = reference->wall_s,
+                           .wall_s = wall_s,
+                           .run_id = run_id,
+                           .predictor = predictor ? predictor->options().VariantName() : ""};
   return CloseDemo(o, setup, *workload, rows, acceptance, facts,
                    {{"engine", "reference"}, {"kv_dtype", "bf16"}}, nlohmann::json::object(), &server);
 }

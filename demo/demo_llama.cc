@@ -65,6 +65,17 @@ Result<PrefixEncodeStats> SpecOnOurKv(const model::Model& m, const DemoWorkload&
 
 double BitsPerScalar(uint64_t stored, uint64_t raw) { return raw ? 16.0 * double(stored) / double(raw) : 0; }
 
+// The spec predictor that copies llama.cpp's CPU arithmetic (Q4_1 x Q8_1 products,
+// attention over the cache in its dtype): it predicts llama.cpp's KV, not ours.
+Result<std::unique_ptr<model::SpecPredictor> > LlamaPredictor(const model::Model& model,
+                                                              const DemoOptions& o) {
+  model::SpecPredictorOptions po;
+  po.threads = o.predictor_threads;
+  po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
+  po.kv_dtype = o.llama_kv_dtype;
+  return model::SpecPredictor::Create(model, po);
+}
+
 }  // namespace
 
 int RunLlamaDemo(const DemoOptions& o) {
@@ -85,13 +96,7 @@ int RunLlamaDemo(const DemoOptions& o) {
   if (!lm.ok()) return Fail("llama.cpp loading " + o.model_path, lm.status());
   std::shared_ptr<const model::SpecPredictor> predictor;
   if (codecs.want_spec) {
-    // The predictor that copies llama.cpp's CPU arithmetic (Q4_1 x Q8_1 products,
-    // attention over the cache in its dtype): it predicts llama.cpp's KV, not ours.
-    model::SpecPredictorOptions po;
-    po.threads = o.predictor_threads;
-    po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
-    po.kv_dtype = o.llama_kv_dtype;
-    auto p = model::SpecPredictor::Create(model, po);
+    auto p = LlamaPredictor(model, o);
     if (!p.ok()) return Fail("spec predictor", p.status());
     predictor = std::move(p).value();
   }
@@ -175,15 +180,12 @@ int RunLlamaDemo(const DemoOptions& o) {
   std::printf("demo wall time %.1f s (model load %.1f s, calibration %.1f s, llama.cpp reference answers %.1f s)\n",
               wall_s, load_s, artifacts->calibration_s, reference.wall_s);
 
-  const DemoRunFacts facts{"",
-                           0,
-                           prompt_tokens,
-                           artifacts->calibration_s,
-                           reference.wall_s,
-                           wall_s,
-                           run_id,
-                           predictor ? predictor->options().VariantName() : "",
-                           {}};
+  const DemoRunFacts facts{.prompt_tokens = prompt_tokens,
+                           .calibration_s = artifacts->calibration_s,
+                           .reference_s = reference.wall_s,
+                           .wall_s = wall_s,
+                           .run_id = run_id,
+                           .predictor = predictor ? predictor->options().VariantName() : ""};
   return CloseDemo(o, setup, *workload, rows, acceptance, facts,
                    {{"engine", "llama.cpp"},
                     {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off"},

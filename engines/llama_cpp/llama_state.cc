@@ -108,22 +108,22 @@ uint64_t StateLayout::StateBytes(uint64_t tokens) const {
   return header + cells + data_header + kv.n_layers * (k_layer + v_layer);
 }
 
-Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout& expected) {
-  KVSTASH_RETURN_IF_ERROR(expected.Validate());
-  const int32_t want_type = *GgmlTypeOf(expected.kv.dtype);
-  const uint64_t row = expected.RowBytes();
-  const uint32_t n_embd = expected.kv.n_kv_heads * expected.kv.head_dim;
-  ByteReader r(bytes);
+namespace {
 
-  uint32_t magic = 0, seq_u = 0, n_stream = 0, cells = 0;
+// The sections of a sequence state, in order (ParseSeqState). Each reads from `r` and
+// returns the section's error, or what the next sections need.
+
+// Magic, sequence id, stream count and cell count; sets *seq_id and *cells.
+Status ReadSeqHeader(ByteReader& r, int32_t* seq_id, uint32_t* cells) {
+  uint32_t magic = 0, seq_u = 0, n_stream = 0;
   if (!r.U32(&magic)) return Truncated("the magic");
   if (magic != kSeqStateMagic) {
     return Status::Corruption("not a llama.cpp sequence state (magic " + Str(magic) + ")");
   }
   if (!r.U32(&seq_u)) return Truncated("the sequence id");
-  const int32_t seq_id = static_cast<int32_t>(seq_u);
-  if (seq_id < 0) {
-    return Status::NotSupported("state of all sequences (seq_id " + std::to_string(seq_id) +
+  *seq_id = static_cast<int32_t>(seq_u);
+  if (*seq_id < 0) {
+    return Status::NotSupported("state of all sequences (seq_id " + std::to_string(*seq_id) +
                                 "): only one sequence's state is accepted");
   }
   if (!r.U32(&n_stream)) return Truncated("the stream count");
@@ -131,16 +131,19 @@ Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout
     return Status::NotSupported("state with " + Str(n_stream) +
                                 " KV streams (non-unified cache): only 1 is accepted");
   }
-  if (!r.U32(&cells)) return Truncated("the cell count");
-  if (cells == 0) return Status::NotSupported("sequence state holds no cells");
-  if (cells > kMaxChunkTokens) {
-    return Status::NotSupported("sequence state of " + Str(cells) + " cells, above " +
-                                Str(kMaxChunkTokens));
+  if (!r.U32(cells)) return Truncated("the cell count");
+  if (*cells == 0) return Status::NotSupported("sequence state holds no cells");
+  if (*cells > kMaxChunkTokens) {
+    return Status::NotSupported("sequence state of " + Str(*cells) + " cells, above " + Str(kMaxChunkTokens));
   }
   // Each cell record is at least 12 bytes: refuse a count the bytes cannot hold before
   // allocating anything for it.
-  if (r.remaining() / 12 < cells) return Truncated("the cell records");
+  if (r.remaining() / 12 < *cells) return Truncated("the cell records");
+  return Status::Ok();
+}
 
+// The cell records: each of one sequence (seq_id), at position = its index.
+Status ReadCells(ByteReader& r, uint32_t cells, int32_t seq_id) {
   for (uint32_t i = 0; i < cells; ++i) {
     uint32_t pos = 0, n_seq = 0, cell_seq = 0;
     if (!r.U32(&pos) || !r.U32(&n_seq)) return Truncated("a cell record");
@@ -163,7 +166,11 @@ Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout
                                   ": only positions 0..T-1 in cell order are accepted");
     }
   }
+  return Status::Ok();
+}
 
+// v_trans and the layer count, checked against `expected`.
+Status ReadDataHeader(ByteReader& r, const StateLayout& expected) {
   uint32_t v_trans = 0, n_layer = 0;
   if (!r.U32(&v_trans)) return Truncated("v_trans");
   if (v_trans > 1) return Status::Corruption("v_trans is " + Str(v_trans) + ", not 0 or 1");
@@ -177,49 +184,61 @@ Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout
     return Status::Mismatch("state of a model with " + Str(n_layer) + " KV layers, expected " +
                             Str(expected.kv.n_layers));
   }
+  return Status::Ok();
+}
 
-  SeqState out;
-  out.seq_id = seq_id;
-  out.kv.layout = expected.kv;
-  out.kv.tokens = cells;
+// A layer's row size field ("K" or "V"), which must be `row`.
+Status CheckRowBytes(ByteReader& r, const char* what, uint32_t l, uint64_t row) {
+  uint64_t row_bytes = 0;
+  if (!r.U64(&row_bytes)) return Truncated((std::string("a ") + what + " row size").c_str());
+  if (row_bytes != row) {
+    return Status::Mismatch(std::string(what) + " row of layer " + Str(l) + " is " + Str(row_bytes) +
+                            " bytes, expected " + Str(row) + " (another KV head shape)");
+  }
+  return Status::Ok();
+}
 
-  for (uint32_t l = 0; l < n_layer; ++l) {
+// The K rows of every layer into out->kv (sized here, once the first row size fixed the
+// whole state's size).
+Status ReadK(ByteReader& r, const StateLayout& expected, int32_t want_type, SeqState* out) {
+  const uint64_t row = expected.RowBytes();
+  const uint32_t cells = out->kv.tokens;
+  for (uint32_t l = 0; l < expected.kv.n_layers; ++l) {
     uint32_t type = 0;
-    uint64_t row_bytes = 0;
     std::span<const uint8_t> data;
     if (!r.U32(&type)) return Truncated("a K type");
     KVSTASH_RETURN_IF_ERROR(CheckType(static_cast<int32_t>(type), want_type, "K", l));
-    if (!r.U64(&row_bytes)) return Truncated("a K row size");
-    if (row_bytes != row) {
-      return Status::Mismatch("K row of layer " + Str(l) + " is " + Str(row_bytes) +
-                              " bytes, expected " + Str(row) + " (another KV head shape)");
-    }
+    KVSTASH_RETURN_IF_ERROR(CheckRowBytes(r, "K", l, row));
     if (l == 0) {
       // The row size matches: the whole state's size is now fixed by the layout. Refuse
       // a state too short for its own cell count before allocating the chunk.
       if (r.remaining() < expected.StateBytes(cells) - r.pos()) return Truncated("the K/V data");
-      out.kv.data.resize(expected.kv.DataBytes(cells));
+      out->kv.data.resize(expected.kv.DataBytes(cells));
     }
     if (!r.Take(cells * row, &data)) return Truncated("K data");
-    CopyRows(data, out.kv.MutableK(l).data());
+    CopyRows(data, out->kv.MutableK(l).data());
     if (expected.k_rope_interleaved) {
-      PermuteK(out.kv.MutableK(l).data(), cells, expected.kv.n_kv_heads, expected.kv.head_dim, true);
+      PermuteK(out->kv.MutableK(l).data(), cells, expected.kv.n_kv_heads, expected.kv.head_dim, true);
     }
   }
-  for (uint32_t l = 0; l < n_layer; ++l) {
+  return Status::Ok();
+}
+
+// The V rows of every layer into out->kv: row-major, or transposed (channel-major) when
+// the context runs without flash attention.
+Status ReadV(ByteReader& r, const StateLayout& expected, int32_t want_type, SeqState* out) {
+  const uint64_t row = expected.RowBytes();
+  const uint32_t n_embd = expected.kv.n_kv_heads * expected.kv.head_dim;
+  const uint32_t cells = out->kv.tokens;
+  for (uint32_t l = 0; l < expected.kv.n_layers; ++l) {
     uint32_t type = 0;
     std::span<const uint8_t> data;
     if (!r.U32(&type)) return Truncated("a V type");
     KVSTASH_RETURN_IF_ERROR(CheckType(static_cast<int32_t>(type), want_type, "V", l));
-    if (!v_trans) {
-      uint64_t row_bytes = 0;
-      if (!r.U64(&row_bytes)) return Truncated("a V row size");
-      if (row_bytes != row) {
-        return Status::Mismatch("V row of layer " + Str(l) + " is " + Str(row_bytes) +
-                                " bytes, expected " + Str(row) + " (another KV head shape)");
-      }
+    if (!expected.v_trans) {
+      KVSTASH_RETURN_IF_ERROR(CheckRowBytes(r, "V", l, row));
       if (!r.Take(cells * row, &data)) return Truncated("V data");
-      CopyRows(data, out.kv.MutableV(l).data());
+      CopyRows(data, out->kv.MutableV(l).data());
       continue;
     }
     uint32_t elem_bytes = 0, embd = 0;
@@ -231,13 +250,30 @@ Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout
     if (!r.U32(&embd)) return Truncated("a V width");
     if (embd != n_embd) {
       return Status::Mismatch("V of layer " + Str(l) + " has " + Str(embd) +
-                              " channels per token, expected " + Str(n_embd) +
-                              " (another KV head shape)");
+                              " channels per token, expected " + Str(n_embd) + " (another KV head shape)");
     }
     if (!r.Take(cells * row, &data)) return Truncated("V data");
     // data[j][t] (channel-major) -> V[t][j].
-    Transpose16(data.data(), n_embd, cells, out.kv.MutableV(l).data());
+    Transpose16(data.data(), n_embd, cells, out->kv.MutableV(l).data());
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout& expected) {
+  KVSTASH_RETURN_IF_ERROR(expected.Validate());
+  const int32_t want_type = *GgmlTypeOf(expected.kv.dtype);
+  ByteReader r(bytes);
+  SeqState out;
+  uint32_t cells = 0;
+  KVSTASH_RETURN_IF_ERROR(ReadSeqHeader(r, &out.seq_id, &cells));
+  KVSTASH_RETURN_IF_ERROR(ReadCells(r, cells, out.seq_id));
+  KVSTASH_RETURN_IF_ERROR(ReadDataHeader(r, expected));
+  out.kv.layout = expected.kv;
+  out.kv.tokens = cells;
+  KVSTASH_RETURN_IF_ERROR(ReadK(r, expected, want_type, &out));
+  KVSTASH_RETURN_IF_ERROR(ReadV(r, expected, want_type, &out));
   if (r.remaining() != 0) {
     return Status::Corruption(Str(r.remaining()) + " bytes after the end of the sequence state");
   }
