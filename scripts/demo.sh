@@ -14,9 +14,9 @@
 #      running). However the demo ends (Ctrl-C, kill, a crash) the server it started
 #      ends with it; a port or ./data held by another server is an error that names it.
 # Usage: scripts/demo.sh [--full] [kvstash-demo options...]   (scripts/demo.sh --help for them)
-# Time: about 15 minutes on a 2-core machine from a fresh clone whose package and
-# compiler caches are warm (docs/operations.md gives the measured steps); --full about
-# 5 times the demo step.
+# Time: about 6 minutes on a 2-core machine from a fresh clone whose package and
+# compiler caches are warm (README.md gives the measured steps); --full about 5 times
+# the demo step.
 # Environment: KVSTASH_JOBS (parallel build jobs, default nproc).
 # Exit code: kvstash-demo's (0 = every acceptance check held).
 set -euo pipefail
