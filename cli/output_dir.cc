@@ -1,5 +1,6 @@
 #include "cli/output_dir.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,9 +22,11 @@ CLI::Validator WritableOutputDir() {
         while (!fs::exists(dir, ec) && dir.has_parent_path() && dir.parent_path() != dir)
           dir = dir.parent_path();
         if (!fs::is_directory(dir, ec)) return dir.string() + " is not a folder";
-        if (access(dir.c_str(), W_OK | X_OK) != 0) {
-          return "cannot write into " + dir.string() + " (" + std::strerror(errno) + ")";
-        }
+        std::string probe = (dir / ".kvstash-write-check-XXXXXX").string();
+        const int fd = mkstemp(probe.data());
+        if (fd < 0) return "cannot write into " + dir.string() + " (" + std::strerror(errno) + ")";
+        close(fd);
+        unlink(probe.c_str());
         return "";
       },
       "DIR", "writable output folder");

@@ -20,8 +20,13 @@ std::string DefaultDckvSensitivityFile() {
 
 std::string DefaultRwkv7ModelPath() {
   const char* env = std::getenv("KVSTASH_SHARED_MODELS_DIR");
-  const std::string dir = (env != nullptr && *env != '\0') ? env : "../shared/models";
+  const std::string dir =
+      (env != nullptr && *env != '\0') ? env : std::string(KVSTASH_SOURCE_DIR) + "/../shared/models";
   return dir + "/tiny-rwkv-7v0-834K-FP32.bin";
+}
+
+std::string DefaultBf16SamplePath() {
+  return std::string(KVSTASH_SOURCE_DIR) + "/benchmarks/data/smollm2_token_embd_bf16.bin";
 }
 
 std::string DefaultHybridModelDir() {

@@ -21,9 +21,12 @@ std::string DefaultArtifactDir();
 // <source tree>/benchmarks/inputs/smollm2-135m-dckv-fisher.json: the per-dimension
 // dckv output weights of the default model (tools/dckv_output_fisher.py).
 std::string DefaultDckvSensitivityFile();
-// $KVSTASH_SHARED_MODELS_DIR (default ../shared/models, the folder beside the project)
-// + "/tiny-rwkv-7v0-834K-FP32.bin": the real RWKV-7 of the state benches.
+// $KVSTASH_SHARED_MODELS_DIR (default <source tree>/../shared/models, the folder beside
+// the project) + "/tiny-rwkv-7v0-834K-FP32.bin": the real RWKV-7 of the state benches.
 std::string DefaultRwkv7ModelPath();
+// <source tree>/benchmarks/data/smollm2_token_embd_bf16.bin: real bf16 values (SmolLM2's
+// token embedding) of the entropy bench.
+std::string DefaultBf16SamplePath();
 // <source tree>/tests/model/hybrid/data/tiny_qwen35: the tiny random-weight Qwen3.5-style
 // hybrid fixture (config.json + model.safetensors) of the hybrid demo.
 std::string DefaultHybridModelDir();

@@ -5,8 +5,10 @@
 #   - Python: `ruff check` (ruff.toml) passes on every tracked Python file, and
 #     `ruff format --check` on the Python files changed since the base commit.
 # The base commit is the one in .ci/format-base (when .clang-format was introduced), or
-# $1. Without the base in the history (a shallow clone) the changed-line checks print
-# SKIPPED with that reason; `ruff check` still runs.
+# $1. Without the default base in the history (a shallow clone) the changed-line checks
+# print SKIPPED with that reason; `ruff check` still runs. A base given as $1 that is not
+# a commit is an error (exit 2). Only tracked files are checked: `git add` a new file
+# first.
 # Fix what it reports: `git clang-format BASE` and `.venv/bin/ruff format FILE...`.
 # Needs: clang-format (Debian clang-format, which ships git-clang-format) and ruff
 # (tools/requirements.txt, in .venv), both installed by scripts/setup.sh.
@@ -17,6 +19,14 @@ cd "$ROOT"
 BASE="${1:-$(cat .ci/format-base)}"
 RUFF="${KVSTASH_RUFF:-.venv/bin/ruff}"
 status=0
+if [[ $# -gt 0 ]] && ! git cat-file -e "$BASE^{commit}" 2>/dev/null; then
+  echo "usage: scripts/check_format.sh [BASE-COMMIT] ('$BASE' is not a commit here)" >&2
+  exit 2
+fi
+if [[ ! -x "$RUFF" ]]; then
+  echo "check_format: no ruff at $RUFF (scripts/setup.sh installs it into .venv; or set KVSTASH_RUFF)" >&2
+  exit 1
+fi
 
 mapfile -t py_all < <(git ls-files '*.py')
 if ! "$RUFF" check --quiet "${py_all[@]}"; then

@@ -77,9 +77,10 @@ void AddFlags(CLI::App& app, ServerFlags& f) {
   app.add_option(
       "--min-transfer-bytes-per-s", f.min_transfer_bytes_per_s,
       def("Slowest accepted frame transfer rate (whole-frame deadlines)", d.limits.min_transfer_bytes_per_s));
-  app.add_option(
-      "--drain-grace-ms", f.drain_grace_ms,
-      def("After SIGTERM: /healthz 503 and keep serving this long before closing", d.drain_grace_ms));
+  app.add_option("--drain-grace-ms", f.drain_grace_ms,
+                 def("After SIGTERM, SIGINT or SIGHUP (each drains and stops; none reloads): /healthz 503 "
+                     "and keep serving this long before closing",
+                     d.drain_grace_ms));
   app.add_option("--drain-timeout-ms", f.drain_timeout_ms,
                  def("Then: cut off connections still busy after this long", d.drain_timeout_ms));
   app.add_option(

@@ -71,11 +71,11 @@ Result<StateBenchResult> RunStateBench(const StateBenchOptions& o,
                                        const std::function<void(const nlohmann::json& row)>& on_row) {
   auto model = Rwkv7Model::Load(o.model);
   if (!model.ok()) {
-    return Status::InvalidArgument(o.model + ": " + model.status().ToString());
+    return Status::IOError(o.model + ": " + model.status().ToString());
   }
   auto text = ReadFileBytes(o.text);
   if (!text.ok() || text->empty()) {
-    return Status::InvalidArgument("cannot read text " + o.text);
+    return Status::IOError("cannot read text " + o.text);
   }
   auto boundaries = ParseBoundaries(o.boundaries, text->size());
   if (!boundaries.ok()) {

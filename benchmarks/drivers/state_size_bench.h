@@ -1,5 +1,5 @@
-// The recurrent-state bench (`kvstash-bench state`): how large the recurrent state of a real trained RWKV-7 is, and
-// how far model-free lossless coders shrink it, on real text.
+// The recurrent-state bench (`kvstash-bench state`): how large the recurrent state of a real trained RWKV-7
+// is, and how far model-free lossless coders shrink it, on real text.
 //
 // Runs the RWKV-7 reference runtime (model/rwkv7) over the bytes of a text file, one
 // byte per token from the zero state, and at each requested boundary exports the state
@@ -10,7 +10,8 @@
 // coder). Also reports the model's bits per byte on the text, so that a broken model
 // shows.
 //
-// Errors: InvalidArgument for a model, text or boundary list that cannot be used;
+// Errors: IOError for a model or text file that cannot be read; InvalidArgument for a
+// boundary list that cannot be used;
 // Internal when a state does not round-trip exactly.
 // Thread-safety: one run at a time.
 #pragma once

@@ -7,16 +7,17 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "cli/command_registry.h"
-#include "cli/bench/json_output.h"
 #include "benchmarks/drivers/entropy_bench.h"
+#include "cli/bench/json_output.h"
+#include "cli/command_registry.h"
+#include "common/default_paths.h"
 
 namespace kvstash::cli {
 namespace {
 
 struct BenchEntropyOptions {
   std::string json;
-  std::string bf16_sample = "benchmarks/data/smollm2_token_embd_bf16.bin";
+  std::string bf16_sample = DefaultBf16SamplePath();
   size_t symbols = 1000000;
   int repeats = 7;
   std::vector<int> precisions = {10, 12, 15};

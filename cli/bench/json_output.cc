@@ -13,7 +13,7 @@ bool WriteJsonFile(const std::string& command, const std::string& path, const nl
   std::ofstream f(path);
   f << j.dump(indent) << "\n";
   if (!f) {
-    std::cerr << "kvstash " << command << ": cannot write " << path << "\n";
+    std::cerr << "kvstash-" << command << ": cannot write " << path << "\n";
     return false;
   }
   return true;

@@ -11,7 +11,8 @@
 namespace kvstash::cli {
 
 // Writes j.dump(indent) and a newline to `path`. On failure prints
-// "kvstash <command>: cannot write <path>" to stderr and returns false.
+// "kvstash-<command>: cannot write <path>" (command: "bench state" and so on) to stderr
+// and returns false.
 bool WriteJsonFile(const std::string& command, const std::string& path, const nlohmann::json& j,
                    int indent = 1);
 

@@ -1,6 +1,6 @@
 // `kvstash-bench state`: flags and table of the recurrent-state size bench
-// (benchmarks/drivers/state_size_bench.h). Exit codes: 0 ok, 1 a round trip failed,
-// 2 bad arguments or input.
+// (benchmarks/drivers/state_size_bench.h). Exit codes (the tool's): 0 ok, 1 the run
+// failed (model or text file, a round trip, the --json file), 2 a bad argument.
 #include <cstdio>
 #include <iostream>
 
@@ -37,14 +37,14 @@ int Run(const BenchStateOptions& o) {
   auto result = bench::RunStateBench(o.bench, print_row);
   if (!result.ok()) {
     std::cerr << "kvstash-bench state: " << result.status().message() << "\n";
-    return result.status().code() == Status::Code::kInternal ? 1 : 2;
+    return result.status().code() == Status::Code::kInvalidArgument ? 2 : 1;
   }
   const auto& j = result->summary;
   std::printf("model %s: %.3f bits/byte over %zu predicted bytes; %.0f tokens/s "
               "(1 thread); state round trips ok\n",
               o.bench.model.c_str(), j["bits_per_byte"].get<double>(), result->predicted_bytes,
               j["tokens_per_second"].get<double>());
-  if (!o.json.empty() && !WriteJsonFile("bench state", o.json, j)) return 2;
+  if (!o.json.empty() && !WriteJsonFile("bench state", o.json, j)) return 1;
   return 0;
 }
 
