@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include <boost/asio/bind_executor.hpp>
@@ -92,9 +93,20 @@ class Server::Impl {
       tls_->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
                         asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                         asio::ssl::context::no_tlsv1_1);
+      // asio's message is only "asio.ssl error": name the file that failed, and say
+      // when it cannot be opened at all.
+      const auto fail = [](const char* what, const std::string& file, const boost::system::error_code& e) {
+        std::error_code fs_ec;
+        const bool readable = std::filesystem::is_regular_file(file, fs_ec);
+        return Status::InvalidArgument(
+            std::string("TLS ") + what + " " + file + ": " +
+            (readable ? "not a usable PEM " + std::string(what) + " (" + e.message() + ")"
+                      : std::string("no such file")));
+      };
       tls_->use_certificate_chain_file(config_.tls_cert_file, ec);
-      if (!ec) tls_->use_private_key_file(config_.tls_key_file, asio::ssl::context::pem, ec);
-      if (ec) return Status::InvalidArgument("TLS certificate/key: " + ec.message());
+      if (ec) return fail("certificate", config_.tls_cert_file, ec);
+      tls_->use_private_key_file(config_.tls_key_file, asio::ssl::context::pem, ec);
+      if (ec) return fail("key", config_.tls_key_file, ec);
     }
     return Status::Ok();
   }

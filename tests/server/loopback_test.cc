@@ -628,6 +628,27 @@ TEST_F(LoopbackTest, ADeadServersChainsFailOverAsMissesWithinTheDeadline) {
   EXPECT_STATUS(strict->Lookup(chain, false, call), kUnavailable);
 }
 
+// A TLS certificate or key that cannot be used is refused at start-up, naming the file:
+// a missing one as "no such file", an unreadable PEM as such (asio says only "asio.ssl
+// error").
+TEST_F(LoopbackTest, AnUnusableTlsFileIsNamed) {
+  const std::string dir = ::testing::TempDir() + "kvstash-tls-bad-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/garbage.pem") << "not a certificate\n";
+  for (const auto& [cert, want] :
+       {std::pair<std::string, std::string>{dir + "/missing.pem", dir + "/missing.pem: no such file"},
+        {dir + "/garbage.pem", dir + "/garbage.pem: not a usable PEM certificate"}}) {
+    ServerConfig cfg = TestConfig();
+    cfg.tls_cert_file = cert;
+    cfg.tls_key_file = cert;
+    auto s = Server::Create(std::move(cfg), std::make_unique<testing::MemoryChunkStore>());
+    Status st = s.ok() ? (*s)->Start() : s.status();
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find("TLS certificate " + want), std::string::npos) << st.ToString();
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(LoopbackTest, TlsOnTheProtocolPort) {
   // A throw-away self-signed certificate (openssl CLI, Debian package openssl).
   const std::string dir = ::testing::TempDir() + "kvstash-tls-" + std::to_string(getpid());
