@@ -85,6 +85,13 @@ bool IsPrintableUtf8(const std::string& s) {
 
 Status ServerConfig::Validate() const {
   if (tenants.empty()) return Status::InvalidArgument("config has no tenants");
+  // One port for both listeners on overlapping addresses fails later as "Address already
+  // in use", which points at another process.
+  const auto any = [](const std::string& a) { return a == "0.0.0.0" || a == "::"; };
+  if (port != 0 && port == http_port && (listen == http_listen || any(listen) || any(http_listen))) {
+    return Status::InvalidArgument("port and http_port are both " + std::to_string(port) +
+                                   ": the protocol and HTTP listeners need different ports");
+  }
   if (server_id.size() > 255) {
     return Status::InvalidArgument("server_id is " + std::to_string(server_id.size()) +
                                    " bytes; at most 255 (the HELLO reply carries it with a "

@@ -104,9 +104,9 @@ struct ServerConfig {
   // (tests and scripts use it with port 0). Default: empty.
   std::string ready_file;
 
-  // InvalidArgument for no tenants, duplicate, empty or non-UTF-8 tenant names (control characters included), a tenant with
-  // neither or both credential forms, a bad hex digest, zero limits or thread
-  // counts, or a TLS cert without a key (or the reverse).
+  // InvalidArgument for no tenants, duplicate, empty or non-UTF-8 tenant names (control characters included),
+  // a tenant with neither or both credential forms, a bad hex digest, zero limits or thread counts, a TLS
+  // cert without a key (or the reverse), or one nonzero port for both listeners on overlapping addresses.
   Status Validate() const;
 };
 

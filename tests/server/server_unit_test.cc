@@ -90,6 +90,15 @@ TEST(ConfigTest, RejectsTyposAndBadValues) {
                 kInvalidArgument);
   ServerConfig c;
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // no tenants
+  c.tenants = {{"a", "x", ""}};
+  c.http_port = c.port;  // one port for both listeners on the same address
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);
+  c.http_listen = "127.0.0.2";
+  c.listen = "0.0.0.0";  // covers 127.0.0.2 too
+  EXPECT_STATUS(c.Validate(), kInvalidArgument);
+  c.listen = "127.0.0.1";  // two addresses, one port each: fine
+  ASSERT_OK(c.Validate());
+  c = ServerConfig{};
   c.tenants = {{"a", "x", ""}, {"a", "y", ""}};
   EXPECT_STATUS(c.Validate(), kInvalidArgument);  // duplicate
   c.tenants = {{"a", "x", "ab"}};
