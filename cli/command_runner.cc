@@ -39,28 +39,35 @@ CLI::App* SubcommandFor(CLI::App* root, const std::string& path, std::map<std::s
 struct CommandWords {
   std::string matched;
   std::string unknown;
+  std::string unknown_option;  // the first option before any command that the tool lacks
 };
 CommandWords ParseCommandWords(CLI::App& app, int argc, char** argv) {
   CLI::App* current = &app;
-  std::string path;
+  std::string path, unknown_option;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (current == &app && a == "--log-level") {
       ++i;
       continue;
     }
-    if (a.starts_with("-")) continue;
+    if (a.starts_with("-")) {
+      if (current == &app && unknown_option.empty() &&
+          app.get_option_no_throw(a.substr(0, a.find('='))) == nullptr && a != "-h" && a != "--help") {
+        unknown_option = a.substr(0, a.find('='));
+      }
+      continue;
+    }
     CLI::App* next = nullptr;
     for (CLI::App* sub : current->get_subcommands([](CLI::App*) { return true; })) {
       if (sub->check_name(a)) next = sub;
     }
     const std::string matched = path;
     path += (path.empty() ? "" : " ") + a;
-    if (next == nullptr) return {matched, path};
-    if (next->get_subcommands([](CLI::App*) { return true; }).empty()) return {path, ""};
+    if (next == nullptr) return {matched, path, unknown_option};
+    if (next->get_subcommands([](CLI::App*) { return true; }).empty()) return {path, "", unknown_option};
     current = next;
   }
-  return {path, ""};
+  return {path, "", unknown_option};
 }
 
 }  // namespace
@@ -105,6 +112,11 @@ int RunRegisteredCommands(const ToolInfo& tool, int argc, char** argv) {
     // --help / --version exit 0; every usage error exits 2, as the commands' own do.
     if (e.get_exit_code() == 0) return app.exit(e);
     const CommandWords words = has_subcommands ? ParseCommandWords(app, argc, argv) : CommandWords{};
+    if (words.matched.empty() && !words.unknown_option.empty()) {
+      std::fprintf(stderr, "%s: unknown option '%s' before the command (%s --help lists the options)\n",
+                   tool.name.c_str(), words.unknown_option.c_str(), tool.name.c_str());
+      return 2;
+    }
     if (!words.unknown.empty()) {
       std::fprintf(stderr, "%s: unknown command '%s' (%s --help lists the commands)\n", tool.name.c_str(),
                    words.unknown.c_str(), tool.name.c_str());

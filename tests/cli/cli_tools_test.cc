@@ -123,6 +123,12 @@ TEST_F(CliToolsTest, AnUnknownCommandIsNamed) {
   r = Sh(kCli);
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("subcommand is required"), std::string::npos) << r.err;
+  // An option the tool lacks, before any command, is named rather than "A subcommand is
+  // required".
+  r = Sh(kCli + " --log-level warn --bogus=1");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_EQ(r.err,
+            "kvstash: unknown option '--bogus' before the command (kvstash --help lists the options)\n");
 }
 
 // A usage error names the command it belongs to and where its options are listed.
