@@ -8,7 +8,7 @@
 #include "benchmarks/drivers/dckv_bench.h"
 #include "cli/command_registry.h"
 #include "cli/dckv_flags.h"
-#include "cli/output_dir.h"
+#include "cli/output_paths.h"
 #include "common/default_paths.h"
 
 namespace kvstash::cli {

@@ -5,7 +5,7 @@
 
 #include "benchmarks/drivers/spec_bench.h"
 #include "cli/command_registry.h"
-#include "cli/output_dir.h"
+#include "cli/output_paths.h"
 #include "cli/spec_flags.h"
 #include "common/default_paths.h"
 

@@ -16,16 +16,17 @@
 #include <iostream>
 #include <sstream>
 
-#include "common/default_paths.h"
-#include "cli/command_registry.h"
-#include "cli/bench/json_output.h"
 #include "benchmarks/drivers/dckv_bench.h"
 #include "benchmarks/drivers/entropy_bench.h"
 #include "benchmarks/drivers/lossless_peers_bench.h"
-#include "cli/dckv_flags.h"
 #include "benchmarks/drivers/spec_bench.h"
-#include "cli/spec_flags.h"
 #include "benchmarks/drivers/spec_state_bench.h"
+#include "cli/bench/json_output.h"
+#include "cli/command_registry.h"
+#include "cli/dckv_flags.h"
+#include "cli/output_paths.h"
+#include "cli/spec_flags.h"
+#include "common/default_paths.h"
 
 namespace kvstash::cli {
 namespace {

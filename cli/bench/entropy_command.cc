@@ -10,6 +10,7 @@
 #include "benchmarks/drivers/entropy_bench.h"
 #include "cli/bench/json_output.h"
 #include "cli/command_registry.h"
+#include "cli/output_paths.h"
 #include "common/default_paths.h"
 
 namespace kvstash::cli {

@@ -10,8 +10,9 @@
 
 #include "benchmarks/drivers/link_bench.h"
 #include "benchmarks/drivers/netns_link.h"
-#include "cli/command_registry.h"
 #include "cli/bench/json_output.h"
+#include "cli/command_registry.h"
+#include "cli/output_paths.h"
 
 namespace kvstash::cli {
 namespace {

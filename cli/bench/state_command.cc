@@ -5,8 +5,9 @@
 #include <iostream>
 
 #include "benchmarks/drivers/state_size_bench.h"
-#include "cli/command_registry.h"
 #include "cli/bench/json_output.h"
+#include "cli/command_registry.h"
+#include "cli/output_paths.h"
 
 namespace kvstash::cli {
 namespace {

@@ -5,8 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "benchmarks/drivers/store_table_bench.h"
-#include "cli/command_registry.h"
 #include "cli/bench/json_output.h"
+#include "cli/command_registry.h"
+#include "cli/output_paths.h"
 
 namespace kvstash::cli {
 namespace {

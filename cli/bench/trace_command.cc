@@ -8,8 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "benchmarks/drivers/trace_bench.h"
-#include "cli/command_registry.h"
 #include "cli/bench/json_output.h"
+#include "cli/command_registry.h"
+#include "cli/output_paths.h"
 
 namespace kvstash::cli {
 namespace {
