@@ -9,11 +9,12 @@
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/spec/spec_calibration.h"
 #include "common/checksum.h"
+#include "common/kv_chunk_slice.h"
 #include "common/logging.h"
 #include "engines/llama_cpp/llama_state.h"
+#include "model/corpus/text_corpus.h"
 #include "model/forward/kv_export.h"
 #include "model/forward/prefill.h"
-#include "model/corpus/text_corpus.h"
 
 namespace kvstash::demo {
 namespace {
@@ -84,7 +85,7 @@ Result<spec::SpecArtifact> CalibrateSpec(const model::Model& m, const model::Spe
     for (uint32_t b = 0; b + 256 <= d.tokens.size(); b += 256) {
       KvChunk c;
       if (o.engine_kv) {
-        KVSTASH_ASSIGN_OR_RETURN(c, llama_cpp::SliceTokens(engine, b, 256));
+        KVSTASH_ASSIGN_OR_RETURN(c, SliceTokens(engine, b, 256));
       } else {
         KVSTASH_ASSIGN_OR_RETURN(c, model::ToKvChunk(d.exact, b, b + 256, L.dtype));
       }

@@ -41,13 +41,14 @@
 
 #include "codec/spec/spec_calibration.h"
 #include "codec/spec/spec_codec.h"
+#include "common/kv_chunk_slice.h"
 #include "engines/llama_cpp/llama_engine.h"
 #include "engines/llama_cpp/llama_state.h"
-#include "model/forward/kv_export.h"
+#include "model/corpus/text_corpus.h"
 #include "model/formats/model_loader.h"
+#include "model/forward/kv_export.h"
 #include "model/forward/prefill.h"
 #include "model/predictor/spec_predictor.h"
-#include "model/corpus/text_corpus.h"
 
 namespace kvstash {
 namespace {
@@ -127,7 +128,7 @@ Result<ChunkSet> Chunks(const std::vector<Doc>& docs, const KvLayout& L, bool ll
     for (uint32_t b = 0; b + kChunk <= d.tokens.size(); b += kChunk) {
       if (llama) {
         const KvChunk& whole = L.dtype == DType::kF16 ? d.llama_f16 : d.llama_bf16;
-        KVSTASH_ASSIGN_OR_RETURN(KvChunk c, llama_cpp::SliceTokens(whole, b, kChunk));
+        KVSTASH_ASSIGN_OR_RETURN(KvChunk c, SliceTokens(whole, b, kChunk));
         s.kv.push_back(std::move(c));
       } else {
         KVSTASH_ASSIGN_OR_RETURN(KvChunk c, model::ToKvChunk(d.ours, b, b + kChunk, L.dtype));

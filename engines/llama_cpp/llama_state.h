@@ -116,8 +116,4 @@ Result<SeqState> ParseSeqState(std::span<const uint8_t> bytes, const StateLayout
 Result<std::vector<uint8_t>> WriteSeqState(const StateLayout& layout, int32_t seq_id,
                                            std::span<const KvChunk> chunks);
 
-// Tokens [begin, begin + count) of a canonical chunk as a chunk of `count` tokens.
-// Errors: InvalidArgument for an invalid chunk, count 0 or a range beyond chunk.tokens.
-Result<KvChunk> SliceTokens(const KvChunk& chunk, uint32_t begin, uint32_t count);
-
 }  // namespace kvstash::llama_cpp

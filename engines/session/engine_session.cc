@@ -6,7 +6,7 @@
 #include <string>
 #include <utility>
 
-#include "engines/llama_cpp/llama_state.h"
+#include "common/kv_chunk_slice.h"
 
 namespace kvstash::session {
 namespace {
@@ -247,7 +247,7 @@ Status EngineSession::Restore(std::span<const uint32_t> tokens, const ChainLooku
     if (covered >= restore_tokens) break;
     if (covered + c.tokens > restore_tokens) {
       KVSTASH_ASSIGN_OR_RETURN(KvChunk head,
-                               llama_cpp::SliceTokens(c, 0, static_cast<uint32_t>(restore_tokens - covered)));
+                               SliceTokens(c, 0, static_cast<uint32_t>(restore_tokens - covered)));
       covered = restore_tokens;
       keep.push_back(std::move(head));
       break;
@@ -290,7 +290,7 @@ Status EngineSession::QueuePut(std::span<const uint32_t> tokens, const ChainLook
   uint32_t begin = 0;
   for (uint32_t i = 0; i < keys.size(); ++i) {
     if (i >= first_chunk) {
-      KVSTASH_ASSIGN_OR_RETURN(KvChunk c, llama_cpp::SliceTokens(kv, begin, keys[i].tokens));
+      KVSTASH_ASSIGN_OR_RETURN(KvChunk c, SliceTokens(kv, begin, keys[i].tokens));
       job.chunks.push_back(std::move(c));
     }
     begin += keys[i].tokens;

@@ -9,6 +9,7 @@
 // import); so does a proxy (tests/support/fault_proxy.h) that answers the GETs of one
 // document's chunks with another document's valid payloads (Corruption).
 #include "engines/llama_cpp/llama_session.h"
+#include "common/kv_chunk_slice.h"
 
 #include <gtest/gtest.h>
 

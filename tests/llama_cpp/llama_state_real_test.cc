@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/kv_chunk_slice.h"
 #include "engines/llama_cpp/llama_engine.h"
 #include "engines/llama_cpp/llama_state.h"
 #include "tests/llama_cpp/state_regions.h"

@@ -3,6 +3,7 @@
 // truncation, every byte flip, and each refusal. The same checks against states that
 // the real libllama wrote are in llama_state_real_test.cc.
 #include "engines/llama_cpp/llama_state.h"
+#include "common/kv_chunk_slice.h"
 
 #include <gtest/gtest.h>
 
