@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "common/file_bytes.h"  // ReadFileBytes / WriteFileBytes, for the commands
-#include "common/prefix_key.h"
 #include "kvstash/client.h"
+#include "kvstash/prefix_key.h"
 
 namespace kvstash::cli {
 

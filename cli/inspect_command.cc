@@ -9,7 +9,7 @@
 #include "cli/client_flags.h"
 #include "cli/command_registry.h"
 #include "common/byte_io.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 
 namespace kvstash::cli {
 namespace {

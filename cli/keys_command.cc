@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "cli/command_registry.h"
-#include "common/prefix_key.h"
-#include "common/sha256.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/sha256.h"
 
 namespace kvstash::cli {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "cli/client_flags.h"
 #include "cli/command_registry.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 
 namespace kvstash::cli {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "client/client_impl.h"
 #include "common/checksum.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "protocol/messages.h"
 
 namespace kvstash {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "protocol/frame.h"
 
 namespace kvstash::client_detail {

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "client/client_call.h"
-#include "common/status.h"
+#include "kvstash/status.h"
 #include "protocol/frame_parser.h"
 
 namespace kvstash::client_detail {

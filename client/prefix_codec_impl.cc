@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "codec/spec/spec_codec.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "model/forward/kv_export.h"
 
 namespace kvstash {

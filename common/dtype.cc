@@ -1,4 +1,4 @@
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 
 #include <cmath>
 #include <string>

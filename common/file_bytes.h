@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash {
 

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 
 namespace kvstash {
 

@@ -1,4 +1,4 @@
-// A token range of a canonical KV chunk (common/kv_chunk.h) as a chunk of its own: the
+// A token range of a canonical KV chunk (kvstash/kv_chunk.h) as a chunk of its own: the
 // engine session (engines/session) cuts an exported prefix at chunk boundaries and a
 // restored one at the tokens it imports.
 // Thread-safety: a pure function over caller-owned chunks.
@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash {
 

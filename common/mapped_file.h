@@ -13,7 +13,7 @@
 #include <span>
 #include <string>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash {
 

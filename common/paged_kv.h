@@ -1,4 +1,4 @@
-// Index arithmetic between a canonical chunk (common/kv_chunk.h) and an engine's paged
+// Index arithmetic between a canonical chunk (kvstash/kv_chunk.h) and an engine's paged
 // KV cache (vLLM's blocks), shared by the host reference below and the CUDA kernels
 // of gpu_kernels/kv_blocks.h: every function marked KVSTASH_HD is compiled for both
 // (plain C++ without nvcc), so the CPU tests of the host reference test the very
@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <span>
 
-#include "common/dtype_bits.h"  // KVSTASH_HD
-#include "common/result.h"
+#include "kvstash/dtype_bits.h"  // KVSTASH_HD
+#include "kvstash/result.h"
 
 namespace kvstash {
 

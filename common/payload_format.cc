@@ -1,4 +1,4 @@
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 
 #include <string>
 

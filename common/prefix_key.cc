@@ -1,4 +1,4 @@
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 
 #include <openssl/evp.h>
 

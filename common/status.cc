@@ -1,4 +1,4 @@
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash {
 

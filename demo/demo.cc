@@ -4,13 +4,13 @@
 #include <cstdio>
 #include <iostream>
 
-#include "common/sha256.h"
 #include "demo/demo_llama.h"
 #include "demo/demo_report.h"
 #include "demo/demo_runner.h"
 #include "demo/demo_server.h"
 #include "demo/demo_setup.h"
 #include "kvstash/prefix_codec.h"
+#include "kvstash/sha256.h"
 #include "model/formats/model_loader.h"
 #include "model/predictor/spec_predictor.h"
 

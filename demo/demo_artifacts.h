@@ -32,10 +32,10 @@
 
 #include "codec/dckv/dckv_artifact.h"
 #include "codec/spec/spec_artifact.h"
-#include "common/kv_chunk.h"
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
 #include "kvstash/prefix_codec.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 #include "model/forward/model.h"
 #include "model/predictor/spec_predictor.h"
 

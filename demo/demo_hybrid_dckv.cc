@@ -4,12 +4,12 @@
 // Its artifact is calibrated on the hybrid's own attention K/V (CalibrateHybridDckv).
 #include <cstring>
 
-#include "demo/demo_hybrid_runner.h"
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
 #include "codec/dckv/dckv_rope.h"
-#include "common/dtype_bits.h"
-#include "common/payload_format.h"
+#include "demo/demo_hybrid_runner.h"
+#include "kvstash/dtype_bits.h"
+#include "kvstash/payload_format.h"
 
 namespace kvstash::demo {
 namespace {

@@ -1,7 +1,7 @@
 // The raw coder of the hybrid demo (demo/demo_hybrid_runner.h): codec-raw f32 KV
 // payloads and raw state records, restored through hybrid::RestoreStoredBoundary.
 #include "demo/demo_hybrid_runner.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "model/hybrid/hybrid_stored.h"
 
 namespace kvstash::demo {

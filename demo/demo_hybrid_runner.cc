@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/payload_format.h"
-#include "common/prefix_key.h"
 #include "demo/demo_server.h"
+#include "kvstash/payload_format.h"
+#include "kvstash/prefix_key.h"
 #include "model/hybrid/hybrid_state.h"
 
 namespace kvstash::demo {

@@ -40,12 +40,12 @@
 #include <string>
 #include <vector>
 
-#include "demo/demo_runner.h"
-#include "demo/demo_workload.h"
-#include "common/kv_chunk.h"
-#include "kvstash/client.h"
 #include "codec/dckv/dckv_codec.h"
 #include "codec/spec/spec_state_artifact.h"
+#include "demo/demo_runner.h"
+#include "demo/demo_workload.h"
+#include "kvstash/client.h"
+#include "kvstash/kv_chunk.h"
 #include "model/hybrid/hybrid_model.h"
 #include "model/hybrid/hybrid_predictor.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "demo/demo_hybrid_runner.h"
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 #include "model/hybrid/hybrid_spec.h"
 
 namespace kvstash::demo {

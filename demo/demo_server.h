@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "kvstash/client.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::demo {
 

@@ -12,7 +12,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/sha256.h"
 #include "demo/demo.h"
 #include "demo/demo_artifacts.h"
 #include "demo/demo_report.h"
@@ -20,6 +19,7 @@
 #include "demo/demo_workload.h"
 #include "kvstash/client.h"
 #include "kvstash/prefix_codec.h"
+#include "kvstash/sha256.h"
 #include "model/forward/model.h"
 
 namespace kvstash::demo {

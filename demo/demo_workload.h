@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "model/tokenizers/tokenizer.h"
 
 namespace kvstash::demo {

@@ -22,8 +22,8 @@
 #include "codec/dckv/dckv_artifact.h"
 #include "codec/dckv/dckv_codec.h"
 #include "common/byte_io.h"
-#include "common/payload_format.h"
 #include "fuzz/seed_writer.h"
+#include "kvstash/payload_format.h"
 #include "tests/dckv/dckv_hand_artifact.h"
 #include "tests/dckv/dckv_test_data.h"
 

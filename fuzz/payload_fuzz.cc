@@ -1,4 +1,4 @@
-// Fuzzes the stored-record parsers (common/payload_format.h): chunk payloads and
+// Fuzzes the stored-record parsers (kvstash/payload_format.h): chunk payloads and
 // recurrent-state records. Any input must give a Status, never a crash, leak or UB;
 // whatever parses must re-encode to the same bytes, and bind to a key (format version 2)
 // and parse back bound to it with the same body.
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> in(data, size);

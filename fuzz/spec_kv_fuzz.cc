@@ -31,9 +31,9 @@
 #include "codec/spec/spec_codec.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
-#include "common/dtype_bits.h"
-#include "common/payload_format.h"
 #include "fuzz/seed_writer.h"
+#include "kvstash/dtype_bits.h"
+#include "kvstash/payload_format.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash::gpu {
 

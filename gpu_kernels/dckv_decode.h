@@ -49,8 +49,8 @@
 #include <span>
 
 #include "codec/dckv/dckv_codec.h"
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::gpu {
 

@@ -1,13 +1,13 @@
 // Kernel templates for gpu_kernels/dtype_convert.h. One thread per element in a
 // grid-stride loop; the element function is the shared host/device definition in
-// common/dtype_bits.h. Arithmetic uses explicit round-to-nearest intrinsics
+// kvstash/dtype_bits.h. Arithmetic uses explicit round-to-nearest intrinsics
 // (__fdiv_rn, __fmul_rn) so no fast-math or contraction changes the bits.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 
 namespace kvstash::gpu::kernels {
 

@@ -1,5 +1,5 @@
 // Device-side dtype conversions between fp32 and bf16 / fp8 e4m3 (scaled), bit-identical
-// to the CPU reference in common/dtype.h (both compile common/dtype_bits.h; the GPU
+// to the CPU reference in kvstash/dtype.h (both compile kvstash/dtype_bits.h; the GPU
 // test compares every bf16 and fp8 bit pattern).
 //
 // All pointers are device memory owned by the caller; n is the element count. Work is
@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash::gpu {
 

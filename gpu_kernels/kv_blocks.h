@@ -28,7 +28,7 @@
 #include <span>
 
 #include "common/paged_kv.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::gpu {
 

@@ -23,7 +23,7 @@
 #include <span>
 
 #include "codec/entropy/table_set.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::gpu {
 

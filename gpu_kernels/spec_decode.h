@@ -24,8 +24,8 @@
 #include <cstdint>
 
 #include "codec/spec/spec_context.h"
-#include "common/status.h"
 #include "gpu_kernels/rans_decode.h"
+#include "kvstash/status.h"
 
 namespace kvstash::gpu {
 

@@ -3,7 +3,7 @@
 // own parser (spec::SplitSpecPayload: codec, model fingerprint, artifact digest, the
 // prediction digest against the caller's prediction); every (layer, K/V) stream is
 // then decoded on the GPU by DecodeSpecTensorDevice (gpu_kernels/spec_decode.h) into
-// one device buffer in the canonical chunk layout (common/kv_chunk.h), which is copied
+// one device buffer in the canonical chunk layout (kvstash/kv_chunk.h), which is copied
 // back and verified against the payload's content checksum before anything is
 // returned. Byte for byte what spec::DecodeSpecPayload returns, or the same error.
 //
@@ -34,8 +34,8 @@
 
 #include "codec/spec/spec_artifact.h"
 #include "codec/spec/spec_codec.h"
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::gpu {
 

@@ -28,7 +28,7 @@
 
 #include <cstdint>
 
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash::gpu {
 

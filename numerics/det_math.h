@@ -22,7 +22,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 
 namespace kvstash::spec {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 
 namespace kvstash::model::ggml {
 

@@ -35,7 +35,7 @@
 #include <span>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "numerics/ggml_ops.h"
 #include "numerics/int8_gemm.h"
 

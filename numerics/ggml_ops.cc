@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "numerics/det_math.h"
 
 namespace kvstash::model::ggml {

@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <span>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::model::ggml {
 

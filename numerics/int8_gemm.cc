@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/cpu_path.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "numerics/det_math.h"
 #include "numerics/parallel_for.h"
 

@@ -26,8 +26,8 @@
 #include <cstdint>
 #include <span>
 
-#include "common/result.h"
-#include "common/status.h"
+#include "kvstash/result.h"
+#include "kvstash/status.h"
 
 namespace kvstash::spec {
 

@@ -44,7 +44,7 @@
 #include <span>
 #include <vector>
 
-#include "common/status.h"
+#include "kvstash/status.h"
 #include "numerics/int8_gemm.h"
 
 namespace kvstash::spec {

@@ -14,7 +14,7 @@
 #include <span>
 #include <vector>
 
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash::spec {
 

@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "numerics/det_math.h"
 
 namespace kvstash::spec {

@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "numerics/det_math.h"
 
 namespace kvstash::model {

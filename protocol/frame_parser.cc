@@ -6,7 +6,7 @@
 
 #include "common/byte_io.h"
 #include "common/checksum.h"
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 #include "protocol/messages.h"
 
 namespace kvstash::protocol {

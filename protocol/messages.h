@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "common/payload_format.h"
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/payload_format.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace kvstash::protocol {
 
@@ -96,7 +96,7 @@ struct ReplyMemory {
 };
 
 // PUT: stores one chunk payload (and optionally the recurrent state at its end).
-// `payload` is always a whole chunk payload (common/payload_format.h). With
+// `payload` is always a whole chunk payload (kvstash/payload_format.h). With
 // kPutFlagRawKv it must be codec kRaw (canonical KV bytes) and the server encodes it
 // with `target_codec` before storing; without it, it is stored as sent after
 // validation (header, body digest, sizes).

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace kvstash::server {
 

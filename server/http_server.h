@@ -27,7 +27,7 @@
 #include <memory>
 #include <string>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::server {
 

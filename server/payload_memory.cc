@@ -3,7 +3,7 @@
 #include <string>
 
 #include "common/byte_io.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 
 namespace kvstash::server {
 namespace {

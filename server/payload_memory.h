@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <span>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::server {
 

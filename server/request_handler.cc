@@ -5,9 +5,9 @@
 #include "common/byte_io.h"
 #include "common/checksum.h"
 #include "common/logging.h"
-#include "common/payload_format.h"
-#include "server/payload_memory.h"
+#include "kvstash/payload_format.h"
 #include "protocol/messages.h"
+#include "server/payload_memory.h"
 
 namespace kvstash::server {
 namespace {

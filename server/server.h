@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "server/chunk_store.h"
 #include "server/config.h"
 

@@ -29,8 +29,8 @@
 #include <vector>
 
 #include "codec/dckv/dckv_codec.h"
-#include "common/payload_format.h"
-#include "common/result.h"
+#include "kvstash/payload_format.h"
+#include "kvstash/result.h"
 #include "server/config.h"
 
 namespace kvstash::server {

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 #include "server/config.h"
 
 namespace kvstash::server {

@@ -11,8 +11,8 @@
 #include <span>
 #include <string>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace kvstash::store {
 

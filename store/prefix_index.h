@@ -30,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 #include "store/store_options.h"
 #include "store/store_types.h"
 

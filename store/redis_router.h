@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
 #include "common/thread_annotations.h"
+#include "kvstash/result.h"
 
 struct redisContext;
 

@@ -28,9 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
 #include "common/thread_annotations.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 #include "store/meta_record.h"
 #include "store/redis_router.h"
 #include "store/store_options.h"

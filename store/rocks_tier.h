@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
 #include "common/thread_annotations.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace rocksdb {
 class DB;

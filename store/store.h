@@ -35,8 +35,8 @@
 #include <span>
 #include <vector>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 #include "store/store_options.h"
 #include "store/store_types.h"
 

@@ -2,7 +2,7 @@
 // Lookup and a Get return, and the Stats counters.
 //
 // Payloads and state records are opaque bytes to the store (in practice chunk payloads
-// of common/payload_format.h and records of EncodeStateRecord). The store keeps its own
+// of kvstash/payload_format.h and records of EncodeStateRecord). The store keeps its own
 // XXH3-64 of each and verifies it on every read from every tier.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 
 namespace kvstash::store {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "codec/spec/spec_codec.h"
-#include "common/status.h"
+#include "kvstash/status.h"
 #include "model/predictor/spec_predictor.h"
 
 namespace kvstash::spec {

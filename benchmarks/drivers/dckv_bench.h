@@ -35,7 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

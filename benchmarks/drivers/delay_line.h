@@ -21,7 +21,7 @@
 #include <memory>
 #include <thread>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

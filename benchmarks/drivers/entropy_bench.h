@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

@@ -13,12 +13,12 @@
 #include <thread>
 
 #include "benchmarks/drivers/netns_link.h"
-#include "common/sha256.h"
 #include "demo/demo_artifacts.h"
 #include "demo/demo_runner.h"
 #include "demo/demo_server.h"
 #include "kvstash/client.h"
 #include "kvstash/prefix_codec.h"
+#include "kvstash/sha256.h"
 #include "model/corpus/text_corpus.h"
 #include "model/formats/model_loader.h"
 #include "model/forward/kv_export.h"

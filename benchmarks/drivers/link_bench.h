@@ -57,7 +57,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/default_paths.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

@@ -5,7 +5,7 @@
 // bench codec --codec spec` codes: SmolLM2-135M's fp32 KV of the evaluation corpus
 // (model/corpus) in 256-token chunks, stored as bf16, f16 or fp8 e4m3 (one fixed scale
 // per (layer, K/V) from the calibration chunks, as the spec codec defines fp8:
-// docs/format/spec.md §2, common/kv_chunk.h). spec is calibrated on the calibration
+// docs/format/spec.md §2, kvstash/kv_chunk.h). spec is calibrated on the calibration
 // corpus (disjoint text) first.
 //
 // Every chunk is decoded by every coder and compared byte for byte (and spec's fp8
@@ -22,7 +22,7 @@
 // dump_dir (optional): the evaluation chunks' KV bytes for coders outside this binary
 // (benchmarks/lossless_peers.py runs ZipNN on them): one file <dump_dir>/kv-<dtype>.bin
 // per dtype = the chunks one after another, each the canonical chunk bytes of
-// common/kv_chunk.h (for each layer K then V, [tokens, n_kv_heads, head_dim],
+// kvstash/kv_chunk.h (for each layer K then V, [tokens, n_kv_heads, head_dim],
 // little-endian elements), no header; the JSON's "dumps" gives path, dtype,
 // element_bytes, chunk_bytes and chunks.
 //
@@ -35,7 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include "benchmarks/drivers/spec_bench.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "benchmarks/drivers/delay_line.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

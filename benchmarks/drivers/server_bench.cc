@@ -49,10 +49,10 @@
 #include <thread>
 
 #include "benchmarks/drivers/server_bench.h"
+#include "common/checksum.h"
 #include "common/file_bytes.h"
 #include "kvstash/client.h"
-#include "common/checksum.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 
 extern char** environ;
 

@@ -38,7 +38,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/dtype.h"
-#include "common/result.h"
+#include "kvstash/dtype.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

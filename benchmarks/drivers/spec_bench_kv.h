@@ -16,7 +16,7 @@
 #include "benchmarks/drivers/spec_bench.h"
 #include "codec/spec/spec_artifact.h"
 #include "codec/spec/spec_codec.h"
-#include "common/kv_chunk.h"
+#include "kvstash/kv_chunk.h"
 #include "model/corpus/text_corpus.h"
 #include "model/forward/kv_cache.h"
 #include "model/forward/model.h"

@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "codec/spec/spec_state_artifact.h"
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

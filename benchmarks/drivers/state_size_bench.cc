@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "common/file_bytes.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "model/rwkv7/rwkv7_model.h"
 #include "model/rwkv7/rwkv_file.h"
 #include "model/rwkv7/state_size.h"

@@ -33,7 +33,7 @@
 
 #include "benchmarks/drivers/store_table_bench.h"
 #include "common/checksum.h"
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 #include "store/redis_tier.h"
 #include "store/store.h"
 

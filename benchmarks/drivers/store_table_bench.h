@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::bench {
 

@@ -38,8 +38,8 @@
 #include <string>
 #include <vector>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 #include "store/store_options.h"
 
 namespace kvstash::bench {

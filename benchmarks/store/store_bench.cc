@@ -5,7 +5,7 @@
 #include <random>
 
 #include "common/byte_io.h"
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 #include "store/prefix_index.h"
 #include "store/store.h"
 

@@ -16,8 +16,8 @@
 #include <span>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/payload_format.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/payload_format.h"
 
 namespace kvstash::baselines {
 

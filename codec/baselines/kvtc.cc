@@ -13,8 +13,8 @@
 
 #include "codec/dckv/dckv_rope.h"
 #include "common/byte_io.h"
-#include "common/dtype.h"
-#include "common/payload_format.h"
+#include "kvstash/dtype.h"
+#include "kvstash/payload_format.h"
 
 namespace kvstash::baselines {
 namespace {

@@ -16,7 +16,7 @@
 //     y^ = (q + 1/2) step_i with step_i = sqrt(lambda_i) * s(b_i) (Max's optimal step).
 //   - coding: the b_i-bit fields of all coded positions packed LSB-first, then zstd
 //     (level 3; KVTC uses DEFLATE through nvCOMP).
-// Payload: common/payload_format.h, codec kKvtc, flag lossy; artifact digest = SHA-256
+// Payload: kvstash/payload_format.h, codec kKvtc, flag lossy; artifact digest = SHA-256
 // of the model's allocation (KvtcModel::Digest). Body: u32 raw_head_rows, u32
 // raw_tail_rows, u32 coded_rows, raw bf16 rows as in dckv_codec.h, u64 packed bytes,
 // then the zstd frame. The model is built in memory by the benchmark (no file).
@@ -30,9 +30,9 @@
 #include <vector>
 
 #include "codec/dckv/dckv_calibration.h"
-#include "common/kv_chunk.h"
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace kvstash::baselines {
 

@@ -64,8 +64,8 @@
 #include <vector>
 
 #include "codec/entropy/table_set.h"
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace kvstash::dckv {
 

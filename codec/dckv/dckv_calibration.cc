@@ -9,7 +9,7 @@
 #include "codec/dckv/dckv_ridge.h"
 #include "codec/entropy/pmf.h"
 #include "codec/entropy/table_builder.h"
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 
 namespace kvstash::dckv {
 namespace {

@@ -64,7 +64,7 @@
 #include <vector>
 
 #include "codec/dckv/dckv_artifact.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::dckv {
 

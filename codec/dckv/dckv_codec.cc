@@ -15,8 +15,8 @@
 #include "codec/dckv/dckv_rope.h"
 #include "codec/entropy/rans_segments.h"
 #include "common/byte_io.h"
-#include "common/dtype.h"
-#include "common/payload_format.h"
+#include "kvstash/dtype.h"
+#include "kvstash/payload_format.h"
 #include "numerics/parallel_for.h"
 
 namespace kvstash::dckv {

@@ -1,12 +1,13 @@
-// The dckv chunk codec (lossy): encodes a canonical KV chunk (common/kv_chunk.h) into
-// a payload (common/payload_format.h, codec kDckv, flag lossy) and decodes it back to
-// bf16 (f16 when the input was f16: the header's layout dtype) in the canonical layout (or, DecodeFp8, to the fp8 cache layout). Transform, quantiser and entropy tables come from a
-// DckvArtifact (dckv_artifact.h).
+// The dckv chunk codec (lossy): encodes a canonical KV chunk (kvstash/kv_chunk.h) into
+// a payload (kvstash/payload_format.h, codec kDckv, flag lossy) and decodes it back to
+// bf16 (f16 when the input was f16: the header's layout dtype) in the canonical layout (or, DecodeFp8, to the
+// fp8 cache layout). Transform, quantiser and entropy tables come from a DckvArtifact (dckv_artifact.h).
 //
 // Encoding a chunk of T tokens at prefix positions [token_offset, token_offset + T) of
 // a stored prefix of prefix_tokens tokens:
 //   - raw head: positions p < artifact.raw_head (attention sinks) are stored as bf16
-//     rows (f16 rows for f16 input: raw rows and the decoded chunk share one dtype). They live in the prefix's first chunk(s); a chunk further in has none.
+//     rows (f16 rows for f16 input: raw rows and the decoded chunk share one dtype). They live in the
+//     prefix's first chunk(s); a chunk further in has none.
 //   - raw tail: positions p >= prefix_tokens - artifact.raw_tail are stored as bf16
 //     rows. Only the chunk(s) covering the end of the prefix at the time it is stored
 //     have them; when a longer prefix is stored later, its new chunks are coded with
@@ -62,8 +63,8 @@
 #include "codec/dckv/dckv_artifact.h"
 #include "codec/dckv/dckv_correction.h"
 #include "codec/dckv/dckv_synthesis.h"
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::dckv {
 

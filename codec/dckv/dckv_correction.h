@@ -32,7 +32,7 @@
 
 #include "codec/dckv/dckv_artifact.h"
 #include "codec/dckv/dckv_synthesis.h"
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash::dckv {
 

@@ -7,7 +7,7 @@
 // Each function computes the values of one index in the CPU contract's operation
 // order: dckv_conditional.h PredictRows (bias first, inputs ascending, zero inputs
 // skipped), c = mu + s * step, dckv_synthesis.h (mean first, components ascending,
-// zero coefficients skipped), dckv_rope.h RotatePair, common/dtype_bits.h F32ToBf16.
+// zero coefficients skipped), dckv_rope.h RotatePair, kvstash/dtype_bits.h F32ToBf16.
 // Every multiply, add and subtract is a single correctly rounded fp32 operation
 // (numerics/det_math.h DMul/DAdd/DSub: __fmul_rn/__fadd_rn/__fsub_rn on the device,
 // plain operators under the host's -ffp-contract=off), never fused, so host and device
@@ -16,14 +16,14 @@
 //
 // Layouts: symbols and coefficients [rows, stride] (stride = active components of all
 // groups, the group's part from `offset`), as in the payload's stream (token-major,
-// then group, then component); `out` is the canonical chunk (common/kv_chunk.h) as bf16
+// then group, then component); `out` is the canonical chunk (kvstash/kv_chunk.h) as bf16
 // values.
 // Thread-safety: pure functions over caller memory.
 #pragma once
 
 #include <cstdint>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "numerics/det_math.h"
 
 namespace kvstash::dckv {

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "common/byte_io.h"
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 
 namespace kvstash::dckv {
 

@@ -1,6 +1,6 @@
 // The fp8 output of the dckv decoder: a decoded bf16 chunk (canonical layout,
-// common/kv_chunk.h) converted to the fp8 cache layout of vLLM-style engines:
-// OCP E4M3FN values (common/dtype.h) with one fp32 scale per (layer, K/V), K then V per
+// kvstash/kv_chunk.h) converted to the fp8 cache layout of vLLM-style engines:
+// OCP E4M3FN values (kvstash/dtype.h) with one fp32 scale per (layer, K/V), K then V per
 // layer, x' = float(q) * scale.
 //
 // Scales: either given (2 * n_layers values, each finite and > 0: a deployment's fixed
@@ -24,8 +24,8 @@
 
 #include <span>
 
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::dckv {
 

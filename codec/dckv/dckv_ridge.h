@@ -17,7 +17,7 @@
 
 #include <Eigen/Dense>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::dckv {
 

@@ -18,7 +18,7 @@
 #include <span>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::entropy {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "codec/entropy/table_set.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::entropy {
 

@@ -12,7 +12,7 @@
 
 #include "codec/entropy/rans_format.h"
 #include "codec/entropy/table_set.h"
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash::entropy::internal {
 

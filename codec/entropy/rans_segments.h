@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "codec/entropy/rans.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::entropy {
 

@@ -24,7 +24,7 @@
 #include <span>
 
 #include "codec/entropy/frequency_table.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::entropy {
 

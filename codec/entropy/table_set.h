@@ -30,7 +30,7 @@
 
 #include "codec/entropy/frequency_table.h"
 #include "common/huge_page_allocator.h"
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::entropy {
 

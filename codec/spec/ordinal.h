@@ -17,7 +17,7 @@
 
 #include <cstdint>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 
 namespace kvstash::spec {
 

@@ -23,8 +23,8 @@
 
 #include "codec/entropy/table_set.h"
 #include "codec/spec/spec_context.h"
-#include "common/kv_chunk.h"
-#include "common/prefix_key.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/prefix_key.h"
 
 namespace kvstash::spec {
 

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "codec/spec/spec_artifact.h"
-#include "common/kv_chunk.h"
-#include "common/payload_format.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/payload_format.h"
 
 namespace kvstash::spec {
 

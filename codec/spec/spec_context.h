@@ -23,8 +23,8 @@
 #include <span>
 
 #include "codec/spec/spec_context_scalar.h"  // ApproxLog2, the per-scalar body
-#include "common/dtype.h"
-#include "common/result.h"
+#include "kvstash/dtype.h"
+#include "kvstash/result.h"
 
 namespace kvstash::spec {
 

@@ -29,7 +29,7 @@ __m256i Floor(__m256 x) {
   return _mm256_add_epi32(t, up);
 }
 
-// ShiftRightRne (common/dtype_bits.h) per lane: v >> s rounded to nearest, ties to even,
+// ShiftRightRne (kvstash/dtype_bits.h) per lane: v >> s rounded to nearest, ties to even,
 // for v < 2^31 and 1 <= s <= 30.
 __m256i ShiftRightRne(__m256i v, __m256i s) {
   const __m256i q = _mm256_srlv_epi32(v, s);

@@ -24,7 +24,7 @@ __m512i Floor(__m512 x) {
   return _mm512_mask_sub_epi32(t, up, t, Set(1));
 }
 
-// ShiftRightRne (common/dtype_bits.h) per lane: v >> s rounded to nearest, ties to even,
+// ShiftRightRne (kvstash/dtype_bits.h) per lane: v >> s rounded to nearest, ties to even,
 // for v < 2^31 and 1 <= s <= 30.
 __m512i ShiftRightRne(__m512i v, __m512i s) {
   const __m512i q = _mm512_srlv_epi32(v, s);

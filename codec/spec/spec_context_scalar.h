@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "codec/spec/ordinal.h"
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "numerics/det_math.h"
 
 namespace kvstash::spec {

@@ -3,7 +3,7 @@
 // lanes) and spec_context_avx2.cc (8 lanes) evaluate ScalarContext
 // (spec_context_scalar.h) lane by lane with the same single fp32 operations in the same
 // order and the same integer bit manipulation (the dtype conversions of
-// common/dtype_bits.h branch by branch), so every output bit equals the scalar body's for
+// kvstash/dtype_bits.h branch by branch), so every output bit equals the scalar body's for
 // every input (NaN, Inf, subnormal and saturating predictions included;
 // tests/codec/spec/spec_context_simd_test.cc).
 //

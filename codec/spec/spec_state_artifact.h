@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "codec/entropy/table_set.h"
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::spec {
 

@@ -33,8 +33,8 @@
 #include <vector>
 
 #include "codec/spec/spec_state_artifact.h"
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::spec {
 

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
 #include "engines/llama_cpp/llama_state.h"
+#include "kvstash/result.h"
 
 namespace kvstash::llama_cpp {
 

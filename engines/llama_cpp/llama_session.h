@@ -56,12 +56,12 @@
 #include <memory>
 #include <span>
 
-#include "common/result.h"
 #include "engines/llama_cpp/llama_kv_engine.h"
 #include "engines/session/engine_session.h"
 #include "kvstash/client.h"
 #include "kvstash/prefix_codec.h"
 #include "kvstash/restore_cost.h"
+#include "kvstash/result.h"
 
 namespace kvstash::llama_cpp {
 

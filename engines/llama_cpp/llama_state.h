@@ -4,7 +4,7 @@
 // byte layout below (llama.cpp, vendored in llama-cpp-python 0.3.36: llama-context.cpp
 // state_seq_get_data, llama-kv-cache.cpp state_write / state_write_meta /
 // state_write_data); llama_state_seq_set_data reads the same layout back. This file
-// parses those bytes field by field into one canonical KvChunk (common/kv_chunk.h: per
+// parses those bytes field by field into one canonical KvChunk (kvstash/kv_chunk.h: per
 // layer K [T, n_kv_heads, head_dim] then V [T, n_kv_heads, head_dim]) and writes them
 // back, bit-exactly: WriteSeqState(ParseSeqState(b)) == b for every b it accepts.
 // It has no dependency on libllama (the constants below are llama.cpp's / ggml's), so
@@ -56,8 +56,8 @@
 #include <span>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::llama_cpp {
 

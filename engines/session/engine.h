@@ -6,7 +6,7 @@
 // READ ME FIRST
 // - One sequence, positions 0..n-1 in order: Prefill appends at the end, ImportKv
 //   replaces the whole sequence, ExportKv reads all of it.
-// - KV crosses the interface in the canonical layout of common/kv_chunk.h (per layer K
+// - KV crosses the interface in the canonical layout of kvstash/kv_chunk.h (per layer K
 //   [T, n_kv_heads, head_dim] then V, K after RoPE) in kv_layout().dtype: the form a
 //   PrefixCodec encodes and decodes.
 // Thread-safety: an engine is driven by one thread at a time.
@@ -16,8 +16,8 @@
 #include <span>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::session {
 

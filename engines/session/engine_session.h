@@ -52,12 +52,12 @@
 #include <thread>
 #include <vector>
 
-#include "common/result.h"
 #include "common/thread_annotations.h"
 #include "engines/session/engine.h"
 #include "kvstash/client.h"
 #include "kvstash/prefix_codec.h"
 #include "kvstash/restore_cost.h"
+#include "kvstash/result.h"
 
 namespace kvstash::session {
 

@@ -30,7 +30,7 @@
 #include <span>
 #include <string_view>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::model {
 

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "common/byte_io.h"
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 
 namespace kvstash::model {
 namespace {

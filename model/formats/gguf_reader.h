@@ -25,9 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
-#include "model/formats/ggml_types.h"
 #include "common/mapped_file.h"
+#include "kvstash/result.h"
+#include "model/formats/ggml_types.h"
 
 namespace kvstash::model {
 

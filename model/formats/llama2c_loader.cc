@@ -14,8 +14,8 @@
 #include <string>
 
 #include "common/byte_io.h"
-#include "common/dtype_bits.h"
 #include "common/mapped_file.h"
+#include "kvstash/dtype_bits.h"
 #include "model/formats/model_loader.h"
 
 namespace kvstash::model {

@@ -19,7 +19,7 @@
 #include <memory>
 #include <string>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "model/forward/model.h"
 
 namespace kvstash::model {

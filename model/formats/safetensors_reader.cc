@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/byte_io.h"
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 
 namespace kvstash::model {
 namespace {

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
 #include "common/mapped_file.h"
+#include "kvstash/result.h"
 
 namespace kvstash::model {
 

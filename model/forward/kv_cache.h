@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "model/forward/model_config.h"
 
 namespace kvstash::model {

@@ -1,8 +1,8 @@
 // Conversion between the runtime's fp32 KvCache and the canonical KvChunk
-// (common/kv_chunk.h) that codecs and the store consume.
+// (kvstash/kv_chunk.h) that codecs and the store consume.
 //
 // ToKvChunk copies tokens [begin, end) of every layer, K then V, converting each
-// fp32 value with common/dtype.h: bf16 and f16 round to nearest even; fp8_e4m3 is
+// fp32 value with kvstash/dtype.h: bf16 and f16 round to nearest even; fp8_e4m3 is
 // q = e4m3(x / scale) with one fp32 scale per (layer, K/V), as vLLM's fp8 KV cache.
 // The scales are either given (2 * n_layers values, K then V per layer: a deployment
 // fixes them once, like vLLM's k_scale / v_scale) or, when empty, computed from the
@@ -18,7 +18,7 @@
 
 #include <span>
 
-#include "common/kv_chunk.h"
+#include "kvstash/kv_chunk.h"
 #include "model/forward/kv_cache.h"
 
 namespace kvstash::model {

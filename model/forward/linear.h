@@ -15,7 +15,7 @@
 #include <memory>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::model {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash::model {
 

@@ -24,7 +24,7 @@
 #include <span>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "model/forward/kv_cache.h"
 #include "model/forward/model.h"
 

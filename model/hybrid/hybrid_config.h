@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::hybrid {
 

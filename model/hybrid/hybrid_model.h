@@ -41,8 +41,8 @@
 #include <span>
 #include <string>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 #include "model/hybrid/hybrid_config.h"
 #include "model/hybrid/hybrid_state.h"
 

@@ -30,7 +30,7 @@
 #include <span>
 #include <string>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "model/hybrid/hybrid_model.h"
 #include "model/hybrid/hybrid_state.h"
 

@@ -5,7 +5,7 @@
 #include <deque>
 #include <string>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 
 namespace kvstash::hybrid {
 namespace {

@@ -32,8 +32,8 @@
 
 #include "codec/spec/spec_state_artifact.h"
 #include "codec/spec/spec_state_codec.h"
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 #include "model/hybrid/hybrid_model.h"
 #include "model/hybrid/hybrid_predictor.h"
 

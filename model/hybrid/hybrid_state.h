@@ -1,6 +1,6 @@
 // The per-request state of a hybrid model (model/hybrid/hybrid_model.h) and its exact
 // export to / import from what kvstash stores: the attention layers' KV as canonical
-// chunks (common/kv_chunk.h) and the linear layers' recurrent state as named tensors
+// chunks (kvstash/kv_chunk.h) and the linear layers' recurrent state as named tensors
 // (RecurrentState, serialised by EncodeStateRecord).
 //
 // State after `tokens` tokens, all fp32:
@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 #include "model/hybrid/hybrid_config.h"
 
 namespace kvstash::hybrid {

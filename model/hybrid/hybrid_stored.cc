@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 
 namespace kvstash::hybrid {
 

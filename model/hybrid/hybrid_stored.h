@@ -1,5 +1,5 @@
 // A hybrid model's state at a boundary in the form kvstash stores it, and back:
-// codec-raw chunk payloads of the attention KV (common/payload_format.h, the KV layout
+// codec-raw chunk payloads of the attention KV (kvstash/payload_format.h, the KV layout
 // of hybrid_state.h) plus one recurrent-state record (EncodeStateRecord), both tagged
 // with the model fingerprint. This is what an engine PUTs for a hybrid prefix and what
 // it restores from a GET; a record or payload that fails any check is an error, which
@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "model/hybrid/hybrid_model.h"
 
 namespace kvstash::hybrid {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 
 namespace kvstash::model {
 

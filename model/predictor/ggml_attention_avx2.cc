@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "model/predictor/spec_predictor_avx2.h"
 #include "numerics/det_math.h"
 

@@ -5,7 +5,7 @@
 // same operands in the same order, one independent value per lane.
 //
 // - RoundToDType: y = x rounded to f16 or bf16 and back (F32ToF16 / F32ToBf16, then
-//   F16ToF32 / Bf16ToF32 of common/dtype_bits.h). f16 by vcvtps2ph with round to
+//   F16ToF32 / Bf16ToF32 of kvstash/dtype_bits.h). f16 by vcvtps2ph with round to
 //   nearest even, which is IEEE's conversion as F32ToF16 is (subnormals, overflow to
 //   Inf, and NaN: sign | 0x7E00 | the top 10 payload bits, as F32ToF16 writes), and
 //   vcvtph2ps back (exact); bf16 by the same integer steps as F32ToBf16 (add 0x7FFF
@@ -25,7 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 
 namespace kvstash::model::ggml::avx2 {
 

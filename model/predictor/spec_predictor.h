@@ -61,8 +61,8 @@
 #include <string>
 #include <vector>
 
-#include "common/dtype.h"
-#include "common/result.h"
+#include "kvstash/dtype.h"
+#include "kvstash/result.h"
 #include "model/forward/model.h"
 #include "numerics/ggml_gemm.h"
 #include "numerics/ggml_ops.h"

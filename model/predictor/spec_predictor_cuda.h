@@ -28,7 +28,7 @@
 #include <memory>
 #include <span>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "model/predictor/spec_predictor.h"
 
 namespace kvstash::model {

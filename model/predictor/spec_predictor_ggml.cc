@@ -8,7 +8,7 @@
 
 #include "common/byte_io.h"
 #include "common/checksum.h"
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "model/formats/ggml_types.h"
 #include "model/predictor/ggml_attention_avx2.h"
 #include "model/predictor/spec_predictor.h"

@@ -1,6 +1,6 @@
 // Loading: maps the named tensors of an rwkv.cpp file onto Rwkv7Model::Weights,
 // checking each shape. The forward pass is in rwkv7_forward.cc.
-#include "common/sha256.h"
+#include "kvstash/sha256.h"
 
 #include <set>
 #include <string>

@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 #include "model/rwkv7/rwkv7_config.h"
 #include "model/rwkv7/rwkv7_state.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/checksum.h"
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "model/rwkv7/rwkv7_ops.h"
 #include "model/rwkv7/rwkv7_weights.h"
 #include "numerics/det_math.h"

@@ -36,7 +36,7 @@
 #include <span>
 #include <string>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 #include "model/rwkv7/rwkv7_model.h"
 #include "model/rwkv7/rwkv7_state.h"
 

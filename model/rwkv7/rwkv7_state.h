@@ -1,5 +1,5 @@
 // The recurrent state of an RWKV-7 model and its exact export to / import from the
-// named-tensor form kvstash stores (common/kv_chunk.h RecurrentState).
+// named-tensor form kvstash stores (kvstash/kv_chunk.h RecurrentState).
 //
 // Per layer l the state is (fp32):
 //   layers.<l>.att_shift  [C]        layer-normed input of the time mix at the last
@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 #include "model/rwkv7/rwkv7_config.h"
 
 namespace kvstash::rwkv7 {

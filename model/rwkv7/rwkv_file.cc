@@ -4,7 +4,7 @@
 #include <unordered_set>
 
 #include "common/byte_io.h"
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 
 namespace kvstash::rwkv7 {
 namespace {

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "common/file_bytes.h"  // ReadFileBytes, for callers reading model files
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::rwkv7 {
 

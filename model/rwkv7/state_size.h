@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::rwkv7 {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "common/byte_io.h"
-#include "common/dtype_bits.h"
 #include "common/mapped_file.h"
+#include "kvstash/dtype_bits.h"
 #include "model/tokenizers/unicode_text.h"
 
 namespace kvstash::model {

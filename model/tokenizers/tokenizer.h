@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 namespace kvstash::model {
 

@@ -38,8 +38,9 @@ def _settle(fut: asyncio.Future, error: BaseException | None, value: Any) -> Non
         fut.set_result(value)
 
 
-def _bridge(start: Callable[[Callable[[Any, Any], None]], None],
-            convert: Callable[[Any], Any] | None = None) -> asyncio.Future:
+def _bridge(
+    start: Callable[[Callable[[Any, Any], None]], None], convert: Callable[[Any], Any] | None = None
+) -> asyncio.Future:
     """Starts a native callback-form call and returns a future of the running loop that
     its callback settles (from the client's I/O thread, via call_soon_threadsafe)."""
     loop = asyncio.get_running_loop()
@@ -81,13 +82,25 @@ class Client:
     per-method errors listed below.
     """
 
-    def __init__(self, servers: Sequence[str], tenant: str = "", credential: str = "",
-                 tls: TlsOptions | None = None, deadline_ms: int = _DEFAULT_DEADLINE_MS, *,
-                 client_name: str = "kvstash-python", connections_per_server: int = 2,
-                 max_attempts: int = 3, initial_backoff_ms: int = 10,
-                 max_backoff_ms: int = 500, max_reply_bytes: int = 1 << 30,
-                 connect_timeout_ms: int = 2000, request_memory: bool = True,
-                 down_server_skip_ms: int = 1000, unacked_timeout_ms: int = 3000) -> None:
+    def __init__(
+        self,
+        servers: Sequence[str],
+        tenant: str = "",
+        credential: str = "",
+        tls: TlsOptions | None = None,
+        deadline_ms: int = _DEFAULT_DEADLINE_MS,
+        *,
+        client_name: str = "kvstash-python",
+        connections_per_server: int = 2,
+        max_attempts: int = 3,
+        initial_backoff_ms: int = 10,
+        max_backoff_ms: int = 500,
+        max_reply_bytes: int = 1 << 30,
+        connect_timeout_ms: int = 2000,
+        request_memory: bool = True,
+        down_server_skip_ms: int = 1000,
+        unacked_timeout_ms: int = 3000,
+    ) -> None:
         """Validates the options and starts the I/O thread (connections open lazily).
 
         Args:
@@ -109,10 +122,22 @@ class Client:
         """
         servers = [servers] if isinstance(servers, str) else list(servers)
         self._native = _native.Client(
-            servers, tenant, credential, tls, deadline_ms, client_name,
-            connections_per_server, max_attempts, initial_backoff_ms, max_backoff_ms,
-            max_reply_bytes, connect_timeout_ms, request_memory, down_server_skip_ms,
-            unacked_timeout_ms)
+            servers,
+            tenant,
+            credential,
+            tls,
+            deadline_ms,
+            client_name,
+            connections_per_server,
+            max_attempts,
+            initial_backoff_ms,
+            max_backoff_ms,
+            max_reply_bytes,
+            connect_timeout_ms,
+            request_memory,
+            down_server_skip_ms,
+            unacked_timeout_ms,
+        )
         self.servers = list(servers)
         _open_clients.add(self)
 
@@ -144,18 +169,26 @@ class Client:
         return self._native.server_for(route)
 
     # ------------------------------------------------------------------ sync
-    def lookup(self, chain: Sequence[ChunkKey], require_state: bool = False,
-               deadline_ms: int | None = None) -> LookupResult:
+    def lookup(
+        self, chain: Sequence[ChunkKey], require_state: bool = False, deadline_ms: int | None = None
+    ) -> LookupResult:
         """Longest stored run from chain[0] in ONE round trip (routed by chain[0]).
 
         Raises: InvalidArgumentError for an empty chain or more than 65,536 chunks.
         """
         return self._native.lookup(list(chain), require_state, deadline_ms)
 
-    def put(self, route: "bytes | PutChunk", key: bytes | None = None,
-            parent: bytes | None = None, payload: Any = None, *,
-            pin: bool = False, deadline_ms: int | None = None) -> int:
-        """Stores one chunk payload (any bytes-like object, common/payload_format.h).
+    def put(
+        self,
+        route: "bytes | PutChunk",
+        key: bytes | None = None,
+        parent: bytes | None = None,
+        payload: Any = None,
+        *,
+        pin: bool = False,
+        deadline_ms: int | None = None,
+    ) -> int:
+        """Stores one chunk payload (any bytes-like object, common/include/kvstash/payload_format.h).
         Returns the payload bytes as stored. `put(chunk)` takes a PutChunk (what the
         codecs return) instead of route, key, parent, payload and pin. A payload not yet
         bound to a key (format version 1, docs/format/payload.md) is bound to `key`;
@@ -169,8 +202,9 @@ class Client:
             if key is not None or parent is not None or payload is not None:
                 raise InvalidArgumentError("put(chunk): pass a PutChunk alone, not also key/parent/payload")
             chunk = route
-            return self._native.put(chunk.route, chunk.key, chunk.parent, chunk.payload,
-                                    chunk.pin or pin, deadline_ms)
+            return self._native.put(
+                chunk.route, chunk.key, chunk.parent, chunk.payload, chunk.pin or pin, deadline_ms
+            )
         if key is None or payload is None:
             raise InvalidArgumentError("put: key and payload are required (or pass a PutChunk)")
         return self._native.put(route, key, parent, payload, pin, deadline_ms)
@@ -198,8 +232,7 @@ class Client:
         """Removes the chunk and its descendants; True when it existed."""
         return self._native.delete(route, key, deadline_ms)
 
-    def pin(self, route: bytes, key: bytes, pinned: bool = True,
-            deadline_ms: int | None = None) -> None:
+    def pin(self, route: bytes, key: bytes, pinned: bool = True, deadline_ms: int | None = None) -> None:
         """Pins (exempt from eviction) or unpins a chunk. Raises NotFoundError when the
         chunk is not stored."""
         self._native.pin(route, key, pinned, deadline_ms)
@@ -209,42 +242,49 @@ class Client:
         return json.loads(self._native.stats(server_index, deadline_ms))
 
     # ------------------------------------------------------------------ asyncio
-    def lookup_async(self, chain: Sequence[ChunkKey], require_state: bool = False,
-                     deadline_ms: int | None = None) -> "asyncio.Future[LookupResult]":
+    def lookup_async(
+        self, chain: Sequence[ChunkKey], require_state: bool = False, deadline_ms: int | None = None
+    ) -> "asyncio.Future[LookupResult]":
         """As lookup(); awaitable on the running loop."""
         chain = list(chain)
         return _bridge(lambda done: self._native.lookup_cb(chain, require_state, deadline_ms, done))
 
-    def put_async(self, route: bytes, key: bytes, parent: bytes | None, payload: Any, *,
-                  pin: bool = False, deadline_ms: int | None = None) -> "asyncio.Future[int]":
+    def put_async(
+        self,
+        route: bytes,
+        key: bytes,
+        parent: bytes | None,
+        payload: Any,
+        *,
+        pin: bool = False,
+        deadline_ms: int | None = None,
+    ) -> "asyncio.Future[int]":
         """As put(); awaitable on the running loop."""
-        return _bridge(lambda done: self._native.put_cb(route, key, parent, payload, pin,
-                                                        deadline_ms, done))
+        return _bridge(lambda done: self._native.put_cb(route, key, parent, payload, pin, deadline_ms, done))
 
-    async def put_chunks_async(self, chunks: Sequence[PutChunk],
-                               deadline_ms: int | None = None) -> None:
+    async def put_chunks_async(self, chunks: Sequence[PutChunk], deadline_ms: int | None = None) -> None:
         """As put_chunks(): each chunk awaited before the next (parents first)."""
         for c in list(chunks):
-            await self.put_async(c.route, c.key, c.parent, c.payload, pin=c.pin,
-                                 deadline_ms=deadline_ms)
+            await self.put_async(c.route, c.key, c.parent, c.payload, pin=c.pin, deadline_ms=deadline_ms)
 
-    def get_async(self, route: bytes, key: bytes,
-                  deadline_ms: int | None = None) -> "asyncio.Future[bytes]":
+    def get_async(self, route: bytes, key: bytes, deadline_ms: int | None = None) -> "asyncio.Future[bytes]":
         """As get(); awaitable on the running loop."""
         return _bridge(lambda done: self._native.get_cb(route, key, deadline_ms, done))
 
-    def delete_async(self, route: bytes, key: bytes,
-                     deadline_ms: int | None = None) -> "asyncio.Future[bool]":
+    def delete_async(
+        self, route: bytes, key: bytes, deadline_ms: int | None = None
+    ) -> "asyncio.Future[bool]":
         """As delete(); awaitable on the running loop."""
         return _bridge(lambda done: self._native.delete_cb(route, key, deadline_ms, done))
 
-    def pin_async(self, route: bytes, key: bytes, pinned: bool = True,
-                  deadline_ms: int | None = None) -> "asyncio.Future[None]":
+    def pin_async(
+        self, route: bytes, key: bytes, pinned: bool = True, deadline_ms: int | None = None
+    ) -> "asyncio.Future[None]":
         """As pin(); awaitable on the running loop."""
         return _bridge(lambda done: self._native.pin_cb(route, key, pinned, deadline_ms, done))
 
-    def stats_async(self, server_index: int = 0,
-                    deadline_ms: int | None = None) -> "asyncio.Future[dict[str, Any]]":
+    def stats_async(
+        self, server_index: int = 0, deadline_ms: int | None = None
+    ) -> "asyncio.Future[dict[str, Any]]":
         """As stats(); awaitable on the running loop."""
-        return _bridge(lambda done: self._native.stats_cb(server_index, deadline_ms, done),
-                       json.loads)
+        return _bridge(lambda done: self._native.stats_cb(server_index, deadline_ms, done), json.loads)

@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 
 class KvLayout:
     """
-    Shape and element type of a model's KV cache per token (common/kv_chunk.h). A chunk of T tokens is the array [n_layers, 2, T, n_kv_heads, head_dim] (K then V per layer).
+    Shape and element type of a model's KV cache per token (common/include/kvstash/kv_chunk.h). A chunk of T tokens is the array [n_layers, 2, T, n_kv_heads, head_dim] (K then V per layer).
     """
 
     def __init__(self, n_layers: int, n_kv_heads: int, head_dim: int, dtype: str = 'bf16') -> None:

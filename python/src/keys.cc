@@ -1,4 +1,4 @@
-// Bindings of the prefix keys (common/prefix_key.h, docs/format/keys.md): KvLayout,
+// Bindings of the prefix keys (kvstash/prefix_key.h, docs/format/keys.md): KvLayout,
 // Namespace, ChunkKey and chain_keys.
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -22,16 +22,17 @@ KvLayout MakeLayout(uint32_t n_layers, uint32_t n_kv_heads, uint32_t head_dim,
 void BindKeys(nb::module_& m) {
   nb::class_<KvLayout>(m, "KvLayout",
                        "Shape and element type of a model's KV cache per token "
-                       "(common/kv_chunk.h). A chunk of T tokens is the array "
+                       "(kvstash/kv_chunk.h). A chunk of T tokens is the array "
                        "[n_layers, 2, T, n_kv_heads, head_dim] (K then V per layer).")
-      .def("__init__",
-           [](KvLayout* self, uint32_t n_layers, uint32_t n_kv_heads, uint32_t head_dim,
-              const std::string& dtype) {
-             new (self) KvLayout(MakeLayout(n_layers, n_kv_heads, head_dim, dtype));
-           },
-           nb::arg("n_layers"), nb::arg("n_kv_heads"), nb::arg("head_dim"), nb::arg("dtype") = "bf16",
-           "Raises InvalidArgumentError for a zero or oversized dimension or an unknown dtype "
-           "(bf16, f16, f32, fp8_e4m3).")
+      .def(
+          "__init__",
+          [](KvLayout* self, uint32_t n_layers, uint32_t n_kv_heads, uint32_t head_dim,
+             const std::string& dtype) {
+            new (self) KvLayout(MakeLayout(n_layers, n_kv_heads, head_dim, dtype));
+          },
+          nb::arg("n_layers"), nb::arg("n_kv_heads"), nb::arg("head_dim"), nb::arg("dtype") = "bf16",
+          "Raises InvalidArgumentError for a zero or oversized dimension or an unknown dtype "
+          "(bf16, f16, f32, fp8_e4m3).")
       .def_ro("n_layers", &KvLayout::n_layers)
       .def_ro("n_kv_heads", &KvLayout::n_kv_heads)
       .def_ro("head_dim", &KvLayout::head_dim)

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/prefix_key.h"
-#include "common/result.h"
-#include "common/status.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
+#include "kvstash/status.h"
 
 namespace kvstash::py {
 

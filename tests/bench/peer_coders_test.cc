@@ -14,8 +14,8 @@
 #include <map>
 
 #include "codec/baselines/byte_plane.h"
-#include "common/dtype.h"
-#include "common/dtype_bits.h"
+#include "kvstash/dtype.h"
+#include "kvstash/dtype_bits.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::bench {

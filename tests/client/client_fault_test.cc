@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "common/checksum.h"
-#include "common/payload_format.h"
 #include "kvstash/client.h"
+#include "kvstash/payload_format.h"
 #include "tests/server/server_process.h"
 #include "tests/support/fault_proxy.h"
 #include "tests/support/test_util.h"

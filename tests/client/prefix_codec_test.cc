@@ -11,13 +11,13 @@
 
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/spec/spec_calibration.h"
-#include "common/payload_format.h"
-#include "model/forward/kv_export.h"
+#include "kvstash/payload_format.h"
+#include "model/corpus/text_corpus.h"
 #include "model/formats/model_loader.h"
 #include "model/forward/kv_cache.h"
+#include "model/forward/kv_export.h"
 #include "model/forward/prefill.h"
 #include "model/predictor/spec_predictor.h"
-#include "model/corpus/text_corpus.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash {

@@ -1,7 +1,7 @@
-// Exhaustive dtype conversion tests. References are independent of common/dtype_bits.h:
+// Exhaustive dtype conversion tests. References are independent of kvstash/dtype_bits.h:
 // fp16 against GCC's _Float16 (libgcc / F16C), bf16 and fp8 against nearest-value
 // searches over the enumerated target values computed with ldexp in double.
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 
 #include <gtest/gtest.h>
 

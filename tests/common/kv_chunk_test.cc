@@ -1,4 +1,4 @@
-#include "common/kv_chunk.h"
+#include "kvstash/kv_chunk.h"
 
 #include <gtest/gtest.h>
 

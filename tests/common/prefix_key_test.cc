@@ -1,7 +1,7 @@
 // Checks the C++ prefix keys against vectors produced by the independent Python
 // implementation (tools/kvstash_tools/keys.py -> tests/common/data/key_vectors.json)
 // and the non-collision cases of docs/format/keys.md.
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 
 #include <gtest/gtest.h>
 

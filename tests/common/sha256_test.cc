@@ -1,6 +1,6 @@
 // SHA-256 against FIPS 180-4's examples (csrc.nist.gov, SHA256.pdf): one shot, streamed
 // in pieces, from a file, and the streaming errors.
-#include "common/sha256.h"
+#include "kvstash/sha256.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "common/result.h"
-#include "common/status.h"
+#include "kvstash/result.h"
+#include "kvstash/status.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash {

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "codec/dckv/dckv_calibration.h"
-#include "common/payload_format.h"
 #include "common/worker_threads.h"
+#include "kvstash/payload_format.h"
 #include "tests/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 

@@ -20,7 +20,7 @@
 #include "codec/dckv/dckv_rope.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 #include "tests/dckv/dckv_hand_artifact.h"
 #include "tests/support/test_util.h"
 

@@ -12,7 +12,7 @@
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
 #include "common/byte_io.h"
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 #include "model/forward/kv_export.h"
 #include "tests/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"

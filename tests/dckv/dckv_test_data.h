@@ -13,9 +13,9 @@
 
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_rope.h"
-#include "common/dtype.h"
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/dtype.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 
 namespace kvstash::dckv::testing {
 

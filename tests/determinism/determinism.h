@@ -44,8 +44,8 @@
 #include <string>
 #include <vector>
 
-#include "common/result.h"
-#include "common/status.h"
+#include "kvstash/result.h"
+#include "kvstash/status.h"
 #include "model/forward/model.h"
 #include "model/rwkv7/rwkv7_model.h"
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
 #include "model/forward/model.h"
 #include "tests/determinism/determinism.h"
 

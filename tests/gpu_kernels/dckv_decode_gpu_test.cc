@@ -17,7 +17,7 @@
 
 #include "codec/dckv/dckv_codec.h"
 #include "codec/entropy/rans_segments.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "tests/dckv/dckv_test_data.h"
 #include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"

@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 #include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"
 

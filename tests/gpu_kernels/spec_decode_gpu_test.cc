@@ -21,7 +21,7 @@
 #include "codec/spec/spec_calibration.h"
 #include "codec/spec/spec_codec.h"
 #include "common/byte_io.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"
 

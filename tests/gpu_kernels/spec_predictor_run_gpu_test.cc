@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "model/formats/model_loader.h"
 #include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"

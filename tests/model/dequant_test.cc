@@ -2,7 +2,7 @@
 // every supported type (tests/model/data/dequant_vectors.json, tools/gen_dequant_vectors.py).
 #include <cstring>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "model/formats/ggml_types.h"
 #include "tests/model/test_data.h"
 

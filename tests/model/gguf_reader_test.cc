@@ -1,8 +1,8 @@
 // GGUF reader: a file built byte by byte here parses to the right metadata and
 // tensors; every truncation and a set of targeted corruptions give Corruption.
-#include "common/byte_io.h"
-#include "common/dtype_bits.h"
 #include "model/formats/gguf_reader.h"
+#include "common/byte_io.h"
+#include "kvstash/dtype_bits.h"
 #include "tests/model/test_data.h"
 
 namespace kvstash::model {

@@ -1,6 +1,6 @@
 // KvCache <-> KvChunk conversion: exact for f32, dtype rounding for bf16 / fp8.
-#include "common/dtype.h"
 #include "model/forward/kv_export.h"
+#include "kvstash/dtype.h"
 #include "tests/model/test_data.h"
 
 namespace kvstash::model {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::model::ggml {

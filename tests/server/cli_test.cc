@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/file_bytes.h"
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"

@@ -8,14 +8,14 @@
 #include <map>
 #include <mutex>
 
-#include "common/payload_format.h"
 #include "kvstash/client.h"
+#include "kvstash/payload_format.h"
 #include "server/tenants.h"
 #include "store/redis_router.h"
-#include "tests/store/store_test_util.h"
 #include "tests/server/http_get.h"
 #include "tests/server/server_process.h"
 #include "tests/server/test_payloads.h"
+#include "tests/store/store_test_util.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::server {

@@ -20,9 +20,9 @@
 #include <set>
 #include <thread>
 
-#include "common/payload_format.h"
 #include "common/worker_threads.h"
 #include "kvstash/client.h"
+#include "kvstash/payload_format.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "server/http_server.h"

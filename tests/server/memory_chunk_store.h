@@ -9,7 +9,7 @@
 #include <mutex>
 #include <set>
 
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 #include "server/chunk_store.h"
 
 namespace kvstash::server::testing {

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/result.h"
+#include "kvstash/result.h"
 
 extern char** environ;
 

@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "common/checksum.h"
-#include "common/kv_chunk.h"
-#include "common/payload_format.h"
-#include "common/prefix_key.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/payload_format.h"
+#include "kvstash/prefix_key.h"
 
 namespace kvstash::server::testing {
 

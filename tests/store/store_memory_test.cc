@@ -8,7 +8,7 @@
 #include <random>
 #include <thread>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "store/prefix_index.h"
 #include "store/store.h"
 #include "tests/store/store_test_util.h"

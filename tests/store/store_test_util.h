@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "common/prefix_key.h"
+#include "kvstash/prefix_key.h"
 #include "store/store.h"
 
 namespace kvstash::store::testing {

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <vector>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "protocol/frame.h"
 #include "protocol/frame_parser.h"
 #include "protocol/messages.h"

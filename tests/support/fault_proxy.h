@@ -47,8 +47,8 @@
 #include <string_view>
 #include <thread>
 
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace kvstash::testing {
 

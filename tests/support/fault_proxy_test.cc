@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "protocol/frame.h"
 #include "protocol/frame_parser.h"
 #include "protocol/messages.h"

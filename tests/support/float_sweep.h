@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 
 namespace kvstash::testing {
 

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "common/result.h"
-#include "common/status.h"
+#include "kvstash/result.h"
+#include "kvstash/status.h"
 
 #define ASSERT_OK(expr)                                              \
   do {                                                               \

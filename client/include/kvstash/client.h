@@ -50,9 +50,9 @@
 #include <utility>
 #include <vector>
 
-#include "common/payload_format.h"
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/payload_format.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace kvstash {
 
@@ -144,7 +144,7 @@ struct PutChunk {
   StoredKey route{};                // first chunk key of the chain (routing)
   StoredKey key{};                  // this chunk's stored key
   std::optional<StoredKey> parent;  // previous chunk of the chain (none for chunk 0)
-  // A whole chunk payload (common/payload_format.h). With raw_kv it must be codec kRaw
+  // A whole chunk payload (kvstash/payload_format.h). With raw_kv it must be codec kRaw
   // and the server encodes it with target_codec (docs/protocol.md §5.3).
   std::vector<uint8_t> payload;
   std::vector<uint8_t> state_record;  // optional EncodeStateRecord() record

@@ -55,10 +55,10 @@
 #include <string>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/prefix_key.h"
-#include "common/result.h"
 #include "kvstash/client.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace kvstash {
 
@@ -237,7 +237,7 @@ class PrefixCodec {
 
   // The engine form of EncodeChunks. `keys` is ChainKeys(tokens, inputs) for the same
   // tokens; chunks[j] is chain chunk first_chunk + j in the canonical layout
-  // (common/kv_chunk.h: per layer K [T, n_kv_heads, head_dim] then V, dtype
+  // (kvstash/kv_chunk.h: per layer K [T, n_kv_heads, head_dim] then V, dtype
   // options.kv_dtype, K after RoPE) with keys[first_chunk + j].tokens tokens, and
   // chunks.size() == keys.size() - first_chunk.
   // Errors: InvalidArgument for an empty prefix, keys that are not a chain of `tokens`

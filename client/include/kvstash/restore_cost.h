@@ -37,7 +37,7 @@
 #include <mutex>
 #include <string_view>
 
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash {
 

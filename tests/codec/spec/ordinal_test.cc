@@ -5,7 +5,7 @@
 #include <cmath>
 #include <set>
 
-#include "common/dtype.h"
+#include "kvstash/dtype.h"
 
 namespace kvstash::spec {
 namespace {

@@ -13,7 +13,7 @@
 #include "codec/spec/spec_state_artifact.h"
 #include "codec/spec/spec_state_codec.h"
 #include "codec/spec/spec_state_symbols.h"
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::spec {

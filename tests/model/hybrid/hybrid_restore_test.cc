@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "model/hybrid/hybrid_model.h"
 #include "model/hybrid/hybrid_stored.h"
 #include "tests/model/hybrid/tiny_qwen35.h"

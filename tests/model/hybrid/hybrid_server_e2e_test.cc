@@ -13,9 +13,9 @@
 #include <cstring>
 #include <map>
 
-#include "common/payload_format.h"
-#include "common/prefix_key.h"
 #include "kvstash/client.h"
+#include "kvstash/payload_format.h"
+#include "kvstash/prefix_key.h"
 #include "model/hybrid/hybrid_spec.h"
 #include "model/hybrid/hybrid_stored.h"
 #include "tests/model/hybrid/tiny_qwen35.h"

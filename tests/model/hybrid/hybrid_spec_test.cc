@@ -10,7 +10,7 @@
 #include <cstring>
 #include <random>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "model/hybrid/hybrid_spec.h"
 #include "tests/model/hybrid/tiny_qwen35.h"
 #include "tests/support/same_bits.h"

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "numerics/int8_gemm.h"
 
 namespace kvstash::model::ggml {

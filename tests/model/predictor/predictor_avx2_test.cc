@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "numerics/det_math.h"
 #include "numerics/int8_gemm.h"
 #include "numerics/spec_predictor_ops.h"

@@ -16,7 +16,7 @@
 #include <random>
 #include <vector>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "model/predictor/spec_predictor_avx2.h"
 #include "numerics/det_math.h"
 #include "numerics/int8_gemm.h"

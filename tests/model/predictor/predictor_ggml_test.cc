@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "common/dtype_bits.h"
+#include "kvstash/dtype_bits.h"
 #include "model/formats/ggml_types.h"
 #include "model/predictor/spec_predictor.h"
 #include "tests/support/test_util.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "model/rwkv7/rwkv7_model.h"
 #include "tests/model/rwkv7/test_files.h"
 #include "tests/support/shared_models.h"

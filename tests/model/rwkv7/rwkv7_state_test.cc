@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "common/payload_format.h"
+#include "kvstash/payload_format.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::rwkv7 {

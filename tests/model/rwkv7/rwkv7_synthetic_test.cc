@@ -6,8 +6,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "common/payload_format.h"
-#include "common/prefix_key.h"
+#include "kvstash/payload_format.h"
+#include "kvstash/prefix_key.h"
 #include "model/rwkv7/rwkv7_model.h"
 #include "model/rwkv7/rwkv_file.h"
 #include "tests/model/rwkv7/test_files.h"

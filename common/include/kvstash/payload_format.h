@@ -6,7 +6,7 @@
 // - A chunk payload = header + codec body. The header says everything needed to refuse
 //   a payload that is not ours to decode: format version, codec id, codec artifact
 //   digest, model fingerprint, layout, token count, the XXH3-64 of the DECODED
-//   canonical chunk bytes (common/kv_chunk.h), and the body's size and XXH3-64. It ends
+//   canonical chunk bytes (kvstash/kv_chunk.h), and the body's size and XXH3-64. It ends
 //   with a CRC32C of the bytes before it.
 // - Two header versions. A codec writes version 1 (136 bytes): a payload not yet bound
 //   to a key, the unit codecs and their golden digests work on. What is stored is
@@ -29,9 +29,9 @@
 #include <span>
 #include <vector>
 
-#include "common/kv_chunk.h"
-#include "common/prefix_key.h"
-#include "common/result.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/prefix_key.h"
+#include "kvstash/result.h"
 
 namespace kvstash {
 
@@ -69,14 +69,12 @@ struct PayloadHeader {
   uint64_t content_checksum = 0;  // XXH3-64 of the decoded canonical chunk
   uint64_t body_bytes = 0;        // bytes after the header
   uint64_t body_checksum = 0;     // XXH3-64 of those bytes
-  // The stored key (common/prefix_key.h, the client's key before the server's tenant
+  // The stored key (kvstash/prefix_key.h, the client's key before the server's tenant
   // scoping) this payload is bound to; nullopt for an unbound (version 1) header.
   std::optional<StoredKey> chunk_key;
 
   // 152 for a bound header, 136 for an unbound one.
-  size_t header_bytes() const {
-    return chunk_key ? kPayloadHeaderBytes : kPayloadHeaderBytesUnbound;
-  }
+  size_t header_bytes() const { return chunk_key ? kPayloadHeaderBytes : kPayloadHeaderBytesUnbound; }
   bool operator==(const PayloadHeader&) const = default;
 };
 

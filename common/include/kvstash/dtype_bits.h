@@ -1,7 +1,7 @@
 // Scalar dtype conversions as inline functions compiled for both host and device.
 //
 // This is the single definition of the conversion algorithms documented in
-// common/dtype.h (round to nearest even; fp8 E4M3FN saturating, NaN kept with its
+// kvstash/dtype.h (round to nearest even; fp8 E4M3FN saturating, NaN kept with its
 // sign). The CPU library and the CUDA kernels in gpu_kernels/ both compile this file,
 // and the GPU tests compare the two builds bit for bit, which catches compiler or
 // architecture differences (flush-to-zero, contraction, intrinsics) on either side.
@@ -112,7 +112,7 @@ KVSTASH_HD inline uint8_t F32ToFp8E4M3(float value) {
   if (x > 0x7F800000u) return sign | 0x7Fu;   // NaN
   if (x >= 0x43E00000u) return sign | 0x7Eu;  // >= 448 (and Inf): saturate to 448
   const uint32_t e = x >> 23;
-  if (e < 121) {  // below 2^-6: subnormal range, units of 2^-9
+  if (e < 121) {               // below 2^-6: subnormal range, units of 2^-9
     if (e < 117) return sign;  // < 2^-10 rounds to 0 (2^-10 itself ties to even 0)
     const uint32_t m = (x & 0x7FFFFFu) | 0x800000u;
     // value = m * 2^(e-150); in units of 2^-9 that is m >> (141 - e).

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "common/dtype.h"
-#include "common/result.h"
+#include "kvstash/dtype.h"
+#include "kvstash/result.h"
 
 namespace kvstash {
 
@@ -45,13 +45,9 @@ struct KvLayout {
   // K and V scalars per token: 2 * n_layers * n_kv_heads * head_dim.
   uint64_t ScalarsPerToken() const { return 2ull * n_layers * n_kv_heads * head_dim; }
   // Scalars in one of K_l or V_l for `tokens` tokens.
-  uint64_t ScalarsPerTensor(uint64_t tokens) const {
-    return tokens * n_kv_heads * head_dim;
-  }
+  uint64_t ScalarsPerTensor(uint64_t tokens) const { return tokens * n_kv_heads * head_dim; }
   // Bytes of the data part of a chunk of `tokens` tokens.
-  uint64_t DataBytes(uint64_t tokens) const {
-    return tokens * ScalarsPerToken() * DTypeSize(dtype);
-  }
+  uint64_t DataBytes(uint64_t tokens) const { return tokens * ScalarsPerToken() * DTypeSize(dtype); }
   // Number of fp32 scales: 2 * n_layers for fp8_e4m3, else 0.
   uint64_t NumScales() const { return dtype == DType::kFP8E4M3 ? 2ull * n_layers : 0; }
 
@@ -69,8 +65,8 @@ inline constexpr uint32_t kMaxChunkTokens = 1u << 20;
 struct KvChunkView {
   KvLayout layout;
   uint32_t tokens = 0;
-  std::span<const uint8_t> data;   // layout.DataBytes(tokens) bytes
-  std::span<const float> scales;   // layout.NumScales() values
+  std::span<const uint8_t> data;  // layout.DataBytes(tokens) bytes
+  std::span<const float> scales;  // layout.NumScales() values
 
   // InvalidArgument if the layout is invalid, tokens is 0 or above kMaxChunkTokens,
   // or data/scales sizes disagree with the layout.
@@ -102,10 +98,10 @@ struct KvChunk {
 
 // One named tensor of a recurrent state, stored byte-exact.
 struct StateTensor {
-  std::string name;            // e.g. "layers.3.delta_state"; 1..255 bytes
+  std::string name;  // e.g. "layers.3.delta_state"; 1..255 bytes
   DType dtype = DType::kF32;
-  std::vector<uint64_t> shape; // rank 1..8
-  std::vector<uint8_t> data;   // product(shape) * DTypeSize(dtype) bytes
+  std::vector<uint64_t> shape;  // rank 1..8
+  std::vector<uint8_t> data;    // product(shape) * DTypeSize(dtype) bytes
 
   static constexpr size_t kMaxRank = 8;
   static constexpr size_t kMaxNameBytes = 255;

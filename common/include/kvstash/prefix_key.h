@@ -26,10 +26,10 @@
 #include <string_view>
 #include <vector>
 
-#include "common/dtype.h"
-#include "common/kv_chunk.h"
-#include "common/result.h"
-#include "common/sha256.h"
+#include "kvstash/dtype.h"
+#include "kvstash/kv_chunk.h"
+#include "kvstash/result.h"
+#include "kvstash/sha256.h"
 
 namespace kvstash {
 
@@ -37,17 +37,17 @@ using StoredKey = std::array<uint8_t, 16>;
 
 // The fields of a namespace. Strings are opaque bytes; empty means "none".
 struct Namespace {
-  std::string model_fingerprint;  // digest of the target model's weights (bytes)
-  KvLayout layout;                // KV layout and dtype as stored
-  uint32_t chunk_tokens = 256;    // tokens per chunk (C)
-  uint32_t tp_rank = 0;           // tensor-parallel rank of this shard
-  uint32_t tp_size = 1;           // tensor-parallel world size
-  std::string adapter_name;       // LoRA adapter name
-  std::string adapter_id;         // LoRA adapter id (engines' int id, as text)
-  std::string adapter_digest;     // digest of the adapter weights
-  std::string cache_salt;         // per-request salt (vLLM cache_salt)
-  std::string tenant;             // tenant bound by the server's credential check
-  std::string codec_id;           // "raw", "spec", "dckv", ...
+  std::string model_fingerprint;      // digest of the target model's weights (bytes)
+  KvLayout layout;                    // KV layout and dtype as stored
+  uint32_t chunk_tokens = 256;        // tokens per chunk (C)
+  uint32_t tp_rank = 0;               // tensor-parallel rank of this shard
+  uint32_t tp_size = 1;               // tensor-parallel world size
+  std::string adapter_name;           // LoRA adapter name
+  std::string adapter_id;             // LoRA adapter id (engines' int id, as text)
+  std::string adapter_digest;         // digest of the adapter weights
+  std::string cache_salt;             // per-request salt (vLLM cache_salt)
+  std::string tenant;                 // tenant bound by the server's credential check
+  std::string codec_id;               // "raw", "spec", "dckv", ...
   std::string codec_artifact_digest;  // digest of the codec artifact (tables, basis)
 
   // InvalidArgument if the layout is invalid, chunk_tokens is 0 or above
@@ -91,9 +91,9 @@ struct ChunkKey {
 // `include_partial`. `extra_keys`, when not empty, has one list of extra key strings
 // (multimodal/embedding digests) per returned chunk.
 // Errors: InvalidArgument for chunk_tokens 0 or a wrong extra_keys count.
-Result<std::vector<ChunkKey>> ComputeChunkKeys(
-    const Digest256& ns, std::span<const uint32_t> tokens, uint32_t chunk_tokens,
-    bool include_partial, std::span<const std::vector<std::string>> extra_keys = {});
+Result<std::vector<ChunkKey>> ComputeChunkKeys(const Digest256& ns, std::span<const uint32_t> tokens,
+                                               uint32_t chunk_tokens, bool include_partial,
+                                               std::span<const std::vector<std::string>> extra_keys = {});
 
 // Lowercase hex of bytes.
 std::string ToHex(std::span<const uint8_t> bytes);

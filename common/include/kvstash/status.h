@@ -44,16 +44,10 @@ class [[nodiscard]] Status {
   static Status IOError(std::string_view msg) { return {Code::kIOError, msg}; }
   static Status Unavailable(std::string_view msg) { return {Code::kUnavailable, msg}; }
   static Status Mismatch(std::string_view msg) { return {Code::kMismatch, msg}; }
-  static Status ResourceExhausted(std::string_view msg) {
-    return {Code::kResourceExhausted, msg};
-  }
-  static Status DeadlineExceeded(std::string_view msg) {
-    return {Code::kDeadlineExceeded, msg};
-  }
+  static Status ResourceExhausted(std::string_view msg) { return {Code::kResourceExhausted, msg}; }
+  static Status DeadlineExceeded(std::string_view msg) { return {Code::kDeadlineExceeded, msg}; }
   static Status NotSupported(std::string_view msg) { return {Code::kNotSupported, msg}; }
-  static Status PermissionDenied(std::string_view msg) {
-    return {Code::kPermissionDenied, msg};
-  }
+  static Status PermissionDenied(std::string_view msg) { return {Code::kPermissionDenied, msg}; }
   static Status Internal(std::string_view msg) { return {Code::kInternal, msg}; }
   // Builds a Status from a wire/stored code; unknown codes become kInternal.
   static Status FromCode(uint8_t code, std::string_view msg);
@@ -91,8 +85,8 @@ std::string_view CodeName(Status::Code code);
 }  // namespace kvstash
 
 // Evaluates `expr` (a Status); returns it from the enclosing function if not ok.
-#define KVSTASH_RETURN_IF_ERROR(expr)                 \
-  do {                                                \
-    ::kvstash::Status _kvstash_status = (expr);       \
+#define KVSTASH_RETURN_IF_ERROR(expr)                  \
+  do {                                                 \
+    ::kvstash::Status _kvstash_status = (expr);        \
     if (!_kvstash_status.ok()) return _kvstash_status; \
   } while (0)

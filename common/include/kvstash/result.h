@@ -12,16 +12,16 @@
 #include <utility>
 #include <variant>
 
-#include "common/status.h"
+#include "kvstash/status.h"
 
 namespace kvstash {
 
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(const T& value) : v_(value) {}                 // NOLINT: implicit by design
-  Result(T&& value) : v_(std::move(value)) {}           // NOLINT
-  Result(Status status) : v_(std::move(status)) {      // NOLINT
+  Result(const T& value) : v_(value) {}            // NOLINT: implicit by design
+  Result(T&& value) : v_(std::move(value)) {}      // NOLINT
+  Result(Status status) : v_(std::move(status)) {  // NOLINT
     if (std::get<Status>(v_).ok()) {
       v_ = Status::Internal("Result constructed from an Ok status without a value");
     }

@@ -23,8 +23,8 @@
 #include <span>
 #include <string_view>
 
-#include "common/dtype_bits.h"
-#include "common/result.h"
+#include "kvstash/dtype_bits.h"
+#include "kvstash/result.h"
 
 namespace kvstash {
 
@@ -49,7 +49,7 @@ Result<DType> ParseDType(std::string_view name);
 // True for a byte value that names a DType (used when parsing stored headers).
 bool IsValidDType(uint8_t raw);
 
-// Scalar conversions (bit patterns in, bit patterns out) are in common/dtype_bits.h:
+// Scalar conversions (bit patterns in, bit patterns out) are in kvstash/dtype_bits.h:
 // Bf16ToF32, F32ToBf16, F16ToF32, F32ToF16, Fp8E4M3ToF32, F32ToFp8E4M3.
 
 // Largest finite e4m3 value, 448.
