@@ -2,10 +2,11 @@
 // (codec/CMakeLists.txt) and entered only after a CPUID check (rans_decode.cc).
 //
 // Per register: gather the slot entries and symbols (tables flattened so that one
-// gather serves 8 different tables; with TableSet's packed layout, P <= 11 for 8-bit
-// alphabets, one gather brings frequency, bias, symbol and escape flag at once), update the 8 states, then refill the lanes whose
-// state fell below 2^16 from consecutive words: the renormalisation mask indexes a
-// table of lane permutations that spreads the next popcount(mask) words to those
+// gather serves 8 different tables; with TableSet's packed layout, P <= 12 for 8-bit
+// alphabets, one gather brings frequency, bias and symbol or escape marker at once),
+// update the 8 states, then refill the lanes whose state fell below 2^16 from
+// consecutive words: the renormalisation mask indexes a table of lane permutations
+// that spreads the next popcount(mask) words to those
 // lanes in ascending lane order, i.e. exactly the scalar reference's word order.
 // Escapes, the last partial group and groups near the stream end use the shared
 // scalar code (rans_decode_internal.h), so output and errors match the reference.
@@ -56,12 +57,15 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
       kPacked ? in.tables->packed_entries() : in.tables->decode_entries());
   const int* symbols = reinterpret_cast<const int*>(in.tables->decode_symbols());
   const __m128i shift_p = _mm_cvtsi32_si128(precision);
-  const __m128i shift_2p = _mm_cvtsi32_si128(2 * precision);
+  const __m128i freq_shift = _mm_cvtsi32_si128(32 - precision);
+  const __m128i bias_shift = _mm_cvtsi32_si128(32 - 2 * precision);
+  const __m256i field_mask = _mm256_set1_epi32(static_cast<int>((uint64_t{1} << (32 - 2 * precision)) - 1));
   const __m256i slot_mask = _mm256_set1_epi32((1 << precision) - 1);
   const __m256i low16 = _mm256_set1_epi32(0xFFFF);
   const __m256i bias_mask = _mm256_set1_epi32(static_cast<int>(kSlotBiasMask));
-  const __m256i symbol_mask = _mm256_set1_epi32((1 << in.tables->symbol_bits()) - 1);
+  const __m256i marker = _mm256_set1_epi32(static_cast<int>(in.tables->packed_escape_marker()));
   const __m256i zero = _mm256_setzero_si256();
+  const __m256i last_table = _mm256_set1_epi16(static_cast<int16_t>(in.tables->size() - 1));
   const size_t n = in.num_symbols;
 
   __m256i x[4];
@@ -76,8 +80,16 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
       for (int r = 0; r < 4; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x + 8 * r));
       continue;
     }
+    if (in.table_index != nullptr) {
+      // Every index of the group below tables.size() (checked before the gathers).
+      const __m256i* t = reinterpret_cast<const __m256i*>(in.table_index + base);
+      const __m256i top =
+          _mm256_max_epu16(_mm256_max_epu16(_mm256_loadu_si256(t), _mm256_loadu_si256(t + 1)), last_table);
+      if (_mm256_movemask_epi8(_mm256_cmpeq_epi16(top, last_table)) != -1) return TableIndexError();
+    }
     const uint8_t* p = c.p;
     uint32_t escapes = 0;
+    alignas(32) uint32_t slots[kRansLanes];  // packed layout: for PackedEscapes
     for (int r = 0; r < 4; ++r) {
       __m256i slot = _mm256_and_si256(x[r], slot_mask);
       if (in.table_index != nullptr) {
@@ -86,13 +98,16 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
         slot = _mm256_or_si256(slot, _mm256_sll_epi32(_mm256_cvtepu16_epi32(t16), shift_p));
       }
       const __m256i e = _mm256_i32gather_epi32(entries, slot, 4);
-      escapes |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(e))) << (8 * r);
       __m256i sym, freq, bias;
       if constexpr (kPacked) {
-        sym = _mm256_and_si256(_mm256_srl_epi32(e, shift_2p), symbol_mask);
-        freq = _mm256_and_si256(e, slot_mask);
-        bias = _mm256_and_si256(_mm256_srl_epi32(e, shift_p), slot_mask);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(slots + 8 * r), slot);
+        sym = _mm256_and_si256(e, field_mask);
+        const __m256i escape = _mm256_cmpeq_epi32(sym, marker);
+        escapes |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(escape))) << (8 * r);
+        freq = _mm256_srl_epi32(e, freq_shift);
+        bias = _mm256_and_si256(_mm256_srl_epi32(e, bias_shift), slot_mask);
       } else {
+        escapes |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(e))) << (8 * r);
         sym = _mm256_and_si256(_mm256_i32gather_epi32(symbols, slot, 2), low16);
         freq = _mm256_and_si256(e, low16);
         bias = _mm256_and_si256(_mm256_srli_epi32(e, kSlotBiasShift), bias_mask);
@@ -109,6 +124,7 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
       StoreSymbols(sym, out + base + 8 * r);
     }
     c.p = p;
+    if (kPacked && escapes != 0) escapes = PackedEscapes(*in.tables, slots, escapes);
     if (escapes != 0) {
       for (int r = 0; r < 4; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x + 8 * r), x[r]);
       KVSTASH_RETURN_IF_ERROR(DecodeEscapes(in, base, escapes, &c, out));

@@ -33,6 +33,8 @@ struct DecodeCursor {
   const uint8_t* end;
 };
 
+inline Status TableIndexError() { return Status::InvalidArgument("rANS decode: table index out of range"); }
+
 inline uint32_t LoadU16(const uint8_t* p) {
   uint16_t w;
   std::memcpy(&w, p, 2);
@@ -51,6 +53,19 @@ inline Status InitCursor(const DecodeInput& in, DecodeCursor* c) {
   return Status::Ok();
 }
 
+// The lanes of `marked` (lanes whose packed entry carries the escape marker, bit j =
+// lane j) that are escapes, given the lanes' slot indices: all of them when the marker
+// is exact, else those whose decode_entries() slot has the escape bit (table_set.h).
+inline uint32_t PackedEscapes(const TableSet& tables, const uint32_t* slots, uint32_t marked) {
+  if (tables.packed_marker_exact()) return marked;
+  uint32_t escapes = 0;
+  for (uint32_t m = marked; m != 0; m &= m - 1) {
+    const int j = __builtin_ctz(m);
+    if ((tables.decode_entries()[slots[j]] & kSlotEscapeBit) != 0) escapes |= 1u << j;
+  }
+  return escapes;
+}
+
 // Decodes the raw values of the escaped lanes of the group at `base` (bit j of
 // `escapes` = lane j), in ascending lane order, with bounds checks.
 template <typename OutT>
@@ -61,6 +76,8 @@ Status DecodeEscapes(const DecodeInput& in, size_t base, uint32_t escapes, Decod
   while (escapes != 0) {
     const int j = __builtin_ctz(escapes);
     escapes &= escapes - 1;
+    const uint32_t t = in.table_index == nullptr ? 0 : in.table_index[base + j];
+    const FrequencyTable& table = in.tables->table(t);
     uint32_t s = c->x[j];
     const uint32_t value = s & value_mask;
     s >>= k;
@@ -70,8 +87,6 @@ Status DecodeEscapes(const DecodeInput& in, size_t base, uint32_t escapes, Decod
       c->p += 2;
     }
     c->x[j] = s;
-    const uint32_t t = in.table_index == nullptr ? 0 : in.table_index[base + j];
-    const FrequencyTable& table = in.tables->table(t);
     if (table.DirectIndex(value) != table.num_direct()) {
       return Status::Corruption("rANS: escaped value inside the table's direct range");
     }
@@ -92,6 +107,7 @@ Status DecodeGroupChecked(const DecodeInput& in, size_t base, int lanes, DecodeC
   uint32_t escapes = 0;
   for (int j = 0; j < lanes; ++j) {
     const uint32_t t = in.table_index == nullptr ? 0 : in.table_index[base + j];
+    if (t >= in.tables->size()) return TableIndexError();
     const uint32_t slot = t << precision | (c->x[j] & slot_mask);
     const uint32_t e = entries[slot];
     out[base + j] = static_cast<OutT>(symbols[slot]);
@@ -117,7 +133,9 @@ inline Status FinishCursor(const DecodeCursor& c) {
   return Status::Ok();
 }
 
-// Decoder kernels; REQUIRES: validated input (rans_decode.cc).
+// Decoder kernels; REQUIRES: validated input (rans_decode.cc), except that the SIMD
+// kernels check the table indices themselves, each before its first use, and return
+// TableIndexError() for one out of range (the caller then names it).
 template <typename OutT>
 Status DecodeScalar(const DecodeInput& in, OutT* out);
 template <typename OutT>
