@@ -12,7 +12,8 @@
 // is kept short, again after htscodecs: the next slot comes from the expanded words
 // (whose low bits equal the new state's), and the product freq * (x >> P) takes two
 // vpmuludq (5 cycles, even and odd lanes) instead of one vpmulld (10 cycles).
-// Escapes, the last partial group and groups near the stream end use the shared
+// Escapes of one-table streams are decoded in registers as well (vpexpandd again);
+// other escapes, the last partial group and groups near the stream end use the shared
 // scalar code (rans_decode_internal.h), so output and errors equal the reference's.
 #include <immintrin.h>
 
