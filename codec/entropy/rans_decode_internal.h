@@ -2,7 +2,9 @@
 // initialisation, the bounds-checked scalar group step, escapes, the final check).
 // The public API is rans.h; the decoders are rans_decode_scalar.cc,
 // rans_decode_avx2.cc and rans_decode_avx512.cc, all built on these inline functions so that their output and
-// errors are identical by construction on tails and escapes.
+// errors are identical by construction on tails and escapes (the SIMD kernels' own
+// escape code for one-table streams repeats DecodeEscapes' steps and message; the
+// round-trip and corruption tests compare every decoder with the scalar one).
 //
 // Thread-safety: stateless functions over caller-owned buffers.
 #pragma once
@@ -76,8 +78,6 @@ Status DecodeEscapes(const DecodeInput& in, size_t base, uint32_t escapes, Decod
   while (escapes != 0) {
     const int j = __builtin_ctz(escapes);
     escapes &= escapes - 1;
-    const uint32_t t = in.table_index == nullptr ? 0 : in.table_index[base + j];
-    const FrequencyTable& table = in.tables->table(t);
     uint32_t s = c->x[j];
     const uint32_t value = s & value_mask;
     s >>= k;
@@ -87,6 +87,8 @@ Status DecodeEscapes(const DecodeInput& in, size_t base, uint32_t escapes, Decod
       c->p += 2;
     }
     c->x[j] = s;
+    const uint32_t t = in.table_index == nullptr ? 0 : in.table_index[base + j];
+    const FrequencyTable& table = in.tables->table(t);
     if (table.DirectIndex(value) != table.num_direct()) {
       return Status::Corruption("rANS: escaped value inside the table's direct range");
     }
