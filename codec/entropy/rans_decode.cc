@@ -9,20 +9,10 @@
 namespace kvstash::entropy {
 namespace {
 
-template <typename OutT>
-Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,
-              const TableSet& tables, std::span<OutT> out, RansDecoder decoder) {
-  if (sizeof(OutT) == 1 && tables.symbol_bits() > 8) {
-    return Status::InvalidArgument("rANS decode: 8-bit output for a " +
-                                   std::to_string(tables.symbol_bits()) + "-bit alphabet");
-  }
-  if (!table_index.empty() && table_index.size() != out.size()) {
-    return Status::InvalidArgument("rANS decode: " + std::to_string(table_index.size()) +
-                                   " table indices for " + std::to_string(out.size()) +
-                                   " symbols");
-  }
-  // Blocks of a fixed length (which compilers vectorise at -O2) find the first block
-  // with an index out of range; the loop below names the first such index.
+// InvalidArgument naming the first table index >= tables.size(), if any. Blocks of a
+// fixed length (which compilers vectorise at -O2) find the first block with an index
+// out of range; the loop below names the first such index.
+Status CheckTableIndex(std::span<const uint16_t> table_index, const TableSet& tables) {
   constexpr size_t kBlock = 64;
   size_t checked = 0;
   for (; checked + kBlock <= table_index.size(); checked += kBlock) {
@@ -38,10 +28,13 @@ Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_i
                                      std::to_string(tables.size()) + " tables");
     }
   }
-  if (!RansDecoderAvailable(decoder)) {
-    return Status::NotSupported(decoder == RansDecoder::kAvx2 ? "rANS decode: this CPU has no AVX2"
-                                                              : "rANS decode: this CPU has no AVX-512");
-  }
+  return Status::Ok();
+}
+
+// Decodes with the available `resolved` kernel, after the stream's framing checks.
+template <typename OutT>
+Status RunKernel(std::span<const uint8_t> stream, std::span<const uint16_t> table_index,
+                 const TableSet& tables, std::span<OutT> out, RansDecoder resolved) {
   if (stream.size() < static_cast<size_t>(kRansHeaderBytes)) {
     return Status::Corruption("rANS decode: stream shorter than its 128-byte header");
   }
@@ -55,7 +48,7 @@ Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_i
   in.tables = &tables;
   in.num_symbols = out.size();
 #if defined(__x86_64__)
-  switch (ResolveRansDecoder(decoder)) {
+  switch (resolved) {
     case RansDecoder::kAvx512:
       return internal::DecodeAvx512(in, out.data());
     case RansDecoder::kAvx2:
@@ -65,6 +58,35 @@ Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_i
   }
 #endif
   return internal::DecodeScalar(in, out.data());
+}
+
+template <typename OutT>
+Status Decode(std::span<const uint8_t> stream, std::span<const uint16_t> table_index, const TableSet& tables,
+              std::span<OutT> out, RansDecoder decoder) {
+  if (sizeof(OutT) == 1 && tables.symbol_bits() > 8) {
+    return Status::InvalidArgument("rANS decode: 8-bit output for a " + std::to_string(tables.symbol_bits()) +
+                                   "-bit alphabet");
+  }
+  if (!table_index.empty() && table_index.size() != out.size()) {
+    return Status::InvalidArgument("rANS decode: " + std::to_string(table_index.size()) +
+                                   " table indices for " + std::to_string(out.size()) + " symbols");
+  }
+  // The SIMD kernels check each group's table indices before they use them, which saves
+  // a pass over the indices; when such a kernel fails, the indices are checked here so
+  // that an index out of range is reported first, as by the scalar path.
+  const bool available = RansDecoderAvailable(decoder);
+  const RansDecoder resolved = ResolveRansDecoder(decoder);
+  if (available && resolved != RansDecoder::kScalar) {
+    const Status st = RunKernel(stream, table_index, tables, out, resolved);
+    if (!st.ok()) KVSTASH_RETURN_IF_ERROR(CheckTableIndex(table_index, tables));
+    return st;
+  }
+  KVSTASH_RETURN_IF_ERROR(CheckTableIndex(table_index, tables));
+  if (!available) {
+    return Status::NotSupported(decoder == RansDecoder::kAvx2 ? "rANS decode: this CPU has no AVX2"
+                                                              : "rANS decode: this CPU has no AVX-512");
+  }
+  return RunKernel(stream, table_index, tables, out, RansDecoder::kScalar);
 }
 
 }  // namespace

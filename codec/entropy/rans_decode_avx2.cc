@@ -2,13 +2,15 @@
 // (codec/CMakeLists.txt) and entered only after a CPUID check (rans_decode.cc).
 //
 // Per register: gather the slot entries and symbols (tables flattened so that one
-// gather serves 8 different tables; with TableSet's packed layout, P <= 11 for 8-bit
-// alphabets, one gather brings frequency, bias, symbol and escape flag at once), update the 8 states, then refill the lanes whose
-// state fell below 2^16 from consecutive words: the renormalisation mask indexes a
-// table of lane permutations that spreads the next popcount(mask) words to those
+// gather serves 8 different tables; with TableSet's packed layout, P <= 12 for 8-bit
+// alphabets, one gather brings frequency, bias and symbol or escape marker at once),
+// update the 8 states, then refill the lanes whose state fell below 2^16 from
+// consecutive words: the renormalisation mask indexes a table of lane permutations
+// that spreads the next popcount(mask) words to those
 // lanes in ascending lane order, i.e. exactly the scalar reference's word order.
-// Escapes, the last partial group and groups near the stream end use the shared
-// scalar code (rans_decode_internal.h), so output and errors match the reference.
+// Escapes of one-table streams are decoded in registers the same way; other escapes,
+// the last partial group and groups near the stream end use the shared scalar code
+// (rans_decode_internal.h), so output and errors match the reference.
 #include <immintrin.h>
 
 #include <array>
@@ -45,6 +47,64 @@ inline void StoreSymbols(__m256i s, uint8_t* out) {
   std::memcpy(out + 4, &hi, 4);
 }
 
+// Constants of EscapesOneTable: table 0's alphabet and direct range.
+struct OneTable {
+  __m128i value_bits;  // symbol_bits
+  __m256i value_mask;  // 2^symbol_bits - 1
+  __m256i first_symbol;
+  __m256i num_direct;
+  __m256i lane_bits;  // 1 << lane
+};
+
+OneTable MakeOneTable(const TableSet& tables) {
+  const int bits = tables.symbol_bits();
+  return {_mm_cvtsi32_si128(bits), _mm256_set1_epi32((1 << bits) - 1),
+          _mm256_set1_epi32(static_cast<int>(tables.table(0).first_symbol())),
+          _mm256_set1_epi32(static_cast<int>(tables.table(0).num_direct())),
+          _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)};
+}
+
+// DecodeEscapes in registers, for streams of one table (no table index): each escaped
+// lane (bit j of `escapes` = lane j) takes the low symbol_bits of its state as its
+// value and renormalises from the words after the group's symbol words, in ascending
+// lane order (kRefill, as the symbol step). Reads at most 32 words past *p. Corruption
+// (DecodeEscapes' message) for a value inside the table's direct range. Always inlined:
+// a call would keep the states of the hot loop in memory.
+template <typename OutT>
+[[gnu::always_inline]] inline Status EscapesOneTable(const OneTable& t, uint32_t escapes, const uint8_t** p,
+                                                     __m256i x[4], OutT* out) {
+  alignas(32) uint32_t values[kRansLanes];
+  uint32_t inside = 0;
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+    const __m256i lanes = _mm256_cmpeq_epi32(
+        _mm256_and_si256(_mm256_set1_epi32(static_cast<int>(escapes >> (8 * r))), t.lane_bits), t.lane_bits);
+    const __m256i value = _mm256_and_si256(x[r], t.value_mask);
+    const __m256i rest = _mm256_srl_epi32(x[r], t.value_bits);
+    const __m256i renorm =
+        _mm256_and_si256(lanes, _mm256_cmpeq_epi32(_mm256_srli_epi32(rest, 16), _mm256_setzero_si256()));
+    const uint32_t m = static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(renorm)));
+    const __m256i words = _mm256_permutevar8x32_epi32(
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(*p))),
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(kRefill[m].data())));
+    *p += 2 * __builtin_popcount(m);
+    const __m256i next =
+        _mm256_blendv_epi8(rest, _mm256_or_si256(_mm256_slli_epi32(rest, 16), words), renorm);
+    x[r] = _mm256_blendv_epi8(x[r], next, lanes);
+    // value - first_symbol (mod 2^symbol_bits) < num_direct: inside the direct range.
+    const __m256i direct = _mm256_and_si256(_mm256_sub_epi32(value, t.first_symbol), t.value_mask);
+    const __m256i in_range = _mm256_and_si256(lanes, _mm256_cmpgt_epi32(t.num_direct, direct));
+    inside |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(in_range)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(values + 8 * r), value);
+  }
+  if (inside != 0) return Status::Corruption("rANS: escaped value inside the table's direct range");
+  for (uint32_t e = escapes; e != 0; e &= e - 1) {
+    const int j = __builtin_ctz(e);
+    out[j] = static_cast<OutT>(values[j]);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 template <typename OutT, bool kPacked>
@@ -56,12 +116,16 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
       kPacked ? in.tables->packed_entries() : in.tables->decode_entries());
   const int* symbols = reinterpret_cast<const int*>(in.tables->decode_symbols());
   const __m128i shift_p = _mm_cvtsi32_si128(precision);
-  const __m128i shift_2p = _mm_cvtsi32_si128(2 * precision);
+  const __m128i freq_shift = _mm_cvtsi32_si128(32 - precision);
+  const __m128i bias_shift = _mm_cvtsi32_si128(32 - 2 * precision);
+  const __m256i field_mask = _mm256_set1_epi32(static_cast<int>((uint64_t{1} << (32 - 2 * precision)) - 1));
   const __m256i slot_mask = _mm256_set1_epi32((1 << precision) - 1);
   const __m256i low16 = _mm256_set1_epi32(0xFFFF);
   const __m256i bias_mask = _mm256_set1_epi32(static_cast<int>(kSlotBiasMask));
-  const __m256i symbol_mask = _mm256_set1_epi32((1 << in.tables->symbol_bits()) - 1);
+  const __m256i marker = _mm256_set1_epi32(static_cast<int>(in.tables->packed_escape_marker()));
   const __m256i zero = _mm256_setzero_si256();
+  const __m256i last_table = _mm256_set1_epi16(static_cast<int16_t>(in.tables->size() - 1));
+  const OneTable one_table = MakeOneTable(*in.tables);
   const size_t n = in.num_symbols;
 
   __m256i x[4];
@@ -70,14 +134,25 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
   }
   size_t base = 0;
   for (; base + kRansLanes <= n; base += kRansLanes) {
-    if (c.end - c.p < 2 * kRansLanes) {
+    // The group reads at most 32 words past the cursor for its symbols and 32 more for
+    // its escapes.
+    if (c.end - c.p < 4 * kRansLanes) {
       for (int r = 0; r < 4; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x + 8 * r), x[r]);
       KVSTASH_RETURN_IF_ERROR(DecodeGroupChecked(in, base, kRansLanes, &c, out));
       for (int r = 0; r < 4; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x + 8 * r));
       continue;
     }
+    if (in.table_index != nullptr) {
+      // Every index of the group below tables.size() (checked before the gathers).
+      const __m256i* t = reinterpret_cast<const __m256i*>(in.table_index + base);
+      const __m256i top =
+          _mm256_max_epu16(_mm256_max_epu16(_mm256_loadu_si256(t), _mm256_loadu_si256(t + 1)), last_table);
+      if (_mm256_movemask_epi8(_mm256_cmpeq_epi16(top, last_table)) != -1) return TableIndexError();
+    }
     const uint8_t* p = c.p;
     uint32_t escapes = 0;
+    alignas(32) uint32_t slots[kRansLanes];  // packed layout: for PackedEscapes
+#pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       __m256i slot = _mm256_and_si256(x[r], slot_mask);
       if (in.table_index != nullptr) {
@@ -86,13 +161,16 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
         slot = _mm256_or_si256(slot, _mm256_sll_epi32(_mm256_cvtepu16_epi32(t16), shift_p));
       }
       const __m256i e = _mm256_i32gather_epi32(entries, slot, 4);
-      escapes |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(e))) << (8 * r);
       __m256i sym, freq, bias;
       if constexpr (kPacked) {
-        sym = _mm256_and_si256(_mm256_srl_epi32(e, shift_2p), symbol_mask);
-        freq = _mm256_and_si256(e, slot_mask);
-        bias = _mm256_and_si256(_mm256_srl_epi32(e, shift_p), slot_mask);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(slots + 8 * r), slot);
+        sym = _mm256_and_si256(e, field_mask);
+        const __m256i escape = _mm256_cmpeq_epi32(sym, marker);
+        escapes |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(escape))) << (8 * r);
+        freq = _mm256_srl_epi32(e, freq_shift);
+        bias = _mm256_and_si256(_mm256_srl_epi32(e, bias_shift), slot_mask);
       } else {
+        escapes |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(e))) << (8 * r);
         sym = _mm256_and_si256(_mm256_i32gather_epi32(symbols, slot, 2), low16);
         freq = _mm256_and_si256(e, low16);
         bias = _mm256_and_si256(_mm256_srli_epi32(e, kSlotBiasShift), bias_mask);
@@ -109,7 +187,10 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
       StoreSymbols(sym, out + base + 8 * r);
     }
     c.p = p;
-    if (escapes != 0) {
+    if (kPacked && escapes != 0) escapes = PackedEscapes(*in.tables, slots, escapes);
+    if (escapes != 0 && in.table_index == nullptr) {
+      KVSTASH_RETURN_IF_ERROR(EscapesOneTable(one_table, escapes, &c.p, x, out + base));
+    } else if (escapes != 0) {
       for (int r = 0; r < 4; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x + 8 * r), x[r]);
       KVSTASH_RETURN_IF_ERROR(DecodeEscapes(in, base, escapes, &c, out));
       for (int r = 0; r < 4; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x + 8 * r));

@@ -2,7 +2,9 @@
 // initialisation, the bounds-checked scalar group step, escapes, the final check).
 // The public API is rans.h; the decoders are rans_decode_scalar.cc,
 // rans_decode_avx2.cc and rans_decode_avx512.cc, all built on these inline functions so that their output and
-// errors are identical by construction on tails and escapes.
+// errors are identical by construction on tails and escapes (the SIMD kernels' own
+// escape code for one-table streams repeats DecodeEscapes' steps and message; the
+// round-trip and corruption tests compare every decoder with the scalar one).
 //
 // Thread-safety: stateless functions over caller-owned buffers.
 #pragma once
@@ -33,6 +35,8 @@ struct DecodeCursor {
   const uint8_t* end;
 };
 
+inline Status TableIndexError() { return Status::InvalidArgument("rANS decode: table index out of range"); }
+
 inline uint32_t LoadU16(const uint8_t* p) {
   uint16_t w;
   std::memcpy(&w, p, 2);
@@ -49,6 +53,19 @@ inline Status InitCursor(const DecodeInput& in, DecodeCursor* c) {
   c->p = in.stream + kRansHeaderBytes;
   c->end = in.stream + in.stream_size;
   return Status::Ok();
+}
+
+// The lanes of `marked` (lanes whose packed entry carries the escape marker, bit j =
+// lane j) that are escapes, given the lanes' slot indices: all of them when the marker
+// is exact, else those whose decode_entries() slot has the escape bit (table_set.h).
+inline uint32_t PackedEscapes(const TableSet& tables, const uint32_t* slots, uint32_t marked) {
+  if (tables.packed_marker_exact()) return marked;
+  uint32_t escapes = 0;
+  for (uint32_t m = marked; m != 0; m &= m - 1) {
+    const int j = __builtin_ctz(m);
+    if ((tables.decode_entries()[slots[j]] & kSlotEscapeBit) != 0) escapes |= 1u << j;
+  }
+  return escapes;
 }
 
 // Decodes the raw values of the escaped lanes of the group at `base` (bit j of
@@ -92,6 +109,7 @@ Status DecodeGroupChecked(const DecodeInput& in, size_t base, int lanes, DecodeC
   uint32_t escapes = 0;
   for (int j = 0; j < lanes; ++j) {
     const uint32_t t = in.table_index == nullptr ? 0 : in.table_index[base + j];
+    if (t >= in.tables->size()) return TableIndexError();
     const uint32_t slot = t << precision | (c->x[j] & slot_mask);
     const uint32_t e = entries[slot];
     out[base + j] = static_cast<OutT>(symbols[slot]);
@@ -117,7 +135,9 @@ inline Status FinishCursor(const DecodeCursor& c) {
   return Status::Ok();
 }
 
-// Decoder kernels; REQUIRES: validated input (rans_decode.cc).
+// Decoder kernels; REQUIRES: validated input (rans_decode.cc), except that the SIMD
+// kernels check the table indices themselves, each before its first use, and return
+// TableIndexError() for one out of range (the caller then names it).
 template <typename OutT>
 Status DecodeScalar(const DecodeInput& in, OutT* out);
 template <typename OutT>

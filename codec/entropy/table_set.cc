@@ -1,5 +1,6 @@
 #include "codec/entropy/table_set.h"
 
+#include <algorithm>
 #include <string>
 
 #include "codec/entropy/rans_format.h"
@@ -50,19 +51,51 @@ Result<TableSet> TableSet::Create(std::vector<FrequencyTable> tables) {
     }
     if (t.escape_freq() != 0) add(t.escape_freq(), 0, true);
   }
-  if (2 * s.precision_ + s.symbol_bits_ <= 31) {
-    s.packed_entries_.resize(s.decode_entries_.size());
-    for (size_t i = 0; i < s.packed_entries_.size(); ++i) {
-      const uint32_t e = s.decode_entries_[i];
-      const uint32_t freq = e & kSlotFreqMask;
-      const uint32_t bias = e >> kSlotBiasShift & kSlotBiasMask;
-      s.packed_entries_[i] = freq | bias << s.precision_ |
-                             uint32_t{s.decode_symbols_[i]} << (2 * s.precision_) |
-                             (e & kSlotEscapeBit);
-    }
-  }
+  s.BuildPacked(tables);
   s.tables_ = std::move(tables);
   return s;
+}
+
+namespace {
+
+struct EscapeMarker {
+  uint32_t value;
+  bool exact;  // no table has `value` as a direct symbol
+};
+
+// The escape marker of the packed layout (table_set.h): 2^symbol_bits when the symbol
+// field has a spare bit, else the value with the least total frequency as a direct
+// symbol over all tables (the smallest such value on ties).
+EscapeMarker PackedEscapeMarker(const std::vector<FrequencyTable>& tables, int field_bits) {
+  const int symbol_bits = tables[0].symbol_bits();
+  if (field_bits > symbol_bits) return EscapeMarker{1u << symbol_bits, true};
+  const uint32_t alphabet = 1u << symbol_bits;
+  std::vector<uint64_t> cost(alphabet, 0);
+  for (const FrequencyTable& t : tables) {
+    for (uint32_t d = 0; d < t.num_direct(); ++d) {
+      cost[(t.first_symbol() + d) & (alphabet - 1u)] += t.freqs()[d];
+    }
+  }
+  const auto best = std::min_element(cost.begin(), cost.end());
+  return EscapeMarker{static_cast<uint32_t>(best - cost.begin()), *best == 0};
+}
+
+}  // namespace
+
+void TableSet::BuildPacked(const std::vector<FrequencyTable>& tables) {
+  const int field_bits = 32 - 2 * precision_;
+  if (field_bits < symbol_bits_) return;
+  const EscapeMarker marker = PackedEscapeMarker(tables, field_bits);
+  packed_marker_ = marker.value;
+  packed_marker_exact_ = marker.exact;
+  packed_entries_.resize(decode_entries_.size());
+  for (size_t i = 0; i < packed_entries_.size(); ++i) {
+    const uint32_t e = decode_entries_[i];
+    const uint32_t freq = e & kSlotFreqMask;
+    const uint32_t bias = e >> kSlotBiasShift & kSlotBiasMask;
+    const uint32_t symbol = (e & kSlotEscapeBit) != 0 ? marker.value : uint32_t{decode_symbols_[i]};
+    packed_entries_[i] = symbol | bias << field_bits | freq << (32 - precision_);
+  }
 }
 
 std::vector<uint8_t> TableSet::Serialize() const {

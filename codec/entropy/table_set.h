@@ -11,10 +11,18 @@
 //   decode_symbols(): u16 = the decoded symbol value (for the escape: 0); the array
 //                     has 2 bytes of zero padding after its end so that 32-bit
 //                     gathers may read it.
-//   packed_entries(): only when 2P + symbol_bits <= 31 (e.g. 8-bit alphabets with
-//                     P <= 11), else empty: u32 = freq | (slot - cum) << P |
-//                     symbol << 2P | escape << 31, so that a SIMD decoder needs one
-//                     gather per symbol instead of two.
+//   packed_entries(): u32 = field | (slot - cum) << F | freq << (32 - P), F = 32 - 2P,
+//                     where field is the symbol, or for the escape the marker
+//                     packed_escape_marker(), so that a SIMD decoder needs one gather
+//                     per symbol instead of two (the frequency on top takes one shift,
+//                     as in htscodecs' packed decoder table). Only when
+//                     2P + symbol_bits <= 32 (8-bit alphabets: P <= 12), else
+//                     empty. The marker is 2^symbol_bits when the field has a spare
+//                     bit (2P + symbol_bits <= 31), otherwise the symbol value with the
+//                     least total frequency as a direct symbol over all tables. Unless
+//                     packed_marker_exact() (no table codes the marker directly), a
+//                     lane with the marker is an escape only where decode_entries()
+//                     says so.
 // Encoder array, indexed by encode_offset(table) + direct index (the escape is at
 // index num_direct()): u32 = freq | cum << 16.
 // Memory: 6 * 2^P bytes per table for decoding (10 with the packed layout), 4 * (n + 1) for encoding.
@@ -57,6 +65,10 @@ class TableSet {
   const uint32_t* packed_entries() const {
     return packed_entries_.empty() ? nullptr : packed_entries_.data();
   }
+  // The field value of the escape entries in packed_entries() (meaningful only when
+  // packed_entries() is not nullptr), and whether no table codes it as a direct symbol.
+  uint32_t packed_escape_marker() const { return packed_marker_; }
+  bool packed_marker_exact() const { return packed_marker_exact_; }
   // Number of entries in each decoder array (size() << precision()).
   size_t num_slots() const { return decode_entries_.size(); }
   const uint32_t* encode_entries() const { return encode_entries_.data(); }
@@ -64,6 +76,8 @@ class TableSet {
 
  private:
   TableSet() = default;
+  // Fills packed_entries_ (and the marker) from the decoder arrays when the layout fits.
+  void BuildPacked(const std::vector<FrequencyTable>& tables);
   int precision_ = 0;
   int symbol_bits_ = 0;
   std::vector<FrequencyTable> tables_;
@@ -72,6 +86,8 @@ class TableSet {
   std::vector<uint32_t, HugePageAllocator<uint32_t>> packed_entries_;  // num_slots() or empty
   std::vector<uint32_t> encode_entries_;
   std::vector<uint32_t> encode_offsets_;
+  uint32_t packed_marker_ = 0;
+  bool packed_marker_exact_ = true;
 };
 
 }  // namespace kvstash::entropy

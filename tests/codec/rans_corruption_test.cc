@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "codec/entropy/rans.h"
+#include "codec/entropy/rans_format.h"
 #include "tests/codec/rans_test_util.h"
 #include "tests/support/test_util.h"
 
@@ -138,6 +139,59 @@ TEST(RansCorruption, TableIndexOutOfRangeNamesTheFirst) {
       EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
       EXPECT_NE(st.message().find("table index 3 at " + std::to_string(at) + " "), std::string::npos)
           << st.message();
+    }
+  }
+}
+
+// The SIMD decoders check table indices group by group; an index out of range must
+// still win over a corrupt stream (truncated, or with trailing words) wherever it is.
+TEST(RansCorruption, TableIndexOutOfRangeBeatsCorruption) {
+  const Fixture f(1000);
+  for (size_t at : {size_t{0}, size_t{500}, size_t{999}}) {
+    std::vector<uint16_t> idx = f.idx;
+    idx[at] = 9;
+    for (size_t cut : {size_t{0}, size_t{2}, f.stream.size() / 2}) {
+      const std::vector<uint8_t> shorter(f.stream.begin(), f.stream.end() - cut);
+      std::vector<uint16_t> out(f.symbols.size());
+      for (RansDecoder d : Decoders()) {
+        const Status st = RansDecode(shorter, idx, f.tables, out, d);
+        EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << st.ToString();
+        EXPECT_NE(st.message().find("table index 9 at " + std::to_string(at) + " "), std::string::npos)
+            << st.message();
+      }
+    }
+  }
+}
+
+// Streams of one table (no table index), where the AVX-512 decoder decodes escapes in
+// registers: flips and truncations give the same status and symbols in every decoder,
+// for an 8-bit and a 16-bit alphabet with many escapes.
+TEST(RansCorruption, OneTableEscapesAgree) {
+  for (int bits : {8, 16}) {
+    SCOPED_TRACE(::testing::Message() << "bits=" << bits);
+    const TableSet tables = LaplaceTables(12, bits, 1);
+    auto pmf = LaplacePmf(bits, SymbolMapping::kTwosComplement, 0.0, 4.0).value();
+    for (double& p : pmf) p += 0.3 / static_cast<double>(pmf.size());  // ~25% escapes
+    const std::vector<uint16_t> symbols = Sample(pmf, 2011, 77);
+    ASSERT_OK_AND_ASSIGN(const std::vector<uint8_t> stream, RansEncode(symbols, {}, tables));
+    std::mt19937_64 rng(13);
+    for (int i = 0; i < 600; ++i) {
+      std::vector<uint8_t> bad = stream;
+      if (i % 3 == 0) {
+        bad.resize(bad.size() - 2 * (1 + rng() % 40));
+      } else {
+        bad[kRansHeaderBytes + rng() % (bad.size() - kRansHeaderBytes)] ^=
+            static_cast<uint8_t>(1u << (rng() % 8));
+      }
+      std::vector<uint16_t> expect(symbols.size());
+      const Status ref = RansDecode(bad, {}, tables, expect, RansDecoder::kScalar);
+      for (RansDecoder d : Decoders()) {
+        std::vector<uint16_t> out(symbols.size());
+        const Status st = RansDecode(bad, {}, tables, out, d);
+        ASSERT_EQ(st.code(), ref.code()) << st.ToString() << " vs " << ref.ToString();
+        ASSERT_EQ(st.message(), ref.message());
+        if (ref.ok()) ASSERT_EQ(out, expect);
+      }
     }
   }
 }

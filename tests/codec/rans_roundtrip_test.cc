@@ -126,6 +126,82 @@ TEST(RansRoundTrip, WideTablesWithoutEscape) {
   ExpectRoundTrip(Sample(pmf, 10007, 3), {}, tables);
 }
 
+// The packed layout at 2P + symbol_bits = 32 (8-bit alphabets, P = 12) has no spare
+// bit: escape entries carry a marker symbol (table_set.h). These sets exercise an exact
+// marker, inexact ones (a direct symbol of a table with or without escape), and
+// single-symbol tables with the largest frequency 2^P - 1.
+FrequencyTable Table(int precision, uint32_t first, std::vector<uint32_t> freqs) {
+  uint32_t total = 0;
+  for (uint32_t f : freqs) total += f;
+  const uint32_t escape = freqs.size() == 256 ? 0 : (1u << precision) - total;
+  return FrequencyTable::Create(precision, 8, first, std::move(freqs), escape).value();
+}
+
+std::vector<uint32_t> Spread(size_t n, uint32_t total) {
+  std::vector<uint32_t> f(n, total / static_cast<uint32_t>(n));
+  f[0] += total - f[0] * static_cast<uint32_t>(n);
+  return f;
+}
+
+// Symbols from all 256 values, biased towards `hot` (so that a marker coded directly
+// occurs often), with alternating or random table indices.
+void ExpectPackedRoundTrips(const TableSet& tables, uint16_t hot) {
+  for (size_t n : {size_t{1}, size_t{31}, size_t{33}, size_t{95}, size_t{4097}, size_t{100003}}) {
+    SCOPED_TRACE(::testing::Message() << "n=" << n);
+    std::mt19937_64 rng(n);
+    std::vector<uint16_t> symbols(n);
+    for (auto& v : symbols) v = rng() % 3 == 0 ? hot : static_cast<uint16_t>(rng() % 256);
+    std::vector<uint16_t> alternating(n);
+    for (size_t i = 0; i < n; ++i) alternating[i] = static_cast<uint16_t>(i % tables.size());
+    ExpectRoundTrip(symbols, alternating, tables);
+    ExpectRoundTrip(symbols, TableIndices(n, static_cast<int>(tables.size()), n + 1), tables);
+  }
+}
+
+TEST(RansRoundTrip, PackedMarkerExact) {
+  // Both tables escape; 200..255 is direct in neither, so the marker is never coded.
+  ASSERT_OK_AND_ASSIGN(TableSet tables,
+                       TableSet::Create({Table(12, 0, Spread(100, 4000)), Table(12, 50, Spread(150, 4090))}));
+  ASSERT_NE(tables.packed_entries(), nullptr);
+  EXPECT_TRUE(tables.packed_marker_exact());
+  EXPECT_GE(tables.packed_escape_marker(), 200u);
+  ExpectPackedRoundTrips(tables, 7);
+}
+
+TEST(RansRoundTrip, PackedMarkerCodedDirectly) {
+  // Table 0 covers the whole alphabet (no escape), so the marker is one of its direct
+  // symbols: lanes with the marker from table 0 are symbols, from table 1 escapes.
+  std::vector<uint32_t> full = Spread(256, 4096);
+  full[200] = 1;
+  full[0] += 4096 / 256 - 1;
+  ASSERT_OK_AND_ASSIGN(TableSet tables, TableSet::Create({Table(12, 0, full), Table(12, 0, {4095})}));
+  ASSERT_NE(tables.packed_entries(), nullptr);
+  EXPECT_FALSE(tables.packed_marker_exact());
+  EXPECT_EQ(tables.packed_escape_marker(), 200u);
+  ExpectPackedRoundTrips(tables, 200);
+  ASSERT_OK_AND_ASSIGN(TableSet single, TableSet::Create({Table(12, 255, {4095})}));
+  ASSERT_NE(single.packed_entries(), nullptr);
+  ExpectPackedRoundTrips(single, 255);
+}
+
+TEST(RansRoundTrip, PackedMarkerInEveryTable) {
+  // Two escaping tables whose direct ranges cover the alphabet: at P = 12 the marker
+  // is a direct symbol of one of them (at P = 11 the field has a spare bit); no packed
+  // layout at P = 13.
+  for (int precision : {11, 12, 13}) {
+    SCOPED_TRACE(::testing::Message() << "P=" << precision);
+    const uint32_t total = (1u << precision) - 1;
+    ASSERT_OK_AND_ASSIGN(TableSet tables, TableSet::Create({Table(precision, 0, Spread(128, total)),
+                                                            Table(precision, 128, Spread(128, total))}));
+    EXPECT_EQ(tables.packed_entries() != nullptr, precision <= 12);
+    if (precision == 12) {
+      EXPECT_FALSE(tables.packed_marker_exact());
+      EXPECT_EQ(tables.packed_escape_marker(), 1u);
+    }
+    ExpectPackedRoundTrips(tables, 1);
+  }
+}
+
 TEST(RansEncode, RejectsBadInput) {
   const TableSet tables = LaplaceTables(12, 8, 2);
   const std::vector<uint16_t> symbols = {1, 2, 256};
