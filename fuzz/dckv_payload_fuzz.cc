@@ -24,8 +24,8 @@
 #include "common/byte_io.h"
 #include "fuzz/seed_writer.h"
 #include "kvstash/payload_format.h"
-#include "tests/dckv/dckv_hand_artifact.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_hand_artifact.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 
 namespace {
 

@@ -10,7 +10,7 @@
 // exactly specified), evaluated in a fixed order and built with -ffp-contract=off, so
 // they return the same bits on every machine. DetExp is accurate to ~1e-15 relative,
 // DetErfc to ~1e-10 relative (far below what a frequency table can resolve), DetLogD
-// and DetSinCosD to ~1e-15. tests/codec/data/gen_golden_tables.py mirrors DetExp and
+// and DetSinCosD to ~1e-15. tests/codec/entropy/data/gen_golden_tables.py mirrors DetExp and
 // DetErfc operation by operation.
 //
 // Thread-safety: pure functions.

@@ -1,6 +1,6 @@
 // The per-value bodies of the CUDA dckv decoder (gpu_kernels/dckv_decode.cuh, host API
 // gpu_kernels/dckv_decode.h), written once for host and device (KVSTASH_HD inline) so
-// that the CPU can run them as well: tests/dckv/dckv_decode_element_test.cc runs every
+// that the CPU can run them as well: tests/codec/dckv/dckv_decode_element_test.cc runs every
 // index on the host and compares with DckvCodec::Decode byte for byte (in CI, without
 // a GPU); tests/gpu_kernels/dckv_decode_gpu_test.cc compares the kernels on a GPU.
 //

@@ -19,7 +19,7 @@
 // expf polynomial p(r) (coefficients in dckv_gelu.cc) with e^r ~= 1 + r + r^2 p(r),
 // scaled exactly by 2^n (bit construction; n in [-116, 116] keeps it normal).
 //
-// Accuracy (tests/dckv/dckv_gelu_test.cc, sweep of [-20, 20] in steps of 2^-10):
+// Accuracy (tests/codec/dckv/dckv_gelu_test.cc, sweep of [-20, 20] in steps of 2^-10):
 // |GELU(a) - a Phi(a)| <= 4.8e-4 absolute against the exact GELU (std::erf in double;
 // measured 4.73e-4 at a = 2.70: the tanh form's own error), and within 1.2e-5 relative
 // + 1e-33 absolute, and 1e-6 absolute, of the tanh form evaluated in double (measured

@@ -1,6 +1,6 @@
 // Rotary position embedding for the dckv codec: the runtime's RoPE (model/forward/ops.h,
 // Hugging Face rotate_half layout) re-implemented here so that kvstash_codec does not
-// depend on kvstash_model; tests/dckv checks both give bit-identical results.
+// depend on kvstash_model; tests/codec/dckv checks both give bit-identical results.
 //
 //   inv_freq_i = fp32(1 / theta^(2i/d)), angle = fp32(position) * inv_freq_i (fp32),
 //   cos/sin evaluated in double and rounded to fp32,

@@ -2,7 +2,7 @@
 // to 2^P with a floor of 1 for every entry.
 //
 // Algorithm (every step is exact or a single correctly rounded IEEE operation, so the
-// result is the same on every machine; tests/codec/data/gen_golden_tables.py mirrors it):
+// result is the same on every machine; tests/codec/entropy/data/gen_golden_tables.py mirrors it):
 //   1. W = w_0 + w_1 + ... (summed in index order); M = 2^P.
 //   2. Target t_i = (w_i / W) * M, initial f_i = max(1, floor(t_i)).
 //   3. D = M - sum f_i.

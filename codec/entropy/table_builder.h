@@ -1,6 +1,6 @@
 // BuildTable: from a discrete pmf over the whole alphabet to a FrequencyTable.
 //
-// Steps (deterministic; tests/codec/data/gen_golden_tables.py mirrors them):
+// Steps (deterministic; tests/codec/entropy/data/gen_golden_tables.py mirrors them):
 //   1. q_v = pmf_v / sum(pmf) (sum in index order).
 //   2. Direct range. A symbol is "kept" when q_v >= tau, where
 //        tau = options.escape_threshold, or by default 3 / (2 * 2^P * (k + P))

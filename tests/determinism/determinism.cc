@@ -28,7 +28,7 @@
 #include "model/predictor/spec_predictor.h"
 #include "model/rwkv7/rwkv7_predictor.h"
 #include "model/rwkv7/rwkv7_state.h"
-#include "tests/dckv/dckv_hand_artifact.h"
+#include "tests/codec/dckv/dckv_hand_artifact.h"
 #include "tests/determinism/determinism_items.h"
 
 namespace kvstash::determinism {

@@ -18,7 +18,7 @@
 //   rwkv7.spec-state@<n>.decoded         checksum of fixtures/rwkv7-state-<n>.kvsc decoded
 //   rwkv7.spec-state@<n>.reencoded       XXH3-64 of the state encoded again
 //   dckv.hand.artifact                   XXH3-64 of the hand-built dckv artifact
-//                                        (tests/dckv/dckv_hand_artifact.h: fixed integer
+//                                        (tests/codec/dckv/dckv_hand_artifact.h: fixed integer
 //                                        formulas, no calibration: the same bytes anywhere)
 //   dckv.hand.decoded                    KvChunk::ContentChecksum() of the committed
 //                                        payload fixtures/dckv-hand.kvdp (40 rows) decoded:

@@ -13,7 +13,7 @@
 #include "gpu_kernels/spec_payload_decode.h"
 #include "model/predictor/spec_predictor.h"
 #include "model/predictor/spec_predictor_cuda.h"
-#include "tests/dckv/dckv_hand_artifact.h"
+#include "tests/codec/dckv/dckv_hand_artifact.h"
 #include "tests/determinism/determinism_items.h"
 
 namespace kvstash::determinism {

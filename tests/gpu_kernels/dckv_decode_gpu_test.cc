@@ -1,7 +1,7 @@
 // The CUDA dckv decoder against the CPU codec: payloads encoded by codec/dckv decode on
 // the GPU to exactly the bytes of DckvCodec::Decode (tolerance zero; the GPU decoder
 // also verifies the payload's content checksum itself). Artifacts fitted from the
-// synthetic rows of tests/dckv/dckv_test_data.h: plain PCA, token-conditioned with and
+// synthetic rows of tests/codec/dckv/dckv_test_data.h: plain PCA, token-conditioned with and
 // without the checkerboard context model (payloads with and without token ids),
 // weighted basis with an encoder scale; raw head/tail rows; chunk sizes 1, 2, odd,
 // 32 +- 1, 100; token offsets 0 and > 0. Damaged streams, raw rows and checksums are
@@ -18,7 +18,7 @@
 #include "codec/dckv/dckv_codec.h"
 #include "codec/entropy/rans_segments.h"
 #include "kvstash/payload_format.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"
 

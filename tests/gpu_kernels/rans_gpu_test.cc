@@ -11,7 +11,7 @@
 #include "codec/entropy/rans_segments.h"
 #include "codec/entropy/table_builder.h"
 #include "gpu_kernels/rans_decode.h"
-#include "tests/codec/rans_test_util.h"
+#include "tests/codec/entropy/rans_test_util.h"
 #include "tests/gpu_kernels/gpu_test_util.h"
 #include "tests/support/test_util.h"
 

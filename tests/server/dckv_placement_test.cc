@@ -12,18 +12,17 @@
 #include "codec/dckv/dckv_codec.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
+#include "protocol/messages.h"
 #include "server/config.h"
 #include "server/metrics.h"
 #include "server/payload_memory.h"
-#include "protocol/messages.h"
 #include "server/request_handler.h"
 #include "server/tenant_codecs.h"
 #include "server/tenants.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/server/memory_chunk_store.h"
-#include "tests/dckv/dckv_test_data.h"
 #include "tests/server/test_payloads.h"
 #include "tests/support/test_util.h"
-
 
 namespace kvstash::server {
 namespace {

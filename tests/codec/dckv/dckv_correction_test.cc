@@ -21,14 +21,13 @@
 #include "common/byte_io.h"
 #include "common/checksum.h"
 #include "kvstash/prefix_key.h"
-#include "tests/dckv/dckv_hand_artifact.h"
+#include "tests/codec/dckv/dckv_hand_artifact.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::dckv {
 namespace {
 
 constexpr Digest256 kModel = {7, 7};
-
 
 DckvNet RandomNet(uint32_t hidden, uint32_t inputs, uint32_t outputs, float scale, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -39,8 +38,10 @@ DckvNet RandomNet(uint32_t hidden, uint32_t inputs, uint32_t outputs, float scal
   net.b1.resize(hidden);
   net.w2.resize(static_cast<size_t>(outputs) * hidden);
   net.b2.resize(outputs);
-  for (auto* v : {&net.w1, &net.b1}) for (float& x : *v) x = n01(rng);
-  for (auto* v : {&net.w2, &net.b2}) for (float& x : *v) x = n01(rng) * scale;
+  for (auto* v : {&net.w1, &net.b1})
+    for (float& x : *v) x = n01(rng);
+  for (auto* v : {&net.w2, &net.b2})
+    for (float& x : *v) x = n01(rng) * scale;
   return net;
 }
 
@@ -106,7 +107,8 @@ TEST(DckvCorrection, HandNetMatchesDoubleEvaluation) {
     DckvNet& n = g.decoder_net;
     n.hidden = H;
     for (uint32_t k = 0; k < H; ++k) {
-      for (uint32_t i = 0; i < g.n_active(); ++i) n.w1.push_back(static_cast<float>((int(k * 5 + i) % 7) - 3) / 16.0f);
+      for (uint32_t i = 0; i < g.n_active(); ++i)
+        n.w1.push_back(static_cast<float>((int(k * 5 + i) % 7) - 3) / 16.0f);
       n.b1.push_back(static_cast<float>(k) / 4.0f - 0.25f);
     }
     for (uint32_t j = 0; j < g.dims; ++j) {
@@ -127,7 +129,8 @@ TEST(DckvCorrection, HandNetMatchesDoubleEvaluation) {
   for (uint32_t t = 0; t < T; ++t) {
     for (const auto& g : a.groups) {
       std::vector<double> c(g.n_active());
-      for (uint32_t i = 0; i < g.n_active(); ++i, ++sym) c[i] = static_cast<int16_t>(q.symbols[sym]) * double(g.step[i]);
+      for (uint32_t i = 0; i < g.n_active(); ++i, ++sym)
+        c[i] = static_cast<int16_t>(q.symbols[sym]) * double(g.step[i]);
       std::vector<double> x(g.dims), mag(g.dims);
       std::vector<double> h(H);
       for (uint32_t k = 0; k < H; ++k) {
@@ -164,7 +167,8 @@ TEST(DckvCorrection, HandNetMatchesDoubleEvaluation) {
             const uint16_t b = LoadLe<uint16_t>(bytes.data() + 2 * (static_cast<uint64_t>(t) * hr + e));
             const double got = std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
             const double want = x[2 * l * hr + kv * hr + e];
-            const double m = kv == 0 ? 2 * mag[2 * l * hr + e] : mag[2 * l * hr + hr + e];  // RoPE mixes two values
+            const double m =
+                kv == 0 ? 2 * mag[2 * l * hr + e] : mag[2 * l * hr + hr + e];  // RoPE mixes two values
             const double err = std::abs(got - want);
             EXPECT_LE(err, std::ldexp(std::abs(want), -8) + 1e-5 * m + 1e-30) << t << " " << e;
             worst = std::max(worst, err / std::abs(want));
@@ -249,7 +253,8 @@ TEST(DckvCorrection, EncodeDecodeRoundTripWithNets) {
           std::vector<float> k(hr), v(hr);
           std::memcpy(k.data(), chunk.view().K(l).data() + 4ull * r * hr, 4ull * hr);
           std::memcpy(v.data(), chunk.view().V(l).data() + 4ull * r * hr, 4ull * hr);
-          for (uint32_t h = 0; h < a.n_kv_heads; ++h) RotateHead(k.data() + h * a.head_dim, a.head_dim, offset + r, a.rope_theta, true);
+          for (uint32_t h = 0; h < a.n_kv_heads; ++h)
+            RotateHead(k.data() + h * a.head_dim, a.head_dim, offset + r, a.rope_theta, true);
           for (uint32_t c = 0; c < hr; ++c) {
             u[2 * j * hr + c] = double(k[c]) - g.mean[2 * j * hr + c];
             u[2 * j * hr + hr + c] = double(v[c]) - g.mean[2 * j * hr + hr + c];
@@ -269,7 +274,8 @@ TEST(DckvCorrection, EncodeDecodeRoundTripWithNets) {
           for (uint32_t k = 0; k < e.hidden; ++k) y += double(e.w2[i * e.hidden + k]) * hid[k];
           const double t = (y - g.token_map[i]) / g.step[i];
           if (std::abs(std::abs(t - std::floor(t)) - 0.5) < 1e-3) continue;
-          EXPECT_EQ(static_cast<int16_t>(q.symbols[r * a.ActiveComponents() + group_offset + i]), std::lround(t))
+          EXPECT_EQ(static_cast<int16_t>(q.symbols[r * a.ActiveComponents() + group_offset + i]),
+                    std::lround(t))
               << tokens << " row " << r << " component " << i;
           ++compared;
         }
@@ -340,7 +346,9 @@ TEST(DckvCorrection, MalformedNetsAreRefused) {
   const auto bytes = good.Serialize();
   // Truncations and flipped bits anywhere: Corruption.
   for (size_t n : {bytes.size() / 3, bytes.size() / 2, bytes.size() - 9}) {
-    EXPECT_STATUS(DckvArtifact::Parse(Reseal(std::vector<uint8_t>(bytes.begin(), bytes.begin() + n + 8))), kCorruption) << n;
+    EXPECT_STATUS(DckvArtifact::Parse(Reseal(std::vector<uint8_t>(bytes.begin(), bytes.begin() + n + 8))),
+                  kCorruption)
+        << n;
   }
   // Field-level errors, each through Serialize (which writes what it is given) + Parse,
   // and through Create.
@@ -367,7 +375,8 @@ TEST(DckvCorrection, MalformedNetsAreRefused) {
   }
   {
     DckvArtifact a = good;
-    a.groups[0].decoder_net = RandomNet(kMaxCorrectionHidden + 1, a.groups[0].n_active(), a.groups[0].dims, 0.1f, 1);
+    a.groups[0].decoder_net =
+        RandomNet(kMaxCorrectionHidden + 1, a.groups[0].n_active(), a.groups[0].dims, 0.1f, 1);
     refused(a, "too many hidden units");
   }
   {

@@ -63,8 +63,8 @@ TEST(DckvSynthesis, PathsEqualReferenceBitForBit) {
         for (SynthesisPath path : Paths()) {
           std::vector<float> got(want.size(), 123.0f);
           SynthesizeRows(packed, c.mean, c.coef, rows, got, path);
-          EXPECT_EQ(Bits(got), Bits(want)) << rows << " x " << n_active << " x " << dims << " path "
-                                           << static_cast<int>(path);
+          EXPECT_EQ(Bits(got), Bits(want))
+              << rows << " x " << n_active << " x " << dims << " path " << static_cast<int>(path);
         }
       }
     }
@@ -75,7 +75,8 @@ TEST(DckvSynthesis, PathsEqualReferenceBitForBit) {
 // every row count and a last pair with one panel; with zero terms added as they are,
 // and skipped (a -0.0 in the first panel's mean: the masked adds).
 TEST(DckvSynthesis, Avx512EqualsReferenceBitForBit) {
-  if (!SynthesisHasAvx512()) GTEST_SKIP() << "no AVX-512 F/BW/DQ/VL on this CPU (or KVSTASH_CPU_PATH forbids it)";
+  if (!SynthesisHasAvx512())
+    GTEST_SKIP() << "no AVX-512 F/BW/DQ/VL on this CPU (or KVSTASH_CPU_PATH forbids it)";
   uint32_t seed = 1000;
   for (uint32_t rows : {1u, 3u, 4u, 5u, 8u, 9u, 11u, 12u, 13u, 23u, 24u, 25u, 32u}) {
     for (uint32_t n_active : {1u, 2u, 31u}) {
@@ -85,7 +86,8 @@ TEST(DckvSynthesis, Avx512EqualsReferenceBitForBit) {
           if (skip) c.mean[dims / 3] = -0.0f;
           std::vector<float> want(static_cast<size_t>(rows) * dims), got(want.size(), 123.0f);
           SynthesizeRowsReference(c.basis, n_active, dims, c.mean, c.coef, rows, want);
-          SynthesizeRows(PackBasis(c.basis, n_active, dims), c.mean, c.coef, rows, got, SynthesisPath::kAvx512);
+          SynthesizeRows(PackBasis(c.basis, n_active, dims), c.mean, c.coef, rows, got,
+                         SynthesisPath::kAvx512);
           EXPECT_EQ(Bits(got), Bits(want)) << rows << " x " << n_active << " x " << dims << " skip " << skip;
         }
       }

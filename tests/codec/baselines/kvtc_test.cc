@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::baselines {
@@ -16,7 +16,8 @@ TEST(Kvtc, BitBudgetIsRespectedAndErrorFallsWithRate) {
   const auto eval = dckv::testing::MakeRows(61, 1);
   const auto chunk = dckv::testing::MakeChunk(eval, 0, 61, DType::kF32);
   const auto in = dckv::testing::ChunkValues(chunk);
-  const uint64_t bf16_bits = 16ull * 2 * dckv::testing::kLayers * dckv::testing::kHeads * dckv::testing::kHeadDim;
+  const uint64_t bf16_bits =
+      16ull * 2 * dckv::testing::kLayers * dckv::testing::kHeads * dckv::testing::kHeadDim;
   double prev = 1e30;
   for (double ratio : {32.0, 8.0, 3.0}) {
     ASSERT_OK_AND_ASSIGN(auto codec, KvtcCodec::Create(basis, ratio, 10000.0f, 1, 2));

@@ -9,7 +9,7 @@
 
 #include "codec/entropy/rans.h"
 #include "codec/entropy/rans_format.h"
-#include "tests/codec/rans_test_util.h"
+#include "tests/codec/entropy/rans_test_util.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::entropy {

@@ -9,7 +9,7 @@
 #include "codec/dckv/dckv_artifact.h"
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::dckv {
@@ -74,7 +74,8 @@ TEST(DckvWeighting, WeightedPcaReconstructsAndFavoursHeavyBlocks) {
   ASSERT_EQ(weighted.groups[0].dim_scale.size(), weighted.groups[0].dims);
   // Weights normalised to mean 1: block 0 has 100 / (111 / 12).
   EXPECT_NEAR(weighted.groups[0].dim_scale[0], std::sqrt(100.0 * kBlocks / (100.0 + kBlocks - 1)), 1e-5);
-  EXPECT_NEAR(weighted.groups[0].dim_scale[testing::kHeadDim], std::sqrt(1.0 * kBlocks / (100.0 + kBlocks - 1)), 1e-5);
+  EXPECT_NEAR(weighted.groups[0].dim_scale[testing::kHeadDim],
+              std::sqrt(1.0 * kBlocks / (100.0 + kBlocks - 1)), 1e-5);
   EXPECT_TRUE(plain.groups[0].dim_scale.empty());
 
   ASSERT_OK_AND_ASSIGN(auto high, MakeDckvArtifact(weighted, Rate(3.0)));
@@ -118,7 +119,8 @@ TEST(DckvWeighting, WeightedStepsFollowComponentWeights) {
     double s = 0;
     for (uint32_t c = 0; c < g.dims; ++c) {
       const uint32_t block = ((c / (2 * testing::kHeads * testing::kHeadDim)) * 2 +
-                              (c / (testing::kHeads * testing::kHeadDim)) % 2) * testing::kHeads +
+                              (c / (testing::kHeads * testing::kHeadDim)) % 2) *
+                                 testing::kHeads +
                              (c % (testing::kHeads * testing::kHeadDim)) / testing::kHeadDim;
       const double u = g.basis[static_cast<size_t>(i) * g.dims + c];
       s += (block == 0 ? 100.0 : 1.0) / mean_w * u * u;
@@ -160,7 +162,8 @@ TEST(DckvWeighting, PerDimensionWeights) {
   constexpr uint32_t kDims = kBlocks * testing::kHeadDim;
   DckvFitOptions by_block, by_dim;
   by_block.output_weight = HeavyFirstBlock();
-  for (double w : by_block.output_weight) by_dim.output_weight.insert(by_dim.output_weight.end(), testing::kHeadDim, w);
+  for (double w : by_block.output_weight)
+    by_dim.output_weight.insert(by_dim.output_weight.end(), testing::kHeadDim, w);
   ASSERT_OK_AND_ASSIGN(auto a, FitDckvBasis(rows, 2, by_block));
   ASSERT_OK_AND_ASSIGN(auto b, FitDckvBasis(rows, 2, by_dim));
   ASSERT_EQ(a.groups.size(), b.groups.size());

@@ -5,7 +5,7 @@
 #include "codec/dckv/dckv_calibration.h"
 #include "common/worker_threads.h"
 #include "kvstash/payload_format.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::dckv {

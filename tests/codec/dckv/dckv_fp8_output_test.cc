@@ -14,7 +14,7 @@
 #include "common/byte_io.h"
 #include "kvstash/dtype.h"
 #include "model/forward/kv_export.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::dckv {
@@ -114,7 +114,8 @@ TEST(DckvFp8Output, DecodeFp8MatchesCommonConversions) {
   std::vector<float> fixed(2 * testing::kLayers);
   for (size_t i = 0; i < fixed.size(); ++i) fixed[i] = 0.01f * static_cast<float>(i + 1);
   for (bool dynamic : {true, false}) {
-    ASSERT_OK_AND_ASSIGN(auto fp8, dynamic ? codec.DecodeFp8(payload, model) : codec.DecodeFp8(payload, model, fixed));
+    ASSERT_OK_AND_ASSIGN(auto fp8,
+                         dynamic ? codec.DecodeFp8(payload, model) : codec.DecodeFp8(payload, model, fixed));
     ASSERT_OK(fp8.Validate());
     ASSERT_OK_AND_ASSIGN(auto back, model::FromKvChunk(fp8.view()));
     const uint64_t n = bf16.layout.ScalarsPerTensor(bf16.tokens);

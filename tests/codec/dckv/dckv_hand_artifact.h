@@ -3,7 +3,7 @@
 // machine: the tests pin them (digest, content checksum) and evaluate the decoder
 // against independent double-precision arithmetic.
 //
-// Shape: tests/dckv/dckv_test_data.h (3 layers x 2 KV heads x 8), groups of 2 layers
+// Shape: tests/codec/dckv/dckv_test_data.h (3 layers x 2 KV heads x 8), groups of 2 layers
 // (dims 64 and 32), 5 active components each, no token conditioning (rank 0), token
 // map bias 0 (so the decoded coefficient is c = s * step), no context map, no raw
 // head/tail, one 16-bit frequency table (symbols 0..15 direct, the rest by escape).
@@ -16,7 +16,7 @@
 #include "codec/dckv/dckv_artifact.h"
 #include "codec/dckv/dckv_codec.h"
 #include "codec/entropy/frequency_table.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 
 namespace kvstash::dckv::testing {
 
@@ -60,7 +60,8 @@ inline DckvArtifact HandArtifact() {
   auto table = entropy::FrequencyTable::Create(12, 16, 0, freqs, 4096 - 16 * 200);
   std::vector<entropy::FrequencyTable> tables;
   tables.push_back(std::move(*table));
-  a.tables = std::make_shared<const entropy::TableSet>(std::move(*entropy::TableSet::Create(std::move(tables))));
+  a.tables =
+      std::make_shared<const entropy::TableSet>(std::move(*entropy::TableSet::Create(std::move(tables))));
   return a;
 }
 

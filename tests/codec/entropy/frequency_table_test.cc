@@ -13,14 +13,14 @@ TEST(FrequencyTable, CreateValidates) {
   EXPECT_STATUS(FrequencyTable::Create(10, 2, 0, {500, 500, 24}, 0), kInvalidArgument);
   EXPECT_OK(FrequencyTable::Create(10, 2, 0, {500, 500, 23}, 1));
   EXPECT_OK(FrequencyTable::Create(10, 2, 3, {500, 500, 23, 1}, 0));
-  EXPECT_STATUS(FrequencyTable::Create(9, 2, 0, {500, 12}, 0), kInvalidArgument);   // P < 10
+  EXPECT_STATUS(FrequencyTable::Create(9, 2, 0, {500, 12}, 0), kInvalidArgument);    // P < 10
   EXPECT_STATUS(FrequencyTable::Create(16, 1, 0, {1, 65535}, 0), kInvalidArgument);  // P > 15
   EXPECT_STATUS(FrequencyTable::Create(10, 0, 0, {1024}, 0), kInvalidArgument);      // 0 bits
   EXPECT_STATUS(FrequencyTable::Create(10, 17, 0, {1023}, 1), kInvalidArgument);
-  EXPECT_STATUS(FrequencyTable::Create(10, 2, 4, {1023}, 1), kInvalidArgument);   // first >= 4
-  EXPECT_STATUS(FrequencyTable::Create(10, 2, 0, {}, 1024), kInvalidArgument);     // no direct
-  EXPECT_STATUS(FrequencyTable::Create(10, 1, 0, {1, 1, 1}, 0), kInvalidArgument); // n > alphabet
-  EXPECT_STATUS(FrequencyTable::Create(10, 2, 0, {1024, 0}, 1), kInvalidArgument); // zero freq
+  EXPECT_STATUS(FrequencyTable::Create(10, 2, 4, {1023}, 1), kInvalidArgument);       // first >= 4
+  EXPECT_STATUS(FrequencyTable::Create(10, 2, 0, {}, 1024), kInvalidArgument);        // no direct
+  EXPECT_STATUS(FrequencyTable::Create(10, 1, 0, {1, 1, 1}, 0), kInvalidArgument);    // n > alphabet
+  EXPECT_STATUS(FrequencyTable::Create(10, 2, 0, {1024, 0}, 1), kInvalidArgument);    // zero freq
   EXPECT_STATUS(FrequencyTable::Create(10, 2, 0, {500, 500}, 23), kInvalidArgument);  // 1023
   EXPECT_STATUS(FrequencyTable::Create(10, 1, 0, {500, 523}, 1), kInvalidArgument);   // full + esc
 }

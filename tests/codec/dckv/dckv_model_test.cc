@@ -11,11 +11,11 @@
 #include "codec/dckv/dckv_codec.h"
 #include "codec/dckv/dckv_rope.h"
 #include "codec/dckv/dckv_synthesis.h"
-#include "model/forward/kv_export.h"
-#include "model/formats/model_loader.h"
-#include "model/forward/prefill.h"
 #include "model/corpus/text_corpus.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "model/formats/model_loader.h"
+#include "model/forward/kv_export.h"
+#include "model/forward/prefill.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::dckv {
@@ -177,7 +177,8 @@ TEST_F(DckvModelTest, RealKvDecodeMatchesDoubleReference) {
         x[j] = g.mean[j];
         mag[j] = std::abs(g.mean[j]);
         for (uint32_t i = 0; i < na; ++i) {
-          const double term = double(coef[static_cast<size_t>(r) * na + i]) * g.basis[static_cast<size_t>(i) * g.dims + j];
+          const double term =
+              double(coef[static_cast<size_t>(r) * na + i]) * g.basis[static_cast<size_t>(i) * g.dims + j];
           x[j] += term;
           mag[j] += std::abs(term);
         }
@@ -205,7 +206,8 @@ TEST_F(DckvModelTest, RealKvDecodeMatchesDoubleReference) {
             const double want = xk[kv * hr + c];
             const double tol = std::ldexp(std::abs(want), -8) + 4 * gamma * mk[kv * hr + c];
             const double have = got[(2ull * l + kv) * T * hr + static_cast<uint64_t>(t) * hr + c];
-            ASSERT_LE(std::abs(have - want), tol) << "layer " << l << " kv " << kv << " t " << t << " c " << c;
+            ASSERT_LE(std::abs(have - want), tol)
+                << "layer " << l << " kv " << kv << " t " << t << " c " << c;
             ++checked;
           }
         }

@@ -72,7 +72,8 @@ inline std::shared_ptr<const std::vector<float>> Embedding() {
 inline DckvRows MakeConditionedRows(uint64_t tokens, uint32_t stream, uint64_t doc_rows = 100) {
   DckvRows r = MakeRows(tokens, stream);
   for (auto* kv : {&r.k, &r.v}) {  // the unpredictable part: small
-    for (auto& layer : *kv) for (float& x : layer) x *= 0.05f;
+    for (auto& layer : *kv)
+      for (float& x : layer) x *= 0.05f;
   }
   const auto embed = Embedding();
   std::mt19937 rng(500 + stream);
@@ -105,7 +106,8 @@ inline DckvRows MakeConditionedRows(uint64_t tokens, uint32_t stream, uint64_t d
       }
     }
   }
-  for (uint64_t done = 0; done < tokens; done += doc_rows) r.document_rows.push_back(std::min(doc_rows, tokens - done));
+  for (uint64_t done = 0; done < tokens; done += doc_rows)
+    r.document_rows.push_back(std::min(doc_rows, tokens - done));
   r.embed = embed;
   r.vocab = kVocab;
   r.embed_dim = kEmbedDim;
@@ -125,7 +127,8 @@ inline KvChunk MakeChunk(const DckvRows& r, uint32_t begin, uint32_t end, DType 
         const auto& src = kv == 0 ? r.k[l] : r.v[l];
         row.assign(src.begin() + static_cast<size_t>(t) * hr, src.begin() + static_cast<size_t>(t + 1) * hr);
         if (kv == 0) {
-          for (uint32_t h = 0; h < r.n_kv_heads; ++h) RotateHead(row.data() + h * r.head_dim, r.head_dim, t, 10000.0f, false);
+          for (uint32_t h = 0; h < r.n_kv_heads; ++h)
+            RotateHead(row.data() + h * r.head_dim, r.head_dim, t, 10000.0f, false);
         }
         for (uint32_t i = 0; i < hr; ++i) {
           const uint64_t at = static_cast<uint64_t>(t - begin) * hr + i;

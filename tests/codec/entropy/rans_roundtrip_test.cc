@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "codec/entropy/rans.h"
-#include "tests/codec/rans_test_util.h"
+#include "tests/codec/entropy/rans_test_util.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::entropy {
@@ -76,8 +76,7 @@ TEST_P(RansRoundTrip, SizesSingleAndMultiTable) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PrecisionsAndAlphabets, RansRoundTrip,
-                         ::testing::Combine(::testing::Range(10, 16),
-                                            ::testing::Values(1, 2, 5, 8, 12, 16)));
+                         ::testing::Combine(::testing::Range(10, 16), ::testing::Values(1, 2, 5, 8, 12, 16)));
 
 TEST(RansRoundTrip, OneMillionSymbols) {
   const TableSet tables = LaplaceTables(12, 8, 4);

@@ -10,7 +10,7 @@
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
 #include "codec/dckv/dckv_ridge.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::dckv {
@@ -81,11 +81,11 @@ TEST(DckvConditional, HandDerivedPredictions) {
   PredictTokenMean(g, 1, z, mu);
   EXPECT_EQ(mu, (std::vector<float>{2.5f, 3.0f}));
   // Context rows: n_0, n_1, z_0, bias.
-  g.context_map = {1.0f, 0.0f,  0.0f, 0.5f,  0.25f, 0.0f,  -1.0f, 1.0f};
+  g.context_map = {1.0f, 0.0f, 0.0f, 0.5f, 0.25f, 0.0f, -1.0f, 1.0f};
   const std::vector<float> prev = {2.0f, 4.0f}, next = {4.0f, 0.0f};
   PredictContextMean(g, 1, prev, next, z, mu);  // n = (3, 2)
   EXPECT_EQ(mu, (std::vector<float>{-1.0f + 3.0f + 0.5f, 1.0f + 1.0f}));
-  PredictContextMean(g, 1, prev, {}, z, mu);     // n = prev
+  PredictContextMean(g, 1, prev, {}, z, mu);  // n = prev
   EXPECT_EQ(mu, (std::vector<float>{-1.0f + 2.0f + 0.5f, 1.0f + 2.0f}));
 }
 
@@ -214,7 +214,8 @@ TEST(DckvConditional, BatchedRowsEqualOneRowBitForBit) {
       PredictRows(g.token_map, rank, na, z, count, mu_a);
       std::vector<float> u(static_cast<size_t>(count) * (k + rank));
       for (uint32_t b = 0; b < count; ++b) {
-        for (uint32_t j = 0; j < k; ++j) u[b * (k + rank) + j] = 0.5f * (prev[b * na + j % na] + next[b * na + j % na]);
+        for (uint32_t j = 0; j < k; ++j)
+          u[b * (k + rank) + j] = 0.5f * (prev[b * na + j % na] + next[b * na + j % na]);
         std::copy_n(z.begin() + b * rank, rank, u.begin() + b * (k + rank) + k);
       }
       PredictRows(g.context_map, k + rank, na, u, count, mu_b);

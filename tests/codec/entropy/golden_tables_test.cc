@@ -39,8 +39,8 @@ Result<std::vector<double>> PmfOf(const nlohmann::json& s) {
 }
 
 TEST(GoldenTables, BuilderMatchesCommittedTables) {
-  std::ifstream f(kvstash::testing::SourceDir() + "/tests/codec/data/golden_tables.json");
-  ASSERT_TRUE(f.good()) << "missing tests/codec/data/golden_tables.json";
+  std::ifstream f(kvstash::testing::SourceDir() + "/tests/codec/entropy/data/golden_tables.json");
+  ASSERT_TRUE(f.good()) << "missing tests/codec/entropy/data/golden_tables.json";
   const nlohmann::json doc = nlohmann::json::parse(f);
   ASSERT_GE(doc["tables"].size(), 30u);
   for (const auto& s : doc["tables"]) {

@@ -7,7 +7,7 @@
 #include "codec/dckv/dckv_calibration.h"
 #include "common/byte_io.h"
 #include "common/checksum.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::dckv {
@@ -58,7 +58,8 @@ TEST(DckvCalibration, BasisIsOrthonormalAndSorted) {
     for (uint32_t i = 0; i < 4; ++i) {
       for (uint32_t j = 0; j < 4; ++j) {
         double dot = 0;
-        for (uint32_t c = 0; c < g.dims; ++c) dot += double(g.basis[i * g.dims + c]) * g.basis[j * g.dims + c];
+        for (uint32_t c = 0; c < g.dims; ++c)
+          dot += double(g.basis[i * g.dims + c]) * g.basis[j * g.dims + c];
         EXPECT_NEAR(dot, i == j ? 1.0 : 0.0, 1e-4);
       }
     }

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "codec/entropy/rans_segments.h"
-#include "tests/codec/rans_test_util.h"
+#include "tests/codec/entropy/rans_test_util.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::entropy {
@@ -28,11 +28,11 @@ TEST(RansSegments, RoundTripAcrossBoundaries) {
     // Each segment is an independent stream of its slice.
     for (uint32_t s = 0; s < dir.num_segments(); ++s) {
       const size_t begin = s * 64, len = dir.SegmentLength(s);
-      ASSERT_OK_AND_ASSIGN(
-          auto alone, RansEncode(std::span(symbols).subspan(begin, len),
-                                 std::span<const uint16_t>(idx).subspan(begin, len), tables));
-      EXPECT_EQ(alone, std::vector<uint8_t>(framed.begin() + dir.offsets[s],
-                                            framed.begin() + dir.offsets[s + 1]));
+      ASSERT_OK_AND_ASSIGN(auto alone,
+                           RansEncode(std::span(symbols).subspan(begin, len),
+                                      std::span<const uint16_t>(idx).subspan(begin, len), tables));
+      EXPECT_EQ(alone,
+                std::vector<uint8_t>(framed.begin() + dir.offsets[s], framed.begin() + dir.offsets[s + 1]));
     }
     std::vector<uint16_t> out(n);
     ASSERT_OK(RansDecodeSegmented(framed, idx, tables, out));

@@ -66,7 +66,8 @@ TEST(DckvGelu, SpecialInputs) {
     EXPECT_TRUE(std::isfinite(g));
     EXPECT_LE(g, 0.0f);
     EXPECT_GT(g, -1e-25f);
-    EXPECT_EQ(std::bit_cast<uint32_t>(g), std::bit_cast<uint32_t>(Gelu(-kGeluClamp)));  // NaN, -inf clamp to -16384
+    EXPECT_EQ(std::bit_cast<uint32_t>(g),
+              std::bit_cast<uint32_t>(Gelu(-kGeluClamp)));  // NaN, -inf clamp to -16384
   }
   EXPECT_NEAR(Gelu(10.0f), 10.0f, 1e-6f);
   EXPECT_NEAR(Gelu(-10.0f), 0.0f, 1e-6f);
@@ -76,8 +77,12 @@ TEST(DckvGelu, SpecialInputs) {
 // operations changes them, and with them every decoded chunk of an artifact with a
 // decoder net).
 TEST(DckvGelu, PinnedBits) {
-  const struct { float a; uint32_t bits; } cases[] = {
-      {1.0f, 0x3f57585cu}, {-0.5f, 0xbe1dfd25u}, {2.25f, 0x400e4255u}, {-3.0f, 0xbb6e614cu}, {0.001f, 0x3a032d35u},
+  const struct {
+    float a;
+    uint32_t bits;
+  } cases[] = {
+      {1.0f, 0x3f57585cu},  {-0.5f, 0xbe1dfd25u},  {2.25f, 0x400e4255u},
+      {-3.0f, 0xbb6e614cu}, {0.001f, 0x3a032d35u},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(std::bit_cast<uint32_t>(Gelu(c.a)), c.bits) << c.a;

@@ -16,7 +16,7 @@
 
 #include "codec/dckv/dckv_codec.h"
 #include "codec/dckv/dckv_rope.h"
-#include "tests/dckv/dckv_test_data.h"
+#include "tests/codec/dckv/dckv_test_data.h"
 #include "tests/support/test_util.h"
 
 namespace kvstash::dckv {
@@ -123,7 +123,8 @@ TEST(DckvDecodeElements, PlainArtifactGivesTheCpuBytes) {
     ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(std::move(artifact)));
     for (uint32_t len : {1u, 2u, 7u, 31u, 32u, 33u, 100u}) {
       for (uint32_t offset : {0u, 9u}) {
-        for (uint32_t prefix : {200u, offset + len}) ExpectSameDecode(codec, eval, offset, len, prefix, false, DType::kBF16);
+        for (uint32_t prefix : {200u, offset + len})
+          ExpectSameDecode(codec, eval, offset, len, prefix, false, DType::kBF16);
       }
     }
     ExpectSameDecode(codec, eval, 5, 33, 200, false, DType::kF32);

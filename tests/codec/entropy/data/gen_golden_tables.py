@@ -4,9 +4,9 @@ of codec/entropy (det_math, pmf, normalize, table_builder).
 
 Python floats are IEEE doubles and every operation below is written in the same
 order as the C++ code, so the two implementations must agree bit for bit; the C++
-test tests/codec/golden_tables_test.cc rebuilds every table and compares. A change
+test tests/codec/entropy/golden_tables_test.cc rebuilds every table and compares. A change
 in the table-building algorithm shows up as a diff of this file (regenerate with
-`python3 tests/codec/data/gen_golden_tables.py`, standard library only).
+`python3 tests/codec/entropy/data/gen_golden_tables.py`, standard library only).
 """
 import heapq
 import json
@@ -249,7 +249,7 @@ def main():
         tables.append(row)
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden_tables.json")
     with open(path, "w") as f:
-        json.dump({"generator": "tests/codec/data/gen_golden_tables.py", "tables": tables}, f,
+        json.dump({"generator": "tests/codec/entropy/data/gen_golden_tables.py", "tables": tables}, f,
                   indent=None, separators=(",", ":"))
         f.write("\n")
     print(f"wrote {len(tables)} tables to {path}")
