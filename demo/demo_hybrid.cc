@@ -8,15 +8,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "codec/dckv/dckv_codec.h"
 #include "common/default_paths.h"
+#include "demo/demo_hybrid_codec.h"
 #include "demo/demo_hybrid_runner.h"
 #include "demo/demo_report.h"
 #include "demo/demo_server.h"
-#include "codec/dckv/dckv_codec.h"
-#include "model/hybrid/hybrid_model.h"
-#include "model/hybrid/hybrid_spec.h"
 #include "model/corpus/text_corpus.h"
 #include "model/formats/model_loader.h"
+#include "model/hybrid/hybrid_model.h"
+#include "model/hybrid/hybrid_spec.h"
 
 namespace kvstash::demo {
 namespace {
@@ -188,6 +189,7 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
     std::cerr << "kvstash-demo: " << client.status().ToString() << "\n";
     return 1;
   }
+  const std::shared_ptr<Client> shared_client = std::move(client).value();
 
   const std::string dir = flags.hybrid_model.empty() ? DefaultHybridModelDir() : flags.hybrid_model;
   auto loaded = hybrid::HybridModel::Load(dir);
@@ -242,8 +244,11 @@ int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
                                                ? MakeSpecHybridCoder(model, codecs.predictor, codecs.artifact)
                                            : c == "dckv" ? MakeDckvHybridCoder(model, codecs.dckv)
                                                          : MakeRawHybridCoder(model);
-    auto row = RunHybridCodec(model, *workload, *reference, *coder, "demo-hybrid-" + run_id + "-" + c,
-                              o.client.tenant, client->get(), ro);
+    auto codec = MakeHybridChunkCodec(
+        model, std::move(coder),
+        {flags.chunk_tokens, flags.state_every, "demo-hybrid-" + run_id + "-" + c, o.client.tenant});
+    if (!codec.ok()) return Fail("codec " + c, codec.status());
+    auto row = RunHybridCodec(model, *workload, *reference, std::move(codec).value(), shared_client, ro);
     if (!row.ok()) return Fail("run " + c, row.status());
     rows.push_back(*row);
     base_rows.push_back(row->base);
