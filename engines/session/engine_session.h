@@ -46,8 +46,8 @@
 //   pressure: a chain is never dropped silently). Put errors are counted and returned
 //   by Flush(); they never fail an evaluation.
 //
-// Ownership: the session owns its engine and the PUT thread; the Client and PrefixCodec
-// are shared (thread-safe, immutable).
+// Ownership: the session owns its engine and the PUT thread; the Client and ChunkCodec
+// are shared (the Client thread-safe, the codec as chunk_codec.h says).
 // Thread-safety: NOT thread-safe. One thread drives a session (and its engine);
 // distinct sessions may run concurrently. The destructor waits for queued PUTs (Flush)
 // and joins the thread.
