@@ -1,10 +1,12 @@
 // `kvstash-demo`: the main job end to end on a real model (SmolLM2-135M), real text and
-// a real kvstash server. RunDemo loads the model, loads or calibrates the codec
-// artifacts (demo_artifacts.h), builds the shared-prefix RAG workload
-// (demo_workload.h), runs one pass per codec, which share the reference results, and
-// prints the table (demo_report.h). The engine that prefills misses and continues from
-// restored caches is llama.cpp by default (demo_llama.h: llama.cpp's own KV is stored
-// and restored) or our reference runtime with engine "reference" (demo_runner.h); with
+// a real kvstash server. RunDemo picks the engine's demo (a DemoEngine) and runs it
+// through the one driver (demo_driver.h): the demo loads the model, loads or
+// calibrates the codec artifacts (demo_artifacts.h), builds the shared-prefix RAG
+// workload (demo_workload.h), runs one engine-session pass per codec
+// (demo_session_pass.h), which share the reference results, and prints the table
+// (demo_report.h). The engine that prefills misses and continues from restored caches
+// is llama.cpp by default (demo_llama.h: llama.cpp's own KV is stored and restored) or
+// our reference runtime with engine "reference" (demo_reference.h); with
 // options.hybrid enabled it runs the hybrid variant instead (demo_hybrid.h, reference
 // runtime only). Progress and the report go to stdout, errors to stderr.
 //
@@ -55,6 +57,7 @@ struct DemoOptions {
   HybridDemoOptions hybrid;       // the hybrid variant (off by default)
 };
 
+// The demo of `options` (see the top); returns the exit code.
 int RunDemo(DemoOptions options);
 
 }  // namespace kvstash::demo

@@ -5,18 +5,24 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "codec/dckv/dckv_codec.h"
 #include "common/default_paths.h"
+#include "demo/demo_hybrid_codec.h"
 #include "demo/demo_hybrid_runner.h"
 #include "demo/demo_report.h"
 #include "demo/demo_server.h"
-#include "codec/dckv/dckv_codec.h"
-#include "model/hybrid/hybrid_model.h"
-#include "model/hybrid/hybrid_spec.h"
 #include "model/corpus/text_corpus.h"
 #include "model/formats/model_loader.h"
+#include "model/hybrid/hybrid_model.h"
+#include "model/hybrid/hybrid_spec.h"
 
 namespace kvstash::demo {
 namespace {
@@ -171,115 +177,155 @@ nlohmann::json HybridSetupJson(const DemoCommonArgs& o, const HybridDemoOptions&
           {"predictor", codecs.predictor ? codecs.predictor->options().Name() : ""}};
 }
 
+// The hybrid runtime's demo (see the header).
+class HybridDemo final : public DemoEngine {
+ public:
+  HybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) : flags_(flags), o_(std::move(o)) {}
+
+  int Open() override {
+    for (const auto& c : o_.codecs) {
+      if (c != "raw" && c != "spec" && c != "dckv") {
+        std::cerr << "kvstash-demo --model-kind hybrid: codec '" << c
+                  << "' is not available for the hybrid model (raw, spec, dckv)\n";
+        return 2;
+      }
+    }
+    auto client = StartServerAndConnect(o_.start_server, o_.data_dir, o_.port, o_.http_port, o_.keep_server,
+                                        &o_.client, &server_);
+    if (!client.ok()) {
+      std::cerr << "kvstash-demo: " << client.status().ToString() << "\n";
+      return 1;
+    }
+    client_ = std::move(client).value();
+    dir_ = flags_.hybrid_model.empty() ? DefaultHybridModelDir() : flags_.hybrid_model;
+    auto loaded = hybrid::HybridModel::Load(dir_);
+    if (!loaded.ok()) return Fail("loading " + dir_, loaded.status());
+    model_.emplace(std::move(loaded).value());
+    const hybrid::HybridConfig& cfg = model_->config();
+    auto tokenizer = model::LoadTokenizer(o_.tokenizer_model, 0);
+    if (!tokenizer.ok()) return Fail("tokenizer of " + o_.tokenizer_model, tokenizer.status());
+    auto workload = BuildDemoWorkload(**tokenizer, o_.workload);
+    if (!workload.ok()) return Fail("workload", workload.status());
+    workload_ = std::move(workload).value();
+    MapToVocab(&workload_, cfg.vocab_size);
+    for (const auto& r : workload_.requests) prompt_tokens_ += workload_.PromptTokens(r);
+    const KvLayout layout = hybrid::HybridKvLayout(cfg);
+    auto empty_state = hybrid::ExportRecurrentState(cfg, hybrid::HybridState::Empty(cfg));
+    if (!empty_state.ok()) return Fail("state", empty_state.status());
+    state_bytes_ = empty_state->DataBytes();
+    std::printf(
+        "hybrid model %s: %u layers (%u attention, %u Gated DeltaNet), vocab %u; KV %llu B/token, state %llu "
+        "B "
+        "per boundary\n",
+        dir_.c_str(), cfg.num_layers(), cfg.num_attention_layers(),
+        cfg.num_layers() - cfg.num_attention_layers(), cfg.vocab_size,
+        static_cast<unsigned long long>(layout.DataBytes(1)), static_cast<unsigned long long>(state_bytes_));
+    std::printf(
+        "workload: %zu documents (%u tokens each) x %u questions = %zu requests, %llu prompt tokens, seed "
+        "%llu "
+        "(SmolLM2 token ids mod %u)\n",
+        workload_.documents.size(), o_.workload.doc_tokens, o_.workload.requests_per_doc,
+        workload_.requests.size(), static_cast<unsigned long long>(prompt_tokens_),
+        static_cast<unsigned long long>(o_.workload.seed), cfg.vocab_size);
+    std::fflush(stdout);
+    if (const Status st = MakeHybridCodecs(*model_, **tokenizer, flags_, o_.codecs, &codecs_); !st.ok()) {
+      return Fail(codecs_.failed, st);
+    }
+    return OpenReference();
+  }
+
+  size_t codec_count() const override { return o_.codecs.size(); }
+
+  int RunCodec(size_t k) override {
+    const std::string& c = o_.codecs[k];
+    const hybrid::HybridModel& model = *model_;
+    std::unique_ptr<HybridKvCoder> coder =
+        c == "spec"   ? MakeSpecHybridCoder(model, codecs_.predictor, codecs_.artifact)
+        : c == "dckv" ? MakeDckvHybridCoder(model, codecs_.dckv)
+                      : MakeRawHybridCoder(model);
+    auto codec = MakeHybridChunkCodec(
+        model, std::move(coder),
+        {flags_.chunk_tokens, flags_.state_every, "demo-hybrid-" + run_id_ + "-" + c, o_.client.tenant});
+    if (!codec.ok()) return Fail("codec " + c, codec.status());
+    auto row = RunHybridCodec(model, workload_, reference_, std::move(codec).value(), client_, ro_);
+    if (!row.ok()) return Fail("run " + c, row.status());
+    rows_.push_back(*row);
+    base_rows_.push_back(row->base);
+    return 0;
+  }
+
+  int Close() override {
+    auto acceptance = DemoAcceptance(base_rows_);
+    const bool state_exact = StateExact(rows_);
+    acceptance["state_kv_continuation_exact_on_every_hit"] = state_exact;
+    acceptance["passed"] = acceptance["passed"].get<bool>() && state_exact;
+    const double wall_s = Secs(t_start_);
+    std::printf("\n%s", DemoTable(base_rows_).c_str());
+    PrintStateTable(rows_);
+    std::printf(
+        "\nacceptance: token hit rate > 50%%: %s; hit TTFT < miss TTFT: %s; every hit's state exact (and KV "
+        "+ continuation, lossless codecs): %s\n",
+        acceptance["token_hit_rate_over_50"].get<bool>() ? "yes" : "NO",
+        acceptance["hit_ttft_below_miss"].get<bool>() ? "yes" : "NO", state_exact ? "yes" : "NO");
+    std::printf("demo wall time %.1f s (reference pass %.1f s)\n", wall_s, reference_.wall_s);
+    if (!o_.json.empty()) {
+      nlohmann::json j;
+      j["rows"] = nlohmann::json::array();
+      for (const auto& r : rows_) j["rows"].push_back(RowJson(r));
+      j["acceptance"] = acceptance;
+      j["setup"] = HybridSetupJson(o_, flags_, *model_, dir_, codecs_);
+      j["setup"]["requests"] = workload_.requests.size();
+      j["setup"]["prompt_tokens"] = prompt_tokens_;
+      j["setup"]["state_bytes_per_boundary"] = state_bytes_;
+      j["setup"]["reference_s"] = reference_.wall_s;
+      j["setup"]["wall_s"] = wall_s;
+      j["setup"]["run_id"] = run_id_;
+      std::ofstream f(o_.json);
+      f << j.dump(2) << "\n";
+      if (!f) return Fail("writing " + o_.json, Status::IOError(o_.json));
+    }
+    FinishServer(o_.start_server, o_.keep_server, /*show_dashboard=*/false, &server_);
+    return acceptance["passed"].get<bool>() ? 0 : 1;
+  }
+
+ private:
+  // The pass options and the reference pass shared by the codecs.
+  int OpenReference() {
+    ro_.gen_tokens = o_.gen_tokens;
+    ro_.chunk_tokens = flags_.chunk_tokens;
+    ro_.state_every = flags_.state_every;
+    ro_.verbose = !o_.quiet;
+    ro_.restore_policy = o_.restore_policy;
+    auto reference = RunHybridReference(*model_, workload_, ro_);
+    if (!reference.ok()) return Fail("reference pass", reference.status());
+    reference_ = std::move(reference).value();
+    std::printf("reference pass (full prefill of every prompt, exact states at the boundaries): %.1f s\n",
+                reference_.wall_s);
+    std::fflush(stdout);
+    return 0;
+  }
+
+  const HybridDemoOptions flags_;
+  DemoCommonArgs o_;
+  const Clock::time_point t_start_ = Clock::now();
+  const std::string run_id_ = RandomHex(8);
+  DemoServer server_;
+  std::shared_ptr<Client> client_;
+  std::string dir_;
+  std::optional<hybrid::HybridModel> model_;
+  DemoWorkload workload_;
+  uint64_t prompt_tokens_ = 0, state_bytes_ = 0;
+  HybridCodecs codecs_;
+  HybridDemoRunOptions ro_;
+  HybridDemoReference reference_;
+  std::vector<HybridDemoRow> rows_;
+  std::vector<DemoCodecRow> base_rows_;
+};
+
 }  // namespace
 
-int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs o) {
-  const auto t_start = Clock::now();
-  for (const auto& c : o.codecs) {
-    if (c != "raw" && c != "spec" && c != "dckv") {
-      std::cerr << "kvstash-demo --model-kind hybrid: codec '" << c
-                << "' is not available for the hybrid model (raw, spec, dckv)\n";
-      return 2;
-    }
-  }
-  DemoServer server;
-  auto client = StartServerAndConnect(o.start_server, o.data_dir, o.port, o.http_port, o.keep_server, &o.client, &server);
-  if (!client.ok()) {
-    std::cerr << "kvstash-demo: " << client.status().ToString() << "\n";
-    return 1;
-  }
-
-  const std::string dir = flags.hybrid_model.empty() ? DefaultHybridModelDir() : flags.hybrid_model;
-  auto loaded = hybrid::HybridModel::Load(dir);
-  if (!loaded.ok()) return Fail("loading " + dir, loaded.status());
-  const hybrid::HybridModel& model = *loaded;
-  const hybrid::HybridConfig& cfg = model.config();
-  auto tokenizer = model::LoadTokenizer(o.tokenizer_model, 0);
-  if (!tokenizer.ok()) return Fail("tokenizer of " + o.tokenizer_model, tokenizer.status());
-  auto workload = BuildDemoWorkload(**tokenizer, o.workload);
-  if (!workload.ok()) return Fail("workload", workload.status());
-  MapToVocab(&*workload, cfg.vocab_size);
-  uint64_t prompt_tokens = 0;
-  for (const auto& r : workload->requests) prompt_tokens += workload->PromptTokens(r);
-  const KvLayout layout = hybrid::HybridKvLayout(cfg);
-  auto empty_state = hybrid::ExportRecurrentState(cfg, hybrid::HybridState::Empty(cfg));
-  if (!empty_state.ok()) return Fail("state", empty_state.status());
-  std::printf("hybrid model %s: %u layers (%u attention, %u Gated DeltaNet), vocab %u; KV %llu B/token, state %llu B "
-              "per boundary\n",
-              dir.c_str(), cfg.num_layers(), cfg.num_attention_layers(),
-              cfg.num_layers() - cfg.num_attention_layers(), cfg.vocab_size,
-              static_cast<unsigned long long>(layout.DataBytes(1)),
-              static_cast<unsigned long long>(empty_state->DataBytes()));
-  std::printf("workload: %zu documents (%u tokens each) x %u questions = %zu requests, %llu prompt tokens, seed %llu "
-              "(SmolLM2 token ids mod %u)\n",
-              workload->documents.size(), o.workload.doc_tokens, o.workload.requests_per_doc,
-              workload->requests.size(), static_cast<unsigned long long>(prompt_tokens),
-              static_cast<unsigned long long>(o.workload.seed), cfg.vocab_size);
-  std::fflush(stdout);
-
-  HybridCodecs codecs;
-  if (const Status st = MakeHybridCodecs(model, **tokenizer, flags, o.codecs, &codecs); !st.ok()) {
-    return Fail(codecs.failed, st);
-  }
-
-  HybridDemoRunOptions ro;
-  ro.gen_tokens = o.gen_tokens;
-  ro.chunk_tokens = flags.chunk_tokens;
-  ro.state_every = flags.state_every;
-  ro.verbose = !o.quiet;
-  ro.restore_policy = o.restore_policy;
-  auto reference = RunHybridReference(model, *workload, ro);
-  if (!reference.ok()) return Fail("reference pass", reference.status());
-  std::printf("reference pass (full prefill of every prompt, exact states at the boundaries): %.1f s\n",
-              reference->wall_s);
-  std::fflush(stdout);
-
-  const std::string run_id = RandomHex(8);
-  std::vector<HybridDemoRow> rows;
-  std::vector<DemoCodecRow> base_rows;
-  for (const auto& c : o.codecs) {
-    std::unique_ptr<HybridKvCoder> coder = c == "spec"
-                                               ? MakeSpecHybridCoder(model, codecs.predictor, codecs.artifact)
-                                           : c == "dckv" ? MakeDckvHybridCoder(model, codecs.dckv)
-                                                         : MakeRawHybridCoder(model);
-    auto row = RunHybridCodec(model, *workload, *reference, *coder, "demo-hybrid-" + run_id + "-" + c,
-                              o.client.tenant, client->get(), ro);
-    if (!row.ok()) return Fail("run " + c, row.status());
-    rows.push_back(*row);
-    base_rows.push_back(row->base);
-  }
-
-  auto acceptance = DemoAcceptance(base_rows);
-  const bool state_exact = StateExact(rows);
-  acceptance["state_kv_continuation_exact_on_every_hit"] = state_exact;
-  acceptance["passed"] = acceptance["passed"].get<bool>() && state_exact;
-  const double wall_s = Secs(t_start);
-  std::printf("\n%s", DemoTable(base_rows).c_str());
-  PrintStateTable(rows);
-  std::printf("\nacceptance: token hit rate > 50%%: %s; hit TTFT < miss TTFT: %s; every hit's state exact (and KV "
-              "+ continuation, lossless codecs): %s\n",
-              acceptance["token_hit_rate_over_50"].get<bool>() ? "yes" : "NO",
-              acceptance["hit_ttft_below_miss"].get<bool>() ? "yes" : "NO", state_exact ? "yes" : "NO");
-  std::printf("demo wall time %.1f s (reference pass %.1f s)\n", wall_s, reference->wall_s);
-
-  if (!o.json.empty()) {
-    nlohmann::json j;
-    j["rows"] = nlohmann::json::array();
-    for (const auto& r : rows) j["rows"].push_back(RowJson(r));
-    j["acceptance"] = acceptance;
-    j["setup"] = HybridSetupJson(o, flags, model, dir, codecs);
-    j["setup"]["requests"] = workload->requests.size();
-    j["setup"]["prompt_tokens"] = prompt_tokens;
-    j["setup"]["state_bytes_per_boundary"] = empty_state->DataBytes();
-    j["setup"]["reference_s"] = reference->wall_s;
-    j["setup"]["wall_s"] = wall_s;
-    j["setup"]["run_id"] = run_id;
-    std::ofstream f(o.json);
-    f << j.dump(2) << "\n";
-    if (!f) return Fail("writing " + o.json, Status::IOError(o.json));
-  }
-  FinishServer(o.start_server, o.keep_server, /*show_dashboard=*/false, &server);
-  return acceptance["passed"].get<bool>() ? 0 : 1;
+std::unique_ptr<DemoEngine> MakeHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs args) {
+  return std::make_unique<HybridDemo>(flags, std::move(args));
 }
 
 }  // namespace kvstash::demo

@@ -2,7 +2,8 @@
 // model (model/hybrid; default the committed tiny random-weight config
 // tests/model/hybrid/data/tiny_qwen35) through a real kvstash server, with KV + recurrent
 // state stored at chunk boundaries and the restored KV, state and continuation checked
-// exact on every hit (demo/demo_hybrid_runner.h).
+// exact on every hit (demo/demo_hybrid_runner.h), a DemoEngine of the one driver
+// (demo/demo_driver.h).
 //
 // Tokens: the workload is built as for SmolLM2 (demo/demo_workload.h: real text,
 // SmolLM2's tokenizer from the --model GGUF, its chat template), then every token id is
@@ -25,12 +26,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "demo/demo_driver.h"
+#include "demo/demo_workload.h"
 #include "kvstash/client.h"
 #include "kvstash/restore_cost.h"
-#include "demo/demo_workload.h"
 
 namespace kvstash::demo {
 
@@ -61,6 +64,8 @@ struct DemoCommonArgs {
   RestoreCostOptions::Policy restore_policy = RestoreCostOptions::Policy::kCost;
 };
 
-int RunHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs args);
+// The hybrid demo of `flags` and `args` (flags.enabled()), as the driver's DemoEngine
+// (demo_driver.h).
+std::unique_ptr<DemoEngine> MakeHybridDemo(const HybridDemoOptions& flags, DemoCommonArgs args);
 
 }  // namespace kvstash::demo

@@ -1,4 +1,4 @@
-// The dckv coder of the hybrid demo (demo/demo_hybrid_runner.h): the attention
+// The dckv coder of the hybrid demo (demo/demo_hybrid_codec.h): the attention
 // layers' KV lossy-coded with dckv (codec/dckv/dckv_codec.h, decoded to bf16 and
 // widened to fp32 on restore), the recurrent state stored exact (raw state records).
 // Its artifact is calibrated on the hybrid's own attention K/V (CalibrateHybridDckv).
@@ -7,7 +7,7 @@
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
 #include "codec/dckv/dckv_rope.h"
-#include "demo/demo_hybrid_runner.h"
+#include "demo/demo_hybrid_codec.h"
 #include "kvstash/dtype_bits.h"
 #include "kvstash/payload_format.h"
 
@@ -23,9 +23,8 @@ class DckvHybridCoder : public HybridKvCoder {
   std::string artifact_digest() const override { return ToHex(codec_->digest()); }
   bool lossy() const override { return true; }
 
-  Result<std::vector<uint8_t>> EncodeChunk(std::span<const uint32_t> prefix, const hybrid::HybridState& state,
-                                           uint32_t begin, uint32_t end, bool) const override {
-    KVSTASH_ASSIGN_OR_RETURN(KvChunk chunk, hybrid::ExportKvChunk(model_.config(), state, begin, end));
+  Result<std::vector<uint8_t>> EncodeChunk(std::span<const uint32_t> prefix, const KvChunk& chunk,
+                                           uint32_t begin, bool) const override {
     return codec_->Encode(chunk.view(), begin, static_cast<uint32_t>(prefix.size()), model_.fingerprint());
   }
 

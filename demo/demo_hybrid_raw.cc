@@ -1,6 +1,6 @@
-// The raw coder of the hybrid demo (demo/demo_hybrid_runner.h): codec-raw f32 KV
+// The raw coder of the hybrid demo (demo/demo_hybrid_codec.h): codec-raw f32 KV
 // payloads and raw state records, restored through hybrid::RestoreStoredBoundary.
-#include "demo/demo_hybrid_runner.h"
+#include "demo/demo_hybrid_codec.h"
 #include "kvstash/payload_format.h"
 #include "model/hybrid/hybrid_stored.h"
 
@@ -13,9 +13,8 @@ class RawHybridCoder : public HybridKvCoder {
   std::string name() const override { return "raw"; }
   std::string codec_id() const override { return "raw"; }
 
-  Result<std::vector<uint8_t>> EncodeChunk(std::span<const uint32_t>, const hybrid::HybridState& state,
-                                           uint32_t begin, uint32_t end, bool partial) const override {
-    KVSTASH_ASSIGN_OR_RETURN(KvChunk chunk, hybrid::ExportKvChunk(model_.config(), state, begin, end));
+  Result<std::vector<uint8_t>> EncodeChunk(std::span<const uint32_t>, const KvChunk& chunk, uint32_t begin,
+                                           bool partial) const override {
     PayloadHeader h;
     h.codec = CodecId::kRaw;
     h.flags = partial ? kPayloadFlagPartialChunk : 0;

@@ -1,9 +1,9 @@
-// The spec coder of the hybrid demo (demo/demo_hybrid_runner.h): the exact fp32
+// The spec coder of the hybrid demo (demo/demo_hybrid_codec.h): the exact fp32
 // KV and recurrent state coded against the deterministic int8 predictor
 // (model/hybrid/hybrid_spec.h), decoded client-side on every hit.
 #include <algorithm>
 
-#include "demo/demo_hybrid_runner.h"
+#include "demo/demo_hybrid_codec.h"
 #include "kvstash/prefix_key.h"
 #include "model/hybrid/hybrid_spec.h"
 
@@ -22,10 +22,10 @@ class SpecHybridCoder : public HybridKvCoder {
     return ToHex(std::span(reinterpret_cast<const uint8_t*>(&d), sizeof d));
   }
 
-  Result<std::vector<uint8_t>> EncodeChunk(std::span<const uint32_t> prefix, const hybrid::HybridState& state,
-                                           uint32_t begin, uint32_t end, bool partial) const override {
-    KVSTASH_RETURN_IF_ERROR(Advance(prefix, end));
-    return hybrid::EncodeHybridSpecChunk(model_, *artifact_, state, cursor_, begin, end, partial);
+  Result<std::vector<uint8_t>> EncodeChunk(std::span<const uint32_t> prefix, const KvChunk& exact,
+                                           uint32_t begin, bool partial) const override {
+    KVSTASH_RETURN_IF_ERROR(Advance(prefix, begin + exact.tokens));
+    return hybrid::EncodeHybridSpecChunk(model_, *artifact_, exact, cursor_, begin, partial);
   }
 
   Result<std::vector<uint8_t>> EncodeState(std::span<const uint32_t> prefix, const RecurrentState& r) const override {

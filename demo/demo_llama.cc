@@ -2,6 +2,10 @@
 
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "demo/demo_report.h"
 #include "demo/demo_runner.h"
@@ -23,11 +27,24 @@ namespace kvstash::demo {
 
 #if !KVSTASH_DEMO_LLAMA
 
-int RunLlamaDemo(const DemoOptions&) {
-  std::cerr << "kvstash-demo: this build has no llama.cpp (run scripts/setup.sh, which installs it, then "
-               "rebuild), or pass --engine reference\n";
-  return 1;
-}
+namespace {
+
+// A build without llama.cpp: Open says how to get it.
+class NoLlamaDemo final : public DemoEngine {
+ public:
+  int Open() override {
+    std::cerr << "kvstash-demo: this build has no llama.cpp (run scripts/setup.sh, which installs it, then "
+                 "rebuild), or pass --engine reference\n";
+    return 1;
+  }
+  size_t codec_count() const override { return 0; }
+  int RunCodec(size_t) override { return 1; }
+  int Close() override { return 1; }
+};
+
+}  // namespace
+
+std::unique_ptr<DemoEngine> MakeLlamaDemo(const DemoOptions&) { return std::make_unique<NoLlamaDemo>(); }
 
 #else
 
@@ -76,123 +93,153 @@ Result<std::unique_ptr<model::SpecPredictor> > LlamaPredictor(const model::Model
   return model::SpecPredictor::Create(model, po);
 }
 
-}  // namespace
+// llama.cpp's demo (see the header).
+class LlamaDemo final : public DemoEngine {
+ public:
+  explicit LlamaDemo(const DemoOptions& o) : o_(o), client_options_(o.client) {}
 
-int RunLlamaDemo(const DemoOptions& o) {
-  const auto t_start = Clock::now();
-  if (o.llama_kv_dtype != DType::kF16 && o.llama_kv_dtype != DType::kBF16) {
-    std::cerr << "kvstash-demo: --kv-dtype must be f16 or bf16\n";
-    return 2;
+  int Open() override {
+    if (o_.llama_kv_dtype != DType::kF16 && o_.llama_kv_dtype != DType::kBF16) {
+      std::cerr << "kvstash-demo: --kv-dtype must be f16 or bf16\n";
+      return 2;
+    }
+    if (const int code = OpenDemo(o_, &client_options_, &server_, &setup_); code != 0) return code;
+    const model::Model& model = *setup_.model;  // our runtime's copy: tokenizer, predictor, dckv calibration
+    const auto t0 = Clock::now();
+    llama_cpp::InitLlamaBackend();
+    auto lm = llama_cpp::LoadModel(o_.model_path);
+    if (!lm.ok()) return Fail("llama.cpp loading " + o_.model_path, lm.status());
+    lm_ = std::move(lm).value();
+    if (setup_.codecs.want_spec) {
+      auto p = LlamaPredictor(model, o_);
+      if (!p.ok()) return Fail("spec predictor", p.status());
+      predictor_ = std::move(p).value();
+    }
+    load_s_ = setup_.load_s + Secs(t0);
+
+    auto workload = BuildDemoWorkload(*model.tokenizer, o_.workload);
+    if (!workload.ok()) return Fail("workload", workload.status());
+    workload_ = std::move(workload).value();
+    uint64_t longest = 0;
+    for (const auto& r : workload_.requests) longest = std::max<uint64_t>(longest, workload_.PromptTokens(r));
+    // The context holds the longest prompt and its answer (and a calibration document).
+    const uint64_t need = std::max<uint64_t>(longest + o_.gen_tokens, o_.artifacts.cal_doc_tokens);
+    n_ctx_ = static_cast<uint32_t>((need + 255) / 256 * 256);
+    auto params = llama_cpp::ContextParams(n_ctx_, o_.llama_threads, /*flash_attn=*/false, o_.llama_kv_dtype);
+    if (!params.ok()) return Fail("llama.cpp context parameters", params.status());
+    ro_.params = *params;
+    return OpenArtifacts();
   }
-  DemoServer server;
-  ClientOptions client_options = o.client;
-  DemoSetup setup;
-  if (const int code = OpenDemo(o, &client_options, &server, &setup); code != 0) return code;
-  const model::Model& model = *setup.model;  // our runtime's copy: tokenizer, predictor, dckv calibration
-  const DemoCodecs& codecs = setup.codecs;
-  auto t0 = Clock::now();
-  llama_cpp::InitLlamaBackend();
-  auto lm = llama_cpp::LoadModel(o.model_path);
-  if (!lm.ok()) return Fail("llama.cpp loading " + o.model_path, lm.status());
-  std::shared_ptr<const model::SpecPredictor> predictor;
-  if (codecs.want_spec) {
-    auto p = LlamaPredictor(model, o);
-    if (!p.ok()) return Fail("spec predictor", p.status());
-    predictor = std::move(p).value();
-  }
-  const double load_s = setup.load_s + Secs(t0);
 
-  auto workload = BuildDemoWorkload(*model.tokenizer, o.workload);
-  if (!workload.ok()) return Fail("workload", workload.status());
-  uint64_t longest = 0;
-  for (const auto& r : workload->requests) longest = std::max<uint64_t>(longest, workload->PromptTokens(r));
-  // The context holds the longest prompt and its answer (and a calibration document).
-  const uint64_t need = std::max<uint64_t>(longest + o.gen_tokens, o.artifacts.cal_doc_tokens);
-  const auto n_ctx = static_cast<uint32_t>((need + 255) / 256 * 256);
-  auto params = llama_cpp::ContextParams(n_ctx, o.llama_threads, /*flash_attn=*/false, o.llama_kv_dtype);
-  if (!params.ok()) return Fail("llama.cpp context parameters", params.status());
+  size_t codec_count() const override { return setup_.codecs.kinds.size(); }
 
-  DemoArtifactOptions ao = o.artifacts;
-  ao.kv_dtype = o.llama_kv_dtype;
-  ao.engine_name = "llama.cpp-0.3.36-fa-off";
-  ao.engine_kv = [&](std::span<const uint32_t> tokens) { return LlamaKv(lm->get(), *params, tokens); };
-  auto artifacts = LoadOrCalibrateArtifacts(model, setup.fingerprint, predictor.get(), codecs.want_spec,
-                                            codecs.want_dckv, ao);
-  if (!artifacts.ok()) return Fail("codec artifacts", artifacts.status());
-  PrintArtifacts(*artifacts, "; tables of llama.cpp's " + std::string(DTypeName(o.llama_kv_dtype)) + " KV");
-  std::printf("engine: llama.cpp (llama-cpp-python 0.3.36), %s KV, flash attention off, %d threads, context %u\n",
-              std::string(DTypeName(o.llama_kv_dtype)).c_str(), o.llama_threads, n_ctx);
-  const uint64_t prompt_tokens = PrintWorkload(*workload, o.workload);
-  std::fflush(stdout);
-
-  LlamaDemoRunOptions ro;
-  ro.params = *params;
-  ro.gen_tokens = o.gen_tokens;
-  ro.verbose = !o.quiet;
-  ro.restore_policy = o.restore_policy;
-  const std::string run_id = RandomHex(8);  // fresh cache salt: earlier runs never hit
-  LlamaDemoReference reference;
-  std::vector<DemoCodecRow> rows;
-  nlohmann::json spec_bits = nullptr;
-  for (PrefixCodecKind k : codecs.kinds) {
-    PrefixCodecOptions co;
-    co.kind = k;
-    co.model_fingerprint = setup.fingerprint;
-    co.tenant = client_options.tenant;
-    co.cache_salt = "demo-llama-" + run_id;
-    co.kv_dtype = o.llama_kv_dtype;
-    auto codec = MakeDemoCodec(k, model, predictor, *artifacts, co);
+  int RunCodec(size_t i) override {
+    const PrefixCodecKind k = setup_.codecs.kinds[i];
+    auto codec = MakeRunCodec(k, setup_, predictor_, artifacts_, client_options_.tenant,
+                              "demo-llama-" + run_id_, o_.llama_kv_dtype);
     if (!codec.ok()) return Fail(std::string("codec ") + PrefixCodecName(k), codec.status());
     std::shared_ptr<const PrefixCodec> shared(std::move(codec).value());
-    auto row = RunLlamaDemoCodec(lm->get(), *workload, &reference, shared, setup.client, ro);
+    auto row = RunLlamaDemoCodec(lm_.get(), workload_, &reference_, shared, setup_.client, ro_);
     if (!row.ok()) return Fail(std::string("run ") + PrefixCodecName(k), row.status());
-    rows.push_back(*row);
-    if (k == PrefixCodecKind::kSpec) {
-      t0 = Clock::now();
-      auto ours = SpecOnOurKv(model, *workload, *shared);
-      if (!ours.ok()) return Fail("spec on our runtime's KV", ours.status());
-      spec_bits = {{"dtype", DTypeName(o.llama_kv_dtype)},
-                   {"llama_cpp_kv", BitsPerScalar(row->stored_bytes, row->raw_bytes)},
-                   {"our_runtime_kv", BitsPerScalar(ours->stored_bytes, ours->raw_bytes)},
-                   {"our_runtime_kv_raw_bytes", ours->raw_bytes},
-                   {"our_runtime_kv_stored_bytes", ours->stored_bytes},
-                   {"wall_s", Secs(t0)}};
+    rows_.push_back(*row);
+    if (k != PrefixCodecKind::kSpec) return 0;
+    const auto t0 = Clock::now();
+    auto ours = SpecOnOurKv(*setup_.model, workload_, *shared);
+    if (!ours.ok()) return Fail("spec on our runtime's KV", ours.status());
+    spec_bits_ = {{"dtype", DTypeName(o_.llama_kv_dtype)},
+                  {"llama_cpp_kv", BitsPerScalar(row->stored_bytes, row->raw_bytes)},
+                  {"our_runtime_kv", BitsPerScalar(ours->stored_bytes, ours->raw_bytes)},
+                  {"our_runtime_kv_raw_bytes", ours->raw_bytes},
+                  {"our_runtime_kv_stored_bytes", ours->stored_bytes},
+                  {"wall_s", Secs(t0)}};
+    return 0;
+  }
+
+  int Close() override {
+    // TTFT is required below the miss for raw and dckv; spec's is reported (see header).
+    const auto acceptance = DemoAcceptance(rows_, {"spec"});
+    const double wall_s = Secs(t_start_);
+    std::printf("\n%s", DemoTable(rows_).c_str());
+    if (!spec_bits_.is_null()) {
+      std::printf(
+          "\nspec on the same document prefixes, %s KV: llama.cpp's KV %.3f bits/scalar (%.2fx), our "
+          "runtime's "
+          "KV %.3f bits/scalar (%.2fx)\n",
+          std::string(DTypeName(o_.llama_kv_dtype)).c_str(), spec_bits_["llama_cpp_kv"].get<double>(),
+          16.0 / spec_bits_["llama_cpp_kv"].get<double>(), spec_bits_["our_runtime_kv"].get<double>(),
+          16.0 / spec_bits_["our_runtime_kv"].get<double>());
     }
+    std::printf(
+        "\nacceptance: token hit rate > 50%%: %s; hit TTFT < miss TTFT (%s): %s; every hit loaded, raw/spec "
+        "logit-identical: %s\n",
+        acceptance["token_hit_rate_over_50"].get<bool>() ? "yes" : "NO",
+        acceptance["hit_ttft_below_miss_codecs"].get<std::string>().c_str(),
+        acceptance["hit_ttft_below_miss"].get<bool>() ? "yes" : "NO",
+        acceptance["no_mismatch"].get<bool>() ? "yes" : "NO");
+    std::printf(
+        "demo wall time %.1f s (model load %.1f s, calibration %.1f s, llama.cpp reference answers %.1f s)\n",
+        wall_s, load_s_, artifacts_.calibration_s, reference_.wall_s);
+    return CloseDemo(o_, setup_, workload_, rows_, acceptance,
+                     RunFacts(prompt_tokens_, artifacts_.calibration_s, reference_.wall_s, wall_s, run_id_,
+                              predictor_.get()),
+                     {{"engine", "llama.cpp"},
+                      {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off"},
+                      {"llama_threads", o_.llama_threads},
+                      {"n_ctx", n_ctx_},
+                      {"kv_dtype", DTypeName(o_.llama_kv_dtype)}},
+                     {{"spec_bits_per_scalar", spec_bits_}}, &server_);
   }
 
-  // TTFT is required below the miss for raw and dckv; spec's is reported (see header).
-  const auto acceptance = DemoAcceptance(rows, {"spec"});
-  const double wall_s = Secs(t_start);
-  std::printf("\n%s", DemoTable(rows).c_str());
-  if (!spec_bits.is_null()) {
-    std::printf("\nspec on the same document prefixes, %s KV: llama.cpp's KV %.3f bits/scalar (%.2fx), our runtime's "
-                "KV %.3f bits/scalar (%.2fx)\n",
-                std::string(DTypeName(o.llama_kv_dtype)).c_str(), spec_bits["llama_cpp_kv"].get<double>(),
-                16.0 / spec_bits["llama_cpp_kv"].get<double>(), spec_bits["our_runtime_kv"].get<double>(),
-                16.0 / spec_bits["our_runtime_kv"].get<double>());
+ private:
+  // The codec artifacts (spec's tables from llama.cpp's KV) and the engine and workload
+  // lines; the pass options.
+  int OpenArtifacts() {
+    DemoArtifactOptions ao = o_.artifacts;
+    ao.kv_dtype = o_.llama_kv_dtype;
+    ao.engine_name = "llama.cpp-0.3.36-fa-off";
+    ao.engine_kv = [this](std::span<const uint32_t> tokens) {
+      return LlamaKv(lm_.get(), ro_.params, tokens);
+    };
+    auto artifacts = LoadOrCalibrateArtifacts(*setup_.model, setup_.fingerprint, predictor_.get(),
+                                              setup_.codecs.want_spec, setup_.codecs.want_dckv, ao);
+    if (!artifacts.ok()) return Fail("codec artifacts", artifacts.status());
+    artifacts_ = std::move(artifacts).value();
+    PrintArtifacts(artifacts_,
+                   "; tables of llama.cpp's " + std::string(DTypeName(o_.llama_kv_dtype)) + " KV");
+    std::printf(
+        "engine: llama.cpp (llama-cpp-python 0.3.36), %s KV, flash attention off, %d threads, context %u\n",
+        std::string(DTypeName(o_.llama_kv_dtype)).c_str(), o_.llama_threads, n_ctx_);
+    prompt_tokens_ = PrintWorkload(workload_, o_.workload);
+    std::fflush(stdout);
+    ro_.gen_tokens = o_.gen_tokens;
+    ro_.verbose = !o_.quiet;
+    ro_.restore_policy = o_.restore_policy;
+    return 0;
   }
-  std::printf("\nacceptance: token hit rate > 50%%: %s; hit TTFT < miss TTFT (%s): %s; every hit loaded, raw/spec "
-              "logit-identical: %s\n",
-              acceptance["token_hit_rate_over_50"].get<bool>() ? "yes" : "NO",
-              acceptance["hit_ttft_below_miss_codecs"].get<std::string>().c_str(),
-              acceptance["hit_ttft_below_miss"].get<bool>() ? "yes" : "NO",
-              acceptance["no_mismatch"].get<bool>() ? "yes" : "NO");
-  std::printf("demo wall time %.1f s (model load %.1f s, calibration %.1f s, llama.cpp reference answers %.1f s)\n",
-              wall_s, load_s, artifacts->calibration_s, reference.wall_s);
 
-  const DemoRunFacts facts{.prompt_tokens = prompt_tokens,
-                           .calibration_s = artifacts->calibration_s,
-                           .reference_s = reference.wall_s,
-                           .wall_s = wall_s,
-                           .run_id = run_id,
-                           .predictor = predictor ? predictor->options().VariantName() : ""};
-  return CloseDemo(o, setup, *workload, rows, acceptance, facts,
-                   {{"engine", "llama.cpp"},
-                    {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off"},
-                    {"llama_threads", o.llama_threads},
-                    {"n_ctx", n_ctx},
-                    {"kv_dtype", DTypeName(o.llama_kv_dtype)}},
-                   {{"spec_bits_per_scalar", spec_bits}}, &server);
+  const DemoOptions& o_;
+  ClientOptions client_options_;
+  const Clock::time_point t_start_ = Clock::now();
+  const std::string run_id_ = RandomHex(8);  // fresh cache salt: earlier runs never hit
+  DemoServer server_;
+  DemoSetup setup_;
+  llama_cpp::ModelPtr lm_;
+  std::shared_ptr<const model::SpecPredictor> predictor_;
+  double load_s_ = 0;
+  DemoWorkload workload_;
+  uint32_t n_ctx_ = 0;
+  DemoArtifacts artifacts_;
+  uint64_t prompt_tokens_ = 0;
+  LlamaDemoRunOptions ro_;
+  LlamaDemoReference reference_;
+  std::vector<DemoCodecRow> rows_;
+  nlohmann::json spec_bits_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<DemoEngine> MakeLlamaDemo(const DemoOptions& options) {
+  return std::make_unique<LlamaDemo>(options);
 }
 
 #endif  // KVSTASH_DEMO_LLAMA

@@ -1,7 +1,7 @@
 // `kvstash-demo --engine llama.cpp` (the default engine): the demo's workload with
-// llama.cpp as the inference engine. Misses are llama.cpp prefills whose sequence state
-// is exported and stored; hits restore llama.cpp's own cache into llama.cpp and prefill
-// only the question (demo_llama_runner.h has the loop and the checks).
+// llama.cpp as the inference engine, a DemoEngine of the one driver (demo_driver.h). Misses are llama.cpp
+// prefills whose sequence state is exported and stored; hits restore llama.cpp's own cache into llama.cpp and
+// prefill only the question (demo_llama_runner.h has the loop and the checks).
 //
 // Set-up beside the reference-engine demo: libllama loads the same GGUF (flash
 // attention off, K/V of options.llama_kv_dtype, options.llama_threads threads, one
@@ -9,10 +9,10 @@
 // cover each document's prefix (system prompt + document); spec's predictor is the
 // variant that copies llama.cpp's CPU arithmetic ("ggml-q4_1-<dtype>",
 // model/predictor/spec_predictor.h) and its tables are calibrated on llama.cpp's KV of
-// the calibration text in that dtype (cached like every demo artifact); dckv's basis comes from our runtime's fp32 cache of the same text (it
-// is dtype-free). With spec, the report also codes every document prefix's KV from our
-// runtime (rounded to the same dtype) with the same codec, so spec's bits per scalar on
-// llama.cpp's KV stand beside those on our runtime's KV of the same tokens.
+// the calibration text in that dtype (cached like every demo artifact); dckv's basis comes from our runtime's
+// fp32 cache of the same text (it is dtype-free). With spec, the report also codes every document prefix's KV
+// from our runtime (rounded to the same dtype) with the same codec, so spec's bits per scalar on llama.cpp's
+// KV stand beside those on our runtime's KV of the same tokens.
 //
 // Acceptance (exit code 0): token hit rate > 50%; every raw/spec hit logit-identical to a
 // llama.cpp prefill with the same batch split and with the same greedy answer; no hit
@@ -24,10 +24,15 @@
 // Thread-safety: one demo at a time per process.
 #pragma once
 
+#include <memory>
+
 #include "demo/demo.h"
+#include "demo/demo_driver.h"
 
 namespace kvstash::demo {
 
-int RunLlamaDemo(const DemoOptions& options);
+// llama.cpp's demo of `options` (options.engine "llama.cpp"), as the driver's
+// DemoEngine (demo_driver.h). REQUIRES: `options` outlives it.
+std::unique_ptr<DemoEngine> MakeLlamaDemo(const DemoOptions& options);
 
 }  // namespace kvstash::demo

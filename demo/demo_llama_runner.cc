@@ -6,6 +6,7 @@
 
 #include "demo/demo_session_pass.h"
 #include "engines/llama_cpp/llama_kv_engine.h"
+#include "engines/session/prefix_chunk_codec.h"
 #include "model/forward/generate.h"
 
 namespace kvstash::demo {
@@ -125,7 +126,9 @@ Result<DemoCodecRow> RunLlamaDemoCodec(llama_model* model, const DemoWorkload& w
   KVSTASH_ASSIGN_OR_RETURN(auto ref_ctx, llama_cpp::NewContext(model, o.params));
   LlamaChecks checks(w, ref, engine.get(), std::move(ref_ctx), codec->kind() == PrefixCodecKind::kDckv,
                      o.gen_tokens);
-  return RunSessionPass(std::move(engine), std::move(codec), std::move(client), w, &checks,
+  return RunSessionPass(std::move(engine),
+                        std::make_shared<const session::PrefixChunkCodec>(std::move(codec)),
+                        std::move(client), w, &checks,
                         {o.gen_tokens, o.verbose, o.restore_policy, "llama.cpp", "llama.cpp full prefill",
                          "logit-identical, same answer"});
 }

@@ -12,6 +12,7 @@
 #include "demo/demo_server.h"
 #include "demo/demo_session_pass.h"
 #include "engines/reference/reference_engine.h"
+#include "engines/session/prefix_chunk_codec.h"
 #include "model/forward/generate.h"
 #include "model/forward/kv_export.h"
 #include "model/forward/prefill.h"
@@ -306,7 +307,9 @@ Result<DemoCodecRow> RunDemoCodec(const model::Model& m, const DemoWorkload& w, 
   auto engine = std::make_unique<reference::ReferenceEngine>(m, codec->layout().dtype);
   ReferenceChecks checks(m, w, &ref, engine.get(), codec->kind() == PrefixCodecKind::kDckv,
                          codec->options().chunk_tokens, o.gen_tokens);
-  return RunSessionPass(std::move(engine), std::move(codec), std::move(client), w, &checks,
+  return RunSessionPass(std::move(engine),
+                        std::make_shared<const session::PrefixChunkCodec>(std::move(codec)),
+                        std::move(client), w, &checks,
                         {o.gen_tokens, o.verbose, o.restore_policy, "reference", "fp32 full prefill",
                          "bit-exact, same answer"});
 }

@@ -18,12 +18,7 @@ using session::EvalResult;
 struct Pass {
   Pass(EngineSession* s, Client* c, const DemoWorkload& wl, SessionPassChecks* ch,
        const SessionPassOptions& opt)
-      : session(s),
-        client(c),
-        w(wl),
-        checks(ch),
-        o(opt),
-        lossy(s->codec().kind() == PrefixCodecKind::kDckv) {}
+      : session(s), client(c), w(wl), checks(ch), o(opt), lossy(s->codec().lossy()) {}
 
   EngineSession* session;
   Client* client;
@@ -136,7 +131,7 @@ DemoCodecRow Pass::Finish(double wall_s) {
 }  // namespace
 
 Result<DemoCodecRow> RunSessionPass(std::unique_ptr<session::Engine> engine,
-                                    std::shared_ptr<const PrefixCodec> codec_ptr,
+                                    std::shared_ptr<const session::ChunkCodec> codec_ptr,
                                     std::shared_ptr<Client> client, const DemoWorkload& w,
                                     SessionPassChecks* checks, const SessionPassOptions& o) {
   if (o.gen_tokens == 0) return Status::InvalidArgument("demo: gen_tokens must be > 0");
@@ -148,7 +143,7 @@ Result<DemoCodecRow> RunSessionPass(std::unique_ptr<session::Engine> engine,
       std::unique_ptr<EngineSession> session,
       EngineSession::Create(std::move(engine), std::move(client), std::move(codec_ptr), so));
   Pass pass(session.get(), raw_client, w, checks, o);
-  pass.row.codec = PrefixCodecName(session->codec().kind());
+  pass.row.codec = session->codec().name();
   pass.row.reference = o.reference;
   const uint64_t max_tokens = session->engine().max_tokens();
   for (size_t i = 0; i < w.requests.size(); ++i) {
@@ -172,6 +167,7 @@ Result<DemoCodecRow> RunSessionPass(std::unique_ptr<session::Engine> engine,
     }
   }
   KVSTASH_RETURN_IF_ERROR(session->Flush().WithContext("put"));
+  checks->AfterPass(session->stats());
   return pass.Finish(Secs(t_start));
 }
 

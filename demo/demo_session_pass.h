@@ -1,6 +1,7 @@
 // One codec pass of `kvstash-demo` over an engine session
 // (engines/session/engine_session.h): the request loop shared by the reference runtime
-// (demo_runner.h) and llama.cpp (demo_llama_runner.h), against a live kvstash server.
+// (demo_runner.h), llama.cpp (demo_llama_runner.h) and the hybrid runtime
+// (demo_hybrid_runner.h), against a live kvstash server.
 // What differs per engine (how an answer is generated and what a hit is checked
 // against) is a SessionPassChecks.
 //
@@ -51,6 +52,9 @@ class SessionPassChecks {
   // each answer position (ScorePosition into *top1 and *kl, row->scored_positions).
   virtual Result<bool> CheckHit(size_t request, const session::EvalResult& r, DemoCodecRow* row, double* top1,
                                 double* kl) = 0;
+  // After the last request, with the session's counters (its PUTs all finished).
+  // Default: nothing.
+  virtual void AfterPass(const session::SessionStats& stats) { (void)stats; }
 };
 
 struct SessionPassOptions {
@@ -70,8 +74,8 @@ struct SessionPassOptions {
 // session's, the engine's and the checks' errors (a failed restore is not an error: it
 // is counted).
 Result<DemoCodecRow> RunSessionPass(std::unique_ptr<session::Engine> engine,
-                                    std::shared_ptr<const PrefixCodec> codec, std::shared_ptr<Client> client,
-                                    const DemoWorkload& workload, SessionPassChecks* checks,
-                                    const SessionPassOptions& options);
+                                    std::shared_ptr<const session::ChunkCodec> codec,
+                                    std::shared_ptr<Client> client, const DemoWorkload& workload,
+                                    SessionPassChecks* checks, const SessionPassOptions& options);
 
 }  // namespace kvstash::demo

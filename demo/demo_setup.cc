@@ -66,6 +66,29 @@ uint64_t PrintWorkload(const DemoWorkload& w, const DemoWorkloadOptions& o) {
   return prompt_tokens;
 }
 
+Result<std::unique_ptr<PrefixCodec>> MakeRunCodec(PrefixCodecKind kind, const DemoSetup& setup,
+                                                  std::shared_ptr<const model::SpecPredictor> predictor,
+                                                  const DemoArtifacts& artifacts, const std::string& tenant,
+                                                  const std::string& cache_salt, DType kv_dtype) {
+  PrefixCodecOptions co;
+  co.kind = kind;
+  co.model_fingerprint = setup.fingerprint;
+  co.tenant = tenant;
+  co.cache_salt = cache_salt;
+  co.kv_dtype = kv_dtype;
+  return MakeDemoCodec(kind, *setup.model, std::move(predictor), artifacts, co);
+}
+
+DemoRunFacts RunFacts(uint64_t prompt_tokens, double calibration_s, double reference_s, double wall_s,
+                      const std::string& run_id, const model::SpecPredictor* predictor) {
+  return {.prompt_tokens = prompt_tokens,
+          .calibration_s = calibration_s,
+          .reference_s = reference_s,
+          .wall_s = wall_s,
+          .run_id = run_id,
+          .predictor = predictor ? predictor->options().VariantName() : ""};
+}
+
 int CloseDemo(const DemoOptions& o, const DemoSetup& setup, const DemoWorkload& workload,
               const std::vector<DemoCodecRow>& rows, const nlohmann::json& acceptance, DemoRunFacts facts,
               const nlohmann::json& engine_setup, const nlohmann::json& extra, DemoServer* server) {

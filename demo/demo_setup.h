@@ -1,7 +1,7 @@
-// The start and the end that both SmolLM2 demos share (the reference runtime, demo.h,
-// and llama.cpp, demo_llama.h): the codecs to run, the server and client, the model
-// with its tokenizer and fingerprint, the artifact and workload lines of the report,
-// and the JSON report with the run's facts.
+// The start and the end that both SmolLM2 demos share (the reference runtime,
+// demo_reference.h, and llama.cpp, demo_llama.h): the codecs to run, the server and
+// client, the model with its tokenizer and fingerprint, the codec of a pass, the
+// artifact and workload lines of the report, and the JSON report with the run's facts.
 // Thread-safety: one demo at a time per process.
 #pragma once
 
@@ -21,6 +21,7 @@
 #include "kvstash/prefix_codec.h"
 #include "kvstash/sha256.h"
 #include "model/forward/model.h"
+#include "model/predictor/spec_predictor.h"
 
 namespace kvstash::demo {
 
@@ -44,6 +45,17 @@ void PrintArtifacts(const DemoArtifacts& artifacts, const std::string& spec_note
 
 // Prints the workload line on stdout and returns the workload's prompt tokens.
 uint64_t PrintWorkload(const DemoWorkload& workload, const DemoWorkloadOptions& options);
+
+// The codec of `kind` for a run's pass: MakeDemoCodec over setup's model and
+// fingerprint, with `tenant`, `cache_salt` and `kv_dtype`. Errors: MakeDemoCodec's.
+Result<std::unique_ptr<PrefixCodec>> MakeRunCodec(PrefixCodecKind kind, const DemoSetup& setup,
+                                                  std::shared_ptr<const model::SpecPredictor> predictor,
+                                                  const DemoArtifacts& artifacts, const std::string& tenant,
+                                                  const std::string& cache_salt, DType kv_dtype);
+
+// The run's facts for CloseDemo (seconds; `predictor` null without spec).
+DemoRunFacts RunFacts(uint64_t prompt_tokens, double calibration_s, double reference_s, double wall_s,
+                      const std::string& run_id, const model::SpecPredictor* predictor);
 
 // Writes the JSON report when options.json is set (WriteDemoJson with `facts`, whose
 // model_sha256, requests and sources it fills from `setup` and `workload`), then

@@ -30,9 +30,10 @@ Result<std::unique_ptr<LlamaSession>> LlamaSession::Create(llama_model* model,
   so.call = options.call;
   so.cost_model = std::move(options.cost_model);
   so.restore_cost = options.restore_cost;
+  auto chunk_codec = std::make_shared<const session::PrefixChunkCodec>(codec);
   KVSTASH_ASSIGN_OR_RETURN(auto session, session::EngineSession::Create(std::move(engine), std::move(client),
-                                                                        std::move(codec), so));
-  return std::unique_ptr<LlamaSession>(new LlamaSession(raw, std::move(session)));
+                                                                        std::move(chunk_codec), so));
+  return std::unique_ptr<LlamaSession>(new LlamaSession(raw, std::move(codec), std::move(session)));
 }
 
 Result<EvalResult> LlamaSession::EvaluatePrompt(std::span<const llama_token> tokens, uint32_t chain_tokens) {

@@ -58,6 +58,7 @@
 
 #include "engines/llama_cpp/llama_kv_engine.h"
 #include "engines/session/engine_session.h"
+#include "engines/session/prefix_chunk_codec.h"
 #include "kvstash/client.h"
 #include "kvstash/prefix_codec.h"
 #include "kvstash/restore_cost.h"
@@ -129,14 +130,16 @@ class LlamaSession {
 
   llama_context* context() const { return engine_->context(); }
   const StateLayout& layout() const { return engine_->layout(); }
-  const PrefixCodec& codec() const { return session_->codec(); }
+  const PrefixCodec& codec() const { return *codec_; }
   LlamaSessionStats stats() const { return session_->stats(); }
 
  private:
-  LlamaSession(LlamaKvEngine* engine, std::unique_ptr<session::EngineSession> session)
-      : engine_(engine), session_(std::move(session)) {}
+  LlamaSession(LlamaKvEngine* engine, std::shared_ptr<const PrefixCodec> codec,
+               std::unique_ptr<session::EngineSession> session)
+      : engine_(engine), codec_(std::move(codec)), session_(std::move(session)) {}
 
-  LlamaKvEngine* engine_;  // owned by session_
+  LlamaKvEngine* engine_;                     // owned by session_
+  std::shared_ptr<const PrefixCodec> codec_;  // the session's (as its PrefixChunkCodec)
   std::unique_ptr<session::EngineSession> session_;
 };
 

@@ -25,7 +25,7 @@ std::string LayoutText(const KvLayout& l) {
 
 Result<std::unique_ptr<EngineSession>> EngineSession::Create(std::unique_ptr<Engine> engine,
                                                              std::shared_ptr<Client> client,
-                                                             std::shared_ptr<const PrefixCodec> codec,
+                                                             std::shared_ptr<const ChunkCodec> codec,
                                                              SessionOptions options) {
   if (!engine || !client || !codec) {
     return Status::InvalidArgument("an engine session needs an engine, a client and a codec");
@@ -36,12 +36,17 @@ Result<std::unique_ptr<EngineSession>> EngineSession::Create(std::unique_ptr<Eng
     return Status::InvalidArgument("the codec's KV layout (" + LayoutText(codec->layout()) +
                                    ") is not the engine's (" + LayoutText(engine->kv_layout()) + ")");
   }
+  if (codec->stores_state() != engine->has_state()) {
+    return Status::InvalidArgument(engine->has_state()
+                                       ? "the engine holds a recurrent state the codec does not store"
+                                       : "the codec stores recurrent states the engine does not hold");
+  }
   return std::unique_ptr<EngineSession>(
       new EngineSession(std::move(engine), std::move(client), std::move(codec), std::move(options)));
 }
 
 EngineSession::EngineSession(std::unique_ptr<Engine> engine, std::shared_ptr<Client> client,
-                             std::shared_ptr<const PrefixCodec> codec, SessionOptions options)
+                             std::shared_ptr<const ChunkCodec> codec, SessionOptions options)
     : engine_(std::move(engine)),
       client_(std::move(client)),
       codec_(std::move(codec)),
@@ -94,16 +99,17 @@ Result<ChainLookup> EngineSession::ChainOf(std::span<const uint32_t> tokens, uin
   }
   ChainLookup out;
   out.chain_tokens = chain_tokens == 0 ? static_cast<uint32_t>(tokens.size()) : chain_tokens;
-  KVSTASH_ASSIGN_OR_RETURN(out.keys,
-                           codec_->ChainKeys(tokens.first(out.chain_tokens), ChainInputs::TokensOnly()));
+  KVSTASH_ASSIGN_OR_RETURN(out.keys, codec_->ChainKeys(tokens.first(out.chain_tokens)));
   return out;
 }
 
 Result<ChainLookup> EngineSession::Lookup(std::span<const uint32_t> tokens, uint32_t chain_tokens) {
   const auto t0 = Clock::now();
   KVSTASH_ASSIGN_OR_RETURN(ChainLookup out, ChainOf(tokens, chain_tokens));
-  const std::vector<ChunkRef> chain = PrefixCodec::LookupChain(out.keys);
-  KVSTASH_ASSIGN_OR_RETURN(LookupResult r, client_->Lookup(chain, false, options_.call));
+  std::vector<ChunkRef> chain;
+  chain.reserve(out.keys.size());
+  for (const ChunkKey& k : out.keys) chain.push_back({k.stored(), k.tokens});
+  KVSTASH_ASSIGN_OR_RETURN(LookupResult r, client_->Lookup(chain, codec_->stores_state(), options_.call));
   out.matched_chunks = std::min<uint32_t>(r.matched_chunks, static_cast<uint32_t>(out.keys.size()));
   out.matched_tokens = codec_->TokensOfChunks(out.chain_tokens, out.matched_chunks);
   out.lookup_ms = Ms(t0, Clock::now());
@@ -145,6 +151,7 @@ Result<EvalResult> EngineSession::PrefillMiss(std::span<const uint32_t> tokens, 
   out.prompt_tokens = static_cast<uint32_t>(tokens.size());
   out.lookup_ms = lookup.lookup_ms;
   engine_->Clear();
+  KeepStates(lookup);
   const auto t0 = Clock::now();
   KVSTASH_ASSIGN_OR_RETURN(out.logits, engine_->Prefill(tokens, 0));
   out.prefill_ms = Ms(t0, Clock::now());
@@ -191,6 +198,7 @@ Result<EvalResult> EngineSession::RestoreHit(std::span<const uint32_t> tokens, c
                         (out.restore_ms - out.get_ms) / 1e3);
   out.restored_tokens = restore_tokens;
   out.restored_chunks = lookup.matched_chunks;
+  KeepStates(lookup);
   const auto t1 = Clock::now();
   KVSTASH_ASSIGN_OR_RETURN(out.logits, engine_->Prefill(tokens.subspan(restore_tokens), restore_tokens));
   out.prefill_ms = Ms(t1, Clock::now());
@@ -205,39 +213,66 @@ Result<EvalResult> EngineSession::RestoreHit(std::span<const uint32_t> tokens, c
   return out;
 }
 
-Status EngineSession::Restore(std::span<const uint32_t> tokens, const ChainLookup& lookup,
-                              uint32_t restore_tokens, EvalResult* out) {
-  engine_->Clear();
-  // GET every matched chunk (pipelined), then decode and verify them together.
+void EngineSession::KeepStates(const ChainLookup& lookup) {
+  if (!codec_->stores_state()) return;
+  const uint32_t n = static_cast<uint32_t>(lookup.keys.size());
+  std::vector<uint32_t> boundaries;
+  uint32_t end = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    end += lookup.keys[i].tokens;
+    if (i >= lookup.matched_chunks && codec_->StateAfterChunk(i, n)) boundaries.push_back(end);
+  }
+  engine_->KeepStatesAt(boundaries);
+}
+
+Status EngineSession::Fetch(const ChainLookup& lookup, std::vector<std::vector<uint8_t>>* payloads,
+                            std::vector<uint8_t>* record, EvalResult* out) {
   const auto t0 = Clock::now();
   const StoredKey route = lookup.keys[0].stored();
+  const uint32_t n = lookup.matched_chunks;
   std::vector<std::future<Result<GetResult>>> gets;
-  gets.reserve(lookup.matched_chunks);
-  for (uint32_t i = 0; i < lookup.matched_chunks; ++i) {
-    gets.push_back(client_->GetAsync(route, lookup.keys[i].stored(), GetOptions{}, options_.call));
+  gets.reserve(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    GetOptions g;
+    g.with_state = codec_->stores_state() && i + 1 == n;
+    gets.push_back(client_->GetAsync(route, lookup.keys[i].stored(), g, options_.call));
   }
-  std::vector<std::vector<uint8_t>> payloads;
-  payloads.reserve(lookup.matched_chunks);
+  payloads->reserve(n);
   Status st;
-  for (uint32_t i = 0; i < lookup.matched_chunks; ++i) {
+  for (uint32_t i = 0; i < n; ++i) {
     Result<GetResult> g = gets[i].get();
     if (!g.ok()) {
       if (st.ok()) st = g.status().WithContext("get chunk " + std::to_string(i));
       continue;
     }
-    out->get_payload_bytes += g->payload.size();
-    payloads.push_back(std::move(g->payload));
+    out->get_payload_bytes += g->payload.size() + g->state_record.size();
+    payloads->push_back(std::move(g->payload));
+    if (i + 1 == n) *record = std::move(g->state_record);
   }
   out->get_ms = Ms(t0, Clock::now());
-  KVSTASH_RETURN_IF_ERROR(st);
+  return st;
+}
+
+Status EngineSession::Restore(std::span<const uint32_t> tokens, const ChainLookup& lookup,
+                              uint32_t restore_tokens, EvalResult* out) {
+  engine_->Clear();
+  // GET every matched chunk (pipelined), then decode and verify them together.
+  std::vector<std::vector<uint8_t>> payloads;
+  std::vector<uint8_t> record;
+  KVSTASH_RETURN_IF_ERROR(Fetch(lookup, &payloads, &record, out));
 
   const auto t1 = Clock::now();
-  PrefixRestoreStats rs;
+  ChunkRestoreStats rs;
+  RecurrentState state;
   KVSTASH_ASSIGN_OR_RETURN(
       std::vector<KvChunk> chunks,
-      codec_->RestoreKvChunks(tokens.first(lookup.chain_tokens), lookup.keys, payloads, &rs));
+      codec_->Restore(tokens.first(lookup.chain_tokens), lookup.keys, payloads, record, &state, &rs));
   out->decode_ms = Ms(t1, Clock::now());
   out->predictor_ms = rs.predictor_ms;
+  if (codec_->stores_state() && state.boundary_tokens != restore_tokens) {
+    return Status::Mismatch("the stored state holds token " + std::to_string(state.boundary_tokens) +
+                            ", the restore ends at " + std::to_string(restore_tokens));
+  }
 
   const auto t2 = Clock::now();
   // Keep exactly restore_tokens tokens (a fully stored prompt keeps its last token out).
@@ -259,7 +294,8 @@ Status EngineSession::Restore(std::span<const uint32_t> tokens, const ChainLooku
     return Status::Internal("restored chunks cover " + std::to_string(covered) + " tokens, not " +
                             std::to_string(restore_tokens));
   }
-  const Status imp = engine_->ImportKv(keep, restore_tokens);
+  const Status imp = codec_->stores_state() ? engine_->ImportKvAndState(keep, state)
+                                            : engine_->ImportKv(keep, restore_tokens);
   out->import_ms = Ms(t2, Clock::now());
   return imp;
 }
@@ -287,11 +323,16 @@ Status EngineSession::QueuePut(std::span<const uint32_t> tokens, const ChainLook
   job.tokens.assign(tokens.begin(), tokens.begin() + chain.chain_tokens);
   job.keys = keys;
   job.first_chunk = first_chunk;
+  const uint32_t n = static_cast<uint32_t>(keys.size());
   uint32_t begin = 0;
-  for (uint32_t i = 0; i < keys.size(); ++i) {
+  for (uint32_t i = 0; i < n; ++i) {
     if (i >= first_chunk) {
       KVSTASH_ASSIGN_OR_RETURN(KvChunk c, SliceTokens(kv, begin, keys[i].tokens));
       job.chunks.push_back(std::move(c));
+      job.states.emplace_back();
+      if (codec_->StateAfterChunk(i, n)) {
+        KVSTASH_ASSIGN_OR_RETURN(job.states.back(), engine_->ExportState(begin + keys[i].tokens));
+      }
     }
     begin += keys[i].tokens;
   }
@@ -316,11 +357,11 @@ void EngineSession::PutLoop() {
     cv_.notify_all();  // room in the queue
     lock.Unlock();
 
-    PrefixEncodeStats es;
+    ChunkEncodeStats es;
     Status st;
     uint64_t ok = 0;
     const auto t0 = Clock::now();
-    auto puts = codec_->EncodeKvChunks(job.tokens, job.keys, job.chunks, job.first_chunk, &es);
+    auto puts = codec_->Encode(job.tokens, job.keys, job.chunks, job.states, job.first_chunk, &es);
     const auto t1 = Clock::now();
     if (!puts.ok()) {
       st = puts.status().WithContext("encode");
@@ -351,6 +392,9 @@ void EngineSession::PutLoop() {
     if (puts.ok()) {
       stats_.put_raw_bytes += es.raw_bytes;
       stats_.put_payload_bytes += es.stored_bytes;
+      stats_.states_put += es.states;
+      stats_.put_state_raw_bytes += es.state_raw_bytes;
+      stats_.put_state_stored_bytes += es.state_stored_bytes;
     }
     cv_.notify_all();
   }

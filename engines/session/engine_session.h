@@ -1,13 +1,15 @@
 // kvstash::session::EngineSession: prefix KV caching for one engine sequence
 // (docs/architecture.md §9), over the small Engine interface (engine.h). Before a prompt
 // is evaluated, the session LOOKs UP its chain on the kvstash servers; on a hit it GETs
-// the matched chunks, verifies and decodes them (PrefixCodec::RestoreKvChunks), imports
-// them into the engine (Engine::ImportKv), then evaluates only the rest of the prompt.
+// the matched chunks, verifies and decodes them (ChunkCodec::Restore, chunk_codec.h),
+// imports them into the engine (Engine::ImportKv), then evaluates only the rest of the
+// prompt.
 // Whatever the session evaluated and the store does not hold yet (the whole prompt on
 // a miss, the unmatched chunks on a partial hit) is exported (Engine::ExportKv), cut
 // into the chain's chunks and PUT by a background thread. llama.cpp's LlamaSession
-// (engines/llama_cpp/llama_session.h) and the reference runtime's demo pass are this
-// session over their engines.
+// (engines/llama_cpp/llama_session.h) and the demo's passes (demo/demo_session_pass.h:
+// the reference runtime, llama.cpp, the hybrid runtime) are this session over their
+// engines.
 //
 // READ ME FIRST
 // - The load path never imports anything partial or unverified: every GET payload is
@@ -19,8 +21,15 @@
 //   own prefill are errors of the call.
 // - At least the last prompt token is always evaluated (its logits are the result), so
 //   a prompt that is entirely stored restores all but its last token.
-// - Keys: ChainInputs::TokensOnly() (text prompts); a prompt whose KV depends on
-//   something else (images, embeddings) must not use this session.
+// - Keys: the codec's ChainKeys of the tokens (text prompts); a prompt whose KV depends
+//   on something else (images, embeddings) must not use this session.
+// - Recurrent state (an engine with has_state(), a codec with stores_state(): both or
+//   neither): the LOOKUP requires a state (the longest stored prefix ending at a chunk
+//   that carries one), the last matched chunk is fetched with its state record, and the
+//   engine imports the KV with that state (Engine::ImportKvAndState); a record whose
+//   boundary is not the restored length is a load failure (recompute). Before every
+//   prefill the engine is asked to keep its state at the ends of the chunks still to be
+//   PUT that carry one (ChunkCodec::StateAfterChunk); the PUT sends them as records.
 // - The chain covers the whole prompt by default, so its last chunk is usually partial
 //   and holds the part that differs between requests (the question). A caller that
 //   knows where its reusable prefix ends (system prompt + RAG document) passes
@@ -37,8 +46,8 @@
 //   pressure: a chain is never dropped silently). Put errors are counted and returned
 //   by Flush(); they never fail an evaluation.
 //
-// Ownership: the session owns its engine and the PUT thread; the Client and PrefixCodec
-// are shared (thread-safe, immutable).
+// Ownership: the session owns its engine and the PUT thread; the Client and ChunkCodec
+// are shared (the Client thread-safe, the codec as chunk_codec.h says).
 // Thread-safety: NOT thread-safe. One thread drives a session (and its engine);
 // distinct sessions may run concurrently. The destructor waits for queued PUTs (Flush)
 // and joins the thread.
@@ -53,9 +62,9 @@
 #include <vector>
 
 #include "common/thread_annotations.h"
+#include "engines/session/chunk_codec.h"
 #include "engines/session/engine.h"
 #include "kvstash/client.h"
-#include "kvstash/prefix_codec.h"
 #include "kvstash/restore_cost.h"
 #include "kvstash/result.h"
 
@@ -74,7 +83,7 @@ struct SessionOptions {
 
 // What the session found on the servers for a prompt (Lookup).
 struct ChainLookup {
-  std::vector<ChunkKey> keys;   // the chain of tokens [0, chain_tokens) (TokensOnly)
+  std::vector<ChunkKey> keys;   // the chain of tokens [0, chain_tokens) (ChainKeys)
   uint32_t chain_tokens = 0;    // prompt tokens the chain covers
   uint32_t matched_chunks = 0;  // chain[0..matched_chunks) are stored
   uint64_t matched_tokens = 0;  // tokens they cover
@@ -93,7 +102,7 @@ struct EvalResult {
   double get_ms = 0;               //   of which: GET round trips
   double decode_ms = 0;            //   of which: codec decode and verification
   double predictor_ms = 0;         //     of which: spec predictor over the matched tokens
-  double import_ms = 0;            //   of which: Engine::ImportKv (with the chunk cut)
+  double import_ms = 0;            //   of which: Engine::ImportKv[AndState] (with the chunk cut)
   double prefill_ms = 0;           // Engine::Prefill of the evaluated tokens
   double export_ms = 0;            // Engine::ExportKv + chunk cut
   uint64_t get_payload_bytes = 0;  // payload bytes received
@@ -119,19 +128,23 @@ struct SessionStats {
   uint64_t fallbacks_corruption = 0, fallbacks_mismatch = 0;
   uint64_t puts_ok = 0, puts_failed = 0;
   uint64_t put_payload_bytes = 0;  // payload bytes sent
-  uint64_t put_raw_bytes = 0;      // canonical bytes of the chunks encoded
-  double encode_ms = 0;            // PUT thread: EncodeKvChunks (spec: with its predictor)
-  double put_ms = 0;               // PUT thread: the PUT round trips
+  uint64_t put_raw_bytes = 0;      // canonical bytes of the chunks (and states) encoded
+  // Of the PUTs: recurrent-state records (codecs that store states), their canonical
+  // bytes and their record bytes (inside put_raw_bytes and put_payload_bytes).
+  uint64_t states_put = 0, put_state_raw_bytes = 0, put_state_stored_bytes = 0;
+  double encode_ms = 0;  // PUT thread: EncodeKvChunks (spec: with its predictor)
+  double put_ms = 0;     // PUT thread: the PUT round trips
 };
 
 class EngineSession {
  public:
-  // The codec's layout() must be the engine's kv_layout(), else InvalidArgument.
+  // The codec's layout() must be the engine's kv_layout(), and the codec must store
+  // states exactly when the engine has one, else InvalidArgument.
   // Errors: InvalidArgument for a null engine, client or codec, max_queued_puts 0, or
   // restore_cost options ValidateRestoreCostOptions refuses.
   static Result<std::unique_ptr<EngineSession>> Create(std::unique_ptr<Engine> engine,
                                                        std::shared_ptr<Client> client,
-                                                       std::shared_ptr<const PrefixCodec> codec,
+                                                       std::shared_ptr<const ChunkCodec> codec,
                                                        SessionOptions options = {});
   ~EngineSession();
   EngineSession(const EngineSession&) = delete;
@@ -168,24 +181,32 @@ class EngineSession {
 
   // The engine, for generation after a prompt (its sequence holds the prompt).
   Engine& engine() const { return *engine_; }
-  const PrefixCodec& codec() const { return *codec_; }
+  const ChunkCodec& codec() const { return *codec_; }
   SessionStats stats() const;
 
  private:
   struct PutJob {
     std::vector<uint32_t> tokens;
     std::vector<ChunkKey> keys;
-    std::vector<KvChunk> chunks;  // chain chunks [first_chunk, keys.size())
+    std::vector<KvChunk> chunks;         // chain chunks [first_chunk, keys.size())
+    std::vector<RecurrentState> states;  // their states (StateAfterChunk), else empty
     uint32_t first_chunk = 0;
   };
 
   EngineSession(std::unique_ptr<Engine> engine, std::shared_ptr<Client> client,
-                std::shared_ptr<const PrefixCodec> codec, SessionOptions options);
+                std::shared_ptr<const ChunkCodec> codec, SessionOptions options);
   Status CheckPrompt(std::span<const uint32_t> tokens) const;
   // The load path: GET, decode, import `restore_tokens` tokens. No side effect on
   // failure beyond a cleared sequence.
   Status Restore(std::span<const uint32_t> tokens, const ChainLookup& lookup, uint32_t restore_tokens,
                  EvalResult* out);
+  // The GETs of the load path: the matched chunks' payloads (pipelined) and, for a codec
+  // that stores states, the last one's state record. Errors: the first failed GET's.
+  Status Fetch(const ChainLookup& lookup, std::vector<std::vector<uint8_t>>* payloads,
+               std::vector<uint8_t>* record, EvalResult* out);
+  // Asks the engine to keep its state at the ends of the chain chunks [matched, end)
+  // that carry a state record (nothing for a codec without states).
+  void KeepStates(const ChainLookup& lookup);
   // Exports the sequence (holding the whole prompt) and queues chunks [first, end).
   Status QueuePut(std::span<const uint32_t> tokens, const ChainLookup& chain, uint32_t first_chunk,
                   EvalResult* out) KVSTASH_EXCLUDES(mu_);
@@ -200,7 +221,7 @@ class EngineSession {
 
   std::unique_ptr<Engine> engine_;
   std::shared_ptr<Client> client_;
-  std::shared_ptr<const PrefixCodec> codec_;
+  std::shared_ptr<const ChunkCodec> codec_;
   SessionOptions options_;
   std::shared_ptr<RestoreCostModel> cost_;
 

@@ -39,9 +39,15 @@ Result<KvChunk> ChunkFromTensors(const HybridConfig& c, const RecurrentState& r,
 
 Result<RecurrentState> KvTensors(const HybridConfig& c, const HybridState& state, uint32_t begin, uint32_t end) {
   KVSTASH_ASSIGN_OR_RETURN(KvChunk chunk, ExportKvChunk(c, state, begin, end));
+  return KvTensors(c, chunk, begin);
+}
+
+Result<RecurrentState> KvTensors(const HybridConfig& c, const KvChunk& chunk, uint32_t begin) {
+  if (!(chunk.layout == HybridKvLayout(c)))
+    return Status::InvalidArgument("hybrid spec: a chunk of another layout");
   RecurrentState r;
-  r.boundary_tokens = end;
-  const std::vector<uint64_t> shape = {end - begin, c.num_key_value_heads, c.head_dim};
+  r.boundary_tokens = begin + chunk.tokens;
+  const std::vector<uint64_t> shape = {chunk.tokens, c.num_key_value_heads, c.head_dim};
   for (uint32_t a = 0; a < chunk.layout.n_layers; ++a) {
     r.tensors.push_back(F32Tensor("kv." + std::to_string(a) + ".k", shape, chunk.view().K(a)));
     r.tensors.push_back(F32Tensor("kv." + std::to_string(a) + ".v", shape, chunk.view().V(a)));
@@ -53,19 +59,27 @@ Result<std::vector<uint8_t>> EncodeHybridSpecChunk(const HybridModel& model, con
                                                    const HybridState& exact, const HybridState& predicted,
                                                    uint32_t begin, uint32_t end, bool partial,
                                                    spec::StateCodingStats* stats) {
+  KVSTASH_ASSIGN_OR_RETURN(KvChunk chunk, ExportKvChunk(model.config(), exact, begin, end));
+  return EncodeHybridSpecChunk(model, artifact, chunk, predicted, begin, partial, stats);
+}
+
+Result<std::vector<uint8_t>> EncodeHybridSpecChunk(const HybridModel& model,
+                                                   const spec::SpecStateArtifact& artifact,
+                                                   const KvChunk& exact, const HybridState& predicted,
+                                                   uint32_t begin, bool partial,
+                                                   spec::StateCodingStats* stats) {
   const HybridConfig& c = model.config();
-  KVSTASH_ASSIGN_OR_RETURN(KvChunk chunk, ExportKvChunk(c, exact, begin, end));
-  KVSTASH_ASSIGN_OR_RETURN(RecurrentState want, KvTensors(c, exact, begin, end));
-  KVSTASH_ASSIGN_OR_RETURN(RecurrentState pred, KvTensors(c, predicted, begin, end));
+  KVSTASH_ASSIGN_OR_RETURN(RecurrentState want, KvTensors(c, exact, begin));
+  KVSTASH_ASSIGN_OR_RETURN(RecurrentState pred, KvTensors(c, predicted, begin, begin + exact.tokens));
   KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> body, spec::EncodeSpecState(artifact, want, pred, stats));
   PayloadHeader h;
   h.codec = CodecId::kSpec;
   h.flags = partial ? kPayloadFlagPartialChunk : 0;
-  h.layout = chunk.layout;
-  h.tokens = chunk.tokens;
+  h.layout = exact.layout;
+  h.tokens = exact.tokens;
   h.token_offset = begin;
   h.model_fingerprint = model.fingerprint();
-  h.content_checksum = chunk.ContentChecksum();
+  h.content_checksum = exact.ContentChecksum();
   return BuildPayload(h, body);
 }
 

@@ -46,6 +46,9 @@ inline constexpr const char* kSpecStateBodyTensor = "spec.state_body";
 // Errors: ExportKvChunk's.
 Result<RecurrentState> KvTensors(const HybridConfig& config, const HybridState& state, uint32_t begin,
                                  uint32_t end);
+// The same from `chunk`, the KV of tokens [begin, begin + chunk.tokens) in
+// HybridKvLayout. Errors: InvalidArgument for a chunk of another layout.
+Result<RecurrentState> KvTensors(const HybridConfig& config, const KvChunk& chunk, uint32_t begin);
 
 // Payload of the exact KV of [begin, end) coded against the predictor's state
 // `predicted` (which must have consumed at least `end` tokens of the same prefix).
@@ -53,6 +56,14 @@ Result<RecurrentState> KvTensors(const HybridConfig& config, const HybridState& 
 Result<std::vector<uint8_t>> EncodeHybridSpecChunk(const HybridModel& model, const spec::SpecStateArtifact& artifact,
                                                    const HybridState& exact, const HybridState& predicted,
                                                    uint32_t begin, uint32_t end, bool partial,
+                                                   spec::StateCodingStats* stats = nullptr);
+// The same from `exact`, the exact KV of tokens [begin, begin + exact.tokens) in
+// HybridKvLayout (what an engine exports). Errors: as above, and InvalidArgument for a
+// chunk of another layout.
+Result<std::vector<uint8_t>> EncodeHybridSpecChunk(const HybridModel& model,
+                                                   const spec::SpecStateArtifact& artifact,
+                                                   const KvChunk& exact, const HybridState& predicted,
+                                                   uint32_t begin, bool partial,
                                                    spec::StateCodingStats* stats = nullptr);
 
 // State record of `exact` (the recurrent state at its boundary) coded against
