@@ -20,15 +20,8 @@ double Ms(Clock::time_point a, Clock::time_point b) {
 Result<std::vector<uint8_t>> EncodeRaw(const KvChunk& chunk, const StoredKey& key,
                                        uint32_t token_offset, bool partial,
                                        const Digest256& fingerprint) {
-  PayloadHeader h;
+  PayloadHeader h = ChunkPayloadHeader(CodecId::kRaw, chunk.view(), token_offset, partial, fingerprint);
   h.chunk_key = key;
-  h.codec = CodecId::kRaw;
-  h.flags = partial ? kPayloadFlagPartialChunk : 0;
-  h.layout = chunk.layout;
-  h.tokens = chunk.tokens;
-  h.token_offset = token_offset;
-  h.model_fingerprint = fingerprint;
-  h.content_checksum = chunk.ContentChecksum();
   return BuildPayload(h, chunk.data);
 }
 

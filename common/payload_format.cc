@@ -124,6 +124,19 @@ Result<PayloadHeader> ParsePayloadHeader(std::span<const uint8_t> bytes) {
   return h;
 }
 
+PayloadHeader ChunkPayloadHeader(CodecId codec, const KvChunkView& chunk, uint32_t token_offset, bool partial,
+                                 const Digest256& model_fingerprint) {
+  PayloadHeader h;
+  h.codec = codec;
+  h.flags = partial ? kPayloadFlagPartialChunk : 0;
+  h.layout = chunk.layout;
+  h.tokens = chunk.tokens;
+  h.token_offset = token_offset;
+  h.model_fingerprint = model_fingerprint;
+  h.content_checksum = chunk.ContentChecksum();
+  return h;
+}
+
 Result<std::vector<uint8_t>> BuildPayload(PayloadHeader header, std::span<const uint8_t> body) {
   header.body_bytes = body.size();
   header.body_checksum = Xxh3_64(body);

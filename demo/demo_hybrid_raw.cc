@@ -15,15 +15,8 @@ class RawHybridCoder : public HybridKvCoder {
 
   Result<std::vector<uint8_t>> EncodeChunk(std::span<const uint32_t>, const KvChunk& chunk, uint32_t begin,
                                            bool partial) const override {
-    PayloadHeader h;
-    h.codec = CodecId::kRaw;
-    h.flags = partial ? kPayloadFlagPartialChunk : 0;
-    h.layout = chunk.layout;
-    h.tokens = chunk.tokens;
-    h.token_offset = begin;
-    h.model_fingerprint = model_.fingerprint();
-    h.content_checksum = chunk.ContentChecksum();
-    return BuildPayload(h, chunk.data);
+    return BuildPayload(ChunkPayloadHeader(CodecId::kRaw, chunk.view(), begin, partial, model_.fingerprint()),
+                        chunk.data);
   }
 
   Result<std::vector<uint8_t>> EncodeState(std::span<const uint32_t>, const RecurrentState& r) const override {

@@ -53,14 +53,9 @@ Result<std::vector<uint8_t>> EncodeBytePlanePayload(const KvChunkView& chunk,
     w.Bytes(stream);
   }
   for (float s : chunk.scales) w.U32(Bits(s));
-  PayloadHeader h;
-  h.codec = CodecId::kBytePlane;
-  h.layout = chunk.layout;
-  h.tokens = chunk.tokens;
-  h.token_offset = token_offset;
-  h.model_fingerprint = model_fingerprint;
-  h.content_checksum = chunk.ContentChecksum();
-  return BuildPayload(h, body);
+  return BuildPayload(
+      ChunkPayloadHeader(CodecId::kBytePlane, chunk, token_offset, /*partial=*/false, model_fingerprint),
+      body);
 }
 
 Result<KvChunk> DecodeBytePlanePayload(std::span<const uint8_t> payload) {

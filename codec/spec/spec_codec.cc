@@ -134,14 +134,9 @@ Result<std::vector<uint8_t>> EncodeSpecPayload(const SpecArtifact& artifact, con
     StoreLe<uint32_t>(body.data() + sizes_at + 4 * s, static_cast<uint32_t>(streams[s].size()));
     body.insert(body.end(), streams[s].begin(), streams[s].end());
   }
-  PayloadHeader h;
-  h.codec = CodecId::kSpec;
-  h.layout = L;
-  h.tokens = chunk.tokens;
-  h.token_offset = token_offset;
+  PayloadHeader h =
+      ChunkPayloadHeader(CodecId::kSpec, chunk, token_offset, /*partial=*/false, model_fingerprint);
   h.artifact_digest = artifact_digest;
-  h.model_fingerprint = model_fingerprint;
-  h.content_checksum = chunk.ContentChecksum();
   return BuildPayload(h, body);
 }
 

@@ -72,15 +72,8 @@ Result<std::vector<uint8_t>> EncodeHybridSpecChunk(const HybridModel& model,
   KVSTASH_ASSIGN_OR_RETURN(RecurrentState want, KvTensors(c, exact, begin));
   KVSTASH_ASSIGN_OR_RETURN(RecurrentState pred, KvTensors(c, predicted, begin, begin + exact.tokens));
   KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> body, spec::EncodeSpecState(artifact, want, pred, stats));
-  PayloadHeader h;
-  h.codec = CodecId::kSpec;
-  h.flags = partial ? kPayloadFlagPartialChunk : 0;
-  h.layout = exact.layout;
-  h.tokens = exact.tokens;
-  h.token_offset = begin;
-  h.model_fingerprint = model.fingerprint();
-  h.content_checksum = exact.ContentChecksum();
-  return BuildPayload(h, body);
+  return BuildPayload(ChunkPayloadHeader(CodecId::kSpec, exact.view(), begin, partial, model.fingerprint()),
+                      body);
 }
 
 Result<std::vector<uint8_t>> EncodeHybridSpecState(const HybridModel& model, const spec::SpecStateArtifact& artifact,

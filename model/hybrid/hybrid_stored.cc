@@ -22,14 +22,8 @@ Result<StoredBoundary> EncodeStoredBoundary(const HybridModel& model, const Hybr
   for (uint32_t begin = 0; begin < state.tokens; begin += chunk_tokens) {
     const uint32_t end = std::min(state.tokens, begin + chunk_tokens);
     KVSTASH_ASSIGN_OR_RETURN(KvChunk chunk, ExportKvChunk(c, state, begin, end));
-    PayloadHeader h;
-    h.codec = CodecId::kRaw;
-    h.flags = end - begin < chunk_tokens ? kPayloadFlagPartialChunk : 0;
-    h.layout = chunk.layout;
-    h.tokens = chunk.tokens;
-    h.token_offset = begin;
-    h.model_fingerprint = model.fingerprint();
-    h.content_checksum = chunk.ContentChecksum();
+    const PayloadHeader h = ChunkPayloadHeader(CodecId::kRaw, chunk.view(), begin, end - begin < chunk_tokens,
+                                               model.fingerprint());
     KVSTASH_ASSIGN_OR_RETURN(std::vector<uint8_t> payload, BuildPayload(h, chunk.data));
     out.kv_payloads.push_back(std::move(payload));
   }

@@ -95,6 +95,14 @@ struct PayloadView {
   std::span<const uint8_t> body;
 };
 
+// The header of a payload that codes `chunk` with `codec`: its layout, token count and
+// content checksum (KvChunkView::ContentChecksum), at position `token_offset` of its prefix,
+// flagged kPayloadFlagPartialChunk when `partial`. artifact_digest and chunk_key stay
+// unset (the caller sets them where its codec has them); BuildPayload fills the body
+// fields. Reads `chunk.data` once (the checksum); no errors.
+PayloadHeader ChunkPayloadHeader(CodecId codec, const KvChunkView& chunk, uint32_t token_offset, bool partial,
+                                 const Digest256& model_fingerprint);
+
 // Builds a whole payload: header (with body_bytes/body_checksum filled from `body`)
 // followed by the body.
 Result<std::vector<uint8_t>> BuildPayload(PayloadHeader header, std::span<const uint8_t> body);
