@@ -8,15 +8,16 @@ test tests/codec/entropy/golden_tables_test.cc rebuilds every table and compares
 in the table-building algorithm shows up as a diff of this file (regenerate with
 `python3 tests/codec/entropy/data/gen_golden_tables.py`, standard library only).
 """
+
 import heapq
 import json
 import math
 import os
 
-INV_LN2 = 1.44269504088896338700e+00
+INV_LN2 = 1.44269504088896338700e00
 LN2_HI = 6.93147180369123816490e-01
 LN2_LO = 1.90821492927058770002e-10
-TWO_OVER_SQRT_PI = 1.12837916709551257390e+00
+TWO_OVER_SQRT_PI = 1.12837916709551257390e00
 INV_SQRT_PI = 5.64189583547756286948e-01
 INV_SQRT2 = 7.07106781186547524401e-01
 
@@ -191,8 +192,7 @@ def build_table(pmf, precision):
     escape = 0
     if not full:
         escape = freqs.pop()
-    return {"precision": precision, "symbol_bits": bits, "first": first,
-            "escape": escape, "freqs": freqs}
+    return {"precision": precision, "symbol_bits": bits, "first": first, "escape": escape, "freqs": freqs}
 
 
 def histogram_counts(bits):
@@ -205,24 +205,65 @@ def specs():
     out = []
     for b in (0.3, 1.0, 4.0, 20.0):
         for p in (10, 12, 15):
-            out.append({"kind": "laplace", "symbol_bits": 8, "mapping": "twos", "mu": 0.0,
-                        "scale": b, "precision": p})
-    out.append({"kind": "laplace", "symbol_bits": 8, "mapping": "unsigned", "mu": 100.25,
-                "scale": 7.5, "precision": 12})
-    out.append({"kind": "laplace", "symbol_bits": 16, "mapping": "twos", "mu": 0.0,
-                "scale": 50.0, "precision": 15})
-    out.append({"kind": "laplace", "symbol_bits": 1, "mapping": "unsigned", "mu": 0.0,
-                "scale": 0.25, "precision": 10})
+            out.append(
+                {
+                    "kind": "laplace",
+                    "symbol_bits": 8,
+                    "mapping": "twos",
+                    "mu": 0.0,
+                    "scale": b,
+                    "precision": p,
+                }
+            )
+    out.append(
+        {
+            "kind": "laplace",
+            "symbol_bits": 8,
+            "mapping": "unsigned",
+            "mu": 100.25,
+            "scale": 7.5,
+            "precision": 12,
+        }
+    )
+    out.append(
+        {"kind": "laplace", "symbol_bits": 16, "mapping": "twos", "mu": 0.0, "scale": 50.0, "precision": 15}
+    )
+    out.append(
+        {
+            "kind": "laplace",
+            "symbol_bits": 1,
+            "mapping": "unsigned",
+            "mu": 0.0,
+            "scale": 0.25,
+            "precision": 10,
+        }
+    )
     for sigma in (0.5, 2.0, 10.0):
         for mu in (0.0, 0.3):
             for p in (11, 14):
-                out.append({"kind": "gaussian", "symbol_bits": 8, "mapping": "twos",
-                            "mu": mu, "scale": sigma, "precision": p})
-    out.append({"kind": "gaussian", "symbol_bits": 12, "mapping": "twos", "mu": -3.5,
-                "scale": 30.0, "precision": 13})
-    out.append({"kind": "mixture", "symbol_bits": 8, "mapping": "twos",
-                "components": [[0.95, 0.0, 2.0], [0.03, 0.0, 6.0]], "histogram_weight": 0.02,
-                "precision": 12})
+                out.append(
+                    {
+                        "kind": "gaussian",
+                        "symbol_bits": 8,
+                        "mapping": "twos",
+                        "mu": mu,
+                        "scale": sigma,
+                        "precision": p,
+                    }
+                )
+    out.append(
+        {"kind": "gaussian", "symbol_bits": 12, "mapping": "twos", "mu": -3.5, "scale": 30.0, "precision": 13}
+    )
+    out.append(
+        {
+            "kind": "mixture",
+            "symbol_bits": 8,
+            "mapping": "twos",
+            "components": [[0.95, 0.0, 2.0], [0.03, 0.0, 6.0]],
+            "histogram_weight": 0.02,
+            "precision": 12,
+        }
+    )
     out.append({"kind": "histogram", "symbol_bits": 6, "precision": 10})
     out.append({"kind": "histogram", "symbol_bits": 6, "precision": 15})
     return out
@@ -249,8 +290,12 @@ def main():
         tables.append(row)
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden_tables.json")
     with open(path, "w") as f:
-        json.dump({"generator": "tests/codec/entropy/data/gen_golden_tables.py", "tables": tables}, f,
-                  indent=None, separators=(",", ":"))
+        json.dump(
+            {"generator": "tests/codec/entropy/data/gen_golden_tables.py", "tables": tables},
+            f,
+            indent=None,
+            separators=(",", ":"),
+        )
         f.write("\n")
     print(f"wrote {len(tables)} tables to {path}")
 
