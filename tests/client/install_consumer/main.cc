@@ -1,7 +1,9 @@
 // install_consumer: the README's client example against the installed package.
 //
 // Usage: install_consumer HOST:PORT TENANT CREDENTIAL PAYLOAD_FILE
-// Checks, each against a value derived outside this program:
+// Built twice by install_check.sh: with CMake (find_package) and with pkg-config.
+// Checks, each against a value derived outside this program (and kvstash/version.h
+// against the build system's idea of the version):
 //   1. the namespace digest and chunk keys of the first case of
 //      tests/common/data/key_vectors.json (written by tools/gen_key_vectors.py, an
 //      independent implementation), through kvstash/prefix_key.h;
@@ -23,6 +25,7 @@
 #include "kvstash/prefix_codec.h"
 #include "kvstash/prefix_key.h"
 #include "kvstash/restore_cost.h"
+#include "kvstash/version.h"
 
 namespace {
 
@@ -126,6 +129,10 @@ int main(int argc, char** argv) {
   std::ifstream in(argv[4], std::ios::binary);
   const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), {});
   Check(!file.empty(), std::string("read ") + argv[4]);
+  // EXPECTED_VERSION: the package's version as the build system found it (CMake's
+  // kvstash_VERSION or pkg-config --modversion).
+  Check(std::string(KVSTASH_VERSION_STRING) == EXPECTED_VERSION,
+        std::string("kvstash/version.h says ") + KVSTASH_VERSION_STRING);
   const auto keys = CheckKeyVectors();
   CheckRoundTrip(argv[1], argv[2], argv[3], file, keys);
   CheckCostModel();
