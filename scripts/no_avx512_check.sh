@@ -70,7 +70,7 @@ det="$BUILD_DIR/tests/determinism/kvstash_determinism"
 [[ -x "$det" ]] || { echo "$det not built (scripts/build.sh)" >&2; exit 1; }
 # (The variable is set for qemu itself: qemu-user does not follow an exec into env.)
 KVSTASH_CPU_PATH=auto run determinism "$det" --threads 2
-for t in common/common_tests codec/codec_tests; do
+for t in common/common_tests codec/entropy/codec_tests; do
   bin="$BUILD_DIR/tests/$t"
   [[ -x "$bin" ]] || { echo "$bin not built (scripts/build.sh)" >&2; exit 1; }
   run "$(basename "$t")" "$bin" --gtest_brief=1

@@ -11,10 +11,6 @@
 // Thread-safety: a Status is a value; distinct objects may be used concurrently.
 #pragma once
 
-#if __cplusplus < 202002L
-#error "kvstash's headers need C++20 (-std=c++20; CMake: kvstash::client requires cxx_std_20)"
-#endif
-
 #include <cstdint>
 #include <string>
 #include <string_view>
