@@ -8,9 +8,8 @@
 // consecutive words: the renormalisation mask indexes a table of lane permutations
 // that spreads the next popcount(mask) words to those
 // lanes in ascending lane order, i.e. exactly the scalar reference's word order.
-// Escapes of one-table streams are decoded in registers the same way; other escapes,
-// the last partial group and groups near the stream end use the shared scalar code
-// (rans_decode_internal.h), so output and errors match the reference.
+// Escapes, the last partial group and groups near the stream end use the shared
+// scalar code (rans_decode_internal.h), so output and errors match the reference.
 #include <immintrin.h>
 
 #include <array>
@@ -47,64 +46,6 @@ inline void StoreSymbols(__m256i s, uint8_t* out) {
   std::memcpy(out + 4, &hi, 4);
 }
 
-// Constants of EscapesOneTable: table 0's alphabet and direct range.
-struct OneTable {
-  __m128i value_bits;  // symbol_bits
-  __m256i value_mask;  // 2^symbol_bits - 1
-  __m256i first_symbol;
-  __m256i num_direct;
-  __m256i lane_bits;  // 1 << lane
-};
-
-OneTable MakeOneTable(const TableSet& tables) {
-  const int bits = tables.symbol_bits();
-  return {_mm_cvtsi32_si128(bits), _mm256_set1_epi32((1 << bits) - 1),
-          _mm256_set1_epi32(static_cast<int>(tables.table(0).first_symbol())),
-          _mm256_set1_epi32(static_cast<int>(tables.table(0).num_direct())),
-          _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128)};
-}
-
-// DecodeEscapes in registers, for streams of one table (no table index): each escaped
-// lane (bit j of `escapes` = lane j) takes the low symbol_bits of its state as its
-// value and renormalises from the words after the group's symbol words, in ascending
-// lane order (kRefill, as the symbol step). Reads at most 32 words past *p. Corruption
-// (DecodeEscapes' message) for a value inside the table's direct range. Always inlined:
-// a call would keep the states of the hot loop in memory.
-template <typename OutT>
-[[gnu::always_inline]] inline Status EscapesOneTable(const OneTable& t, uint32_t escapes, const uint8_t** p,
-                                                     __m256i x[4], OutT* out) {
-  alignas(32) uint32_t values[kRansLanes];
-  uint32_t inside = 0;
-#pragma GCC unroll 4
-  for (int r = 0; r < 4; ++r) {
-    const __m256i lanes = _mm256_cmpeq_epi32(
-        _mm256_and_si256(_mm256_set1_epi32(static_cast<int>(escapes >> (8 * r))), t.lane_bits), t.lane_bits);
-    const __m256i value = _mm256_and_si256(x[r], t.value_mask);
-    const __m256i rest = _mm256_srl_epi32(x[r], t.value_bits);
-    const __m256i renorm =
-        _mm256_and_si256(lanes, _mm256_cmpeq_epi32(_mm256_srli_epi32(rest, 16), _mm256_setzero_si256()));
-    const uint32_t m = static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(renorm)));
-    const __m256i words = _mm256_permutevar8x32_epi32(
-        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(*p))),
-        _mm256_load_si256(reinterpret_cast<const __m256i*>(kRefill[m].data())));
-    *p += 2 * __builtin_popcount(m);
-    const __m256i next =
-        _mm256_blendv_epi8(rest, _mm256_or_si256(_mm256_slli_epi32(rest, 16), words), renorm);
-    x[r] = _mm256_blendv_epi8(x[r], next, lanes);
-    // value - first_symbol (mod 2^symbol_bits) < num_direct: inside the direct range.
-    const __m256i direct = _mm256_and_si256(_mm256_sub_epi32(value, t.first_symbol), t.value_mask);
-    const __m256i in_range = _mm256_and_si256(lanes, _mm256_cmpgt_epi32(t.num_direct, direct));
-    inside |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(in_range)));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(values + 8 * r), value);
-  }
-  if (inside != 0) return Status::Corruption("rANS: escaped value inside the table's direct range");
-  for (uint32_t e = escapes; e != 0; e &= e - 1) {
-    const int j = __builtin_ctz(e);
-    out[j] = static_cast<OutT>(values[j]);
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 template <typename OutT, bool kPacked>
@@ -125,7 +66,6 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
   const __m256i marker = _mm256_set1_epi32(static_cast<int>(in.tables->packed_escape_marker()));
   const __m256i zero = _mm256_setzero_si256();
   const __m256i last_table = _mm256_set1_epi16(static_cast<int16_t>(in.tables->size() - 1));
-  const OneTable one_table = MakeOneTable(*in.tables);
   const size_t n = in.num_symbols;
 
   __m256i x[4];
@@ -134,9 +74,7 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
   }
   size_t base = 0;
   for (; base + kRansLanes <= n; base += kRansLanes) {
-    // The group reads at most 32 words past the cursor for its symbols and 32 more for
-    // its escapes.
-    if (c.end - c.p < 4 * kRansLanes) {
+    if (c.end - c.p < 2 * kRansLanes) {
       for (int r = 0; r < 4; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x + 8 * r), x[r]);
       KVSTASH_RETURN_IF_ERROR(DecodeGroupChecked(in, base, kRansLanes, &c, out));
       for (int r = 0; r < 4; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x + 8 * r));
@@ -152,7 +90,6 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
     const uint8_t* p = c.p;
     uint32_t escapes = 0;
     alignas(32) uint32_t slots[kRansLanes];  // packed layout: for PackedEscapes
-#pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       __m256i slot = _mm256_and_si256(x[r], slot_mask);
       if (in.table_index != nullptr) {
@@ -188,9 +125,7 @@ Status DecodeAvx2Impl(const DecodeInput& in, OutT* out) {
     }
     c.p = p;
     if (kPacked && escapes != 0) escapes = PackedEscapes(*in.tables, slots, escapes);
-    if (escapes != 0 && in.table_index == nullptr) {
-      KVSTASH_RETURN_IF_ERROR(EscapesOneTable(one_table, escapes, &c.p, x, out + base));
-    } else if (escapes != 0) {
+    if (escapes != 0) {
       for (int r = 0; r < 4; ++r) _mm256_storeu_si256(reinterpret_cast<__m256i*>(c.x + 8 * r), x[r]);
       KVSTASH_RETURN_IF_ERROR(DecodeEscapes(in, base, escapes, &c, out));
       for (int r = 0; r < 4; ++r) x[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(c.x + 8 * r));
