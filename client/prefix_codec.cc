@@ -167,8 +167,8 @@ Result<std::vector<KvChunk>> PrefixCodec::RestoreKvChunks(
 
 Result<std::vector<KvChunkView>> PrefixCodec::ViewRawKvChunks(
     std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
-    std::span<const std::span<const uint8_t>> payloads) const {
-  return impl_->ViewRawKvChunks(tokens, keys, payloads);
+    std::span<const std::span<const uint8_t>> payloads, uint32_t first_chunk) const {
+  return impl_->ViewRawKvChunks(tokens, keys, payloads, first_chunk);
 }
 
 Status PrefixCodec::CheckRestoreInputs(std::span<const uint32_t> tokens,

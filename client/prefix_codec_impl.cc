@@ -294,19 +294,23 @@ Result<KvChunk> PrefixCodec::Impl::DecodeOne(std::span<const uint8_t> payload, c
 
 Result<std::vector<KvChunkView>> PrefixCodec::Impl::ViewRawKvChunks(
     std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
-    std::span<const std::span<const uint8_t>> payloads) const {
+    std::span<const std::span<const uint8_t>> payloads, uint32_t first_chunk) const {
   if (options_.kind != PrefixCodecKind::kRaw) {
     return Status::InvalidArgument("ViewRawKvChunks: a " + std::string(PrefixCodecName(options_.kind)) +
                                    " codec's payloads are coded (use RestoreKvChunks)");
   }
   if (payloads.empty()) return Status::InvalidArgument("Restore: no payloads");
   KVSTASH_RETURN_IF_ERROR(CheckChain(tokens, keys));
-  if (payloads.size() > keys.size()) return Status::InvalidArgument("Restore: more payloads than chunks");
+  if (first_chunk > keys.size() || payloads.size() > keys.size() - first_chunk) {
+    return Status::InvalidArgument("Restore: more payloads than chunks");
+  }
   std::vector<KvChunkView> out;
-  for (uint32_t i = 0; i < payloads.size(); ++i) {
+  for (uint32_t j = 0; j < payloads.size(); ++j) {
     // As DecodeOne: the header is bound to this chunk's key and position first.
-    KVSTASH_RETURN_IF_ERROR(CheckHeader(payloads[i], keys[i].stored(), i * options_.chunk_tokens, keys[i].tokens));
-    KVSTASH_ASSIGN_OR_RETURN(KvChunkView c, VerifyRaw(payloads[i], layout_, options_.model_fingerprint));
+    const uint32_t i = first_chunk + j;
+    KVSTASH_RETURN_IF_ERROR(
+        CheckHeader(payloads[j], keys[i].stored(), i * options_.chunk_tokens, keys[i].tokens));
+    KVSTASH_ASSIGN_OR_RETURN(KvChunkView c, VerifyRaw(payloads[j], layout_, options_.model_fingerprint));
     if (c.tokens != keys[i].tokens) return Status::Mismatch("decoded chunk has another shape than the chain's chunk");
     out.push_back(c);
   }

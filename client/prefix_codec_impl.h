@@ -48,7 +48,8 @@ class PrefixCodec::Impl {
                                                PrefixRestoreStats* stats) const;
   Result<std::vector<KvChunkView>> ViewRawKvChunks(std::span<const uint32_t> tokens,
                                                    std::span<const ChunkKey> keys,
-                                                   std::span<const std::span<const uint8_t>> payloads) const;
+                                                   std::span<const std::span<const uint8_t>> payloads,
+                                                   uint32_t first_chunk) const;
   Status CheckRestoreInputs(std::span<const uint32_t> tokens, std::span<const ChunkKey> keys,
                             std::span<const std::vector<uint8_t>> payloads) const;
   Status PredictForRestore(std::span<const uint32_t> tokens, uint32_t n_payloads,

@@ -344,9 +344,9 @@ class PrefixCodec:
         Decodes and verifies the payloads of chain chunks [0, len(payloads)) of `tokens`. Returns NumPy arrays [n_layers, 2, T, n_kv_heads, head_dim] (uint16 bit patterns for bf16, float16 for f16), one per payload, in chain order. Never returns KV that failed a check: raises MismatchError for a payload of another codec, artifact, model, layout or position; CorruptionError for a damaged payload; InvalidArgumentError for no payloads, more payloads than chunks or keys that are not the chain of `tokens`. payloads: bytes-like objects, read in place (not copied).
         """
 
-    def restore_chunk_views(self, tokens: Sequence[int] | NDArray[np.integer], keys: Sequence[ChunkKey], payloads: Sequence[bytes | bytearray | memoryview | NDArray[np.uint8]]) -> list[NDArray[np.uint16] | NDArray[np.float16]]:
+    def restore_chunk_views(self, tokens: Sequence[int] | NDArray[np.integer], keys: Sequence[ChunkKey], payloads: Sequence[bytes | bytearray | memoryview | NDArray[np.uint8]], first_chunk: int = 0) -> list[NDArray[np.uint16] | NDArray[np.float16]]:
         """
-        As restore_chunks, with the same checks and errors, but a raw codec copies nothing: array i is a READ-ONLY view of payload i's body (a raw body is the canonical chunk), verified (header, key binding, position, content checksum) before it is returned. The array holds payload i's buffer (a bytearray cannot be resized while it lives); the caller must not modify a payload while it uses the views (a received payload from Client.get_array is read-only). spec and dckv codecs decode as restore_chunks. Use it to scatter raw KV into an engine's cache straight from the received payloads.
+        As restore_chunks, with the same checks and errors, but a raw codec copies nothing: array i is a READ-ONLY view of payload i's body (a raw body is the canonical chunk), verified (header, key binding, position, content checksum) before it is returned. The array holds payload i's buffer (a bytearray cannot be resized while it lives); the caller must not modify a payload while it uses the views (a received payload from Client.get_array is read-only). spec and dckv codecs decode as restore_chunks. Use it to scatter raw KV into an engine's cache straight from the received payloads. first_chunk (raw only; InvalidArgumentError otherwise): payloads[j] is chain chunk first_chunk + j, so each chunk can be verified as its GET completes.
         """
 
     def tokens_of_chunks(self, prefix_tokens: int, chunks: int) -> int:
@@ -439,6 +439,11 @@ class RestoreCostModel:
 def paged_scatter(chunk: NDArray[np.uint16], token_offset: int, layers: Sequence[NDArray[np.uint16]], block_ids: Sequence[int], src_of_pos: NDArray[np.int64]) -> None:
     """
     Writes chunk tokens [token_offset, token_offset + len(block_ids) * B) of a canonical chunk [layers, 2, T, heads, head_dim] (16-bit patterns) into blocks block_ids of every paged cache layer [blocks, heads, B, 2 * head_dim], each (block, head) tile in the order src_of_pos (tile position -> canonical index kv * B * D + t * D + d). Releases the GIL. Raises InvalidArgumentError for shapes, non-dense tiles, a block id out of range or an order that is not a permutation.
+    """
+
+def paged_copy_loops(src_of_pos: NDArray[np.int64], block_size: int, head_dim: int) -> str:
+    """
+    Which copy loops paged_scatter takes for this tile order: 'amx' (vLLM's amx tile order exactly: its own loops, AVX2 where the CPU has it) or 'plan' (runs, pairs and single values of any permutation). Raises InvalidArgumentError when src_of_pos does not have 2 * block_size * head_dim entries.
     """
 
 def paged_gather(layers: Sequence[NDArray[np.uint16]], block_ids: Sequence[int], src_of_pos: NDArray[np.int64], out: NDArray[np.uint16]) -> None:

@@ -385,8 +385,8 @@ void BindCodec(nb::module_& m) {
           "options.kv_dtype: bf16 or f16). No model needed.")
       .def_static(
           "spec",
-          [](const std::string& model_path, const std::string& artifact_path,
-             const PyCodecOptions& options, int threads) {
+          [](const std::string& model_path, const std::string& artifact_path, const PyCodecOptions& options,
+             int threads) {
             auto c = std::make_unique<PyCodec>();
             const PrefixCodecOptions o = OptionsFor(options, PrefixCodecKind::kSpec);
             Status s;
@@ -463,13 +463,16 @@ void BindCodec(nb::module_& m) {
           "'dckv_codec_builds'). Keyed by each file's canonical path, size and mtime (the "
           "predictor also by its thread count); an entry is freed with its last codec.")
       .def_prop_ro("kind", [](const PyCodec& c) { return std::string(PrefixCodecName(c.codec->kind())); })
-      .def_prop_ro("layout", [](const PyCodec& c) { return c.codec->layout(); },
-                   "Stored layout (n_layers, n_kv_heads, head_dim, dtype = options.kv_dtype).")
+      .def_prop_ro(
+          "layout", [](const PyCodec& c) { return c.codec->layout(); },
+          "Stored layout (n_layers, n_kv_heads, head_dim, dtype = options.kv_dtype).")
       .def_prop_ro("chunk_tokens", [](const PyCodec& c) { return c.codec->options().chunk_tokens; })
-      .def_prop_ro("namespace_digest", [](const PyCodec& c) { return ToBytes(c.codec->namespace_digest()); },
-                   "Namespace digest (32 bytes) of this codec's chains.")
-      .def_prop_ro("artifact_digest", [](const PyCodec& c) { return ToBytes(c.codec->artifact_digest()); },
-                   "SHA-256 of the artifact (32 zero bytes for raw).")
+      .def_prop_ro(
+          "namespace_digest", [](const PyCodec& c) { return ToBytes(c.codec->namespace_digest()); },
+          "Namespace digest (32 bytes) of this codec's chains.")
+      .def_prop_ro(
+          "artifact_digest", [](const PyCodec& c) { return ToBytes(c.codec->artifact_digest()); },
+          "SHA-256 of the artifact (32 zero bytes for raw).")
       .def(
           "chain_keys",
           [](const PyCodec& c, nb::handle tokens, nb::handle extra_keys) {
@@ -537,34 +540,41 @@ void BindCodec(nb::module_& m) {
           "not the chain of `tokens`. payloads: bytes-like objects, read in place (not copied).")
       .def(
           "restore_chunk_views",
-          [](const PyCodec& c, nb::handle tokens, const std::vector<ChunkKey>& keys, nb::handle payloads) {
-            if (c.codec->kind() != PrefixCodecKind::kRaw) return RestoreArrays(c, tokens, keys, payloads);
+          [](const PyCodec& c, nb::handle tokens, const std::vector<ChunkKey>& keys, nb::handle payloads,
+             uint32_t first_chunk) {
+            if (c.codec->kind() != PrefixCodecKind::kRaw) {
+              if (first_chunk != 0) ThrowInvalid("restore_chunk_views: first_chunk > 0 needs a raw codec");
+              return RestoreArrays(c, tokens, keys, payloads);
+            }
             const std::vector<uint32_t> t = ToTokens(tokens);
             const BufferViews p(payloads, "payloads");
             Result<std::vector<KvChunkView>> r = Status::Internal("unset");
             {
               nb::gil_scoped_release release;
-              r = c.codec->ViewRawKvChunks(t, keys, p.spans());
+              r = c.codec->ViewRawKvChunks(t, keys, p.spans(), first_chunk);
             }
             const std::vector<KvChunkView> views = ValueOrThrow(std::move(r));
             nb::list out;
             for (size_t i = 0; i < views.size(); ++i) out.append(KvChunkViewToArray(views[i], p.Pin(i)));
             return out;
           },
-          nb::arg("tokens"), nb::arg("keys"), nb::arg("payloads"),
+          nb::arg("tokens"), nb::arg("keys"), nb::arg("payloads"), nb::arg("first_chunk") = 0,
           "As restore_chunks, with the same checks and errors, but a raw codec copies nothing: "
           "array i is a READ-ONLY view of payload i's body (a raw body is the canonical chunk), "
           "verified (header, key binding, position, content checksum) before it is returned. The "
           "array holds payload i's buffer (a bytearray cannot be resized while it lives); the "
           "caller must not modify a payload while it uses the views (a received payload from "
           "Client.get_array is read-only). spec and dckv codecs decode as restore_chunks. Use it "
-          "to scatter raw KV into an engine's cache straight from the received payloads.")
-      .def("tokens_of_chunks",
-           [](const PyCodec& c, uint64_t prefix_tokens, uint32_t chunks) {
-             return c.codec->TokensOfChunks(prefix_tokens, chunks);
-           },
-           nb::arg("prefix_tokens"), nb::arg("chunks"),
-           "Tokens covered by the first `chunks` chunks of a prefix_tokens-token prefix's chain.");
+          "to scatter raw KV into an engine's cache straight from the received payloads. first_chunk "
+          "(raw only; InvalidArgumentError otherwise): payloads[j] is chain chunk first_chunk + j, so "
+          "each chunk can be verified as its GET completes.")
+      .def(
+          "tokens_of_chunks",
+          [](const PyCodec& c, uint64_t prefix_tokens, uint32_t chunks) {
+            return c.codec->TokensOfChunks(prefix_tokens, chunks);
+          },
+          nb::arg("prefix_tokens"), nb::arg("chunks"),
+          "Tokens covered by the first `chunks` chunks of a prefix_tokens-token prefix's chain.");
 }
 
 }  // namespace kvstash::py

@@ -17,6 +17,13 @@
 // strided one, K stored transposed: block_size values n_kv_heads * head_dim apart, one
 // strided loop), pairs of adjacent values (the amx order's K: one 32-bit copy each) and
 // single values (the amx order's V, pairs of tokens), copied through their offsets.
+// One order has its own copy loops, used when src_of_pos is exactly it: vLLM's "amx"
+// tile (block_size a multiple of 16, head_dim of 16), whose generic plan is all pairs
+// and single values. K: per group of 16 tokens, head_dim / 2 rows of 16 32-bit (dim
+// pair) values, one per token (a 16 x head_dim/2 transpose of 32-bit words); V: per 16
+// dims, block_size / 2 rows of the 16 dims of two tokens interleaved (token t, t + 1).
+// With AVX2 (CpuMayUseAvx2: the CPU and KVSTASH_CPU_PATH) these are 8 x 8 word transposes and 16-bit unpacks;
+// scalar loops otherwise. The scatter takes them; the gather (saves) keeps the plan.
 // Arrays are never converted (a float16 chunk, an int16 layer or an int32 src_of_pos
 // is a TypeError: a converted copy would be written and thrown away, or values cast).
 // Errors: InvalidArgumentError for shapes, strides, a block id out of range, blocks
@@ -27,12 +34,15 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/vector.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "common/cpu_path.h"
 #include "native.h"
 
 namespace kvstash::py {
@@ -63,6 +73,7 @@ struct Plan {
   std::vector<int64_t> pair_off;   // ... in the chunk at these offsets (the amx order's K)
   std::vector<uint32_t> pos;       // its other positions ...
   std::vector<int64_t> off;        // ... and the offsets of their values
+  bool amx = false;                // src_of_pos is vLLM's amx tile order (IsAmxOrder)
   std::vector<uint16_t*> tiles;    // per layer: data pointer
   std::vector<int64_t> block_stride;  // per layer, elements
 };
@@ -86,6 +97,24 @@ void SplitRuns(const std::vector<int64_t>& off, Plan* p) {
       ++a;
     }
   }
+}
+
+// True when order[p] (p < 2 * B * D) is vLLM's amx tile order (see the top of this file):
+//   K, p < B*D:  g = p / (16 D), j = (p % (16 D)) / 32, q = p % 32:
+//                token 16 g + q / 2, dim 2 j + q % 2;
+//   V, p' = p - B*D: b = p' / (16 B), r = (p' % (16 B)) / 32, q = p' % 32:
+//                token 2 r + q % 2, dim 16 b + q / 2.
+bool IsAmxOrder(const int64_t* order, size_t B, size_t D) {
+  if (B % 16 != 0 || D % 16 != 0) return false;
+  for (size_t p = 0; p < B * D; ++p) {
+    const size_t g = p / (16 * D), j = p % (16 * D) / 32, q = p % 32;
+    if (order[p] != static_cast<int64_t>((16 * g + q / 2) * D + 2 * j + q % 2)) return false;
+  }
+  for (size_t p = 0; p < B * D; ++p) {
+    const size_t b = p / (16 * B), r = p % (16 * B) / 32, q = p % 32;
+    if (order[B * D + p] != static_cast<int64_t>(B * D + (2 * r + q % 2) * D + 16 * b + q / 2)) return false;
+  }
+  return true;
 }
 
 template <typename ChunkT>
@@ -135,8 +164,84 @@ Plan MakePlan(const ChunkT& chunk, size_t token_offset, const std::vector<Layer>
     const size_t kv = s / (p.B * p.D), t = (s / p.D) % p.B, d = s % p.D;
     off[pos] = static_cast<int64_t>(kv * p.T * p.H * p.D + t * p.H * p.D + d);
   }
-  SplitRuns(off, &p);
+  p.amx = IsAmxOrder(order, p.B, p.D);
+  SplitRuns(off, &p);  // the gather's loops, and the scatter's for any other order
   return p;
+}
+
+// The amx scatter of one (block, head) tile. s: the chunk at the block's first token of
+// this head (token t's head_dim values at s + t * row, row = n_kv_heads * head_dim).
+void ScatterAmxScalar(const Plan& p, uint16_t* tile, const uint16_t* s) {
+  const size_t B = p.B, D = p.D, row = p.H * p.D, v0 = p.T * p.H * p.D;
+  uint16_t* k = tile;
+  for (size_t g = 0; g < B / 16; ++g) {
+    for (size_t j = 0; j < D / 2; ++j, k += 32) {
+      for (size_t i = 0; i < 16; ++i) std::memcpy(k + 2 * i, s + (16 * g + i) * row + 2 * j, 4);
+    }
+  }
+  uint16_t* v = tile + B * D;
+  for (size_t b = 0; b < D / 16; ++b) {
+    for (size_t r = 0; r < B / 2; ++r, v += 32) {
+      const uint16_t* a = s + v0 + 2 * r * row + 16 * b;
+      for (size_t q = 0; q < 16; ++q) {
+        v[2 * q] = a[q];
+        v[2 * q + 1] = a[row + q];
+      }
+    }
+  }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) void ScatterAmxAvx2(const Plan& p, uint16_t* tile, const uint16_t* s) {
+  const size_t B = p.B, D = p.D, row = p.H * p.D, v0 = p.T * p.H * p.D;
+  // K: for 8 tokens x 8 dim pairs, an 8 x 8 transpose of 32-bit words (rows: tokens).
+  for (size_t g = 0; g < B / 16; ++g) {
+    for (size_t h8 = 0; h8 < 2; ++h8) {  // tokens 16 g + 8 h8 .. + 7
+      const uint16_t* src = s + (16 * g + 8 * h8) * row;
+      for (size_t j0 = 0; j0 < D / 2; j0 += 8) {  // dim pairs j0 .. j0 + 7
+        __m256i r[8];
+        for (int i = 0; i < 8; ++i)
+          r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i * row + 2 * j0));
+        const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+        const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+        const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+        const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+        const __m256i u0 = _mm256_unpacklo_epi64(t0, t2), u1 = _mm256_unpackhi_epi64(t0, t2);
+        const __m256i u2 = _mm256_unpacklo_epi64(t1, t3), u3 = _mm256_unpackhi_epi64(t1, t3);
+        const __m256i u4 = _mm256_unpacklo_epi64(t4, t6), u5 = _mm256_unpackhi_epi64(t4, t6);
+        const __m256i u6 = _mm256_unpacklo_epi64(t5, t7), u7 = _mm256_unpackhi_epi64(t5, t7);
+        // column c (dim pair j0 + c) of the 8 tokens: lanes of u[c % 4] paired with u[c % 4 + 4]
+        const __m256i col[8] = {
+            _mm256_permute2x128_si256(u0, u4, 0x20), _mm256_permute2x128_si256(u1, u5, 0x20),
+            _mm256_permute2x128_si256(u2, u6, 0x20), _mm256_permute2x128_si256(u3, u7, 0x20),
+            _mm256_permute2x128_si256(u0, u4, 0x31), _mm256_permute2x128_si256(u1, u5, 0x31),
+            _mm256_permute2x128_si256(u2, u6, 0x31), _mm256_permute2x128_si256(u3, u7, 0x31)};
+        uint16_t* k = tile + g * 16 * D + 16 * h8;  // row j holds 16 words at g * 16 D + 32 j
+        for (int c = 0; c < 8; ++c)
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(k + 32 * (j0 + c)), col[c]);
+      }
+    }
+  }
+  // V: the 16 dims of tokens 2 r and 2 r + 1, interleaved.
+  uint16_t* v = tile + B * D;
+  for (size_t b = 0; b < D / 16; ++b) {
+    for (size_t r = 0; r < B / 2; ++r, v += 32) {
+      const uint16_t* a = s + v0 + 2 * r * row + 16 * b;
+      const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+      const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + row));
+      const __m256i lo = _mm256_unpacklo_epi16(x, y), hi = _mm256_unpackhi_epi16(x, y);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(v), _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(v + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+  }
+}
+#endif
+
+void ScatterAmx(const Plan& p, uint16_t* tile, const uint16_t* s) {
+#if defined(__x86_64__)
+  if (CpuMayUseAvx2()) return ScatterAmxAvx2(p, tile, s);
+#endif
+  ScatterAmxScalar(p, tile, s);
 }
 
 // Calls fn(tile pointer, chunk base offset) for every (layer, block, head).
@@ -163,6 +268,11 @@ void BindPagedKv(nb::module_& m) {
         const Plan p = MakePlan(chunk, token_offset, layers, block_ids, src_of_pos);
         const uint16_t* src = chunk.data();
         nb::gil_scoped_release release;
+        if (p.amx) {
+          ForEachTile(p, token_offset, block_ids,
+                      [&](uint16_t* tile, size_t base) { ScatterAmx(p, tile, src + base); });
+          return;
+        }
         const size_t n = p.pos.size(), np = p.pair_pos.size();
         ForEachTile(p, token_offset, block_ids, [&](uint16_t* tile, size_t base) {
           const uint16_t* s = src + base;
@@ -181,6 +291,17 @@ void BindPagedKv(nb::module_& m) {
       nb::arg("src_of_pos").noconvert(),
       "Writes chunk tokens [token_offset, token_offset + len(block_ids) * B) into blocks block_ids of every "
       "cache layer, in the tile order src_of_pos (python/src/paged_kv.cc).");
+  m.def(
+      "paged_copy_loops",
+      [](Order src_of_pos, size_t block_size, size_t head_dim) -> const char* {
+        if (src_of_pos.shape(0) != 2 * block_size * head_dim) {
+          ThrowInvalid("paged KV: src_of_pos must have 2 * block_size * head_dim entries");
+        }
+        return IsAmxOrder(src_of_pos.data(), block_size, head_dim) ? "amx" : "plan";
+      },
+      nb::arg("src_of_pos").noconvert(), nb::arg("block_size"), nb::arg("head_dim"),
+      "Which copy loops paged_scatter takes for this tile order: 'amx' (vLLM's amx tile, its own "
+      "loops) or 'plan' (runs, pairs and single values of any permutation).");
   m.def(
       "paged_gather",
       [](std::vector<Layer> layers, std::vector<int64_t> block_ids, Order src_of_pos, Chunk out) {

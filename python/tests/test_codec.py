@@ -140,6 +140,17 @@ def test_raw_chunk_views_are_verified_read_only_views(kv_dtype, np_dtype):
     assert len(codec.restore_chunk_views(tokens, keys, [bytes(payloads[0][:-1])])) == 1
     with pytest.raises(kvstash.MismatchError):  # chunk 1's payload at position 0
         codec.restore_chunk_views(tokens, keys, [payloads[1]])
+    # first_chunk: each chunk verified on its own, at its own position.
+    for i in range(len(keys)):
+        (v,) = codec.restore_chunk_views(tokens, keys, [bytes(payloads[i][: len(payloads[i]) - (i == 0)])], i)
+        assert np.array_equal(v.view(np.uint16), chunks[i].view(np.uint16))
+    assert len(codec.restore_chunk_views(tokens, keys, [bytes(payloads[1]), bytes(payloads[2])], 1)) == 2
+    with pytest.raises(kvstash.MismatchError):  # chunk 2's payload at position 1
+        codec.restore_chunk_views(tokens, keys, [bytes(payloads[2])], 1)
+    with pytest.raises(kvstash.InvalidArgumentError):  # past the chain's end
+        codec.restore_chunk_views(tokens, keys, [bytes(payloads[2]), bytes(payloads[2])], 2)
+    with pytest.raises(kvstash.InvalidArgumentError):
+        codec.restore_chunk_views(tokens, keys, [bytes(payloads[2])], 3)
 
 
 # ---------------------------------------------------------------- spec on SmolLM2
@@ -200,6 +211,8 @@ def test_spec_round_trip_on_real_kv_through_the_server(smol, model_path, client)
     arrays = [client.get_array(keys[0].stored, k.stored) for k in keys]
     for a, b in zip(spec.restore_chunk_views(tokens, keys, arrays), chunks):
         assert np.array_equal(a, b)
+    with pytest.raises(kvstash.InvalidArgumentError):  # a coded chunk needs the ones before it
+        spec.restore_chunk_views(tokens, keys, arrays[1:], 1)
     # Restoring from another artifact is a Mismatch, never wrong KV.
     other = kvstash.PrefixCodec.spec(model_path, arts[1], opts)
     assert other.artifact_digest != spec.artifact_digest

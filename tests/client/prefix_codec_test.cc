@@ -285,6 +285,37 @@ TEST_F(PrefixCodecTest, KvChunkFormRoundTripsF16WithoutModel) {
   EXPECT_STATUS(raw->RestoreKvChunks(s_->tokens, keys, Payloads(bf_puts)), kMismatch);
 }
 
+// ViewRawKvChunks from any chain position (first_chunk: the vLLM connector verifies each
+// chunk as its GET completes): the views are the chunks put, in place (no copy), and
+// a payload at another position, a damaged one or one past the chain's end is refused.
+TEST_F(PrefixCodecTest, RawViewsVerifyEachChunkAtItsChainPosition) {
+  ASSERT_OK_AND_ASSIGN(auto raw, PrefixCodec::CreateRaw(*s_->model, Options(PrefixCodecKind::kRaw)));
+  ASSERT_OK_AND_ASSIGN(auto keys, raw->ChainKeys(s_->tokens, ChainInputs::TokensOnly()));
+  std::vector<KvChunk> chunks;
+  for (uint32_t i = 0; i < 4; ++i)
+    chunks.push_back(*model::ToKvChunk(s_->exact, i * kC, std::min(kN, (i + 1) * kC), DType::kBF16));
+  ASSERT_OK_AND_ASSIGN(auto puts, raw->EncodeKvChunks(s_->tokens, keys, chunks, 0));
+  const auto p = Payloads(puts);
+  std::vector<std::span<const uint8_t>> spans(p.begin(), p.end());
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto one, raw->ViewRawKvChunks(s_->tokens, keys, std::span(spans).subspan(i, 1), i));
+    ASSERT_EQ(one.size(), 1u);
+    EXPECT_EQ(one[0].tokens, keys[i].tokens);
+    EXPECT_EQ(one[0].data.data(), p[i].data() + kPayloadHeaderBytes) << "a view of payload " << i;
+    EXPECT_TRUE(
+        std::equal(one[0].data.begin(), one[0].data.end(), chunks[i].data.begin(), chunks[i].data.end()));
+  }
+  ASSERT_OK_AND_ASSIGN(auto tail, raw->ViewRawKvChunks(s_->tokens, keys, std::span(spans).subspan(2), 2));
+  EXPECT_EQ(tail.size(), 2u);
+  EXPECT_STATUS(raw->ViewRawKvChunks(s_->tokens, keys, std::span(spans).subspan(2, 1), 1), kMismatch);
+  EXPECT_STATUS(raw->ViewRawKvChunks(s_->tokens, keys, std::span(spans).subspan(2), 3), kInvalidArgument);
+  EXPECT_STATUS(raw->ViewRawKvChunks(s_->tokens, keys, std::span(spans).subspan(3), 5), kInvalidArgument);
+  auto damaged = p[1];
+  damaged[kPayloadHeaderBytes + 1000] ^= 1;
+  const std::span<const uint8_t> bad[] = {damaged};
+  EXPECT_STATUS(raw->ViewRawKvChunks(s_->tokens, keys, bad, 1), kCorruption);
+}
+
 TEST_F(PrefixCodecTest, SpecKvChunkFormEqualsCacheForm) {
   ASSERT_OK_AND_ASSIGN(auto spec, PrefixCodec::CreateSpec(*s_->model, s_->predictor, SpecArtifact(),
                                                           Options(PrefixCodecKind::kSpec)));

@@ -272,11 +272,14 @@ class PrefixCodec {
   // returned as a view of payload i's body. The views alias the payloads: they are
   // valid while those live, and what they show was verified only while the payloads
   // stay unchanged (a caller must hold them immutable, e.g. read-only buffers it owns).
+  // payloads[j] is chain chunk first_chunk + j (0 by default: the chain's first chunks),
+  // so an engine can verify and use each chunk as its GET completes.
   // Errors: those of RestoreKvChunks; InvalidArgument for a spec or dckv codec (their
-  // payloads are coded: use RestoreKvChunks).
+  // payloads are coded: use RestoreKvChunks) or payloads past the chain's end.
   Result<std::vector<KvChunkView>> ViewRawKvChunks(std::span<const uint32_t> tokens,
                                                    std::span<const ChunkKey> keys,
-                                                   std::span<const std::span<const uint8_t>> payloads) const;
+                                                   std::span<const std::span<const uint8_t>> payloads,
+                                                   uint32_t first_chunk = 0) const;
 
   // The checks RestoreKvChunks makes before it decodes: keys are the chain of `tokens`,
   // 1 <= payloads.size() <= keys.size(), and payload i's header covers chain chunk i's

@@ -20,6 +20,7 @@ paged_gather: ~memory speed; torch's index_select over the tile managed ~130 MB/
 Thread-safety: TileOrder is immutable after construction; gather/scatter read/write
 the given tensors and may run concurrently on disjoint blocks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,10 +57,10 @@ def _to_int16(bits: torch.Tensor) -> torch.Tensor:
     return torch.where(bits >= 32768, bits - 65536, bits).to(torch.int16)
 
 
-def cpu_attention_isa(dtype: torch.dtype, block_size: int, head_size: int,
-                      kv_cache_dtype: str) -> str:
+def cpu_attention_isa(dtype: torch.dtype, block_size: int, head_size: int, kv_cache_dtype: str) -> str:
     """The ISA string vLLM's CPU backend picks for these settings (its own function)."""
     from vllm.v1.attention.backends.cpu_attn import _get_attn_isa
+
     return _get_attn_isa(dtype, block_size, head_size, kv_cache_dtype)
 
 
@@ -78,8 +79,7 @@ class TileOrder:
     pos_of_src: torch.Tensor
 
     @staticmethod
-    def probe(block_size: int, head_dim: int, n_kv_heads: int, dtype: torch.dtype,
-              isa: str) -> "TileOrder":
+    def probe(block_size: int, head_dim: int, n_kv_heads: int, dtype: torch.dtype, isa: str) -> "TileOrder":
         """Runs vLLM's cpu_attn_reshape_and_cache on a scratch block and derives the order.
 
         Raises LayoutError when the kernel is missing, fails, or does not store a
@@ -95,7 +95,7 @@ class TileOrder:
         n = 2 * B * D
         if n > 65024:
             raise LayoutError(f"block_size {B} x head_dim {D} too large for the layout probe")
-        codes = probe_codes(n)                        # int16 [2*B*D], index kv*B*D + t*D + d
+        codes = probe_codes(n)  # int16 [2*B*D], index kv*B*D + t*D + d
         kv_codes = codes.view(2, B, D)
         key = kv_codes[0].unsqueeze(1).expand(B, H, D).contiguous().view(dtype)
         val = kv_codes[1].unsqueeze(1).expand(B, H, D).contiguous().view(dtype)
@@ -112,7 +112,7 @@ class TileOrder:
         # code (16-bit pattern) -> canonical index, through a 64 Ki-entry table
         table = torch.full((65536,), -1, dtype=torch.int64)
         table[(want & 0xFFFF).to(torch.int64)] = torch.arange(n, dtype=torch.int64)
-        src = table[(tile & 0xFFFF).to(torch.int64)]   # [H, n]
+        src = table[(tile & 0xFFFF).to(torch.int64)]  # [H, n]
         if (src < 0).any():
             raise LayoutError(f"{isa}: the probe found values in the tile that were never written")
         if not torch.equal(torch.sort(src[0]).values, torch.arange(n, dtype=torch.int64)):
@@ -135,6 +135,11 @@ class TileOrder:
         if kv.device.type != "cpu":
             raise LayoutError(f"KV cache on {kv.device}: this conversion is for the CPU backend")
 
+    def copy_loops(self) -> str:
+        """'amx' when this is vLLM's amx tile order, which the native scatter copies with
+        its own (AVX2) loops; 'plan' for any other order (kvstash.paged_copy_loops)."""
+        return kvstash.paged_copy_loops(self.src_of_pos.numpy(), self.block_size, self.head_dim)
+
     def gather(self, layers: list[np.ndarray], block_ids: list[int], out: np.ndarray) -> None:
         """Copies blocks `block_ids` of every layer into `out` [L, 2, n*B, H, D] (canonical).
 
@@ -143,8 +148,9 @@ class TileOrder:
         """
         kvstash.paged_gather(layers, list(block_ids), self.src_of_pos.numpy(), out)
 
-    def scatter(self, chunk: np.ndarray, token_offset: int, layers: list[np.ndarray],
-                block_ids: list[int]) -> None:
+    def scatter(
+        self, chunk: np.ndarray, token_offset: int, layers: list[np.ndarray], block_ids: list[int]
+    ) -> None:
         """Writes chunk tokens [token_offset, token_offset + n*B) of a canonical chunk
         [L, 2, T, H, D] (uint16, C-contiguous) into blocks `block_ids` of every layer.
         Native (kvstash.paged_scatter), GIL released."""

@@ -5,8 +5,10 @@ Load of one request (LoadOp): GET chunks [0, n) of the chain in parallel (each w
   the codec (which verifies every payload: a payload of another namespace, codec,
   artifact or model is MismatchError, a damaged one CorruptionError; raw chunks are
   verified in place and come back as views of their payloads), and scatter tokens from
-  first_block on into the request's blocks, all layers (_scatter: the CPU layout code,
-  in one place). The CPU raw path copies the KV once: payload -> the cache's tiles. ANY failure (connection,
+  first_block on into the request's blocks, all layers (_scatter_chunk: the CPU layout
+  code, in one place). The CPU raw path copies the KV once: payload -> the cache's tiles,
+  and is pipelined: each chunk is verified and scattered as soon as its GET completes,
+  while the later chunks are still arriving (_load_raw_cpu). ANY failure (connection,
   deadline, NotFound, checksum, mismatch, shape, an exception in our code) puts every
   block of the load into the set returned by get_block_ids_with_load_errors, so vLLM
   (kv_load_failure_policy="recompute") recomputes those blocks: KV that was not
@@ -34,6 +36,7 @@ Thread-safety: hooks run on vLLM's worker thread; load threads touch only their 
 blocks (reserved for it, see above), the client and codecs (thread-safe), the counters
 and the tracker (locked); the save thread only its own job, the client and counters.
 """
+
 from __future__ import annotations
 
 import logging
@@ -72,10 +75,19 @@ def _as_numpy_u16(t: torch.Tensor) -> np.ndarray:
 class WorkerSide:
     """The paged-cache side. register_kv_caches must run before any load or save."""
 
-    def __init__(self, cfg, make_codecs, client, block_size: int, chunk_tokens: int,
-                 model_dtype: torch.dtype, kv_cache_dtype: str, counters: Counters):
+    def __init__(
+        self,
+        cfg,
+        make_codecs,
+        client,
+        block_size: int,
+        chunk_tokens: int,
+        model_dtype: torch.dtype,
+        kv_cache_dtype: str,
+        counters: Counters,
+    ):
         self.cfg, self.client = cfg, client
-        self._make_codecs = make_codecs       # (n_layers, n_kv_heads, head_dim) -> CodecCache
+        self._make_codecs = make_codecs  # (n_layers, n_kv_heads, head_dim) -> CodecCache
         self.codecs = None
         self.B, self.C = block_size, chunk_tokens
         self.model_dtype, self.kv_cache_dtype = model_dtype, kv_cache_dtype
@@ -86,12 +98,15 @@ class WorkerSide:
         self.cuda: CudaPagedKv | None = None  # set when the caches are CUDA tensors
         self.H = self.D = 0
         self._failed_blocks: set[int] = set()
-        self._fwd_t0: float | None = None     # forward_began of the current step
+        self._fwd_t0: float | None = None  # forward_began of the current step
         self._pool = ThreadPoolExecutor(max_workers=cfg.get_parallelism, thread_name_prefix="kvstash-get")
         self.async_load = bool(cfg.async_load)
         self.loads = LoadTracker()
-        self._loader = (ThreadPoolExecutor(max_workers=cfg.load_concurrency, thread_name_prefix="kvstash-load")
-                        if self.async_load else None)
+        self._loader = (
+            ThreadPoolExecutor(max_workers=cfg.load_concurrency, thread_name_prefix="kvstash-load")
+            if self.async_load
+            else None
+        )
         self._failed_lock = threading.Lock()
         self._saves: queue.Queue = queue.Queue(maxsize=cfg.max_pending_saves)
         self._stop = False
@@ -107,8 +122,10 @@ class WorkerSide:
         if first.device.type == "cuda":  # cuda_layout.py: GPU decode and kernel scatter/gather
             return self._register_cuda_kv_caches(names, kv_caches)
         if first.dim() != 4:
-            raise LayoutError(f"KV cache of {names[0]} is {tuple(first.shape)}: expected the CPU "
-                              "backend's [blocks, kv_heads, block_size, 2 * head_dim]")
+            raise LayoutError(
+                f"KV cache of {names[0]} is {tuple(first.shape)}: expected the CPU "
+                "backend's [blocks, kv_heads, block_size, 2 * head_dim]"
+            )
         _, H, B, D2 = first.shape
         if B != self.B or D2 % 2:
             raise LayoutError(f"KV cache block size {B} != scheduler block size {self.B}")
@@ -125,19 +142,36 @@ class WorkerSide:
         self._layers_u16 = [as_u16_view(kv) for kv in self.layers]
         self.layer_names = names
         self.codecs = self._make_codecs(len(names), self.H, self.D)
-        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, CPU isa %s",
-                 len(names), self.H, self.D, self.B, self.C, isa)
+        log.info(
+            "kvstash: %d KV layers, %d heads x %d dims, block %d, chunk %d, CPU isa %s " "(copy loops: %s)",
+            len(names),
+            self.H,
+            self.D,
+            self.B,
+            self.C,
+            isa,
+            self.order.copy_loops(),
+        )
 
     def _register_cuda_kv_caches(self, names: list[str], kv_caches: dict[str, torch.Tensor]) -> None:
         """CUDA caches: checked and moved by cuda_layout.CudaPagedKv (LayoutError if it cannot)."""
         self.layers = [kv_caches[n] for n in names]
-        self.cuda = CudaPagedKv.create(self.layers, self.B, self.C, self.model_dtype,
-                                       max_decoders=self.cfg.max_codecs)
+        self.cuda = CudaPagedKv.create(
+            self.layers, self.B, self.C, self.model_dtype, max_decoders=self.cfg.max_codecs
+        )
         self.H, self.D = self.cuda.H, self.cuda.D
         self.layer_names = names
         self.codecs = self._make_codecs(len(names), self.H, self.D)
-        log.info("kvstash: %d KV layers, %d heads x %d dims, block %d (kernel block %d), chunk %d, CUDA %s",
-                 len(names), self.H, self.D, self.B, self.cuda.KB, self.C, self.layers[0].device)
+        log.info(
+            "kvstash: %d KV layers, %d heads x %d dims, block %d (kernel block %d), chunk %d, CUDA %s",
+            len(names),
+            self.H,
+            self.D,
+            self.B,
+            self.cuda.KB,
+            self.C,
+            self.layers[0].device,
+        )
 
     # ------------------------------------------------------------------ step timing
     def forward_began(self) -> None:
@@ -152,8 +186,9 @@ class WorkerSide:
         t0, self._fwd_t0 = self._fwd_t0, None
         if t0 is None or meta is None or meta.step_tokens <= 0:
             return
-        self.counters.add(cost_prefill_tokens=meta.step_tokens,
-                          cost_prefill_ms=(time.perf_counter() - t0) * 1e3)
+        self.counters.add(
+            cost_prefill_tokens=meta.step_tokens, cost_prefill_ms=(time.perf_counter() - t0) * 1e3
+        )
 
     # ------------------------------------------------------------------ load
     def start_load_kv(self, meta: KvstashConnectorMetadata) -> None:
@@ -166,12 +201,12 @@ class WorkerSide:
             self.counters.add(async_loads=1)
             try:
                 self._loader.submit(self._load_job, op, job)
-            except RuntimeError as e:      # executor shut down: report the load failed
+            except RuntimeError as e:  # executor shut down: report the load failed
                 self._fail(op, e)
-                self.loads.complete(job, set(op.block_ids[op.first_block:]))
+                self.loads.complete(job, set(op.block_ids[op.first_block :]))
 
     def _load_job(self, op: LoadOp, job: LoadJob) -> None:
-        failed = set(op.block_ids[op.first_block:])
+        failed = set(op.block_ids[op.first_block :])
         try:
             failed = self._load(op, job)
         finally:
@@ -195,15 +230,16 @@ class WorkerSide:
             raise RuntimeError(f"chain has {len(keys)} full chunks, {n_chunks} expected")
         return keys[:n_chunks]
 
-    def _fetch(self, op: LoadOp) -> tuple[Any, list, list[np.ndarray]]:
+    def _fetch(self, op: LoadOp, codec: Any) -> tuple[Any, list, list[np.ndarray]]:
         """GET the load's chunks (the network part): (codec, keys, payloads), each payload
         a read-only uint8 array owning the received bytes (Client.get_array: no copy).
         Touches no engine state. Raises on any failure."""
-        codec = self.codecs.get(op.ns, self.counters)
         keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
         route = keys[0].stored
         dl = self.cfg.get_deadline_ms
-        payloads = list(self._pool.map(lambda k: self.client.get_array(route, k.stored, deadline_ms=dl), keys))
+        payloads = list(
+            self._pool.map(lambda k: self.client.get_array(route, k.stored, deadline_ms=dl), keys)
+        )
         return codec, keys, payloads
 
     def _restore_into_blocks(self, op: LoadOp, codec: Any, keys: list, payloads: list[np.ndarray]) -> None:
@@ -222,38 +258,93 @@ class WorkerSide:
 
     def _load(self, op: LoadOp, job: LoadJob | None = None) -> set[int]:
         """Fetches and restores one load; returns the blocks that failed (empty: loaded).
-        A cancelled job (its request finished) is not decoded or scattered."""
+        A cancelled job (its request finished) is not decoded or scattered.
+        A raw load into a CPU cache is pipelined (_load_raw_cpu); the others fetch every
+        chunk, then restore them together."""
         t0 = time.perf_counter()
         try:
             if job is not None and job.cancelled:
                 self.counters.add(loads_cancelled=1)
                 return set()
-            codec, keys, payloads = self._fetch(op)
-            if job is not None and job.cancelled:
-                self.counters.add(loads_cancelled=1)
-                return set()
-            t1 = time.perf_counter()
-            self._restore_into_blocks(op, codec, keys, payloads)
-            t2 = time.perf_counter()
+            codec = self.codecs.get(op.ns, self.counters)
+            if self.cuda is None and codec.kind == "raw":
+                done = self._load_raw_cpu(op, job, codec)
+                if done is None:
+                    self.counters.add(loads_cancelled=1)
+                    return set()
+                nbytes, transfer_s, decode_s = done
+            else:
+                codec, keys, payloads = self._fetch(op, codec)
+                if job is not None and job.cancelled:
+                    self.counters.add(loads_cancelled=1)
+                    return set()
+                t1 = time.perf_counter()
+                self._restore_into_blocks(op, codec, keys, payloads)
+                nbytes, transfer_s, decode_s = (
+                    sum(len(p) for p in payloads),
+                    t1 - t0,
+                    time.perf_counter() - t1,
+                )
         except Exception as e:
             return self._fail(op, e)
         finally:
             self.counters.add(load_ms=(time.perf_counter() - t0) * 1e3)
         loaded = (len(op.block_ids) - op.first_block) * self.B
-        nbytes = sum(len(p) for p in payloads)
         # A restore sample of the scheduler's cost model (scheduler.py): every chunk of
         # the chain is decoded, so the rate is per decoded token.
-        self.counters.add(loads=1, loaded_tokens=loaded, load_bytes=nbytes,
-                          cost_restore_tokens=op.n_chunks * self.C, cost_restore_bytes=nbytes,
-                          cost_transfer_ms=(t1 - t0) * 1e3, cost_decode_ms=(t2 - t1) * 1e3)
+        self.counters.add(
+            loads=1,
+            loaded_tokens=loaded,
+            load_bytes=nbytes,
+            cost_restore_tokens=op.n_chunks * self.C,
+            cost_restore_bytes=nbytes,
+            cost_transfer_ms=transfer_s * 1e3,
+            cost_decode_ms=decode_s * 1e3,
+        )
         return set()
+
+    def _load_raw_cpu(self, op: LoadOp, job: LoadJob | None, codec: Any) -> tuple[int, float, float] | None:
+        """A raw load into the CPU cache, pipelined: every chunk GET is issued at once,
+        and each chunk is verified (restore_chunk_views at its chain position) and
+        scattered as soon as its GET completes, while the later ones are still arriving.
+        Returns (payload bytes, seconds spent waiting on the GETs (keys included),
+        seconds verifying and scattering), whose sum is the load's wall time; None when
+        the job was cancelled (the GETs not yet started are dropped). Raises on any
+        failure; chunks scattered before it are then reported failed with the rest."""
+        t0 = time.perf_counter()
+        keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
+        route, dl = keys[0].stored, self.cfg.get_deadline_ms
+        gets = [self._pool.submit(self.client.get_array, route, k.stored, deadline_ms=dl) for k in keys]
+        nbytes, wait_s, work_s = 0, time.perf_counter() - t0, 0.0
+        try:
+            for j, get in enumerate(gets):
+                t1 = time.perf_counter()
+                payload = get.result()
+                t2 = time.perf_counter()
+                wait_s += t2 - t1
+                if job is not None and job.cancelled:
+                    return None
+                (chunk,) = codec.restore_chunk_views(op.tokens, keys, [payload], j)
+                self._scatter_chunk(op, j, chunk)
+                nbytes += len(payload)
+                work_s += time.perf_counter() - t2
+        finally:
+            for get in gets:
+                get.cancel()  # no-op for the GETs done or running
+        return nbytes, wait_s, work_s
 
     def _fail(self, op: LoadOp, e: BaseException) -> set[int]:
         reason = failure_reason(e)
-        bad = set(op.block_ids[op.first_block:])
+        bad = set(op.block_ids[op.first_block :])
         self.counters.add(load_failures=1, load_failed_blocks=len(bad), **{f"load_fail_{reason}": 1})
-        log.warning("kvstash: load of %d chunks for request %s failed (%s: %s); vLLM recomputes "
-                    "%d blocks", op.n_chunks, op.req_id, type(e).__name__, e, len(bad))
+        log.warning(
+            "kvstash: load of %d chunks for request %s failed (%s: %s); vLLM recomputes " "%d blocks",
+            op.n_chunks,
+            op.req_id,
+            type(e).__name__,
+            e,
+            len(bad),
+        )
         return bad
 
     def _report_failed(self, blocks: set[int]) -> None:
@@ -262,19 +353,23 @@ class WorkerSide:
                 self._failed_blocks.update(blocks)
 
     def _scatter(self, op: LoadOp, arrays: list) -> None:
-        """Writes the restored chunks into the request's blocks from op.first_block on
+        """Writes the restored chunks into the request's blocks from op.first_block on."""
+        for j, a in enumerate(arrays):
+            self._scatter_chunk(op, j, a)
+
+    def _scatter_chunk(self, op: LoadOp, j: int, a: np.ndarray) -> None:
+        """Writes restored chain chunk j into its blocks at or after op.first_block
         (TileOrder.scatter: every layer's tiles in the probed order, natively)."""
         L, H, D, C, B = len(self.layers), self.H, self.D, self.C, self.B
         bpc = C // B
-        for j, a in enumerate(arrays):
-            if a.shape != (L, 2, C, H, D):
-                raise LayoutError(f"restored chunk {j} is {a.shape}, expected {(L, 2, C, H, D)}")
-            lo_blk = max(op.first_block, j * bpc)
-            hi_blk = (j + 1) * bpc
-            if lo_blk >= hi_blk:
-                continue
-            self.order.scatter(a.view(np.uint16), (lo_blk - j * bpc) * B, self._layers_u16,
-                               op.block_ids[lo_blk:hi_blk])
+        if a.shape != (L, 2, C, H, D):
+            raise LayoutError(f"restored chunk {j} is {a.shape}, expected {(L, 2, C, H, D)}")
+        lo_blk = max(op.first_block, j * bpc)
+        hi_blk = (j + 1) * bpc
+        if lo_blk < hi_blk:
+            self.order.scatter(
+                a.view(np.uint16), (lo_blk - j * bpc) * B, self._layers_u16, op.block_ids[lo_blk:hi_blk]
+            )
 
     def take_failed_blocks(self) -> set[int]:
         with self._failed_lock:
@@ -319,21 +414,33 @@ class WorkerSide:
             codec = self.codecs.get(op.ns, self.counters)
             keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
             C = self.C
-            chunks = [_as_numpy_u16(buf[:, :, j * C:(j + 1) * C])
-                      for j in range(op.n_chunks - op.first_chunk)]
+            chunks = [
+                _as_numpy_u16(buf[:, :, j * C : (j + 1) * C]) for j in range(op.n_chunks - op.first_chunk)
+            ]
             t_enc = time.perf_counter()
             puts = codec.encode_chunks(op.tokens, keys, chunks, op.first_chunk)
             encode_ms = (time.perf_counter() - t_enc) * 1e3
             self.client.put_chunks(puts, deadline_ms=self.cfg.put_deadline_ms)
             nbytes = sum(p.payload_size for p in puts)
-            self.counters.add(saves=1, saved_chunks=len(puts),
-                              save_raw_bytes=int(buf.numel() * buf.element_size()),
-                              save_bytes=nbytes, cost_encode_tokens=len(puts) * C,
-                              cost_encode_bytes=nbytes, cost_encode_ms=encode_ms)
+            self.counters.add(
+                saves=1,
+                saved_chunks=len(puts),
+                save_raw_bytes=int(buf.numel() * buf.element_size()),
+                save_bytes=nbytes,
+                cost_encode_tokens=len(puts) * C,
+                cost_encode_bytes=nbytes,
+                cost_encode_ms=encode_ms,
+            )
         except Exception as e:
             self.counters.add(save_failures=1)
-            log.warning("kvstash: save of chunks [%d, %d) for request %s failed: %s: %s",
-                        op.first_chunk, op.n_chunks, op.req_id, type(e).__name__, e)
+            log.warning(
+                "kvstash: save of chunks [%d, %d) for request %s failed: %s: %s",
+                op.first_chunk,
+                op.n_chunks,
+                op.req_id,
+                type(e).__name__,
+                e,
+            )
         finally:
             self.counters.add(save_ms=(time.perf_counter() - t0) * 1e3)
 

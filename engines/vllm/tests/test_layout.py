@@ -5,6 +5,7 @@ package's native paged_gather / paged_scatter).
 
 Run: .venv-vllm/bin/python -m pytest -q engines/vllm/tests/test_layout.py  (~15 s)
 """
+
 import numpy as np
 import pytest
 import torch
@@ -31,7 +32,7 @@ def test_probe_codes_distinct_and_normal():
     c = probe_codes(65024)
     assert torch.unique(c).numel() == 65024
     exp = (c.to(torch.int32) >> 7) & 0xFF
-    assert int(exp.min()) >= 1 and int(exp.max()) <= 254   # no zero/denormal/inf/NaN
+    assert int(exp.min()) >= 1 and int(exp.max()) <= 254  # no zero/denormal/inf/NaN
     with pytest.raises(LayoutError):
         probe_codes(65025)
 
@@ -43,6 +44,8 @@ def test_gather_returns_kernel_input(isa, dtype):
         pytest.skip("amx: bf16 on a CPU with AMX tiles only")
     H, D, B, NB = 3, 64, 128, 7
     order = TileOrder.probe(B, D, H, dtype, isa)
+    # vLLM's amx tile takes the native scatter's own loops (python/src/paged_kv.cc)
+    assert order.copy_loops() == ("amx" if isa == "amx" else "plan")
     g = torch.Generator().manual_seed(7)
     blocks = [5, 0, 3]
     T = len(blocks) * B
@@ -82,7 +85,7 @@ def test_engine_isa_choice_and_bad_caches():
     assert cpu_attention_isa(torch.bfloat16, 16, 48, "auto") == "vec16"
     order = TileOrder.probe(32, 64, 3, torch.bfloat16, "vec")
     with pytest.raises(LayoutError):
-        order.check_cache(torch.zeros(4, 3, 32, 64, dtype=torch.bfloat16), 3)      # 2*D wrong
+        order.check_cache(torch.zeros(4, 3, 32, 64, dtype=torch.bfloat16), 3)  # 2*D wrong
     with pytest.raises(LayoutError):
         order.check_cache(torch.zeros(4, 32, 3, 128, dtype=torch.bfloat16).transpose(1, 2), 3)
     with pytest.raises(LayoutError):
