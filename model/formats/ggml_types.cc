@@ -34,6 +34,36 @@ void DequantQ4_1(const uint8_t* b, float* y) {
   }
 }
 
+// ggml's dequantize_row_q5_0 / q5_1: 5-bit quants, low nibbles in qs, fifth bits in qh.
+void DequantQ5_0(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const uint32_t qh = LoadLe<uint32_t>(b + 2);
+  const uint8_t* qs = b + 6;
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t xh_0 = static_cast<uint8_t>(((qh >> j) << 4) & 0x10);
+    const uint8_t xh_1 = static_cast<uint8_t>((qh >> (j + 12)) & 0x10);
+    const int32_t x0 = ((qs[j] & 0x0F) | xh_0) - 16;
+    const int32_t x1 = ((qs[j] >> 4) | xh_1) - 16;
+    y[j] = static_cast<float>(x0) * d;
+    y[j + 16] = static_cast<float>(x1) * d;
+  }
+}
+
+void DequantQ5_1(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const float m = Half(b + 2);
+  const uint32_t qh = LoadLe<uint32_t>(b + 4);
+  const uint8_t* qs = b + 8;
+  for (int j = 0; j < 16; ++j) {
+    const uint8_t xh_0 = static_cast<uint8_t>(((qh >> j) << 4) & 0x10);
+    const uint8_t xh_1 = static_cast<uint8_t>((qh >> (j + 12)) & 0x10);
+    const int x0 = (qs[j] & 0x0F) | xh_0;
+    const int x1 = (qs[j] >> 4) | xh_1;
+    y[j] = static_cast<float>(x0) * d + m;
+    y[j + 16] = static_cast<float>(x1) * d + m;
+  }
+}
+
 // ggml's get_scale_min_k4: 6-bit scale and min of sub-block j from the 12 packed bytes.
 void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   if (j < 4) {
@@ -61,6 +91,31 @@ void DequantQ4_K(const uint8_t* b, float* y) {
     for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
     q += 32;
     is += 2;
+  }
+}
+
+// ggml's dequantize_row_q5_K.
+void DequantQ5_K(const uint8_t* b, float* y) {
+  const float d = Half(b);
+  const float dmin = Half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* ql = b + 48;
+  int is = 0;
+  uint8_t u1 = 1, u2 = 2;
+  for (int j = 0; j < 256; j += 64) {
+    uint8_t sc, m;
+    ScaleMinK4(is, scales, &sc, &m);
+    const float d1 = d * sc, m1 = dmin * m;
+    ScaleMinK4(is + 1, scales, &sc, &m);
+    const float d2 = d * sc, m2 = dmin * m;
+    for (int l = 0; l < 32; ++l)
+      *y++ = d1 * static_cast<float>((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    ql += 32;
+    is += 2;
+    u1 = static_cast<uint8_t>(u1 << 2);
+    u2 = static_cast<uint8_t>(u2 << 2);
   }
 }
 
@@ -96,8 +151,11 @@ bool IsSupportedGgmlType(uint32_t raw) {
     case GgmlType::kF16:
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
     case GgmlType::kBF16:
       return true;
@@ -111,8 +169,14 @@ std::string_view GgmlTypeName(GgmlType t) {
     case GgmlType::kF16: return "F16";
     case GgmlType::kQ4_0: return "Q4_0";
     case GgmlType::kQ4_1: return "Q4_1";
+    case GgmlType::kQ5_0:
+      return "Q5_0";
+    case GgmlType::kQ5_1:
+      return "Q5_1";
     case GgmlType::kQ8_0: return "Q8_0";
     case GgmlType::kQ4_K: return "Q4_K";
+    case GgmlType::kQ5_K:
+      return "Q5_K";
     case GgmlType::kQ6_K: return "Q6_K";
     case GgmlType::kBF16: return "BF16";
   }
@@ -126,8 +190,11 @@ uint32_t BlockElems(GgmlType t) {
     case GgmlType::kBF16: return 1;
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
     case GgmlType::kQ8_0: return 32;
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
     case GgmlType::kQ6_K: return 256;
   }
   return 0;
@@ -140,8 +207,14 @@ uint32_t BlockBytes(GgmlType t) {
     case GgmlType::kBF16: return 2;
     case GgmlType::kQ4_0: return 18;
     case GgmlType::kQ4_1: return 20;
+    case GgmlType::kQ5_0:
+      return 22;
+    case GgmlType::kQ5_1:
+      return 24;
     case GgmlType::kQ8_0: return 34;
     case GgmlType::kQ4_K: return 144;
+    case GgmlType::kQ5_K:
+      return 176;
     case GgmlType::kQ6_K: return 210;
   }
   return 0;
@@ -187,8 +260,17 @@ Status Dequantize(GgmlType t, std::span<const uint8_t> in, std::span<float> out)
     switch (t) {
       case GgmlType::kQ4_0: DequantQ4_0(p, y); break;
       case GgmlType::kQ4_1: DequantQ4_1(p, y); break;
+      case GgmlType::kQ5_0:
+        DequantQ5_0(p, y);
+        break;
+      case GgmlType::kQ5_1:
+        DequantQ5_1(p, y);
+        break;
       case GgmlType::kQ8_0: DequantQ8_0(p, y); break;
       case GgmlType::kQ4_K: DequantQ4_K(p, y); break;
+      case GgmlType::kQ5_K:
+        DequantQ5_K(p, y);
+        break;
       case GgmlType::kQ6_K: DequantQ6_K(p, y); break;
       default: return Status::Internal("unreachable ggml type");
     }

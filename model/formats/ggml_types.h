@@ -18,8 +18,14 @@
 //                                                    x[j+16] = d * ((qs[j] >> 4) - 8)
 //   Q4_1 (20 B / 32): f16 d, f16 m, u8 qs[16];       x[j] = d * (qs[j] & 15) + m,
 //                                                    x[j+16] = d * (qs[j] >> 4) + m
+//   Q5_0 (22 B / 32): f16 d, u32 qh, u8 qs[16];      5-bit q[j] = (qs[j] & 15) | bit j of qh << 4,
+//                                                    q[j+16] = (qs[j] >> 4) | bit j+16 of qh << 4;
+//                                                    x = d * (q - 16)
+//   Q5_1 (24 B / 32): f16 d, f16 m, u32 qh, u8 qs[16]; q as Q5_0; x = d * q + m
 //   Q4_K (144 B / 256): f16 d, f16 dmin, u8 scales[12] (8 x 6-bit scale + 6-bit min),
 //                       u8 qs[128]; sub-block s of 32: x = d*sc_s * q - dmin*m_s
+//   Q5_K (176 B / 256): f16 d, f16 dmin, u8 scales[12] (as Q4_K), u8 qh[32], u8 qs[128];
+//                       q = 4 low bits from qs + 16 * (high bit from qh); x as Q4_K
 //   Q6_K (210 B / 256): u8 ql[128], u8 qh[64], int8 scales[16], f16 d;
 //                       x = d * scales[s] * (q6 - 32), 16 sub-blocks of 16
 //
@@ -39,8 +45,11 @@ enum class GgmlType : uint32_t {
   kF16 = 1,
   kQ4_0 = 2,
   kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
   kQ8_0 = 8,
   kQ4_K = 12,
+  kQ5_K = 13,
   kQ6_K = 14,
   kBF16 = 30,
 };

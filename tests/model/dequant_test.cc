@@ -1,5 +1,6 @@
 // ggml dequantisation: hand-derived blocks, and gguf-py's values for seeded blocks of
-// every supported type (tests/model/data/dequant_vectors.json, tools/gen_dequant_vectors.py).
+// every supported type (tests/model/data/dequant_vectors.json and, for Q5_0, Q5_1 and
+// Q5_K, dequant_vectors_q5.json; tools/gen_dequant_vectors.py).
 #include <cstring>
 
 #include "kvstash/dtype_bits.h"
@@ -77,6 +78,47 @@ TEST(Dequant, Q4_KHandDerived) {
   }
 }
 
+TEST(Dequant, Q5_0HandDerived) {
+  // d = 0.5; low nibbles j % 16, fifth bits set for even j (first half) and for j >= 24.
+  uint8_t b[22];
+  PutHalf(b, 0.5f);
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) qh |= (j % 2 == 0 ? 1u : 0u) << j;
+  for (int j = 16; j < 32; ++j) qh |= (j >= 24 ? 1u : 0u) << j;
+  std::memcpy(b + 2, &qh, 4);
+  for (int j = 0; j < 16; ++j) b[6 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  std::vector<float> y(32);
+  ASSERT_OK(Dequantize(GgmlType::kQ5_0, b, y));
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.5f * ((j | (j % 2 == 0 ? 16 : 0)) - 16)) << j;
+    EXPECT_EQ(y[j + 16], 0.5f * (((15 - j) | (j + 16 >= 24 ? 16 : 0)) - 16)) << j + 16;
+  }
+  // Q5_1 with the same quants, d = 0.25 and m = 1: x = d * q + m.
+  uint8_t b1[24];
+  PutHalf(b1, 0.25f);
+  PutHalf(b1 + 2, 1.0f);
+  std::memcpy(b1 + 4, b + 2, 20);
+  ASSERT_OK(Dequantize(GgmlType::kQ5_1, b1, y));
+  for (int j = 0; j < 16; ++j) EXPECT_EQ(y[j], 0.25f * (j | (j % 2 == 0 ? 16 : 0)) + 1.0f) << j;
+}
+
+TEST(Dequant, Q5TypesMatchGgufPy) {
+  const auto j = testing::LoadJson("dequant_vectors_q5.json");
+  ASSERT_EQ(j["cases"].size(), 3u);
+  for (const auto& c : j["cases"]) {
+    const auto bytes = Unhex(c["bytes_hex"].get<std::string>());
+    const auto want = testing::Floats(c["values"]);
+    const uint32_t id = c["type_id"].get<uint32_t>();
+    ASSERT_TRUE(IsSupportedGgmlType(id)) << c["type"];
+    std::vector<float> got(want.size());
+    ASSERT_OK(Dequantize(static_cast<GgmlType>(id), bytes, got));
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], 1e-6f * std::max(1.0f, std::abs(want[i])))
+          << c["type"] << " element " << i;
+    }
+  }
+}
+
 TEST(Dequant, MatchesGgufPy) {
   const auto j = testing::LoadJson("dequant_vectors.json");
   ASSERT_EQ(j["cases"].size(), 7u);
@@ -104,7 +146,7 @@ TEST(Dequant, RejectsBadSizes) {
   y.resize(0);
   b.resize(0);
   EXPECT_OK(Dequantize(GgmlType::kQ6_K, b, y));  // empty is fine
-  EXPECT_FALSE(IsSupportedGgmlType(6));          // Q5_0
+  EXPECT_FALSE(IsSupportedGgmlType(10));         // Q2_K
   EXPECT_FALSE(IsSupportedGgmlType(1000));
 }
 

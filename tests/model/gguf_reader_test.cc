@@ -99,7 +99,7 @@ TEST(GgufReader, TargetedCorruptions) {
   EXPECT_STATUS(GgufFile::Parse(BuildFile(8, 33)), kCorruption);    // misaligned offset
   EXPECT_STATUS(GgufFile::Parse(BuildFile(8, 4096)), kCorruption);  // data past the end
   // A type we cannot dequantise parses, but reading it is NotSupported.
-  ASSERT_OK_AND_ASSIGN(auto f, GgufFile::Parse(BuildFile(6, 32)));
+  ASSERT_OK_AND_ASSIGN(auto f, GgufFile::Parse(BuildFile(10, 32)));  // Q2_K
   EXPECT_STATUS(f->ReadF32("b"), kNotSupported);
 }
 
