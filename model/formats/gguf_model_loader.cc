@@ -1,6 +1,8 @@
 // GGUF -> Model (see model_loader.h). Tensor names follow llama.cpp
 // (token_embd, blk.N.attn_q, ..., output_norm, output); q/k rows of "llama" files are
-// stored in the interleaved RoPE layout and are permuted back here.
+// stored in the interleaved RoPE layout and are permuted back here. "qwen3" and "qwen2"
+// files keep Hugging Face's row order (llama.cpp runs them with NEOX RoPE, which is
+// rotate_half); "qwen2" adds blk.N.attn_{q,k,v}.bias (F32 vectors).
 #include <string>
 
 #include "model/tokenizers/bpe_tokenizer.h"
@@ -106,8 +108,10 @@ Result<std::unique_ptr<Model>> LoadFromGguf(const GgufFile& f) {
     c.arch = Architecture::kLlama;
   } else if (arch == "qwen3") {
     c.arch = Architecture::kQwen3;
+  } else if (arch == "qwen2") {
+    c.arch = Architecture::kQwen2;
   } else {
-    return Status::NotSupported("GGUF architecture '" + arch + "' is not supported (llama, qwen3)");
+    return Status::NotSupported("GGUF architecture '" + arch + "' is not supported (llama, qwen2, qwen3)");
   }
   KVSTASH_ASSIGN_OR_RETURN(c.n_layers, Key(f, arch, "block_count"));
   KVSTASH_ASSIGN_OR_RETURN(c.hidden, Key(f, arch, "embedding_length"));
@@ -171,6 +175,11 @@ Result<std::unique_ptr<Model>> LoadFromGguf(const GgufFile& f) {
     if (c.qk_norm()) {
       KVSTASH_ASSIGN_OR_RETURN(w.q_norm, ReadMatrix(f, p + "attn_q_norm.weight", 1, c.head_dim));
       KVSTASH_ASSIGN_OR_RETURN(w.k_norm, ReadMatrix(f, p + "attn_k_norm.weight", 1, c.head_dim));
+    }
+    if (c.qkv_bias()) {
+      KVSTASH_ASSIGN_OR_RETURN(w.bq, ReadMatrix(f, p + "attn_q.bias", 1, c.q_dim()));
+      KVSTASH_ASSIGN_OR_RETURN(w.bk, ReadMatrix(f, p + "attn_k.bias", 1, c.kv_dim()));
+      KVSTASH_ASSIGN_OR_RETURN(w.bv, ReadMatrix(f, p + "attn_v.bias", 1, c.kv_dim()));
     }
     m->layers.push_back(std::move(w));
     GgmlLayerTensors g;

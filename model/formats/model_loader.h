@@ -1,11 +1,12 @@
 // Loading a Model from a file, whatever its format.
 //
 // LoadModel(path) picks the format from the content:
-//   - GGUF (magic "GGUF"): architectures "llama" and "qwen3"; tensors F32, F16, BF16,
-//     Q8_0, Q4_0, Q4_1, Q4_K, Q6_K (dequantised to fp32); tokenizer from
-//     tokenizer.ggml.* ("gpt2" byte-level BPE or "llama" SentencePiece).
+//   - GGUF (magic "GGUF"): architectures "llama", "qwen2" and "qwen3"; tensors F32,
+//     F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K (dequantised to fp32);
+//     tokenizer from tokenizer.ggml.* ("gpt2" byte-level BPE or "llama" SentencePiece).
 //   - a directory, or a *.safetensors file whose directory holds config.json:
-//     Hugging Face LlamaForCausalLM / Qwen3ForCausalLM (F32, F16, BF16 tensors).
+//     Hugging Face LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM (F32, F16,
+//     BF16 tensors).
 //     No tokenizer (pass one with LoadTokenizer).
 //   - anything else is tried as a llama2.c checkpoint (model/formats/llama2c_loader.cc); its
 //     tokenizer is read from `tokenizer_path` if given.

@@ -33,8 +33,11 @@ Result<ModelConfig> ParseConfig(const nlohmann::json& j) {
     c.arch = Architecture::kLlama;
   } else if (type == "qwen3") {
     c.arch = Architecture::kQwen3;
+  } else if (type == "qwen2") {
+    c.arch = Architecture::kQwen2;  // q/k/v_proj.bias always present (Qwen2Attention)
   } else {
-    return Status::NotSupported("config.json model_type '" + type + "' is not supported (llama, qwen3)");
+    return Status::NotSupported("config.json model_type '" + type +
+                                "' is not supported (llama, qwen2, qwen3)");
   }
   KVSTASH_ASSIGN_OR_RETURN(c.n_layers, JsonU32(j, "num_hidden_layers"));
   KVSTASH_ASSIGN_OR_RETURN(c.hidden, JsonU32(j, "hidden_size"));
@@ -116,6 +119,11 @@ Result<std::unique_ptr<Model>> LoadSafetensorsModel(const std::string& path) {
     if (c.qk_norm()) {
       KVSTASH_ASSIGN_OR_RETURN(w.q_norm, f->ReadF32(p + "self_attn.q_norm.weight", {c.head_dim}));
       KVSTASH_ASSIGN_OR_RETURN(w.k_norm, f->ReadF32(p + "self_attn.k_norm.weight", {c.head_dim}));
+    }
+    if (c.qkv_bias()) {
+      KVSTASH_ASSIGN_OR_RETURN(w.bq, f->ReadF32(p + "self_attn.q_proj.bias", {c.q_dim()}));
+      KVSTASH_ASSIGN_OR_RETURN(w.bk, f->ReadF32(p + "self_attn.k_proj.bias", {c.kv_dim()}));
+      KVSTASH_ASSIGN_OR_RETURN(w.bv, f->ReadF32(p + "self_attn.v_proj.bias", {c.kv_dim()}));
     }
     m->layers.push_back(std::move(w));
   }

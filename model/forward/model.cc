@@ -44,6 +44,10 @@ Status Model::Validate() const {
     const uint32_t qk = c.qk_norm() ? c.head_dim : 0;
     KVSTASH_RETURN_IF_ERROR(CheckVec(w.q_norm, qk, p + "q_norm"));
     KVSTASH_RETURN_IF_ERROR(CheckVec(w.k_norm, qk, p + "k_norm"));
+    const bool bias = c.qkv_bias();
+    KVSTASH_RETURN_IF_ERROR(CheckVec(w.bq, bias ? c.q_dim() : 0, p + "bq"));
+    KVSTASH_RETURN_IF_ERROR(CheckVec(w.bk, bias ? c.kv_dim() : 0, p + "bk"));
+    KVSTASH_RETURN_IF_ERROR(CheckVec(w.bv, bias ? c.kv_dim() : 0, p + "bv"));
   }
   KVSTASH_RETURN_IF_ERROR(CheckVec(final_norm, c.hidden, "final_norm"));
   KVSTASH_RETURN_IF_ERROR(CheckLinear(lm_head, c.vocab_size, c.hidden, "lm_head"));

@@ -3,7 +3,8 @@
 //
 // Weight shapes (row-major fp32; D = hidden, Hq = q_dim, Hkv = kv_dim, F = ffn_hidden):
 //   embed [vocab, D]; per layer: attn_norm [D], wq [Hq, D], wk [Hkv, D], wv [Hkv, D],
-//   wo [D, Hq], q_norm/k_norm [head_dim] (Qwen3 only, else empty), ffn_norm [D],
+//   wo [D, Hq], q_norm/k_norm [head_dim] (Qwen3 only, else empty), bq [Hq], bk [Hkv],
+//   bv [Hkv] (Qwen2 only: added after the projection, before RoPE; else empty), ffn_norm [D],
 //   w_gate [F, D], w_up [F, D], w_down [D, F]; final_norm [D]; lm_head [vocab, D]
 //   (shares the embedding buffer when tied_embeddings).
 // q/k rows are in Hugging Face's rotate_half channel order (see model_config.h).
@@ -28,6 +29,7 @@ struct LayerWeights {
   std::vector<float> attn_norm;
   std::unique_ptr<Linear> wq, wk, wv, wo;
   std::vector<float> q_norm, k_norm;
+  std::vector<float> bq, bk, bv;  // q/k/v projection biases (config.qkv_bias()), else empty
   std::vector<float> ffn_norm;
   std::unique_ptr<Linear> w_gate, w_up, w_down;
 };

@@ -8,6 +8,8 @@ std::string_view ArchitectureName(Architecture a) {
   switch (a) {
     case Architecture::kLlama: return "llama";
     case Architecture::kQwen3: return "qwen3";
+    case Architecture::kQwen2:
+      return "qwen2";
   }
   return "unknown";
 }

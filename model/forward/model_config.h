@@ -6,6 +6,11 @@
 //   kLlama  Llama / SmolLM2 / llama2.c checkpoints.
 //   kQwen3  Llama plus per-head RMSNorm of q and k over head_dim before RoPE
 //           ("QK-norm"), and an explicit head_dim.
+//   kQwen2  Llama plus additive biases on the q, k and v projections (Hugging Face
+//           Qwen2Attention: q/k/v_proj have bias=True, o_proj none), no QK-norm;
+//           Qwen2 / Qwen2.5 / Qwen2.5-Coder. llama.cpp runs it with NEOX RoPE
+//           (llama-model.cpp llama_model_rope_type: LLM_ARCH_QWEN2 -> NEOX), which
+//           is this rotate_half layout, so its GGUF q/k rows are not permuted.
 // Loaders that read checkpoints stored in the interleaved RoPE layout (GGUF llama,
 // llama2.c) permute the q/k projection rows at load time, so K rows that the runtime
 // exports are always in Hugging Face's channel order, as inference engines cache them.
@@ -21,7 +26,7 @@
 
 namespace kvstash::model {
 
-enum class Architecture : uint8_t { kLlama = 1, kQwen3 = 2 };
+enum class Architecture : uint8_t { kLlama = 1, kQwen3 = 2, kQwen2 = 3 };
 
 std::string_view ArchitectureName(Architecture a);
 
@@ -48,6 +53,8 @@ struct ModelConfig {
   uint32_t q_dim() const { return n_heads * head_dim; }
   uint32_t kv_dim() const { return n_kv_heads * head_dim; }
   bool qk_norm() const { return arch == Architecture::kQwen3; }
+  // q, k and v projections carry biases (LayerWeights::bq/bk/bv).
+  bool qkv_bias() const { return arch == Architecture::kQwen2; }
 
   // InvalidArgument with the reason if a dimension is 0 or out of bounds, heads do
   // not divide, head_dim is odd, or theta/eps are not finite and positive.

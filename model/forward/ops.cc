@@ -50,6 +50,13 @@ void ApplyRope(float* x, uint32_t n_heads, uint32_t head_dim, const RopeTable& t
   }
 }
 
+void AddBias(float* x, uint32_t rows, uint32_t n, const float* b) {
+  for (int64_t r = 0; r < static_cast<int64_t>(rows); ++r) {
+    float* row = x + r * n;
+    for (uint32_t i = 0; i < n; ++i) row[i] += b[i];
+  }
+}
+
 void SiluMul(float* gate, const float* up, uint64_t n) {
   for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) {
     const float g = gate[i];

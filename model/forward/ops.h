@@ -31,6 +31,9 @@ struct RopeTable {
 // Rotates x [count, n_heads, head_dim] (positions table.first + row) in place.
 void ApplyRope(float* x, uint32_t n_heads, uint32_t head_dim, const RopeTable& table);
 
+// x [rows, n] row-major: x[r, i] += b[i] (a projection's bias, as nn.Linear adds it).
+void AddBias(float* x, uint32_t rows, uint32_t n, const float* b);
+
 // gate[i] = silu(gate[i]) * up[i] for n values.
 void SiluMul(float* gate, const float* up, uint64_t n);
 

@@ -58,6 +58,11 @@ Result<PrefillResult> Prefill(const Model& model, std::span<const uint32_t> toke
     w.wq->Apply(h.data(), T, q.data());
     w.wk->Apply(h.data(), T, k_new);
     w.wv->Apply(h.data(), T, v_new);
+    if (c.qkv_bias()) {
+      AddBias(q.data(), T, qd, w.bq.data());
+      AddBias(k_new, T, kvd, w.bk.data());
+      AddBias(v_new, T, kvd, w.bv.data());
+    }
     if (c.qk_norm()) {
       RmsNorm(q.data(), T * c.n_heads, hd, w.q_norm.data(), c.rms_eps);
       RmsNorm(k_new, T * c.n_kv_heads, hd, w.k_norm.data(), c.rms_eps);

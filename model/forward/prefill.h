@@ -8,8 +8,9 @@
 // the exact cache of the first P tokens, the result equals that of a full prefill
 // over all P + T tokens up to fp32 rounding of the differently-shaped GEMMs.
 //
-// Per layer (Hugging Face LlamaDecoderLayer / Qwen3DecoderLayer):
+// Per layer (Hugging Face LlamaDecoderLayer / Qwen3DecoderLayer / Qwen2DecoderLayer):
 //   h = RmsNorm(x); q = h Wq^T; k = h Wk^T; v = h Wv^T
+//   [Qwen2: q += bq, k += bk, v += bv]
 //   [Qwen3: q, k = per-head RmsNorm(q_norm / k_norm)]   <- "K before RoPE" is here
 //   q, k = RoPE(q, k, positions P..P+T-1); cache += (k, v)
 //   x += Attention(q, cache) Wo^T; x += Wdown(silu(h2 Wgate^T) * (h2 Wup^T)), h2 = RmsNorm(x)

@@ -104,6 +104,11 @@ Status SpecPredictor::Quantise(const Linear* linear, int group, QuantLinear* out
 Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
                                                              const SpecPredictorOptions& options) {
   KVSTASH_RETURN_IF_ERROR(model.Validate());
+  if (model.config.qkv_bias()) {
+    // The predictor's layers (and the GPU kernels) have no bias step yet (issue #36).
+    return Status::NotSupported("spec predictor: q/k/v projection biases (" +
+                                std::string(ArchitectureName(model.config.arch)) + ") are not supported yet");
+  }
   if (options.arithmetic == SpecPredictorOptions::Arithmetic::kGgml) {
     std::unique_ptr<SpecPredictor> p(new SpecPredictor());
     p->config_ = model.config;

@@ -129,7 +129,8 @@ class SpecPredictor {
   // projections are not dense fp32 (DenseLinear) or an invalid group size; for kGgml,
   // InvalidArgument for a model without GGUF tensors (Model::ggml_layers) or a kv_dtype
   // other than f16/bf16, NotSupported for a projection that is not Q4_1 or a backend
-  // that forces an ISA this CPU (or KVSTASH_CPU_PATH) lacks.
+  // that forces an ISA this CPU (or KVSTASH_CPU_PATH) lacks; NotSupported for a model
+  // with q/k/v biases (Qwen2), which no predictor variant runs yet.
   static Result<std::unique_ptr<SpecPredictor>> Create(const Model& model,
                                                        const SpecPredictorOptions& options);
 

@@ -91,12 +91,108 @@ std::vector<std::string_view> SplitGpt2(std::string_view text) {
   return out;
 }
 
+std::vector<std::string_view> SplitQwen2(std::string_view text) {
+  // A transcription of llama.cpp's unicode_regex_split_custom_qwen2 (src/unicode.cpp,
+  // llama-cpp-python 0.3.36), position by position; comments give the regex branch.
+  struct Flags {
+    bool letter = false, number = false, space = false, assigned = false;
+  };
+  constexpr uint32_t kOut = 0xFFFFFFFF;  // past the end
+  const std::vector<CodeUnit> u = DecodeUtf8(text);
+  const size_t n = u.size();
+  std::vector<Flags> fl(n);
+  for (size_t i = 0; i < n; ++i)
+    fl[i] = {IsLetter(u[i]), IsNumber(u[i]), IsWhiteSpace(u[i]), IsAssigned(u[i])};
+  auto flags = [&](size_t p) { return p < n ? fl[p] : Flags{}; };
+  // An invalid byte is U+FFFD for llama.cpp; it only matters that it is none of the
+  // ASCII characters the rules test.
+  auto cpt = [&](size_t p) -> uint32_t { return p < n ? (u[p].valid ? u[p].cp : 0xFFFDu) : kOut; };
+  auto lower = [](uint32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
+  std::vector<std::string_view> out;
+  size_t prev = 0;
+  auto emit = [&](size_t end) {  // code units [prev, end)
+    if (end > prev) {
+      const size_t begin = u[prev].offset;
+      const size_t stop = end < n ? u[end].offset : text.size();
+      out.push_back(text.substr(begin, stop - begin));
+    }
+    prev = end;
+  };
+  for (size_t pos = 0; pos < n;) {
+    const uint32_t c = cpt(pos);
+    const Flags f = flags(pos);
+    // (?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])
+    if (c == '\'' && pos + 1 < n) {
+      const uint32_t a = lower(cpt(pos + 1));
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        pos += 2;
+        emit(pos);
+        continue;
+      }
+      if (pos + 2 < n) {
+        const uint32_t b = lower(cpt(pos + 2));
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+          pos += 3;
+          emit(pos);
+          continue;
+        }
+      }
+    }
+    // [^\r\n\p{L}\p{N}]?\p{L}+
+    if (!(c == '\r' || c == '\n' || f.number) && (f.letter || flags(pos + 1).letter)) {
+      ++pos;
+      while (flags(pos).letter) ++pos;
+      emit(pos);
+      continue;
+    }
+    // \p{N}: one digit per piece
+    if (f.number) {
+      emit(++pos);
+      continue;
+    }
+    // " ?[^\s\p{L}\p{N}]+[\r\n]*"
+    Flags f2 = c == ' ' ? flags(pos + 1) : f;
+    if (!(f2.space || f2.letter || f2.number) && f.assigned) {
+      pos += c == ' ' ? 1 : 0;
+      while (!(f2.space || f2.letter || f2.number) && f2.assigned) f2 = flags(++pos);
+      while (cpt(pos) == '\r' || cpt(pos) == '\n') ++pos;
+      emit(pos);
+      continue;
+    }
+    size_t spaces = 0, last_newline_end = 0;
+    while (flags(pos + spaces).space) {
+      const uint32_t c2 = cpt(pos + spaces);
+      if (c2 == '\r' || c2 == '\n') last_newline_end = pos + spaces + 1;
+      ++spaces;
+    }
+    if (last_newline_end > 0) {  // \s*[\r\n]+
+      pos = last_newline_end;
+      emit(pos);
+      continue;
+    }
+    if (spaces > 1 && cpt(pos + spaces) != kOut) {  // \s+(?!\S)
+      pos += spaces - 1;
+      emit(pos);
+      continue;
+    }
+    if (spaces > 0) {  // \s+
+      pos += spaces;
+      emit(pos);
+      continue;
+    }
+    emit(++pos);  // no branch matches (an unassigned code point): alone
+  }
+  return out;
+}
+
 Result<std::unique_ptr<BpeTokenizer>> BpeTokenizer::Create(BpeVocab v) {
   std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
   if (v.pre == "gpt-2" || v.pre == "default" || v.pre == "gpt2") {
     t->pre_ = Pre::kGpt2;
   } else if (v.pre == "smollm" || v.pre == "starcoder" || v.pre == "refact") {
     t->pre_ = Pre::kDigitsThenGpt2;
+  } else if (v.pre == "qwen2") {
+    t->pre_ = Pre::kQwen2;
   } else {
     return Status::NotSupported("BPE pre-tokenizer '" + v.pre + "' is not supported");
   }
@@ -191,8 +287,10 @@ Status BpeTokenizer::EncodePiece(std::string_view piece, std::vector<uint32_t>* 
 }
 
 Status BpeTokenizer::EncodeOrdinary(std::string_view text, std::vector<uint32_t>* out) const {
-  if (pre_ == Pre::kGpt2) {
-    for (std::string_view piece : SplitGpt2(text)) KVSTASH_RETURN_IF_ERROR(EncodePiece(piece, out));
+  if (pre_ == Pre::kGpt2 || pre_ == Pre::kQwen2) {
+    for (std::string_view piece : pre_ == Pre::kGpt2 ? SplitGpt2(text) : SplitQwen2(text)) {
+      KVSTASH_RETURN_IF_ERROR(EncodePiece(piece, out));
+    }
     return Status::Ok();
   }
   // Digits first: each \p{N} code point is its own pre-token; GPT-2 pattern between.

@@ -10,6 +10,12 @@
 //        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
 //      "smollm"/"starcoder"/"refact": every \p{N} code point alone (HF Digits with
 //        individual_digits), then the GPT-2 pattern (SmolLM2's tokenizer.json).
+//      "qwen2" (Qwen2/2.5/3 tokenizer.json; llama.cpp LLAMA_VOCAB_PRE_TYPE_QWEN2):
+//        (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|
+//        ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//        as llama.cpp's hand-written matcher (unicode_regex_split_custom_qwen2) runs it,
+//        with ICU's character classes. Invalid UTF-8 bytes are kept as bytes here,
+//        while llama.cpp replaces each by U+FFFD: only valid UTF-8 tokenises alike.
 //   3. Each piece's bytes map to GPT-2's printable byte alphabet (bytes_to_unicode)
 //      and are merged by BPE: repeatedly the adjacent pair with the lowest merge rank
 //      (tokenizer.ggml.merges order) until none applies; symbols map to ids.
@@ -52,7 +58,7 @@ class BpeTokenizer final : public Tokenizer {
   std::optional<uint32_t> eos_id() const override { return eos_; }
 
  private:
-  enum class Pre { kGpt2, kDigitsThenGpt2 };
+  enum class Pre { kGpt2, kDigitsThenGpt2, kQwen2 };
   BpeTokenizer() = default;
   Status EncodePiece(std::string_view bytes, std::vector<uint32_t>* out) const;
   Status EncodeOrdinary(std::string_view text, std::vector<uint32_t>* out) const;
@@ -70,5 +76,8 @@ class BpeTokenizer final : public Tokenizer {
 
 // Splits `text` into pre-tokens by the GPT-2 pattern (see above); returns byte ranges.
 std::vector<std::string_view> SplitGpt2(std::string_view text);
+// Splits `text` into pre-tokens by the qwen2 pattern (see above); returns byte ranges
+// that concatenate to `text`.
+std::vector<std::string_view> SplitQwen2(std::string_view text);
 
 }  // namespace kvstash::model

@@ -27,6 +27,35 @@ TEST(SplitGpt2, Pattern) {
   EXPECT_EQ(Split("\xFF" "a"), (V{"\xFF", "a"}));  // invalid byte: its own "other" run
 }
 
+std::vector<std::string> SplitQ(std::string_view s) {
+  std::vector<std::string> out;
+  for (std::string_view p : SplitQwen2(s)) out.emplace_back(p);
+  return out;
+}
+
+// The qwen2 pattern as llama.cpp's unicode_regex_split_custom_qwen2 runs it (hand-derived
+// from the regex; the real vocabulary's vectors are in qwen2_test.cc).
+TEST(SplitQwen2, Pattern) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(SplitQ(""), V{});
+  EXPECT_EQ(SplitQ("Hello, world!"), (V{"Hello", ",", " world", "!"}));
+  EXPECT_EQ(SplitQ("abc123"), (V{"abc", "1", "2", "3"}));  // \p{N}: one digit each
+  EXPECT_EQ(SplitQ(" 42"), (V{" ", "4", "2"}));
+  EXPECT_EQ(SplitQ("I'M we'Ll"), (V{"I", "'M", " we", "'Ll"}));        // contractions, any case
+  EXPECT_EQ(SplitQ("$x (y)"), (V{"$x", " (", "y", ")"}));              // [^\r\n\p{L}\p{N}]?\p{L}+
+  EXPECT_EQ(SplitQ("a   b"), (V{"a", "  ", " b"}));                    // \s+(?!\S)
+  EXPECT_EQ(SplitQ("x  \n\n y"), (V{"x", "  \n\n", " y"}));            // \s*[\r\n]+
+  EXPECT_EQ(SplitQ("foo()\r\n\tbar"), (V{"foo", "()\r\n", "\tbar"}));  // punctuation takes [\r\n]*
+  EXPECT_EQ(SplitQ("\nabc"), (V{"\n", "abc"}));                        // \r, \n never lead a letter run
+  EXPECT_EQ(SplitQ("end \t "), (V{"end", " \t "}));                    // trailing \s+
+  EXPECT_EQ(SplitQ("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"), (V{"caf\xC3\xA9", " \xE6\x97\xA5\xE6\x9C\xAC"}));
+  EXPECT_EQ(SplitQ("\xD9\xA1\xD9\xA2"), (V{"\xD9\xA1", "\xD9\xA2"}));  // Arabic-Indic digits are \p{N}
+  std::string joined;
+  const std::string mixed = "def f(x):\n\treturn x**2  # \xF0\x9F\x91\x8B\n\n\n";
+  for (const std::string& p : SplitQ(mixed)) joined += p;
+  EXPECT_EQ(joined, mixed);
+}
+
 // Byte-level alphabet: ' ' is "Ġ" (U+0120).
 BpeVocab TinyBpe() {
   BpeVocab v;
