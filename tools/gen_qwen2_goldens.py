@@ -45,6 +45,9 @@ TEXTS = [
     "a  b   c\t\td \n\n\n  e    \n\t\n    f   ",
     # unicode: accents, CJK, Cyrillic, emoji, Devanagari, full-width and non-ASCII digits
     "Café naïve façade — 你好，世界！ Привет, мир 👋🏽 नमस्ते ＡＢＣ١٢٣ ½ ⅷ",
+    # an unassigned code point (U+0378), NEL, LINE SEPARATOR, ideographic space, NUL/DEL,
+    # a ligature, a titlecase letter with a combining mark, superscript digit
+    "1\u0378're \u00bd\u0130\u0085x\u2028y\u3000z \ufb01 \u01c5\u0301 \x00\x7f end\u00b2",
     # special tokens inside text
     "<|im_start|>user\nhi<|im_end|>\n<|fim_prefix|>x = <|fim_suffix|>\n<|fim_middle|><tool_call></tool_call>",
 ]

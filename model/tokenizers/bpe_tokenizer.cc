@@ -94,15 +94,16 @@ std::vector<std::string_view> SplitGpt2(std::string_view text) {
 std::vector<std::string_view> SplitQwen2(std::string_view text) {
   // A transcription of llama.cpp's unicode_regex_split_custom_qwen2 (src/unicode.cpp,
   // llama-cpp-python 0.3.36), position by position; comments give the regex branch.
+  // llama.cpp's unicode_cpt_flags: every code point has a non-zero value (unassigned
+  // ones carry UNDEFINED), only a position past the end reads as 0 (`in_text` false).
   struct Flags {
-    bool letter = false, number = false, space = false, assigned = false;
+    bool letter = false, number = false, space = false, in_text = false;
   };
   constexpr uint32_t kOut = 0xFFFFFFFF;  // past the end
   const std::vector<CodeUnit> u = DecodeUtf8(text);
   const size_t n = u.size();
   std::vector<Flags> fl(n);
-  for (size_t i = 0; i < n; ++i)
-    fl[i] = {IsLetter(u[i]), IsNumber(u[i]), IsWhiteSpace(u[i]), IsAssigned(u[i])};
+  for (size_t i = 0; i < n; ++i) fl[i] = {IsLetter(u[i]), IsNumber(u[i]), IsWhiteSpace(u[i]), true};
   auto flags = [&](size_t p) { return p < n ? fl[p] : Flags{}; };
   // An invalid byte is U+FFFD for llama.cpp; it only matters that it is none of the
   // ASCII characters the rules test.
@@ -152,9 +153,9 @@ std::vector<std::string_view> SplitQwen2(std::string_view text) {
     }
     // " ?[^\s\p{L}\p{N}]+[\r\n]*"
     Flags f2 = c == ' ' ? flags(pos + 1) : f;
-    if (!(f2.space || f2.letter || f2.number) && f.assigned) {
+    if (!(f2.space || f2.letter || f2.number) && f.in_text) {
       pos += c == ' ' ? 1 : 0;
-      while (!(f2.space || f2.letter || f2.number) && f2.assigned) f2 = flags(++pos);
+      while (!(f2.space || f2.letter || f2.number) && f2.in_text) f2 = flags(++pos);
       while (cpt(pos) == '\r' || cpt(pos) == '\n') ++pos;
       emit(pos);
       continue;
@@ -180,7 +181,7 @@ std::vector<std::string_view> SplitQwen2(std::string_view text) {
       emit(pos);
       continue;
     }
-    emit(++pos);  // no branch matches (an unassigned code point): alone
+    emit(++pos);  // no branch matches (unreachable: the branch above takes any other code point)
   }
   return out;
 }

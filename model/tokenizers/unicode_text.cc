@@ -65,10 +65,6 @@ bool IsNumber(const CodeUnit& u) {
   }
 }
 
-bool IsAssigned(const CodeUnit& u) {
-  return !u.valid || u_charType(static_cast<UChar32>(u.cp)) != U_UNASSIGNED;
-}
-
 bool IsWhiteSpace(const CodeUnit& u) {
   return u.valid && u_hasBinaryProperty(static_cast<UChar32>(u.cp), UCHAR_WHITE_SPACE);
 }

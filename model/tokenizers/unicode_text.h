@@ -32,10 +32,6 @@ std::vector<CodeUnit> DecodeUtf8(std::string_view text);
 bool IsLetter(const CodeUnit& u);
 bool IsNumber(const CodeUnit& u);
 bool IsWhiteSpace(const CodeUnit& u);
-// False only for a valid code point of general category Cn (unassigned), which
-// llama.cpp's unicode tables flag as UNDEFINED; an invalid unit counts as assigned
-// (llama.cpp reads it as U+FFFD).
-bool IsAssigned(const CodeUnit& u);
 
 // Appends the UTF-8 encoding of code point cp (REQUIRES: cp <= 0x10FFFF).
 void AppendUtf8(uint32_t cp, std::string* out);

@@ -50,6 +50,9 @@ TEST(SplitQwen2, Pattern) {
   EXPECT_EQ(SplitQ("end \t "), (V{"end", " \t "}));                    // trailing \s+
   EXPECT_EQ(SplitQ("caf\xC3\xA9 \xE6\x97\xA5\xE6\x9C\xAC"), (V{"caf\xC3\xA9", " \xE6\x97\xA5\xE6\x9C\xAC"}));
   EXPECT_EQ(SplitQ("\xD9\xA1\xD9\xA2"), (V{"\xD9\xA1", "\xD9\xA2"}));  // Arabic-Indic digits are \p{N}
+  // An unassigned code point (U+0378) is "other" for llama.cpp too (its UNDEFINED flag
+  // is non-zero), so it starts a punctuation run that takes the apostrophe.
+  EXPECT_EQ(SplitQ("1\xCD\xB8're"), (V{"1", "\xCD\xB8'", "re"}));
   std::string joined;
   const std::string mixed = "def f(x):\n\treturn x**2  # \xF0\x9F\x91\x8B\n\n\n";
   for (const std::string& p : SplitQ(mixed)) joined += p;
