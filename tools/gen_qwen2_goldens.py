@@ -15,8 +15,7 @@ independent reference for the reference runtime's qwen2 path (tests/model/qwen2_
   .venv/bin/python tools/gen_qwen2_goldens.py [--models models]
 
 setup.sh installs llama-cpp-python with --no-deps; its own Python dependencies
-(typing_extensions, diskcache, jinja2) are needed to import it: install them into the
-venv, or into a folder on PYTHONPATH (pip install --target DIR ...).
+(typing_extensions, diskcache, jinja2) come from tools/requirements.txt.
 """
 
 import argparse
