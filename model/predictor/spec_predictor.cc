@@ -46,6 +46,14 @@ class Stopwatch {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// rows[t * b.size() + i] += b[i] for t < n (DAdd: the same bits on every path).
+void AddBias(float* rows, uint32_t n, const std::vector<float>& b) {
+  for (uint32_t t = 0; t < n; ++t) {
+    float* r = rows + static_cast<size_t>(t) * b.size();
+    for (size_t i = 0; i < b.size(); ++i) r[i] = DAdd(r[i], b[i]);
+  }
+}
+
 }  // namespace
 
 std::string SpecPredictorOptions::VariantName() const {
@@ -104,12 +112,12 @@ Status SpecPredictor::Quantise(const Linear* linear, int group, QuantLinear* out
 Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
                                                              const SpecPredictorOptions& options) {
   KVSTASH_RETURN_IF_ERROR(model.Validate());
-  if (model.config.qkv_bias()) {
-    // The predictor's layers (and the GPU kernels) have no bias step yet (issue #36).
-    return Status::NotSupported("spec predictor: q/k/v projection biases (" +
-                                std::string(ArchitectureName(model.config.arch)) + ") are not supported yet");
-  }
   if (options.arithmetic == SpecPredictorOptions::Arithmetic::kGgml) {
+    if (model.config.qkv_bias()) {
+      // The ggml arithmetic mirrors llama.cpp's Llama graph, which has no bias step.
+      return Status::NotSupported("spec predictor: the ggml arithmetic has no q/k/v biases (" +
+                                  std::string(ArchitectureName(model.config.arch)) + "); use the int arithmetic");
+    }
     std::unique_ptr<SpecPredictor> p(new SpecPredictor());
     p->config_ = model.config;
     p->options_ = options;
@@ -136,6 +144,9 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
     dst.ffn_norm = src.ffn_norm;
     dst.q_norm = src.q_norm;
     dst.k_norm = src.k_norm;
+    dst.bq = src.bq;
+    dst.bk = src.bk;
+    dst.bv = src.bv;
     const std::pair<const Linear*, QuantLinear*> projections[] = {
         {src.wq.get(), &dst.wq},         {src.wk.get(), &dst.wk},  {src.wv.get(), &dst.wv},
         {src.wo.get(), &dst.wo},         {src.w_gate.get(), &dst.w_gate},
@@ -162,6 +173,10 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
   hash_floats(*p->embed_);
   for (const Layer& L : p->layers_) {
     for (const auto* v : {&L.attn_norm, &L.ffn_norm, &L.q_norm, &L.k_norm}) hash_floats(*v);
+    // Models without biases hash exactly what they hashed before biases existed.
+    if (p->config_.qkv_bias()) {
+      for (const auto* v : {&L.bq, &L.bk, &L.bv}) hash_floats(*v);
+    }
     for (const QuantLinear* q : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
       h.Update(std::span(reinterpret_cast<const uint8_t*>(q->w.q.data()), q->w.q.size()));
       hash_floats(q->w.scales);
@@ -332,6 +347,11 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
         last ? Project({{&L.wk, k.data()}, {&L.wv, v.data()}}, h.data(), T, &act_d, profile)
              : Project({{&L.wq, q.data()}, {&L.wk, k.data()}, {&L.wv, v.data()}}, h.data(), T, &act_d, profile));
     sw.Skip();  // Project timed itself
+    if (c.qkv_bias()) {  // after the projection, before RoPE (Qwen2); element-wise: no ISA difference
+      if (!last) AddBias(q.data(), T, L.bq);
+      AddBias(k.data(), T, L.bk);
+      AddBias(v.data(), T, L.bv);
+    }
     if (c.qk_norm()) {
       if (!last) RmsNormRows(q.data(), T * c.n_heads, hd, L.q_norm);
       RmsNormRows(k.data(), T * c.n_kv_heads, hd, L.k_norm);

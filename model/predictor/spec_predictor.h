@@ -129,8 +129,10 @@ class SpecPredictor {
   // projections are not dense fp32 (DenseLinear) or an invalid group size; for kGgml,
   // InvalidArgument for a model without GGUF tensors (Model::ggml_layers) or a kv_dtype
   // other than f16/bf16, NotSupported for a projection that is not Q4_1 or a backend
-  // that forces an ISA this CPU (or KVSTASH_CPU_PATH) lacks; NotSupported for a model
-  // with q/k/v biases (Qwen2), which no predictor variant runs yet.
+  // that forces an ISA this CPU (or KVSTASH_CPU_PATH) lacks, and for a model with q/k/v
+  // biases (Qwen2: llama.cpp's Llama graph has no bias step). The int arithmetic adds
+  // Qwen2's biases after the projections, before RoPE, as the reference runtime does
+  // (DAdd, element-wise: the same bits on every ISA path and batch split).
   static Result<std::unique_ptr<SpecPredictor>> Create(const Model& model,
                                                        const SpecPredictorOptions& options);
 
@@ -155,6 +157,7 @@ class SpecPredictor {
   };
   struct Layer {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm;
+    std::vector<float> bq, bk, bv;  // q/k/v projection biases (config.qkv_bias()), else empty
     QuantLinear wq, wk, wv, wo, w_gate, w_up, w_down;
   };
   // kGgml: a projection's Q4_1 blocks, rows in the GGUF order, in the layout of the

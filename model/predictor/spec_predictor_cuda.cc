@@ -94,6 +94,9 @@ Result<std::unique_ptr<SpecPredictorCuda>> SpecPredictorCuda::Create(const SpecP
   if (predictor.options_.activation_bits != 16) {
     return Status::NotSupported("GPU spec predictor: W8A16 variants only");
   }
+  if (predictor.config_.qkv_bias()) {
+    return Status::NotSupported("GPU spec predictor: no q/k/v bias step yet (Qwen2); the CPU predictor has it");
+  }
   auto impl = std::make_unique<Impl>();
   impl->host = &predictor;
   impl->layers.resize(predictor.layers_.size());

@@ -13,6 +13,7 @@
 //
 // Qwen2Runtime (label "unit", no model file): the q/k/v biases on a tiny random model.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -33,19 +34,7 @@ namespace {
 
 constexpr char kFile[] = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
 
-// The tiny random Llama of tests/support/tiny_model.h as a Qwen2: the same weights
-// plus biases N(0, 0.5) on q, k and v.
-Model TinyQwen2(uint32_t seed) {
-  Model m = ::kvstash::testing::TinyModel(Architecture::kLlama, 16, seed);
-  m.config.arch = Architecture::kQwen2;
-  std::mt19937 rng(seed + 1);
-  for (LayerWeights& w : m.layers) {
-    w.bq = ::kvstash::testing::RandomNormal(m.config.q_dim(), 0.5f, rng);
-    w.bk = ::kvstash::testing::RandomNormal(m.config.kv_dim(), 0.5f, rng);
-    w.bv = ::kvstash::testing::RandomNormal(m.config.kv_dim(), 0.5f, rng);
-  }
-  return m;
-}
+Model TinyQwen2(uint32_t seed) { return ::kvstash::testing::TinyQwen2(16, seed); }
 
 TEST(Qwen2Runtime, ValidateWantsBiasesOfTheRightSize) {
   Model m = TinyQwen2(7);
@@ -59,8 +48,35 @@ TEST(Qwen2Runtime, ValidateWantsBiasesOfTheRightSize) {
   EXPECT_STATUS(llama.Validate(), kInvalidArgument);
 }
 
-TEST(Qwen2Runtime, SpecPredictorRefusesBiasesForNow) {
-  EXPECT_STATUS(SpecPredictor::Create(TinyQwen2(3), SpecPredictorOptions{}), kNotSupported);
+// The int predictor adds the biases: its K and V track the fp32 reference's closely
+// (quantisation noise), and would be off by the biases (N(0, 0.5)) without them. The
+// ggml arithmetic (llama.cpp's Llama graph) refuses them.
+TEST(Qwen2Runtime, SpecPredictorAddsTheBiases) {
+  const Model q = TinyQwen2(3);
+  const std::vector<uint32_t> tokens = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8};
+  KvCache ref = KvCache::ForModel(q.config);
+  ASSERT_OK(Prefill(q, tokens, &ref, PrefillOptions{}).status());
+  SpecPredictorOptions o;
+  o.threads = 1;
+  ASSERT_OK_AND_ASSIGN(auto p, SpecPredictor::Create(q, o));
+  PredictorCache pc;
+  ASSERT_OK(p->Run(tokens, &pc));
+  const size_t kvd = q.config.kv_dim();
+  for (uint32_t l = 0; l < q.config.n_layers; ++l) {
+    double err = 0, err_unbiased = 0, norm = 0;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      for (size_t i = 0; i < kvd; ++i) {
+        const double want = ref.v[l][t * kvd + i], got = pc.v[l][t * kvd + i];
+        err += (got - want) * (got - want);
+        err_unbiased += (got - q.layers[l].bv[i] - want) * (got - q.layers[l].bv[i] - want);
+        norm += want * want;
+      }
+    }
+    EXPECT_LT(std::sqrt(err / norm), 0.05) << "layer " << l;
+    EXPECT_GT(std::sqrt(err_unbiased / norm), 0.2) << "layer " << l;
+  }
+  o.arithmetic = SpecPredictorOptions::Arithmetic::kGgml;
+  EXPECT_STATUS(SpecPredictor::Create(q, o), kNotSupported);
 }
 
 TEST(Qwen2Runtime, BiasesAreAddedAfterTheProjection) {

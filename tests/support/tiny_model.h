@@ -82,6 +82,20 @@ inline model::Model TinyModel(model::Architecture arch, uint32_t head_dim, uint3
   return m;
 }
 
+// TinyModel(kLlama, head_dim, seed) as a Qwen2: the same weights plus q/k/v biases
+// N(0, 0.5) (drawn from seed + 1, so the Llama weights are unchanged).
+inline model::Model TinyQwen2(uint32_t head_dim, uint32_t seed) {
+  model::Model m = TinyModel(model::Architecture::kLlama, head_dim, seed);
+  m.config.arch = model::Architecture::kQwen2;
+  std::mt19937 rng(seed + 1);
+  for (model::LayerWeights& w : m.layers) {
+    w.bq = RandomNormal(m.config.q_dim(), 0.5f, rng);
+    w.bk = RandomNormal(m.config.kv_dim(), 0.5f, rng);
+    w.bv = RandomNormal(m.config.kv_dim(), 0.5f, rng);
+  }
+  return m;
+}
+
 // Runs `tokens` through a new SpecPredictor(m, o), one Run per batch: the batches end at
 // each of `splits` (ascending, < tokens.size()) and at the end. Failures are recorded
 // as test failures; the cache is empty when the predictor cannot be created.

@@ -2,7 +2,7 @@
 // (packed GEMM, AVX2 attention tiles, vectorised exp/SiLU) gives the portable
 // reference path's bits (GemmBackend::kScalar) for shapes SmolLM2 does not have: a
 // group wider than the hidden size, odd groups, head_dim not a multiple of 8, QK-norm
-// (Qwen3), 1 and 2 threads, batch splits.
+// (Qwen3), q/k/v biases (Qwen2), 1 and 2 threads, batch splits.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -16,6 +16,7 @@ namespace {
 using ::kvstash::testing::RunInSplits;
 using ::kvstash::testing::SameBits;
 using ::kvstash::testing::TinyModel;
+using ::kvstash::testing::TinyQwen2;
 
 TEST(PredictorTinyModelTest, FastPathGivesTheReferenceBits) {
   std::vector<uint32_t> tokens(37);
@@ -23,9 +24,9 @@ TEST(PredictorTinyModelTest, FastPathGivesTheReferenceBits) {
   struct Variant {
     int group, bits;
   };
-  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3}) {
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3, Architecture::kQwen2}) {
     for (uint32_t hd : {16u, 12u}) {
-      const Model m = TinyModel(arch, hd, 3 + hd);
+      const Model m = arch == Architecture::kQwen2 ? TinyQwen2(hd, 3 + hd) : TinyModel(arch, hd, 3 + hd);
       for (Variant v : {Variant{128, 16}, Variant{32, 16}, Variant{7, 16}, Variant{0, 8}, Variant{5, 8}}) {
         SpecPredictorOptions ref;
         ref.group = v.group;
