@@ -15,9 +15,11 @@ in (the groups below, first match wins): each group's CPU milliseconds per hit (
 threads), beside the hit's wall time.
 
 Artifacts: spec, the one benchmarks/vllm_ttft.py uses (harness.spec_artifact: calibrated
-once into .cache/); dckv, harness.dckv_artifact (rate 8, made by `kvstash calibrate dckv`).
+once into .cache/); dckv, harness.dckv_artifact (rate 8, made once by `kvstash calibrate
+dckv`: $KVSTASH_TOOL, else build/kvstash). No server is needed.
 Needs perf (Debian linux-perf) and permission to attach (root, or
-kernel.perf_event_paranoid <= 1); exits 77 without them, 0 on success.
+kernel.perf_event_paranoid <= 1); exits 77 without them, 2 for bad arguments, 0 on
+success.
 """
 
 from __future__ import annotations
@@ -135,6 +137,16 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
+    codecs = [c for c in a.codecs.split(",") if c]
+    if not codecs or any(c not in ("spec", "dckv") for c in codecs):
+        print(f"--codecs: spec and/or dckv, got {a.codecs!r}", file=sys.stderr)
+        return 2
+    if a.tokens < CHUNK or a.tokens % CHUNK or a.repeats < 1 or a.threads < 1:
+        print(f"--tokens: a positive multiple of {CHUNK}; --repeats, --threads: >= 1", file=sys.stderr)
+        return 2
+    if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
+        print(f"--json {a.json}: no such folder", file=sys.stderr)
+        return 2
     why = _perf_ok()
     if why:
         print(f"profile_hit: skipped: {why}", file=sys.stderr)
@@ -142,6 +154,13 @@ def main() -> int:
     ref = kvstash.ReferenceModel.load(GGUF, threads=a.threads)
     with open(DOC, encoding="utf-8") as f:
         tokens = ref.tokenize(f.read())[: a.tokens]
+    if len(tokens) < a.tokens:
+        print(f"--tokens {a.tokens}: {DOC} has {len(tokens)} tokens", file=sys.stderr)
+        return 2
+    artifacts = {
+        "spec": spec_artifact(CHUNK) if "spec" in codecs else "",
+        "dckv": dckv_artifact() if "dckv" in codecs else "",
+    }  # made before any profile
     exact = ref.prefill_kv(tokens, "bf16")  # [L, 2, T, H, D]
     with open(GGUF, "rb") as f:
         fingerprint = hashlib.sha256(f.read()).digest()
@@ -156,14 +175,11 @@ def main() -> int:
         "repeats": a.repeats,
         "rows": [],
     }
-    for name in [c for c in a.codecs.split(",") if c]:
+    for name in codecs:
         if name == "spec":
-            codec = kvstash.PrefixCodec.spec(GGUF, spec_artifact(CHUNK), opts, threads=a.threads)
-        elif name == "dckv":
-            codec = kvstash.PrefixCodec.dckv(GGUF, dckv_artifact(), opts)
+            codec = kvstash.PrefixCodec.spec(GGUF, artifacts["spec"], opts, threads=a.threads)
         else:
-            print(f"unknown codec {name}", file=sys.stderr)
-            return 2
+            codec = kvstash.PrefixCodec.dckv(GGUF, artifacts["dckv"], opts)
         keys = [k for k in codec.chain_keys(tokens) if not k.partial]
         chunks = [exact[:, :, i * CHUNK : (i + 1) * CHUNK].copy() for i in range(len(keys))]
         payloads = [p.payload for p in codec.encode_chunks(tokens, keys, chunks)]

@@ -18,7 +18,8 @@ Stages (median ms over the repeats, and MB/s of the 29.5 MB), all in one process
            GET (_fetch), then every chunk verified + scattered (_restore_into_blocks);
   fetch:   the GETs alone (get_parallelism threads), verified by the client's CRC32C.
 Each repeat checks the round trip: the blocks gathered back equal the chunks PUT.
-Exit 0 when every round trip matched, 1 otherwise.
+The server binary: $KVSTASH_SERVER, else build/kvstash-server (scripts/build.sh
+kvstash-server). Exit 0 when every round trip matched, 1 otherwise, 2 for bad arguments.
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
+    if a.chunks < 1 or a.repeats < 1:
+        print("--chunks and --repeats must be >= 1", file=sys.stderr)
+        return 2
+    if a.json and not os.path.isdir(os.path.dirname(os.path.abspath(a.json))):
+        print(f"--json {a.json}: no such folder", file=sys.stderr)
+        return 2
     torch.set_num_threads(1)
     load_before = os.getloadavg()[0]
     rng = np.random.default_rng(7)

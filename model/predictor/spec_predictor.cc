@@ -116,7 +116,8 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
     if (model.config.qkv_bias()) {
       // The ggml arithmetic mirrors llama.cpp's Llama graph, which has no bias step.
       return Status::NotSupported("spec predictor: the ggml arithmetic has no q/k/v biases (" +
-                                  std::string(ArchitectureName(model.config.arch)) + "); use the int arithmetic");
+                                  std::string(ArchitectureName(model.config.arch)) +
+                                  "); use the int arithmetic");
     }
     std::unique_ptr<SpecPredictor> p(new SpecPredictor());
     p->config_ = model.config;

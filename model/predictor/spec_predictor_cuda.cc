@@ -95,7 +95,8 @@ Result<std::unique_ptr<SpecPredictorCuda>> SpecPredictorCuda::Create(const SpecP
     return Status::NotSupported("GPU spec predictor: W8A16 variants only");
   }
   if (predictor.config_.qkv_bias()) {
-    return Status::NotSupported("GPU spec predictor: no q/k/v bias step yet (Qwen2); the CPU predictor has it");
+    return Status::NotSupported(
+        "GPU spec predictor: no q/k/v bias step yet (Qwen2); the CPU predictor has it");
   }
   auto impl = std::make_unique<Impl>();
   impl->host = &predictor;

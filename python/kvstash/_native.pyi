@@ -294,7 +294,7 @@ class PrefixCodec:
     @staticmethod
     def spec(model_path: str, artifact_path: str, options: PrefixCodecOptions, threads: int = 1) -> PrefixCodec:
         """
-        Lossless spec coding: loads the reference model from model_path (GGUF, safetensors, llama2.c), builds its deterministic predictor (threads: its thread count; results do not depend on it) and the spec artifact (.kvsa). The model, predictor and artifact are shared by every codec made from the same files (same path, size and mtime; see shared_state()), so a codec per namespace costs only its options. Raises NotFoundError for a missing file, CorruptionError/InvalidArgumentError for a bad one, MismatchError for an artifact calibrated with another predictor.
+        Lossless spec coding: loads the reference model from model_path (GGUF, safetensors, llama2.c), builds its deterministic predictor (threads: its thread count; results do not depend on it) and the spec artifact (.kvsa). The model, predictor and artifact are shared by every codec made from the same files (same path, size and mtime; see shared_state()), so a codec per namespace costs only its options. Raises StorageIOError for a missing model file, NotFoundError for a missing artifact, CorruptionError/InvalidArgumentError for a bad file, MismatchError for an artifact calibrated with another predictor.
         """
 
     @staticmethod
@@ -341,7 +341,7 @@ class PrefixCodec:
 
     def restore_chunks(self, tokens: Sequence[int] | NDArray[np.integer], keys: Sequence[ChunkKey], payloads: Sequence[bytes | bytearray | memoryview | NDArray[np.uint8]]) -> list[NDArray[np.uint16] | NDArray[np.float16]]:
         """
-        Decodes and verifies the payloads of chain chunks [0, len(payloads)) of `tokens`. Returns NumPy arrays [n_layers, 2, T, n_kv_heads, head_dim] (uint16 bit patterns for bf16, float16 for f16), one per payload, in chain order. Never returns KV that failed a check: raises MismatchError for a payload of another codec, artifact, model, layout or position; CorruptionError for a damaged payload; InvalidArgumentError for no payloads, more payloads than chunks or keys that are not the chain of `tokens`. payloads: bytes-like objects, read in place (not copied).
+        Decodes and verifies the payloads of chain chunks [0, len(payloads)) of `tokens`. Returns NumPy arrays [n_layers, 2, T, n_kv_heads, head_dim] (uint16 bit patterns for bf16, float16 for f16), one per payload, in chain order. Never returns KV that failed a check: raises MismatchError for a payload of another codec, artifact, model, layout or position; CorruptionError for a damaged payload or one bound to another chunk's key; InvalidArgumentError for no payloads, more payloads than chunks or keys whose count or token counts are not those of the chain of `tokens`. The keys are trusted (each payload is checked against the key it is given; a key's digest is not recomputed, since it may include extra keys): pass chain_keys of these very tokens, or another prefix's KV is what comes back. payloads: bytes-like objects, read in place (not copied).
         """
 
     def restore_chunk_views(self, tokens: Sequence[int] | NDArray[np.integer], keys: Sequence[ChunkKey], payloads: Sequence[bytes | bytearray | memoryview | NDArray[np.uint8]], first_chunk: int = 0) -> list[NDArray[np.uint16] | NDArray[np.float16]]:
@@ -362,7 +362,7 @@ class ReferenceModel:
     @staticmethod
     def load(path: str, threads: int = 1) -> ReferenceModel:
         """
-        Loads a GGUF, safetensors or llama2.c model. Raises NotFoundError, CorruptionError or InvalidArgumentError for a missing or bad file.
+        Loads a GGUF, safetensors or llama2.c model. Raises StorageIOError for a missing or unreadable file, CorruptionError or InvalidArgumentError for a bad one.
         """
 
     def layout(self, dtype: str = 'bf16') -> KvLayout:

@@ -415,7 +415,8 @@ void BindCodec(nb::module_& m) {
           "not depend on it) and the spec artifact (.kvsa). The model, predictor and artifact are "
           "shared by every codec made from the same files (same path, size and mtime; see "
           "shared_state()), so a codec per namespace costs only its options. Raises "
-          "NotFoundError for a missing file, CorruptionError/InvalidArgumentError for a bad one, "
+          "StorageIOError for a missing model file, NotFoundError for a missing artifact, "
+          "CorruptionError/InvalidArgumentError for a bad file, "
           "MismatchError for an artifact calibrated with another predictor.")
       .def_static(
           "dckv",
@@ -535,9 +536,12 @@ void BindCodec(nb::module_& m) {
           "Returns NumPy arrays [n_layers, 2, T, n_kv_heads, head_dim] (uint16 bit patterns "
           "for bf16, float16 for f16), one per payload, in chain order. Never returns KV that "
           "failed a check: raises MismatchError for a payload of another codec, artifact, "
-          "model, layout or position; CorruptionError for a damaged payload; "
-          "InvalidArgumentError for no payloads, more payloads than chunks or keys that are "
-          "not the chain of `tokens`. payloads: bytes-like objects, read in place (not copied).")
+          "model, layout or position; CorruptionError for a damaged payload or one bound to another "
+          "chunk's key; InvalidArgumentError for no payloads, more payloads than chunks or keys whose "
+          "count or token counts are not those of the chain of `tokens`. The keys are trusted (each "
+          "payload is checked against the key it is given; a key's digest is not recomputed, since it "
+          "may include extra keys): pass chain_keys of these very tokens, or another prefix's KV is "
+          "what comes back. payloads: bytes-like objects, read in place (not copied).")
       .def(
           "restore_chunk_views",
           [](const PyCodec& c, nb::handle tokens, const std::vector<ChunkKey>& keys, nb::handle payloads,

@@ -119,9 +119,19 @@ std::vector<uint32_t> ToTokens(nb::handle obj) {
   nb::sequence seq = nb::borrow<nb::sequence>(obj);
   out.reserve(nb::len(seq));
   for (nb::handle item : seq) {
-    if (!PyLong_Check(item.ptr())) ThrowInvalid("tokens: every token id must be an int");
+    // Python ints and integer scalars (NumPy's, torch's: anything with __index__), not
+    // bools and not floats.
+    if (PyBool_Check(item.ptr()) || !PyIndex_Check(item.ptr())) {
+      ThrowInvalid(std::string("tokens: every token id must be an integer, got ") +
+                   nb::type_name(item.type()).c_str());
+    }
+    nb::object index = nb::steal(PyNumber_Index(item.ptr()));
+    if (!index.is_valid()) {
+      PyErr_Clear();
+      ThrowInvalid("tokens: every token id must be an integer");
+    }
     int overflow = 0;
-    const long long v = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+    const long long v = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
     if (overflow != 0 || v < 0 || v > 0xFFFFFFFFll) {
       ThrowInvalid("tokens: every token id must be in [0, 2^32)");
     }

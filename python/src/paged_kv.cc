@@ -294,7 +294,8 @@ void BindPagedKv(nb::module_& m) {
   m.def(
       "paged_copy_loops",
       [](Order src_of_pos, size_t block_size, size_t head_dim) -> const char* {
-        if (src_of_pos.shape(0) != 2 * block_size * head_dim) {
+        if (block_size > (size_t{1} << 20) || head_dim > (size_t{1} << 20) ||
+            src_of_pos.shape(0) != 2 * block_size * head_dim) {
           ThrowInvalid("paged KV: src_of_pos must have 2 * block_size * head_dim entries");
         }
         return IsAmxOrder(src_of_pos.data(), block_size, head_dim) ? "amx" : "plan";

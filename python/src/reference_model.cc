@@ -136,11 +136,14 @@ void BindReferenceModel(nb::module_& m) {
                              "The project's fp32 reference runtime (model/): exact KV caches of "
                              "token prefixes, and spec calibration on them.")
       .def_static("load", &ReferenceModel::Load, nb::arg("path"), nb::arg("threads") = 1,
-                  "Loads a GGUF, safetensors or llama2.c model. Raises NotFoundError, "
-                  "CorruptionError or InvalidArgumentError for a missing or bad file.")
-      .def("layout",
-           [](const ReferenceModel& r, const std::string& dtype) { return r.layout(ValueOrThrow(ParseDType(dtype))); },
-           nb::arg("dtype") = "bf16", "The KV layout per token in `dtype`.")
+                  "Loads a GGUF, safetensors or llama2.c model. Raises StorageIOError for a missing "
+                  "or unreadable file, CorruptionError or InvalidArgumentError for a bad one.")
+      .def(
+          "layout",
+          [](const ReferenceModel& r, const std::string& dtype) {
+            return r.layout(ValueOrThrow(ParseDType(dtype)));
+          },
+          nb::arg("dtype") = "bf16", "The KV layout per token in `dtype`.")
       .def_prop_ro("vocab_size", [](const ReferenceModel& r) { return r.model().config.vocab_size; })
       .def("tokenize", &ReferenceModel::Tokenize, nb::arg("text"),
            "Token ids of `text` with the model file's tokenizer (no BOS added unless the "
@@ -164,8 +167,8 @@ void BindReferenceModel(nb::module_& m) {
           "tokens or an out-of-vocabulary id.")
       .def(
           "calibrate_spec",
-          [](const ReferenceModel& r, nb::handle docs, const std::string& out_path,
-             uint32_t chunk_tokens, const std::string& dtype, int build_threads) {
+          [](const ReferenceModel& r, nb::handle docs, const std::string& out_path, uint32_t chunk_tokens,
+             const std::string& dtype, int build_threads) {
             std::vector<std::vector<uint32_t>> d;
             for (nb::handle doc : nb::borrow<nb::sequence>(docs)) d.push_back(ToTokens(doc));
             const DType dt = ValueOrThrow(ParseDType(dtype));

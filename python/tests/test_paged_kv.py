@@ -138,6 +138,9 @@ def test_only_the_exact_amx_order_takes_its_loops():
     assert kvstash.paged_copy_loops(amx_order(), B, D) == "plan"  # pairs, but not vLLM's tile
     with pytest.raises(kvstash.InvalidArgumentError):
         kvstash.paged_copy_loops(order, 32, 16)
+    for b_size in (2**61, 2**59):  # 2 * B * D wraps around 2^64, or reads past the array
+        with pytest.raises(kvstash.InvalidArgumentError):
+            kvstash.paged_copy_loops(np.zeros(0, np.int64), b_size, 16)
 
 
 def test_strided_blocks(setup):

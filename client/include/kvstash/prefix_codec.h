@@ -251,10 +251,15 @@ class PrefixCodec {
 
   // The engine form of Restore: decodes and verifies the payloads of chain chunks
   // [0, payloads.size()) and returns their canonical chunks in chain order (layout(),
-  // keys[i].tokens tokens each). `keys` as for EncodeKvChunks.
+  // keys[i].tokens tokens each). `keys` as for EncodeKvChunks. The keys are trusted: each
+  // payload is checked against the key it is given (key binding), and the keys are
+  // checked only for their count and token counts (their digests cannot be recomputed
+  // here: they may include extra keys), so keys of other tokens restore THOSE tokens'
+  // KV. Compute them with ChainKeys from these very tokens and inputs.
   // Errors: those of Restore (Mismatch for a payload of another codec, artifact, model,
   // layout or position, or a predictor that disagrees; Corruption for a damaged
-  // payload), and InvalidArgument for keys that are not a chain of `tokens`.
+  // payload or one bound to another key), and InvalidArgument for keys whose count or
+  // token counts are not those of the chain of `tokens`.
   Result<std::vector<KvChunk>> RestoreKvChunks(std::span<const uint32_t> tokens,
                                                std::span<const ChunkKey> keys,
                                                std::span<const std::vector<uint8_t>> payloads,
