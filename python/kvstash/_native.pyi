@@ -438,7 +438,7 @@ class RestoreCostModel:
 
 def paged_scatter(chunk: NDArray[np.uint16], token_offset: int, layers: Sequence[NDArray[np.uint16]], block_ids: Sequence[int], src_of_pos: NDArray[np.int64]) -> None:
     """
-    Writes chunk tokens [token_offset, token_offset + len(block_ids) * B) of a canonical chunk [layers, 2, T, heads, head_dim] (16-bit patterns) into blocks block_ids of every paged cache layer [blocks, heads, B, 2 * head_dim], each (block, head) tile in the order src_of_pos (tile position -> canonical index kv * B * D + t * D + d). Releases the GIL. Raises InvalidArgumentError for shapes, non-dense tiles, a block id out of range or an order that is not a permutation.
+    Writes chunk tokens [token_offset, token_offset + len(block_ids) * B) of a canonical chunk [layers, 2, T, heads, head_dim] (16-bit patterns) into blocks block_ids of every paged cache layer [blocks, heads, B, 2 * head_dim], each (block, head) tile in the order src_of_pos (tile position -> canonical index kv * B * D + t * D + d). Releases the GIL. Raises InvalidArgumentError for shapes, non-dense tiles, a block id out of range or an order that is not a permutation; TypeError (nothing is converted, so nothing is copied and dropped) for a chunk or layer that is not a writable uint16 array of the right ndim, a chunk that is not C-contiguous, or a src_of_pos that is not int64.
     """
 
 def paged_copy_loops(src_of_pos: NDArray[np.int64], block_size: int, head_dim: int) -> str:
