@@ -378,7 +378,7 @@ class ReferenceModel:
 
     def prefill_kv(self, tokens: Sequence[int] | NDArray[np.integer], dtype: str = 'bf16') -> NDArray[np.uint16] | NDArray[np.float16]:
         """
-        Exact KV cache of `tokens` (prefill from position 0, fp32, rounded to nearest even into `dtype`) as a NumPy array [n_layers, 2, len(tokens), n_kv_heads, head_dim] (uint16 bit patterns for bf16, float16 for f16). Raises InvalidArgumentError for no tokens or an out-of-vocabulary id.
+        Exact KV cache of `tokens` (prefill from position 0, fp32, rounded to nearest even into `dtype`) as a NumPy array [n_layers, 2, len(tokens), n_kv_heads, head_dim] (uint16 bit patterns for bf16, float16 for f16; also f32, and fp8_e4m3 as uint8). Deterministic for given tokens (any thread count), but the KV of a prefix computed inside a longer prompt may differ in the lowest bits (the GEMMs' shapes differ; model/forward/prefill.h). Raises InvalidArgumentError for no tokens or an out-of-vocabulary id.
         """
 
     def calibrate_spec(self, docs: Sequence[Sequence[int] | NDArray[np.integer]], out_path: str, chunk_tokens: int = 256, dtype: str = 'bf16', build_threads: int = 0) -> int:

@@ -163,8 +163,11 @@ void BindReferenceModel(nb::module_& m) {
           nb::arg("tokens"), nb::arg("dtype") = "bf16",
           "Exact KV cache of `tokens` (prefill from position 0, fp32, rounded to nearest even "
           "into `dtype`) as a NumPy array [n_layers, 2, len(tokens), n_kv_heads, head_dim] "
-          "(uint16 bit patterns for bf16, float16 for f16). Raises InvalidArgumentError for no "
-          "tokens or an out-of-vocabulary id.")
+          "(uint16 bit patterns for bf16, float16 for f16; also f32, and fp8_e4m3 as uint8). "
+          "Deterministic for given tokens (any thread count), but the KV of a prefix computed "
+          "inside a longer prompt may differ in the lowest bits (the GEMMs' shapes differ; "
+          "model/forward/prefill.h). Raises InvalidArgumentError for no tokens or an "
+          "out-of-vocabulary id.")
       .def(
           "calibrate_spec",
           [](const ReferenceModel& r, nb::handle docs, const std::string& out_path, uint32_t chunk_tokens,
