@@ -75,45 +75,43 @@ void ScaleMinK4(int j, const uint8_t* q, uint8_t* d, uint8_t* m) {
   }
 }
 
-void DequantQ4_K(const uint8_t* b, float* y) {
+// Scales and mins of sub-blocks is and is + 1 of a Q4_K / Q5_K block (f16 d and dmin at
+// bytes 0-3, the packed 6-bit scales and mins at 4-15), as ggml computes them.
+struct SubBlockPair {
+  float d1, m1, d2, m2;
+};
+SubBlockPair ScalesK(const uint8_t* b, int is) {
   const float d = Half(b);
   const float dmin = Half(b + 2);
-  const uint8_t* scales = b + 4;
+  uint8_t sc, m;
+  ScaleMinK4(is, b + 4, &sc, &m);
+  SubBlockPair p{d * sc, dmin * m, 0, 0};
+  ScaleMinK4(is + 1, b + 4, &sc, &m);
+  p.d2 = d * sc;
+  p.m2 = dmin * m;
+  return p;
+}
+
+void DequantQ4_K(const uint8_t* b, float* y) {
   const uint8_t* q = b + 16;
-  int is = 0;
-  for (int j = 0; j < 256; j += 64) {
-    uint8_t sc, m;
-    ScaleMinK4(is, scales, &sc, &m);
-    const float d1 = d * sc, m1 = dmin * m;
-    ScaleMinK4(is + 1, scales, &sc, &m);
-    const float d2 = d * sc, m2 = dmin * m;
-    for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0x0F) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
-    q += 32;
-    is += 2;
+  for (int is = 0; is < 8; is += 2, q += 32) {
+    const SubBlockPair s = ScalesK(b, is);
+    for (int l = 0; l < 32; ++l) *y++ = s.d1 * static_cast<float>(q[l] & 0x0F) - s.m1;
+    for (int l = 0; l < 32; ++l) *y++ = s.d2 * static_cast<float>(q[l] >> 4) - s.m2;
   }
 }
 
 // ggml's dequantize_row_q5_K.
 void DequantQ5_K(const uint8_t* b, float* y) {
-  const float d = Half(b);
-  const float dmin = Half(b + 2);
-  const uint8_t* scales = b + 4;
   const uint8_t* qh = b + 16;
   const uint8_t* ql = b + 48;
-  int is = 0;
   uint8_t u1 = 1, u2 = 2;
-  for (int j = 0; j < 256; j += 64) {
-    uint8_t sc, m;
-    ScaleMinK4(is, scales, &sc, &m);
-    const float d1 = d * sc, m1 = dmin * m;
-    ScaleMinK4(is + 1, scales, &sc, &m);
-    const float d2 = d * sc, m2 = dmin * m;
+  for (int is = 0; is < 8; is += 2, ql += 32) {
+    const SubBlockPair s = ScalesK(b, is);
     for (int l = 0; l < 32; ++l)
-      *y++ = d1 * static_cast<float>((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
-    ql += 32;
-    is += 2;
+      *y++ = s.d1 * static_cast<float>((ql[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - s.m1;
+    for (int l = 0; l < 32; ++l)
+      *y++ = s.d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - s.m2;
     u1 = static_cast<uint8_t>(u1 << 2);
     u2 = static_cast<uint8_t>(u2 << 2);
   }

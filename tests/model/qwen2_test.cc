@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -130,15 +131,10 @@ Model* Qwen2Coder::model_ = nullptr;
 TEST_F(Qwen2Coder, ConfigAndKvGeometryFromGguf) {
   const ModelConfig& c = model_->config;
   EXPECT_EQ(c.arch, Architecture::kQwen2);
-  EXPECT_EQ(c.n_layers, 24u);
-  EXPECT_EQ(c.hidden, 896u);
-  EXPECT_EQ(c.n_heads, 14u);
-  EXPECT_EQ(c.n_kv_heads, 2u);
-  EXPECT_EQ(c.head_dim, 64u);
-  EXPECT_EQ(c.ffn_hidden, 4864u);
-  EXPECT_EQ(c.vocab_size, 151936u);
-  EXPECT_EQ(c.rope_theta, 1e6f);
-  EXPECT_EQ(c.rms_eps, 1e-6f);
+  // layers, hidden, heads, KV heads, head_dim, ffn, vocabulary; RoPE theta, RMS epsilon
+  EXPECT_EQ(std::tuple(c.n_layers, c.hidden, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_hidden, c.vocab_size),
+            std::tuple(24u, 896u, 14u, 2u, 64u, 4864u, 151936u));
+  EXPECT_EQ(std::pair(c.rope_theta, c.rms_eps), std::pair(1e6f, 1e-6f));
   EXPECT_FALSE(c.tied_embeddings);  // this file stores output.weight (Q8_0)
   EXPECT_TRUE(c.qkv_bias());
   EXPECT_FALSE(c.qk_norm());

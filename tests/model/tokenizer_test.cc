@@ -8,11 +8,15 @@
 namespace kvstash::model {
 namespace {
 
-std::vector<std::string> Split(std::string_view s) {
+// The pieces a pre-tokenizer's split makes of s, as strings.
+std::vector<std::string> Pieces(std::vector<std::string_view> (*split)(std::string_view),
+                                std::string_view s) {
   std::vector<std::string> out;
-  for (std::string_view p : SplitGpt2(s)) out.emplace_back(p);
+  for (std::string_view p : split(s)) out.emplace_back(p);
   return out;
 }
+std::vector<std::string> Split(std::string_view s) { return Pieces(SplitGpt2, s); }
+std::vector<std::string> SplitQ(std::string_view s) { return Pieces(SplitQwen2, s); }
 
 TEST(SplitGpt2, Pattern) {
   using V = std::vector<std::string>;
@@ -25,12 +29,6 @@ TEST(SplitGpt2, Pattern) {
   EXPECT_EQ(Split("end  "), (V{"end", "  "}));
   EXPECT_EQ(Split("caf\xC3\xA9 \xE6\x97\xA5"), (V{"caf\xC3\xA9", " \xE6\x97\xA5"}));
   EXPECT_EQ(Split("\xFF" "a"), (V{"\xFF", "a"}));  // invalid byte: its own "other" run
-}
-
-std::vector<std::string> SplitQ(std::string_view s) {
-  std::vector<std::string> out;
-  for (std::string_view p : SplitQwen2(s)) out.emplace_back(p);
-  return out;
 }
 
 // The qwen2 pattern as llama.cpp's unicode_regex_split_custom_qwen2 runs it (hand-derived
