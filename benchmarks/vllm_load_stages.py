@@ -112,7 +112,7 @@ def main() -> int:
         def serial_load(op):
             codec = w.codecs.get(op.ns, w.counters)
             t0 = time.perf_counter()
-            _, keys, payloads = w._fetch(op, codec)
+            keys, payloads = w._fetch(op, codec)
             stages["fetch"].append(time.perf_counter() - t0)
             w._restore_into_blocks(op, codec, keys, payloads)
             stages["serial"].append(time.perf_counter() - t0)

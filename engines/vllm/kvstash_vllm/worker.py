@@ -230,8 +230,8 @@ class WorkerSide:
             raise RuntimeError(f"chain has {len(keys)} full chunks, {n_chunks} expected")
         return keys[:n_chunks]
 
-    def _fetch(self, op: LoadOp, codec: Any) -> tuple[Any, list, list[np.ndarray]]:
-        """GET the load's chunks (the network part): (codec, keys, payloads), each payload
+    def _fetch(self, op: LoadOp, codec: Any) -> tuple[list, list[np.ndarray]]:
+        """GET the load's chunks (the network part): (keys, payloads), each payload
         a read-only uint8 array owning the received bytes (Client.get_array: no copy).
         Touches no engine state. Raises on any failure."""
         keys = self._keys(codec, op.tokens, op.extra_keys, op.n_chunks)
@@ -240,7 +240,7 @@ class WorkerSide:
         payloads = list(
             self._pool.map(lambda k: self.client.get_array(route, k.stored, deadline_ms=dl), keys)
         )
-        return codec, keys, payloads
+        return keys, payloads
 
     def _restore_into_blocks(self, op: LoadOp, codec: Any, keys: list, payloads: list[np.ndarray]) -> None:
         """Verify + decode the payloads and write them into the request's blocks: the one
@@ -274,7 +274,7 @@ class WorkerSide:
                     return set()
                 nbytes, transfer_s, decode_s = done
             else:
-                codec, keys, payloads = self._fetch(op, codec)
+                keys, payloads = self._fetch(op, codec)
                 if job is not None and job.cancelled:
                     self.counters.add(loads_cancelled=1)
                     return set()
