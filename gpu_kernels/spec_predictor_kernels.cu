@@ -81,6 +81,13 @@ Status AddInPlaceDevice(float* x, const float* y, uint64_t n, cudaStream_t strea
   return Launched("residual add kernel launch");
 }
 
+Status AddBiasRowsDevice(float* rows, uint64_t n_rows, uint32_t n, const float* bias, cudaStream_t stream) {
+  const uint64_t total = n_rows * n;
+  if (total == 0) return Status::Ok();
+  kernels::AddBiasRowsKernel<<<Blocks(total), kThreads, 0, stream>>>(rows, total, n, bias);
+  return Launched("bias add kernel launch");
+}
+
 Status SiluMulDevice(float* gate, const float* up, uint64_t n, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
   kernels::SiluMulKernel<<<Blocks(n), kThreads, 0, stream>>>(gate, up, n);

@@ -96,6 +96,11 @@ __global__ void AddInPlaceKernel(float* __restrict__ x, const float* __restrict_
   for (uint64_t i = ThreadIndex(); i < n; i += GridStride()) x[i] = spec::DAdd(x[i], y[i]);
 }
 
+__global__ void AddBiasRowsKernel(float* __restrict__ rows, uint64_t total, uint32_t n,
+                                  const float* __restrict__ bias) {
+  for (uint64_t i = ThreadIndex(); i < total; i += GridStride()) rows[i] = spec::DAdd(rows[i], bias[i % n]);
+}
+
 __global__ void SiluMulKernel(float* __restrict__ gate, const float* __restrict__ up, uint64_t n) {
   for (uint64_t i = ThreadIndex(); i < n; i += GridStride()) {
     gate[i] = spec::DMul(spec::DetSilu(gate[i]), up[i]);

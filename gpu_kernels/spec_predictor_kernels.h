@@ -67,6 +67,10 @@ Status CausalAttentionDevice(const float* q, const float* k, const float* v, uin
 // Residual add x[i] = x[i] + y[i] (one correctly rounded fp32 add), i < n.
 Status AddInPlaceDevice(float* x, const float* y, uint64_t n, cudaStream_t stream);
 
+// Bias add rows[t * n + i] = rows[t * n + i] + bias[i] (one correctly rounded fp32 add,
+// spec::DAdd, as the CPU predictor's q/k/v bias step) for t < rows, i < n.
+Status AddBiasRowsDevice(float* rows, uint64_t n_rows, uint32_t n, const float* bias, cudaStream_t stream);
+
 // SwiGLU gate[i] = DetSilu(gate[i]) * up[i] (det_math.h), i < n.
 Status SiluMulDevice(float* gate, const float* up, uint64_t n, cudaStream_t stream);
 

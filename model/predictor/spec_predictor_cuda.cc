@@ -58,6 +58,7 @@ struct DeviceLinear {
 
 struct DeviceLayer {
   DeviceArray<float> attn_norm, ffn_norm, q_norm, k_norm;
+  DeviceArray<float> bq, bk, bv;  // q/k/v projection biases (Qwen2), else empty
   DeviceLinear wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
@@ -94,10 +95,6 @@ Result<std::unique_ptr<SpecPredictorCuda>> SpecPredictorCuda::Create(const SpecP
   if (predictor.options_.activation_bits != 16) {
     return Status::NotSupported("GPU spec predictor: W8A16 variants only");
   }
-  if (predictor.config_.qkv_bias()) {
-    return Status::NotSupported(
-        "GPU spec predictor: no q/k/v bias step yet (Qwen2); the CPU predictor has it");
-  }
   auto impl = std::make_unique<Impl>();
   impl->host = &predictor;
   impl->layers.resize(predictor.layers_.size());
@@ -108,6 +105,9 @@ Result<std::unique_ptr<SpecPredictorCuda>> SpecPredictorCuda::Create(const SpecP
     KVSTASH_RETURN_IF_ERROR(dst.ffn_norm.Upload(src.ffn_norm));
     KVSTASH_RETURN_IF_ERROR(dst.q_norm.Upload(src.q_norm));
     KVSTASH_RETURN_IF_ERROR(dst.k_norm.Upload(src.k_norm));
+    KVSTASH_RETURN_IF_ERROR(dst.bq.Upload(src.bq));
+    KVSTASH_RETURN_IF_ERROR(dst.bk.Upload(src.bk));
+    KVSTASH_RETURN_IF_ERROR(dst.bv.Upload(src.bv));
     const std::pair<const SpecPredictor::QuantLinear*, DeviceLinear*> projections[] = {
         {&src.wq, &dst.wq},         {&src.wk, &dst.wk},     {&src.wv, &dst.wv},
         {&src.wo, &dst.wo},         {&src.w_gate, &dst.w_gate},
@@ -192,6 +192,11 @@ Status SpecPredictorCuda::Run(std::span<const uint32_t> tokens, PredictorCache* 
     KVSTASH_RETURN_IF_ERROR(I.Project(L.wq, h.get(), T, aq.get(), ascale.get(), q.get()));
     KVSTASH_RETURN_IF_ERROR(I.Project(L.wk, h.get(), T, aq.get(), ascale.get(), k.get()));
     KVSTASH_RETURN_IF_ERROR(I.Project(L.wv, h.get(), T, aq.get(), ascale.get(), v.get()));
+    if (c.qkv_bias()) {  // after the projection, before RoPE, as SpecPredictor::Run
+      KVSTASH_RETURN_IF_ERROR(gpu::AddBiasRowsDevice(q.get(), T, qd, L.bq.get(), nullptr));
+      KVSTASH_RETURN_IF_ERROR(gpu::AddBiasRowsDevice(k.get(), T, kvd, L.bk.get(), nullptr));
+      KVSTASH_RETURN_IF_ERROR(gpu::AddBiasRowsDevice(v.get(), T, kvd, L.bv.get(), nullptr));
+    }
     if (c.qk_norm()) {
       KVSTASH_RETURN_IF_ERROR(gpu::RmsNormRowsDevice(q.get(), T * c.n_heads, hd, L.q_norm.get(), c.rms_eps, nullptr));
       KVSTASH_RETURN_IF_ERROR(gpu::RmsNormRowsDevice(k.get(), T * c.n_kv_heads, hd, L.k_norm.get(), c.rms_eps, nullptr));

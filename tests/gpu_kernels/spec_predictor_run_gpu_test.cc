@@ -1,6 +1,6 @@
 // SpecPredictorCuda::Run against SpecPredictor::Run on the CPU: the same K/V bits for
-// random models of both architectures (Llama, Qwen3 with q/k norms, grouped-query
-// heads), several batch splits of the prompt (1 token, odd counts, one shot), and the
+// random models of three architectures (Llama, Qwen3 with q/k norms, Qwen2 with q/k/v
+// biases; grouped-query heads), several batch splits of the prompt (1 token, odd counts, one shot), and the
 // real SmolLM2-135M when models/ has it. Skips visibly without a CUDA device
 // (scripts/gpu_check.sh runs it on a GPU machine).
 #include "model/predictor/spec_predictor_cuda.h"
@@ -62,6 +62,15 @@ TEST(SpecPredictorRunGpu, RandomModelsMatchTheCpuBitForBit) {
       ExpectSameKv(m, o, tokens, {1, 2, 19});
     }
   }
+}
+
+TEST(SpecPredictorRunGpu, RandomQwen2WithBiasesMatchesTheCpuBitForBit) {
+  KVSTASH_SKIP_WITHOUT_GPU();
+  std::vector<uint32_t> tokens(29);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>((i * 11 + 5) % 50);
+  const Model m = testing::TinyQwen2(16, 31);
+  ExpectSameKv(m, SpecPredictorOptions{}, tokens, {});
+  ExpectSameKv(m, SpecPredictorOptions{}, tokens, {1, 14});
 }
 
 TEST(SpecPredictorRunGpu, SmolLm2MatchesTheCpuBitForBit) {
