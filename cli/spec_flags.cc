@@ -22,6 +22,11 @@ void AddSpecRunOptions(CLI::App* cmd, bench::SpecBenchOptions* o) {
          [o](const std::string& v) { o->predictor_kv_dtype = v == "f16" ? DType::kF16 : DType::kBF16; },
          "ggml predictor: the KV cache dtype llama.cpp keeps (f16 or bf16; default bf16)")
       ->check(CLI::IsMember({"f16", "bf16"}));
+  cmd->add_option_function<std::string>(
+         "--predictor-attention", [o](const std::string& v) { o->predictor_int8_attention = v == "int8"; },
+         "int predictor: fp32 (the canonical fp32 attention; default) or int8 (the \"-attn8\" variant: "
+         "int8 K/V, integer GEMMs)")
+      ->check(CLI::IsMember({"fp32", "int8"}));
 }
 
 }  // namespace kvstash::cli

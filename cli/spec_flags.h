@@ -9,8 +9,8 @@
 namespace kvstash::cli {
 
 // Adds --model, --cal-tokens, --doc-tokens, --chunk-tokens, --threads,
-// --predictor-group, --predictor-activation-bits, --predictor (int | ggml) and
-// --predictor-kv-dtype to `cmd`, bound to `o`.
+// --predictor-group, --predictor-activation-bits, --predictor (int | ggml),
+// --predictor-kv-dtype and --predictor-attention (fp32 | int8) to `cmd`, bound to `o`.
 void AddSpecRunOptions(CLI::App* cmd, bench::SpecBenchOptions* o);
 
 }  // namespace kvstash::cli

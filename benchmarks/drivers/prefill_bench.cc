@@ -54,6 +54,7 @@ Result<nlohmann::json> RunPrefillBench(const PrefillBenchOptions& o, const Prefi
     model::SpecPredictorOptions po;
     po.group = o.predictor_group;
     po.activation_bits = o.predictor_activation_bits;
+    if (o.predictor_int8_attention) po.attention = model::SpecPredictorOptions::Attention::kInt8;
     po.threads = threads;
     auto p = model::SpecPredictor::Create(m, po);
     if (!p.ok()) return (p.status());

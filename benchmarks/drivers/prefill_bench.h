@@ -35,6 +35,7 @@ struct PrefillBenchOptions {
   int reps = 3, threads = 0;     // runs per length (median); BLAS threads (0: default)
   bool predictor = false, profile = false;  // time the spec predictor too; its split
   int predictor_group = 128, predictor_activation_bits = 16;
+  bool predictor_int8_attention = false;  // the "-attn8" predictor variant
 };
 
 // Progress as the bench runs (either may be empty).

@@ -39,6 +39,7 @@ struct SpecBenchOptions {
   // "ggml" (the ggml-q4_1-<predictor_kv_dtype> variant: GGUF Q4_1 models only).
   std::string predictor_arithmetic = "int";
   DType predictor_kv_dtype = DType::kBF16;  // ggml only: f16 or bf16
+  bool predictor_int8_attention = false;    // int only: the "-attn8" variant
   std::string artifact_dir;        // where calibrated artifacts are written ("" = none)
 };
 

@@ -104,6 +104,7 @@ model::SpecPredictorOptions PredictorOptions(const SpecBenchOptions& o) {
   po.threads = o.threads;
   if (o.predictor_arithmetic == "ggml") po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
   po.kv_dtype = o.predictor_kv_dtype;
+  if (o.predictor_int8_attention) po.attention = model::SpecPredictorOptions::Attention::kInt8;
   return po;
 }
 

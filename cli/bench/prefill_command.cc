@@ -80,6 +80,11 @@ const bool kRegistered = RegisterCommand(
       cmd->add_option("--predictor-activation-bits", o->bench.predictor_activation_bits,
                       "Predictor activation bits (8 or 16)")
           ->capture_default_str();
+      cmd->add_option_function<std::string>(
+             "--predictor-attention",
+             [o](const std::string& v) { o->bench.predictor_int8_attention = v == "int8"; },
+             "Predictor attention: fp32 (default) or int8 (the \"-attn8\" variant)")
+          ->check(CLI::IsMember({"fp32", "int8"}));
       return [o] { return Run(*o); };
     });
 

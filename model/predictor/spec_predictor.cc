@@ -59,7 +59,8 @@ void AddBias(float* rows, uint32_t n, const std::vector<float>& b) {
 std::string SpecPredictorOptions::VariantName() const {
   if (arithmetic == Arithmetic::kGgml) return "ggml-q4_1-" + std::string(DTypeName(kv_dtype));
   const std::string base = activation_bits == 16 ? "w8a16" : "w8a8";
-  return group == 0 ? base : base + "-g" + std::to_string(group);
+  const std::string grouped = group == 0 ? base : base + "-g" + std::to_string(group);
+  return attention == Attention::kInt8 ? grouped + "-attn8" : grouped;
 }
 
 uint64_t PredictorCacheDigest(const PredictorCache& cache) {
@@ -119,6 +120,9 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
                                   std::string(ArchitectureName(model.config.arch)) +
                                   "); use the int arithmetic");
     }
+    if (options.attention != SpecPredictorOptions::Attention::kFp32) {
+      return Status::InvalidArgument("spec predictor: the ggml arithmetic has fp32 attention only");
+    }
     std::unique_ptr<SpecPredictor> p(new SpecPredictor());
     p->config_ = model.config;
     p->options_ = options;
@@ -132,6 +136,10 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
   }
   if (options.activation_bits == 16 && (options.group < 1 || options.group > spec::kMaxInt16Group)) {
     return Status::InvalidArgument("W8A16 predictor needs a group of 1..512 channels");
+  }
+  if (options.attention == SpecPredictorOptions::Attention::kInt8 &&
+      model.config.head_dim > static_cast<uint32_t>(spec::kMaxInt16Group)) {
+    return Status::InvalidArgument("int8 attention needs head_dim <= 512 (exact int32 scores)");
   }
   std::unique_ptr<SpecPredictor> p(new SpecPredictor());
   p->config_ = model.config;
@@ -167,6 +175,8 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
   w.U32(p->config_.hidden);
   w.U32(Bits(p->config_.rope_theta));
   w.U32(Bits(p->config_.rms_eps));
+  // fp32-attention variants hash exactly what they hashed before int8 attention existed.
+  if (options.attention == SpecPredictorOptions::Attention::kInt8) w.U32(0x38747461u);  // "att8"
   h.Update(meta);
   auto hash_floats = [&h](const std::vector<float>& v) {
     h.Update(std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)));
@@ -364,7 +374,11 @@ Status SpecPredictor::Run(std::span<const uint32_t> tokens, PredictorCache* cach
     cache->v[l].insert(cache->v[l].end(), v.begin(), v.end());
     sw.Lap(&PredictorProfile::other_s);
     if (last) break;  // the last layer's attention and MLP feed no KV
-    Attention(l, first, T, q.data(), *cache, att.data());
+    if (options_.attention == SpecPredictorOptions::Attention::kInt8) {
+      KVSTASH_RETURN_IF_ERROR(IntAttention(l, first, T, q.data(), *cache, att.data()));
+    } else {
+      Attention(l, first, T, q.data(), *cache, att.data());
+    }
     sw.Lap(&PredictorProfile::attention_s);
     KVSTASH_RETURN_IF_ERROR(Project({{&L.wo, tmp.data()}}, att.data(), T, &act_q, profile));
     sw.Skip();  // Project timed itself

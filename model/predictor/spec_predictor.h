@@ -94,8 +94,17 @@ struct SpecPredictorOptions {
   // kGgml only: the KV cache dtype llama.cpp keeps, kF16 or kBF16 (its later layers
   // attend over that rounded cache). Default: kF16.
   DType kv_dtype = DType::kF16;
+  // kInt only: how attention multiplies. kFp32: scores and weighted V sums in fp32 in
+  // the canonical orders (READ ME FIRST). kInt8: the integer attention of
+  // spec_predictor_int_attention.cc ("-attn8" variants: K and V rows quantised to int8,
+  // queries and softmax weights to int16, both products exact int8 x int16 GEMMs on
+  // numerics/int8_gemm_packed.h; several times faster, slightly worse predictions).
+  // Default: kFp32.
+  enum class Attention : uint8_t { kFp32, kInt8 };
+  Attention attention = Attention::kFp32;
 
-  // "w8a8", "w8a8-g128", "w8a16-g32", ..., "ggml-q4_1-f16", "ggml-q4_1-bf16".
+  // "w8a8", "w8a8-g128", "w8a16-g32", ..., "w8a16-g128-attn8", "ggml-q4_1-f16",
+  // "ggml-q4_1-bf16".
   std::string VariantName() const;
 };
 
@@ -179,6 +188,10 @@ class SpecPredictor {
                  uint32_t rows, spec::PackedActivations* work, PredictorProfile* profile) const;
   void Attention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
                  const PredictorCache& cache, float* out) const;
+  // Attention with options_.attention == kInt8 (spec_predictor_int_attention.cc): the
+  // same arguments and output layout as Attention.
+  Status IntAttention(uint32_t layer, uint32_t first, uint32_t rows, const float* q,
+                      const PredictorCache& cache, float* out) const;
   void RmsNormRows(float* x, uint32_t rows, uint32_t n, const std::vector<float>& w) const;
   // kGgml (spec_predictor_ggml.cc): unpacks the GGUF blocks; Run's ggml forward pass
   // (arguments already checked); y [rows, W.out] = W x for Q8_1 rows x; attention.

@@ -200,6 +200,33 @@ void DetExp(const float* x, float* y, size_t n) {
   for (; i < n; ++i) y[i] = spec::DetExp(x[i]);
 }
 
+float ExpSumWeights(float* s, uint32_t n, const float* v_scale, float* w) {
+  __m512 vmax = _mm512_set1_ps(-3.40282347e38f);
+  uint32_t j = 0;
+  for (; j + 16 <= n; j += 16) vmax = _mm512_max_ps(_mm512_loadu_ps(s + j), vmax);  // NaN never wins
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, vmax);
+  float m = -3.40282347e38f;
+  for (float l : lanes) m = l > m ? l : m;
+  for (; j < n; ++j) m = s[j] > m ? s[j] : m;
+  const __m512 vm = _mm512_set1_ps(m);
+  __m512 acc = _mm512_setzero_ps();
+  for (j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+    const __m512 e = DetExp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm));
+    _mm512_mask_storeu_ps(s + j, k, e);
+    acc = _mm512_mask_add_ps(acc, k, acc, e);
+    _mm512_mask_storeu_ps(w + j, k, _mm512_mul_ps(e, _mm512_maskz_loadu_ps(k, v_scale + j)));
+  }
+  _mm512_store_ps(lanes, acc);
+  float half[2];
+  for (int h = 0; h < 2; ++h) {
+    const float* x = lanes + 8 * h;
+    half[h] = DAdd(DAdd(DAdd(x[0], x[1]), DAdd(x[2], x[3])), DAdd(DAdd(x[4], x[5]), DAdd(x[6], x[7])));
+  }
+  return DAdd(half[0], half[1]);
+}
+
 void SiluMul(float* gate, const float* up, size_t n) {
   const __m512 one = _mm512_set1_ps(1.0f);
   const __m512 sign = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(0x80000000u)));

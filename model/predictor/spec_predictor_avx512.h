@@ -42,6 +42,12 @@ void SiluMul(float* gate, const float* up, size_t n);
 // y[i] = DetExp(x[i]) for i in [0, n) (x == y allowed).
 void DetExp(const float* x, float* y, size_t n);
 
+// The int8-attention variant's softmax numerator (spec_predictor_int_attention.cc):
+// m = max of s[0..n), s[j] = DetExp(s[j] - m) in place, returns Sum16 of them (16 lane
+// sums over j = l, l + 16, ... in increasing j, then the fixed tree) and sets
+// w[j] = s[j] * v_scale[j]. The same bits as the portable loops there.
+float ExpSumWeights(float* s, uint32_t n, const float* v_scale, float* w);
+
 // As avx2::AttentionTile (model/predictor/spec_predictor_avx2.h): the same arguments,
 // scratch size and output bits.
 void AttentionTile(const float* q, size_t q_token_stride, uint32_t tokens, uint32_t heads,

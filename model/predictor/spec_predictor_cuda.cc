@@ -95,6 +95,10 @@ Result<std::unique_ptr<SpecPredictorCuda>> SpecPredictorCuda::Create(const SpecP
   if (predictor.options_.activation_bits != 16) {
     return Status::NotSupported("GPU spec predictor: W8A16 variants only");
   }
+  if (predictor.options_.attention != SpecPredictorOptions::Attention::kFp32) {
+    return Status::NotSupported(
+        "GPU spec predictor: fp32 attention only (the -attn8 variants run on the CPU)");
+  }
   auto impl = std::make_unique<Impl>();
   impl->host = &predictor;
   impl->layers.resize(predictor.layers_.size());

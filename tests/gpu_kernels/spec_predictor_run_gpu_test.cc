@@ -83,6 +83,14 @@ TEST(SpecPredictorRunGpu, SmolLm2MatchesTheCpuBitForBit) {
   ExpectSameKv(*model, SpecPredictorOptions{}, tokens, {17});
 }
 
+TEST(SpecPredictorRunGpu, Int8AttentionIsNotSupported) {
+  const Model m = RandomModel(Architecture::kLlama, 3);
+  SpecPredictorOptions o;
+  o.attention = SpecPredictorOptions::Attention::kInt8;
+  ASSERT_OK_AND_ASSIGN(auto cpu, SpecPredictor::Create(m, o));
+  EXPECT_STATUS(SpecPredictorCuda::Create(*cpu), kNotSupported);
+}
+
 TEST(SpecPredictorRunGpu, W8A8IsNotSupported) {
   const Model m = RandomModel(Architecture::kLlama, 3);
   SpecPredictorOptions o;

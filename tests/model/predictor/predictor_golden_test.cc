@@ -148,6 +148,33 @@ TEST_F(PredictorGoldenTest, W8A16G128LongPrompt) {
   EXPECT_EQ(RunDigest(two, {}, kLongTokens), kGolden) << std::hex << "1,536 tokens";
 }
 
+// The int8-attention variant (w8a16-g128-attn8, spec_predictor_int_attention.cc),
+// recorded with its first implementation from the portable scalar backend: every
+// backend this CPU has, 1 and 2 threads, one batch and splits (across key blocks of 128
+// and within one), the short and the long prompt.
+TEST_F(PredictorGoldenTest, W8A16G128Attn8) {
+  constexpr uint64_t kGolden = 0xe612583339a3c582ull, kGoldenLong = 0x74b1214acf804aaeull;
+  SpecPredictorOptions o = Variant(128, 16);
+  o.attention = SpecPredictorOptions::Attention::kInt8;
+  o.backend = spec::GemmBackend::kScalar;
+  o.threads = 2;
+  EXPECT_EQ(RunDigest(o), kGolden) << std::hex << "scalar backend";
+  std::vector<spec::GemmBackend> backends = {spec::GemmBackend::kAuto};
+  if (spec::CpuHasAvx2()) backends.push_back(spec::GemmBackend::kAvx2);
+  if (spec::CpuHasAvx512()) backends.push_back(spec::GemmBackend::kAvx512);
+  if (spec::CpuHasAmx()) backends.push_back(spec::GemmBackend::kAmx);
+  for (spec::GemmBackend backend : backends) {
+    o.backend = backend;
+    o.threads = 1;
+    EXPECT_EQ(RunDigest(o), kGolden) << std::hex << "backend " << static_cast<int>(backend) << ", 1 thread";
+    o.threads = 2;
+    EXPECT_EQ(RunDigest(o, {1, 127, 300}), kGolden)
+        << std::hex << "backend " << static_cast<int>(backend) << ", 2 threads, splits 1/127/300";
+    EXPECT_EQ(RunDigest(o, {700}, kLongTokens), kGoldenLong)
+        << std::hex << "backend " << static_cast<int>(backend) << ", 1,536 tokens, split 700";
+  }
+}
+
 // The other variants `kvstash-bench codec` / `calibrate spec` accept
 // (--predictor-group, --predictor-activation-bits) that issue 9 compared.
 TEST_F(PredictorGoldenTest, OtherVariants) {
