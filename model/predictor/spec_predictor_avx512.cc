@@ -59,6 +59,21 @@ inline __m512 DetExp16(__m512 x) {
   return _mm512_mask_mov_ps(res, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
+// max of s[0..n) (order-free: any order gives the same value, NaN never wins; the
+// softmax bits do not depend on the sign of a zero max either: x - (+-0) and
+// DetExp(+-0) do not).
+inline float RowMax(const float* s, uint32_t n) {
+  __m512 vmax = _mm512_set1_ps(-3.40282347e38f);
+  uint32_t j = 0;
+  for (; j + 16 <= n; j += 16) vmax = _mm512_max_ps(_mm512_loadu_ps(s + j), vmax);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, vmax);
+  float m = -3.40282347e38f;
+  for (float l : lanes) m = l > m ? l : m;
+  for (; j < n; ++j) m = s[j] > m ? s[j] : m;
+  return m;
+}
+
 // Per half (row) and key j < 8: the canonical tree of acc[j]'s 8 lanes of that half.
 // Returns [row a: keys 0-7 | row b: keys 0-7].
 inline __m512 ReduceTree8x2(const __m512 (&acc)[8]) {
@@ -201,23 +216,16 @@ void DetExp(const float* x, float* y, size_t n) {
 }
 
 float ExpSumWeights(float* s, uint32_t n, const float* v_scale, float* w) {
-  __m512 vmax = _mm512_set1_ps(-3.40282347e38f);
-  uint32_t j = 0;
-  for (; j + 16 <= n; j += 16) vmax = _mm512_max_ps(_mm512_loadu_ps(s + j), vmax);  // NaN never wins
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, vmax);
-  float m = -3.40282347e38f;
-  for (float l : lanes) m = l > m ? l : m;
-  for (; j < n; ++j) m = s[j] > m ? s[j] : m;
-  const __m512 vm = _mm512_set1_ps(m);
+  const __m512 vm = _mm512_set1_ps(RowMax(s, n));
   __m512 acc = _mm512_setzero_ps();
-  for (j = 0; j < n; j += 16) {
+  for (uint32_t j = 0; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
     const __m512 e = DetExp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), vm));
     _mm512_mask_storeu_ps(s + j, k, e);
     acc = _mm512_mask_add_ps(acc, k, acc, e);
     _mm512_mask_storeu_ps(w + j, k, _mm512_mul_ps(e, _mm512_maskz_loadu_ps(k, v_scale + j)));
   }
+  alignas(64) float lanes[16];
   _mm512_store_ps(lanes, acc);
   float half[2];
   for (int h = 0; h < 2; ++h) {
@@ -287,16 +295,10 @@ void AttentionTile(const float* q, size_t q_token_stride, uint32_t tokens, uint3
     for (uint32_t j = full; j < n; ++j) s[j] = DMul(avx2::CanonicalDot(q_row(r), k + j * stride, hd), scale);
     // 2. The max (any order gives the same softmax bits: only the sign of a zero max
     // could differ, and x - (+-0) and DetExp(+-0) do not depend on it), then e_j.
-    __m512 vmax = _mm512_set1_ps(-3.40282347e38f);
-    uint32_t j = 0;
-    for (; j + 16 <= n; j += 16) vmax = _mm512_max_ps(_mm512_loadu_ps(s + j), vmax);  // NaN never wins
-    alignas(64) float lanes[16];
-    _mm512_store_ps(lanes, vmax);
-    float m = -3.40282347e38f;
-    for (float l : lanes) m = l > m ? l : m;
-    for (; j < n; ++j) m = s[j] > m ? s[j] : m;
+    const float m = RowMax(s, n);
     const __m512 vm = _mm512_set1_ps(m);
-    for (j = 0; j + 16 <= n; j += 16) _mm512_storeu_ps(s + j, DetExp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm)));
+    uint32_t j = 0;
+    for (; j + 16 <= n; j += 16) _mm512_storeu_ps(s + j, DetExp16(_mm512_sub_ps(_mm512_loadu_ps(s + j), vm)));
     for (; j < n; ++j) s[j] = spec::DetExp(DSub(s[j], m));
   }
   // 3. Sequential sums (up to 8 consecutive rows interleaved), then p_j = e_j / sum.
