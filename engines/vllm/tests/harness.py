@@ -74,7 +74,7 @@ EVAL_FILES = [
 
 
 def qwen2_missing() -> str | None:
-    """Why the Qwen2.5-Coder-0.5B tests/benchmark cannot run here (None: both files exist):
+    """Why the Qwen2.5-Coder-0.5B tests and benchmark cannot run here (None: both files exist):
     the GGUF is fetched only on request (KVSTASH_MODEL_QWEN2=1 scripts/setup.sh), so CI
     lacks it."""
     if not os.path.isfile(QWEN2_GGUF):
