@@ -31,7 +31,9 @@ first load mode only). Each run's restore_decisions lists every timed request's 
 with the estimates next to the measured time, the declined share and the median error.
 Server: a memory-only kvstash-server on free loopback ports (harness.Server).
 Prefill vs predictor ("prefix_costs"): the baseline process also serves the loaded prefix
-alone (the first timed prompt's loadable tokens, max_tokens 1, `repeats` times): vLLM's
+alone (the whole chunks the timed prompts share with question 0, max_tokens 1, `repeats`
+times; before 2026-12-07 12:30 UTC it took the first timed prompt's loadable tokens, one
+chunk more than a hit loads: benchmarks/results/vllm_ttft_qwen2.json's 1,536): vLLM's
 prefill of exactly the tokens a hit loads; with spec, the stored spec chunks of that prefix
 are restored in a spawned child process (PrefixCodec.restore_chunks: predictor + rANS decode + checks,
 threads = this process's CPUs, as codec_threads 0) `repeats` times; with --bench-tool (or
@@ -407,9 +409,14 @@ def main(argv=None):
             model=model_dir,
         )
 
-    # the tokens a hit loads: whole chunks, never the last prompt token (the same for
-    # every timed prompt: they share the document and differ in the question only)
-    prefix_tokens = (len(timed[0]) - 1) // a.chunk_tokens * a.chunk_tokens
+    # the tokens a hit loads: the whole chunks a timed prompt shares with question 0's
+    # (what process 1 stored; the chunk where the questions differ is not shared), never
+    # the last prompt token
+    common = next(
+        (i for i, (x, y) in enumerate(zip(prompts[0], timed[0])) if x != y),
+        min(len(prompts[0]), len(timed[0])),
+    )
+    prefix_tokens = min(common, len(timed[0]) - 1) // a.chunk_tokens * a.chunk_tokens
     base = engine(None, "baseline")
     try:
         b_ttft, b_tokens, _, _ = serve_one_by_one(base, timed, a.max_tokens)
