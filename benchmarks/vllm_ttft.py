@@ -32,8 +32,7 @@ with the estimates next to the measured time, the declined share and the median 
 Server: a memory-only kvstash-server on free loopback ports (harness.Server).
 Prefill vs predictor ("prefix_costs"): the baseline process also serves the loaded prefix
 alone (the whole chunks the timed prompts share with question 0, max_tokens 1, `repeats`
-times; before 2026-12-07 12:30 UTC it took the first timed prompt's loadable tokens, one
-chunk more than a hit loads: benchmarks/results/vllm_ttft_qwen2.json's 1,536): vLLM's
+times): vLLM's
 prefill of exactly the tokens a hit loads; with spec, the stored spec chunks of that prefix
 are restored in a spawned child process (PrefixCodec.restore_chunks: predictor + rANS decode + checks,
 threads = this process's CPUs, as codec_threads 0) `repeats` times; with --bench-tool (or
