@@ -50,6 +50,13 @@ struct DemoOptions {
   DemoArtifactOptions artifacts;
   uint32_t gen_tokens = 8;        // tokens generated per request
   int predictor_threads = 2;      // threads of the spec predictor
+  // With engine llama.cpp: the spec predictor's arithmetic (SpecPredictorOptions::
+  // Arithmetic). "ggml" copies llama.cpp's CPU products (Q4_1 GGUFs such as SmolLM2's:
+  // it predicts llama.cpp's KV best); "int" is W8A16-g128, which runs every model the
+  // runtime loads (q/k/v biases, any GGUF block type) and stays lossless, at more bits
+  // on llama.cpp's KV; "auto" picks ggml when model::GgmlArithmeticSupport accepts the
+  // model, else int, and prints which and why. Default: "auto".
+  std::string predictor_arithmetic = "auto";
   std::string json;               // also write the report as JSON here ("" = no)
   bool quiet = false;             // no per-request progress lines
   // Which LOOKUP hits are restored (DemoRunOptions::restore_policy). Default: kCost.

@@ -82,15 +82,44 @@ Result<PrefixEncodeStats> SpecOnOurKv(const model::Model& m, const DemoWorkload&
 
 double BitsPerScalar(uint64_t stored, uint64_t raw) { return raw ? 16.0 * double(stored) / double(raw) : 0; }
 
-// The spec predictor that copies llama.cpp's CPU arithmetic (Q4_1 x Q8_1 products,
-// attention over the cache in its dtype): it predicts llama.cpp's KV, not ours.
-Result<std::unique_ptr<model::SpecPredictor> > LlamaPredictor(const model::Model& model,
-                                                              const DemoOptions& o) {
+// spec's predictor for llama.cpp's KV, with the arithmetic it uses and why.
+struct LlamaPredictorChoice {
+  std::unique_ptr<model::SpecPredictor> predictor;
+  std::string arithmetic;  // "ggml" or "int"
+  std::string reason;      // why that arithmetic (printed and in the JSON setup)
+};
+
+// The predictor of options.predictor_arithmetic (see DemoOptions): the ggml arithmetic
+// (llama.cpp's Q4_1 x Q8_1 products, attention over the cache in its dtype: it predicts
+// llama.cpp's KV, not ours) when asked for, or with "auto" when the model supports it;
+// else the int arithmetic (W8A16-g128), which handles q/k/v biases and every block type.
+// Errors: InvalidArgument for another arithmetic name; SpecPredictor::Create's errors
+// (NotSupported for "ggml" on a model the ggml arithmetic cannot run).
+Result<LlamaPredictorChoice> LlamaPredictor(const model::Model& model, const DemoOptions& o) {
+  const std::string& want = o.predictor_arithmetic;
+  if (want != "auto" && want != "ggml" && want != "int") {
+    return Status::InvalidArgument("--predictor-arithmetic must be auto, ggml or int, not " + want);
+  }
   model::SpecPredictorOptions po;
   po.threads = o.predictor_threads;
-  po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
   po.kv_dtype = o.llama_kv_dtype;
-  return model::SpecPredictor::Create(model, po);
+  LlamaPredictorChoice c;
+  const Status ggml = model::GgmlArithmeticSupport(model);
+  if (want == "ggml" || (want == "auto" && ggml.ok())) {
+    po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
+    c.arithmetic = "ggml";
+    c.reason = want == "ggml" ? "--predictor-arithmetic ggml"
+                              : "auto: the model runs on the ggml arithmetic, which copies llama.cpp's CPU "
+                                "products and predicts its KV best";
+  } else {
+    po.arithmetic = model::SpecPredictorOptions::Arithmetic::kInt;  // group 128, 16-bit activations
+    c.arithmetic = "int";
+    c.reason = want == "int" ? "--predictor-arithmetic int"
+                             : "auto: the ggml arithmetic cannot run this model (" + ggml.message() +
+                                   "); the int arithmetic keeps spec lossless at more bits per scalar";
+  }
+  KVSTASH_ASSIGN_OR_RETURN(c.predictor, model::SpecPredictor::Create(model, po));
+  return c;
 }
 
 // llama.cpp's demo (see the header).
@@ -113,7 +142,11 @@ class LlamaDemo final : public DemoEngine {
     if (setup_.codecs.want_spec) {
       auto p = LlamaPredictor(model, o_);
       if (!p.ok()) return Fail("spec predictor", p.status());
-      predictor_ = std::move(p).value();
+      predictor_ = std::move(p->predictor);
+      predictor_arithmetic_ = p->arithmetic;
+      predictor_reason_ = p->reason;
+      std::printf("spec predictor: %s, %s arithmetic (%s)\n", predictor_->options().VariantName().c_str(),
+                  p->arithmetic.c_str(), p->reason.c_str());
     }
     load_s_ = setup_.load_s + Secs(t0);
 
@@ -186,7 +219,9 @@ class LlamaDemo final : public DemoEngine {
                       {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off"},
                       {"llama_threads", o_.llama_threads},
                       {"n_ctx", n_ctx_},
-                      {"kv_dtype", DTypeName(o_.llama_kv_dtype)}},
+                      {"kv_dtype", DTypeName(o_.llama_kv_dtype)},
+                      {"predictor_arithmetic", predictor_arithmetic_},
+                      {"predictor_arithmetic_reason", predictor_reason_}},
                      {{"spec_bits_per_scalar", spec_bits_}}, &server_);
   }
 
@@ -225,6 +260,7 @@ class LlamaDemo final : public DemoEngine {
   DemoSetup setup_;
   llama_cpp::ModelPtr lm_;
   std::shared_ptr<const model::SpecPredictor> predictor_;
+  std::string predictor_arithmetic_, predictor_reason_;  // with spec: LlamaPredictorChoice's
   double load_s_ = 0;
   DemoWorkload workload_;
   uint32_t n_ctx_ = 0;

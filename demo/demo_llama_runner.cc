@@ -37,15 +37,35 @@ Result<std::vector<uint32_t>> Generate(llama_context* ctx, std::vector<float> lo
   return out;
 }
 
-// The reference answer of request i for a hit that restored `split` tokens.
-Result<const LlamaDemoReference::Answer*> EnsureAnswer(llama_context* ctx, std::span<const llama_token> prompt,
-                                                       size_t i, uint32_t split, uint32_t gen_tokens,
+// The reference answer of request i for a hit that restored `split` tokens. The
+// prefix's KV comes from `producer` (the prompt whose miss stored it) prefilled in one
+// batch and cut back to `split` positions, as llama.cpp would hold it had it kept that
+// cache; without a producer sharing the prefix, from a prefill of the prefix alone.
+// (With repacked blocks, e.g. Q4_K/Q6_K/Q8_0 on x86, ggml multiplies rows in groups
+// of 4 and the rest one by one, with other roundings, so a token's KV depends on its
+// place in the batch: a prefill of the prefix alone may differ from the miss's in its
+// last rows. Q4_1, SmolLM2's, is not repacked.)
+Result<const LlamaDemoReference::Answer*> EnsureAnswer(llama_context* ctx,
+                                                       std::span<const llama_token> prompt,
+                                                       std::span<const llama_token> producer, size_t i,
+                                                       uint32_t split, uint32_t gen_tokens,
                                                        LlamaDemoReference* ref) {
   const auto key = std::pair{i, split};
   if (auto it = ref->answers.find(key); it != ref->answers.end()) return &it->second;
   const auto t0 = Clock::now();
-  llama_memory_clear(llama_get_memory(ctx), true);
-  if (split > 0) KVSTASH_RETURN_IF_ERROR(llama_cpp::Evaluate(ctx, prompt.first(split), 0).status());
+  llama_memory_t mem = llama_get_memory(ctx);
+  llama_memory_clear(mem, true);
+  const bool from_producer = split > 0 && producer.size() >= split && prompt.size() >= split &&
+                             std::equal(producer.begin(), producer.begin() + split, prompt.begin());
+  if (from_producer) {
+    KVSTASH_RETURN_IF_ERROR(llama_cpp::Evaluate(ctx, producer, 0).status());
+    if (!llama_memory_seq_rm(mem, 0, static_cast<llama_pos>(split), -1)) {
+      return Status::Internal("llama.cpp could not cut the reference cache back to " + std::to_string(split) +
+                              " positions");
+    }
+  } else if (split > 0) {
+    KVSTASH_RETURN_IF_ERROR(llama_cpp::Evaluate(ctx, prompt.first(split), 0).status());
+  }
   LlamaDemoReference::Answer a;
   KVSTASH_ASSIGN_OR_RETURN(a.last_logits, llama_cpp::Evaluate(ctx, prompt.subspan(split), static_cast<llama_pos>(split)));
   std::vector<float> logits;
@@ -82,8 +102,17 @@ class LlamaChecks final : public SessionPassChecks {
   Result<bool> CheckHit(size_t i, const session::EvalResult& r, DemoCodecRow* row, double* top1,
                         double* kl) override {
     const std::vector<llama_token> prompt = Prompt(w_, w_.requests[i]);
-    KVSTASH_ASSIGN_OR_RETURN(const LlamaDemoReference::Answer* want,
-                             EnsureAnswer(ref_ctx_.get(), prompt, i, r.restored_tokens, gen_tokens_, &ref_));
+    // The document's first request was its miss, whose prefill stored the prefix.
+    std::vector<llama_token> producer;
+    for (size_t j = 0; j < i; ++j) {
+      if (w_.requests[j].doc == w_.requests[i].doc) {
+        producer = Prompt(w_, w_.requests[j]);
+        break;
+      }
+    }
+    KVSTASH_ASSIGN_OR_RETURN(
+        const LlamaDemoReference::Answer* want,
+        EnsureAnswer(ref_ctx_.get(), prompt, producer, i, r.restored_tokens, gen_tokens_, &ref_));
     // The rest of the answer (lossless) or the teacher-forced reference answer (dckv),
     // in the session's context.
     const auto pos = static_cast<llama_pos>(prompt.size());

@@ -8,11 +8,13 @@
 // greedy tokens one at a time.
 // Reference (computed once per (request, restored length) and shared by the codec
 // passes; never part of a TTFT): a fresh llama.cpp context of the same parameters
-// prefills tokens [0, r) then [r, n) (the hit's batch split; r = the restored tokens),
-// generates greedily, and keeps the logits of the prompt's last token, the answer, and
-// the log-softmax at each answer position.
-// Checks on every hit: raw/spec: the last prompt token's logits bit-identical to the
-// reference's and the same greedy answer (hits_verified, else hits_mismatched;
+// holds the prefix [0, r) (r = the restored tokens) as llama.cpp's own cache would
+// after the miss that stored it (the document's first request: its prompt prefilled in
+// one batch, as the miss did, then cut back to r positions; a prefill of [0, r) alone
+// can differ in the last rows for repacked block types such as Qwen2's Q4_K), prefills
+// [r, n) (the hit's batch split), generates greedily, and keeps the logits of the prompt's last token, the
+// answer, and the log-softmax at each answer position. Checks on every hit: raw/spec: the last prompt token's
+// logits bit-identical to the reference's and the same greedy answer (hits_verified, else hits_mismatched;
 // same_tokens_as_fp32 counts equal answers). dckv: the reference answer is teacher-
 // forced; top-1 agreement and KL(p_reference || p_dckv) per answer position.
 //

@@ -9,16 +9,21 @@
 //   - llama.cpp (libllama of llama-cpp-python 0.3.36): a fresh context (flash attention
 //     off, f16 KV, n_batch = n_ctx = tokens, --threads threads) evaluates the tokens in
 //     one batch (llama_cpp::Evaluate; context creation is not timed);
-//   - the predictor (SpecPredictorOptions::kGgml, f16 KV, --threads threads, the backend
-//     KVSTASH_CPU_PATH allows) runs the same tokens into an empty PredictorCache.
+//   - the predictor (SpecPredictorOptions::kGgml, f16 KV, or kInt with --predictor int;
+//     --threads threads, the backend KVSTASH_CPU_PATH allows) runs the same tokens into an empty
+//     PredictorCache.
 // Reports the median wall-clock seconds of each, tokens/s and ratio = predictor /
 // llama.cpp, the same for process CPU seconds (CLOCK_PROCESS_CPUTIME_ID: less
 // disturbed than wall-clock time on a loaded machine), and
 // the predictor cache's digest (PredictorCacheDigest), which must not depend on the
 // backend or the thread count. Prints one JSON object to stdout.
 //
+// --predictor int times the int arithmetic (W8A16-g128) instead: the one that runs models
+// the ggml arithmetic refuses (Qwen2.5-Coder's biases and K-quant blocks).
+//
 // Usage: kvstash_ggml_predictor_bench [--model GGUF] [--tokens N] [--threads N] [--reps R]
-// Defaults: models/SmolLM2-135M-Instruct.Q4_1.gguf under the source tree, 512, 1, 5.
+//                                     [--predictor ggml|int]
+// Defaults: models/SmolLM2-135M-Instruct.Q4_1.gguf under the source tree, 512, 1, 5, ggml.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -65,19 +70,24 @@ int Main(int argc, char** argv) {
   std::string model_path = std::string(KVSTASH_SOURCE_DIR) + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
   uint32_t tokens = 512;
   int threads = 1, reps = 5;
+  std::string arithmetic = "ggml";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--model") model_path = v;
     else if (a == "--tokens") tokens = static_cast<uint32_t>(std::stoul(v));
     else if (a == "--threads") threads = std::stoi(v);
     else if (a == "--reps") reps = std::stoi(v);
+    else if (a == "--predictor")
+      arithmetic = v;
     else {
       std::cerr << "unknown flag " << a << "\n";
       return 2;
     }
   }
-  if (argc % 2 == 0 || tokens == 0 || threads < 1 || reps < 1) {
-    std::cerr << "usage: kvstash_ggml_predictor_bench [--model GGUF] [--tokens N] [--threads N] [--reps R]\n";
+  if (argc % 2 == 0 || tokens == 0 || threads < 1 || reps < 1 ||
+      (arithmetic != "ggml" && arithmetic != "int")) {
+    std::cerr << "usage: kvstash_ggml_predictor_bench [--model GGUF] [--tokens N] [--threads N] [--reps R] "
+                 "[--predictor ggml|int]\n";
     return 2;
   }
   auto fail = [](const Status& s) {
@@ -89,7 +99,8 @@ int Main(int argc, char** argv) {
   if (!m.ok()) return fail(m.status());
   if (!(*m)->tokenizer) return fail(Status::InvalidArgument("model has no tokenizer"));
   model::SpecPredictorOptions po;
-  po.arithmetic = model::SpecPredictorOptions::Arithmetic::kGgml;
+  po.arithmetic = arithmetic == "int" ? model::SpecPredictorOptions::Arithmetic::kInt
+                                      : model::SpecPredictorOptions::Arithmetic::kGgml;
   po.threads = threads;
   auto predictor = model::SpecPredictor::Create(**m, po);
   if (!predictor.ok()) return fail(predictor.status());

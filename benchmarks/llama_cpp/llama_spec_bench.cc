@@ -19,6 +19,8 @@
 // and how far the predictor is from each KV (prediction_error: RMS error and the
 // fraction of values it predicts exactly, overall, per layer and for layer 0's K).
 //
+// Any GGUF both llama.cpp and our runtime load (e.g. Qwen2.5-Coder-0.5B with --predictor
+// int: the ggml arithmetic refuses its q/k/v biases and K-quant blocks).
 // Usage: kvstash_llama_spec_bench [--model GGUF] [--cal-tokens N] [--eval-tokens N]
 //                                 [--doc-tokens N] [--predictor int|ggml]
 //                                 [--predictor-group G] [--predictor-activation-bits B]
@@ -31,6 +33,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -297,6 +300,8 @@ int Main(int argc, char** argv) {
   auto eval_corpus = model::LoadCorpus(*(*m)->tokenizer, model::CorpusSplit::kEvaluation, doc_tokens, eval_tokens);
   if (!cal_corpus.ok()) return fail(cal_corpus.status());
   if (!eval_corpus.ok()) return fail(eval_corpus.status());
+  double load_start[3] = {0, 0, 0};
+  getloadavg(load_start, 3);  // other work on the machine changes the times, not the sizes
   const auto t0 = std::chrono::steady_clock::now();
   auto cal_docs = RunDocs(**m, predictors, lm->get(), *cal_corpus, doc_tokens);
   if (!cal_docs.ok()) return fail(cal_docs.status());
@@ -306,12 +311,16 @@ int Main(int argc, char** argv) {
 
   const auto& mc = (*m)->config;
   nlohmann::json out;
-  out["setup"] = {{"model", model_path},
-                  {"predictor", variant == "ggml" ? po.VariantName() + ", " + po_bf16.VariantName() : po.VariantName()}, {"chunk_tokens", kChunk},
-                  {"doc_tokens", doc_tokens}, {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off, 1 thread"},
-                  {"calibration_files", model::CorpusFiles(model::CorpusSplit::kCalibration)},
-                  {"evaluation_files", model::CorpusFiles(model::CorpusSplit::kEvaluation)},
-                  {"prefill_and_predictor_s", run_s}};
+  out["setup"] = {
+      {"model", model_path},
+      {"predictor", variant == "ggml" ? po.VariantName() + ", " + po_bf16.VariantName() : po.VariantName()},
+      {"chunk_tokens", kChunk},
+      {"doc_tokens", doc_tokens},
+      {"llama_cpp", "llama-cpp-python 0.3.36, flash attention off, 1 thread"},
+      {"calibration_files", model::CorpusFiles(model::CorpusSplit::kCalibration)},
+      {"evaluation_files", model::CorpusFiles(model::CorpusSplit::kEvaluation)},
+      {"prefill_and_predictor_s", run_s},
+      {"loadavg_start", {load_start[0], load_start[1], load_start[2]}}};
   out["rows"] = nlohmann::json::array();
   for (DType dt : {DType::kF16, DType::kBF16}) {
     const KvLayout L{mc.n_layers, mc.n_kv_heads, mc.head_dim, dt};
@@ -341,6 +350,9 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%-5s prediction error %s\n", std::string(DTypeName(dt)).c_str(),
                  out["prediction_error"][std::string(DTypeName(dt))].dump().c_str());
   }
+  double load_end[3] = {0, 0, 0};
+  getloadavg(load_end, 3);
+  out["setup"]["loadavg_end"] = {load_end[0], load_end[1], load_end[2]};
   const std::string text = out.dump(2);
   std::cout << text << "\n";
   if (!json_path.empty()) {

@@ -52,7 +52,8 @@ void AddHybridDemoFlags(CLI::App* cmd, demo::HybridDemoOptions* f) {
 
 const bool kRegistered = RegisterCommand(
     "",
-    "End-to-end demo: shared-prefix RAG workload on SmolLM2-135M (llama.cpp or the reference runtime) "
+    "End-to-end demo: shared-prefix RAG workload on SmolLM2-135M (or --model, e.g. Qwen2.5-Coder-0.5B on "
+    "llama.cpp; llama.cpp or the reference runtime) "
     "through a kvstash server, per codec",
     [](CLI::App* cmd) {
       cmd->footer("Exit status: 0 the acceptance checks passed (token hit rate > 50%; each timed codec's hits "
@@ -100,6 +101,14 @@ const bool kRegistered = RegisterCommand(
           ->capture_default_str();
       cmd->add_option("--dckv-rate", o->demo.artifacts.dckv_rate, "dckv target ratio vs bf16")->capture_default_str();
       cmd->add_option("--predictor-threads", o->demo.predictor_threads, "Threads of the spec predictor")
+          ->capture_default_str();
+      cmd->add_option(
+             "--predictor-arithmetic", o->demo.predictor_arithmetic,
+             "With --engine llama.cpp --codec spec: the predictor's arithmetic: ggml (copies llama.cpp's "
+             "Q4_1 x Q8_1 products; Q4_1 Llama GGUFs such as SmolLM2's), int (W8A16-g128: any model, "
+             "e.g. Qwen2's biases and K-quant blocks; lossless, more bits) or auto (ggml when the model "
+             "supports it, else int; the demo prints which and why)")
+          ->check(CLI::IsMember({"auto", "ggml", "int"}))
           ->capture_default_str();
       cmd->add_option("--restore-policy", o->restore_policy,
                       "Which LOOKUP hits are restored: cost (only when the restore is estimated faster than "

@@ -114,12 +114,6 @@ Result<std::unique_ptr<SpecPredictor>> SpecPredictor::Create(const Model& model,
                                                              const SpecPredictorOptions& options) {
   KVSTASH_RETURN_IF_ERROR(model.Validate());
   if (options.arithmetic == SpecPredictorOptions::Arithmetic::kGgml) {
-    if (model.config.qkv_bias()) {
-      // The ggml arithmetic mirrors llama.cpp's Llama graph, which has no bias step.
-      return Status::NotSupported("spec predictor: the ggml arithmetic has no q/k/v biases (" +
-                                  std::string(ArchitectureName(model.config.arch)) +
-                                  "); use the int arithmetic");
-    }
     if (options.attention != SpecPredictorOptions::Attention::kFp32) {
       return Status::InvalidArgument("spec predictor: the ggml arithmetic has fp32 attention only");
     }

@@ -213,6 +213,15 @@ class SpecPredictor {
   uint64_t digest_ = 0;
 };
 
+// Whether SpecPredictorOptions::Arithmetic::kGgml can run on `model`, without building
+// it (reads the config and the GGUF tensor types only): OK, or the error Create would
+// return for kGgml: NotSupported for q/k/v biases (Qwen2), an architecture other than
+// Llama or QK-norm, or a projection that is not Q4_1 (e.g. Qwen2.5-Coder's Q4_K_M file:
+// Q5_0/Q8_0/Q4_K/Q6_K); InvalidArgument for a model not loaded from a GGUF. Callers that
+// pick the arithmetic per model (kvstash-demo's --predictor-arithmetic auto) use it and
+// fall back to kInt, which runs every model the runtime loads.
+Status GgmlArithmeticSupport(const Model& model);
+
 // Canonical fp32 dot product: 8 strided partial sums (lane l sums i = l, l+8, ... in
 // increasing i), then ((s0+s1)+(s2+s3))+((s4+s5)+(s6+s7)). Any SIMD or GPU version
 // must keep exactly this order (numerics/spec_predictor_ops.h has the one definition,

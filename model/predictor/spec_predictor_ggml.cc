@@ -53,10 +53,12 @@ void ToHalfSplit(float* r, uint32_t hd, float* scratch) {
 
 }  // namespace
 
-Status SpecPredictor::LoadGgml(const Model& model) {
-  const ModelConfig& c = config_;
-  if (options_.kv_dtype != DType::kF16 && options_.kv_dtype != DType::kBF16) {
-    return Status::InvalidArgument("ggml predictor: kv_dtype must be f16 or bf16");
+Status GgmlArithmeticSupport(const Model& model) {
+  const ModelConfig& c = model.config;
+  if (c.qkv_bias()) {
+    // The ggml arithmetic mirrors llama.cpp's Llama graph, which has no bias step.
+    return Status::NotSupported("spec predictor: the ggml arithmetic has no q/k/v biases (" +
+                                std::string(ArchitectureName(c.arch)) + "); use the int arithmetic");
   }
   if (model.ggml_layers.size() != c.n_layers) {
     return Status::InvalidArgument("ggml predictor needs a model loaded from a GGUF file");
@@ -64,6 +66,25 @@ Status SpecPredictor::LoadGgml(const Model& model) {
   if (c.arch != Architecture::kLlama || c.qk_norm()) {
     return Status::NotSupported("ggml predictor: llama architecture only");
   }
+  for (uint32_t l = 0; l < c.n_layers; ++l) {
+    const GgmlLayerTensors& t = model.ggml_layers[l];
+    for (const GgmlTensor* p : {&t.wq, &t.wk, &t.wv, &t.wo, &t.w_gate, &t.w_up, &t.w_down}) {
+      if (p->type != static_cast<uint32_t>(GgmlType::kQ4_1)) {
+        return Status::NotSupported("ggml predictor: layer " + std::to_string(l) +
+                                    " has a projection of ggml type " + std::to_string(p->type) +
+                                    " (Q4_1 only)");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status SpecPredictor::LoadGgml(const Model& model) {
+  const ModelConfig& c = config_;
+  if (options_.kv_dtype != DType::kF16 && options_.kv_dtype != DType::kBF16) {
+    return Status::InvalidArgument("ggml predictor: kv_dtype must be f16 or bf16");
+  }
+  KVSTASH_RETURN_IF_ERROR(GgmlArithmeticSupport(model));
   KVSTASH_ASSIGN_OR_RETURN(ggml_path_, ggml::ResolveGgmlPath(options_.backend));
   layers_.resize(c.n_layers);
   ggml_layers_.resize(c.n_layers);
@@ -93,10 +114,6 @@ Status SpecPredictor::LoadGgml(const Model& model) {
         {&src.wq, &dst.wq}, {&src.wk, &dst.wk},         {&src.wv, &dst.wv},        {&src.wo, &dst.wo},
         {&src.w_gate, &dst.w_gate}, {&src.w_up, &dst.w_up}, {&src.w_down, &dst.w_down}};
     for (const auto& [t, q] : projections) {
-      if (t->type != static_cast<uint32_t>(GgmlType::kQ4_1)) {
-        return Status::NotSupported("ggml predictor: layer " + std::to_string(l) + " has a projection of ggml type " +
-                                    std::to_string(t->type) + " (Q4_1 only)");
-      }
       q->out = t->rows;
       q->in = t->cols;
       q->blocks.resize(static_cast<size_t>(t->rows) * (t->cols / ggml::kBlock));

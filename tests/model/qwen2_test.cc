@@ -78,6 +78,8 @@ TEST(Qwen2Runtime, SpecPredictorAddsTheBiases) {
   }
   o.arithmetic = SpecPredictorOptions::Arithmetic::kGgml;
   EXPECT_STATUS(SpecPredictor::Create(q, o), kNotSupported);
+  EXPECT_EQ(GgmlArithmeticSupport(q).code(),
+            Status::Code::kNotSupported);  // the biases, before any GGUF check
 }
 
 TEST(Qwen2Runtime, BiasesAreAddedAfterTheProjection) {

@@ -177,14 +177,22 @@ TEST(PredictorGgmlTest, FirstTokenMatchesTheDequantisedWeights) {
   }
 }
 
+// GgmlArithmeticSupport (what kvstash-demo's --predictor-arithmetic auto asks) answers
+// what Create with kGgml would: OK for an all-Q4_1 GGUF model, the same error otherwise.
 TEST(PredictorGgmlTest, RefusesModelsWithoutGgufTensors) {
+  EXPECT_OK(GgmlArithmeticSupport(TinyQ4_1Model(3)));
   Model m = TinyQ4_1Model(3);
   m.ggml_layers.clear();
   auto p = SpecPredictor::Create(m, Ggml(DType::kF16, 1));
   EXPECT_TRUE(p.status().IsInvalidArgument()) << p.status().ToString();
+  EXPECT_TRUE(GgmlArithmeticSupport(m).IsInvalidArgument());
   Model q = TinyQ4_1Model(3);
   q.ggml_layers[1].w_up.type = static_cast<uint32_t>(GgmlType::kQ8_0);
   EXPECT_EQ(SpecPredictor::Create(q, Ggml(DType::kF16, 1)).status().code(), Status::Code::kNotSupported);
+  const Status s = GgmlArithmeticSupport(q);
+  EXPECT_EQ(s.code(), Status::Code::kNotSupported);
+  EXPECT_NE(s.message().find("layer 1 has a projection of ggml type 8 (Q4_1 only)"), std::string::npos)
+      << s.ToString();
   EXPECT_TRUE(SpecPredictor::Create(TinyQ4_1Model(3), Ggml(DType::kF32, 1)).status().IsInvalidArgument());
 }
 
