@@ -345,7 +345,9 @@ def main(argv=None):
     bench_tool = (
         a.bench_tool or os.environ.get("KVSTASH_BENCH") or os.path.join(ROOT, "build", "kvstash-bench")
     )
-    if not os.access(bench_tool, os.X_OK):
+    if a.bench_tool == "none":
+        bench_tool = ""
+    elif not os.access(bench_tool, os.X_OK):
         if a.bench_tool:
             print(f"--bench-tool: {a.bench_tool!r} is not an executable", file=sys.stderr)
             return 2
@@ -456,15 +458,20 @@ def main(argv=None):
             extra = {}
             if codec != "raw":
                 extra = {"codec_model": gguf, "codec_artifact": artifacts[codec]}
-            # each codec has its own namespace (the codec id and artifact are in it)
-            cfg = connector_config(
-                [srv.address],
-                codec=codec,
-                chunk_tokens=a.chunk_tokens,
-                get_deadline_ms=30000,
-                put_deadline_ms=60000,
-                **extra,
-            )
+
+            def codec_config(codec=codec, extra=extra, **kw):
+                # each codec has its own namespace (the codec id and artifact are in it)
+                return connector_config(
+                    [srv.address],
+                    codec=codec,
+                    chunk_tokens=a.chunk_tokens,
+                    get_deadline_ms=30000,
+                    put_deadline_ms=60000,
+                    **extra,
+                    **kw,
+                )
+
+            cfg = codec_config()
             saver = engine(cfg, f"{codec}-save")
             try:
                 saver.generate(prompts[:1], a.max_tokens)
@@ -508,17 +515,7 @@ def main(argv=None):
                 name = (
                     codec + ("" if mode == "async" else "_sync") + ("" if policy == "cost" else "_" + policy)
                 )
-                lcfg = connector_config(
-                    [srv.address],
-                    codec=codec,
-                    chunk_tokens=a.chunk_tokens,
-                    get_deadline_ms=30000,
-                    put_deadline_ms=60000,
-                    async_load=(mode == "async"),
-                    save=False,
-                    restore_policy=policy,
-                    **extra,
-                )
+                lcfg = codec_config(async_load=(mode == "async"), save=False, restore_policy=policy)
                 loader = engine(lcfg, f"{name}-load")
                 try:
                     ttft, tokens, w, per_request = serve_one_by_one(

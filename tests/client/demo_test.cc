@@ -118,6 +118,28 @@ TEST(DemoTest, ScaledDownDemoPassesItsChecks) {
 }
 
 #if KVSTASH_DEMO_HAS_LLAMA
+// The rows of a llama.cpp demo run of raw, spec and dckv over `documents` documents x 3
+// questions: per codec one miss and two verified hits per document, none mismatched,
+// checked against llama.cpp's full prefill, and the stored f16 bytes half the restored
+// tokens' (each document stored once, hit twice) at kv_bytes_per_token.
+void ExpectLlamaRows(const DemoRun& run, int documents, uint64_t kv_bytes_per_token) {
+  const auto& j = run.j;
+  ASSERT_EQ(j["rows"].size(), 3u) << run.out;
+  const std::string codecs[] = {"raw", "spec", "dckv"};
+  for (size_t i = 0; i < 3; ++i) {
+    const auto& r = j["rows"][i];
+    SCOPED_TRACE(codecs[i]);
+    EXPECT_EQ(r["codec"], codecs[i]);
+    EXPECT_EQ(r["requests"], 3 * documents);
+    EXPECT_EQ(r["misses"], documents);
+    EXPECT_EQ(r["hits"], 2 * documents);
+    EXPECT_EQ(r["hits_mismatched"], 0) << run.out;
+    EXPECT_EQ(r["hits_verified"], 2 * documents) << run.out;
+    EXPECT_EQ(r["reference"], "llama.cpp full prefill");
+    EXPECT_EQ(2 * r["raw_bytes"].get<uint64_t>(), r["matched_tokens"].get<uint64_t>() * kv_bytes_per_token);
+  }
+}
+
 // The default engine: llama.cpp prefills the misses and its own f16 cache is stored and
 // restored. Every raw/spec hit is logit-identical to a llama.cpp prefill with the same
 // batch split; the chains cover each document's prefix (system prompt + document).
@@ -132,22 +154,9 @@ TEST(DemoTest, LlamaCppEngineDemoPassesItsChecks) {
   // SmolLM2's Q4_1 file runs on the ggml arithmetic (--predictor-arithmetic auto).
   EXPECT_EQ(j["setup"]["predictor_arithmetic"], "ggml");
   EXPECT_EQ(j["setup"]["predictor"], "ggml-q4_1-f16");
-  ASSERT_EQ(j["rows"].size(), 3u) << run.out;
-  const std::string codecs[] = {"raw", "spec", "dckv"};
-  for (size_t i = 0; i < 3; ++i) {
-    const auto& r = j["rows"][i];
-    SCOPED_TRACE(codecs[i]);
-    EXPECT_EQ(r["codec"], codecs[i]);
-    EXPECT_EQ(r["requests"], 6);
-    EXPECT_EQ(r["misses"], 2);
-    EXPECT_EQ(r["hits"], 4);
-    EXPECT_EQ(r["hits_mismatched"], 0) << run.out;
-    EXPECT_EQ(r["hits_verified"], 4) << run.out;
-    EXPECT_EQ(r["reference"], "llama.cpp full prefill");
-    // Each document is hit twice and stored once: the stored f16 bytes are half the
-    // restored tokens at 30 layers x 2 x 3 heads x 64 x 2 bytes = 23,040 bytes a token.
-    EXPECT_EQ(2 * r["raw_bytes"].get<uint64_t>(), r["matched_tokens"].get<uint64_t>() * 23040u);
-  }
+  // Each document is hit twice and stored once: the stored f16 bytes are half the
+  // restored tokens at 30 layers x 2 x 3 heads x 64 x 2 bytes = 23,040 bytes a token.
+  ExpectLlamaRows(run, /*documents=*/2, /*kv_bytes_per_token=*/23040);
   EXPECT_EQ(j["rows"][0]["same_tokens_as_fp32"], 4);
   EXPECT_EQ(j["rows"][1]["same_tokens_as_fp32"], 4);
   EXPECT_NEAR(j["rows"][0]["ratio"].get<double>(), 1.0, 0.002);  // raw: headers only
@@ -192,21 +201,9 @@ TEST(DemoTest, LlamaCppEngineDemoOnQwen2) {
                    "model (spec predictor: the ggml arithmetic has no q/k/v biases (qwen2)"),
       std::string::npos)
       << run.out;
-  ASSERT_EQ(j["rows"].size(), 3u) << run.out;
-  const std::string codecs[] = {"raw", "spec", "dckv"};
-  for (size_t i = 0; i < 3; ++i) {
-    const auto& r = j["rows"][i];
-    SCOPED_TRACE(codecs[i]);
-    EXPECT_EQ(r["codec"], codecs[i]);
-    EXPECT_EQ(r["requests"], 3);
-    EXPECT_EQ(r["misses"], 1);
-    EXPECT_EQ(r["hits"], 2);
-    EXPECT_EQ(r["hits_mismatched"], 0) << run.out;
-    EXPECT_EQ(r["hits_verified"], 2) << run.out;
-    // The document is hit twice and stored once, at 24 layers x 2 x 2 heads x 64 x 2
-    // bytes = 12,288 f16 bytes a token.
-    EXPECT_EQ(2 * r["raw_bytes"].get<uint64_t>(), r["matched_tokens"].get<uint64_t>() * 12288u);
-  }
+  // The document is hit twice and stored once, at 24 layers x 2 x 2 heads x 64 x 2
+  // bytes = 12,288 f16 bytes a token.
+  ExpectLlamaRows(run, /*documents=*/1, /*kv_bytes_per_token=*/12288);
   EXPECT_EQ(j["rows"][0]["same_tokens_as_fp32"], 2);
   EXPECT_EQ(j["rows"][1]["same_tokens_as_fp32"], 2);
   EXPECT_NEAR(j["rows"][0]["ratio"].get<double>(), 1.0, 0.002);  // raw: headers only
