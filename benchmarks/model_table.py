@@ -136,7 +136,7 @@ def fmt(x, spec="{:.2f}"):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", default=os.path.join(RESULTS, "model_table.json"))
     args = ap.parse_args()
     rows = []
@@ -170,7 +170,7 @@ def main():
             f" / {fmt(r['llama_dckv_hit_ttft_s'])} s |"
         )
     with open(args.json, "w") as f:
-        json.dump({"benchmark": "model_table", "rows": rows}, f, indent=1, sort_keys=True)
+        json.dump({"benchmark": "model_table", "rows": rows}, f, indent=2, sort_keys=True)
         f.write("\n")
     print(f"wrote {os.path.relpath(args.json, ROOT)}")
     return 0

@@ -81,8 +81,11 @@ with open(out, "wb") as dst:
             names = [n for n in z.namelist() if n == want]
             if not names:
                 sys.exit(f"{wheels[0]} has no {want}")
-            with z.open(names[0]) as src:
-                shutil.copyfileobj(src, dst, 1 << 20)
+            try:
+                with z.open(names[0]) as src:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            except zipfile.BadZipFile as e:  # a damaged member (its CRC-32 does not match)
+                sys.exit(f"{wheels[0]} is damaged ({e}): delete it to download it again")
 EOF
 size="$(stat -c %s "$part")"
 if [[ "$size" != "$WANT_SIZE" ]]; then

@@ -1,8 +1,7 @@
 """Test/benchmark harness for kvstash_vllm: a real kvstash-server, the demo's
 shared-prefix prompts, and vLLM engines in separate processes (runner.py).
 
-- find_server(): $KVSTASH_SERVER, else build/kvstash-server of this checkout, else the
-  lead's /work/main/build/kvstash-server.
+- find_server(): $KVSTASH_SERVER, else build/kvstash-server of this checkout.
 - Server: starts kvstash-server on free loopback ports (--ready-file), stop()/kill().
 - demo_prompts(): the prompts of `kvstash-demo` (demo/demo_workload.cc): SmolLM2's
   chat template around one of 3 system prompts, "Document:\\n" and a passage of exactly
@@ -101,7 +100,6 @@ def find_server() -> str:
     for p in (
         os.environ.get("KVSTASH_SERVER", ""),
         os.path.join(ROOT, "build", "kvstash-server"),
-        "/work/main/build/kvstash-server",
     ):
         if p and os.access(p, os.X_OK):
             return p
