@@ -48,6 +48,16 @@ KVSTASH_HD inline void RopeRow(float* r, const float* cs, const float* sn, uint3
   }
 }
 
+// The fixed tree over 16 lane sums: ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), the same for
+// l8..l15, then the two halves (the int8-attention variant's softmax sum).
+KVSTASH_HD inline float Tree16(const float* l) {
+  using spec::DAdd;
+  const float a = DAdd(DAdd(DAdd(l[0], l[1]), DAdd(l[2], l[3])), DAdd(DAdd(l[4], l[5]), DAdd(l[6], l[7])));
+  const float b =
+      DAdd(DAdd(DAdd(l[8], l[9]), DAdd(l[10], l[11])), DAdd(DAdd(l[12], l[13]), DAdd(l[14], l[15])));
+  return DAdd(a, b);
+}
+
 // Causal attention of one query head over keys 0..n-1: q [hd]; k, v the cache rows of
 // its kv head, row j at k + j * stride (stride = n_kv_heads * hd); scale =
 // DetRsqrt(hd). Scores s[j] = dot(q, k_j) * scale (CanonicalDotInline); softmax with

@@ -16,6 +16,7 @@
 
 #include "model/predictor/spec_predictor_avx2.h"
 #include "numerics/det_math.h"
+#include "numerics/spec_predictor_ops.h"
 
 namespace kvstash::model::avx512 {
 namespace {
@@ -227,12 +228,7 @@ float ExpSumWeights(float* s, uint32_t n, const float* v_scale, float* w) {
   }
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, acc);
-  float half[2];
-  for (int h = 0; h < 2; ++h) {
-    const float* x = lanes + 8 * h;
-    half[h] = DAdd(DAdd(DAdd(x[0], x[1]), DAdd(x[2], x[3])), DAdd(DAdd(x[4], x[5]), DAdd(x[6], x[7])));
-  }
-  return DAdd(half[0], half[1]);
+  return Tree16(lanes);
 }
 
 void SiluMul(float* gate, const float* up, size_t n) {

@@ -69,14 +69,8 @@ float ExpSumWeightsPortable(spec::GemmBackend backend, float* s, uint32_t n, con
 #endif
   float lane[16] = {};
   for (uint32_t j = 0; j < n; ++j) lane[j % 16] = spec::DAdd(lane[j % 16], s[j]);
-  float half[2];
-  for (int h = 0; h < 2; ++h) {
-    const float* x = lane + 8 * h;
-    half[h] = spec::DAdd(spec::DAdd(spec::DAdd(x[0], x[1]), spec::DAdd(x[2], x[3])),
-                         spec::DAdd(spec::DAdd(x[4], x[5]), spec::DAdd(x[6], x[7])));
-  }
   for (uint32_t j = 0; j < n; ++j) w[j] = spec::DMul(s[j], v_scale[j]);
-  return spec::DAdd(half[0], half[1]);
+  return Tree16(lane);
 }
 
 float ExpSumWeights(spec::GemmBackend backend, float* s, uint32_t n, const float* v_scale, float* w) {
