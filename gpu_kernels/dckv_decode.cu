@@ -32,6 +32,7 @@ void Stage(std::vector<uint8_t>* staging, uint64_t offset, const std::vector<T>&
 // The device parts of one group (offsets into the model arena until resolved).
 struct GroupOffsets {
   uint64_t mean = 0, basis = 0, step = 0, token_map = 0, context_map = 0;
+  uint64_t net_w1 = 0, net_b1 = 0, net_w2 = 0, net_b2 = 0;  // decoder correction net (empty: none)
 };
 
 }  // namespace
@@ -54,9 +55,6 @@ DeviceDckvDecoder::~DeviceDckvDecoder() = default;
 const dckv::DckvCodec& DeviceDckvDecoder::codec() const { return *model_->codec; }
 
 Result<DeviceDckvDecoder> DeviceDckvDecoder::Create(dckv::DckvArtifact artifact, cudaStream_t stream) {
-  if (artifact.HasDecoderCorrection()) {
-    return Status::InvalidArgument("dckv GPU decoder: artifacts with a decoder correction net decode on the CPU only");
-  }
   KVSTASH_ASSIGN_OR_RETURN(dckv::DckvCodec codec, dckv::DckvCodec::Create(std::move(artifact)));
   const dckv::DckvArtifact& a = codec.artifact();
   KVSTASH_ASSIGN_OR_RETURN(DeviceRansTables tables, DeviceRansTables::Upload(*a.tables, stream));
@@ -70,6 +68,10 @@ Result<DeviceDckvDecoder> DeviceDckvDecoder::Create(dckv::DckvArtifact artifact,
     o.step = DeviceArena::Reserve(&total, g.step.size() * 4);
     o.token_map = DeviceArena::Reserve(&total, g.token_map.size() * 4);
     o.context_map = DeviceArena::Reserve(&total, g.context_map.size() * 4);
+    o.net_w1 = DeviceArena::Reserve(&total, g.decoder_net.w1.size() * 4);
+    o.net_b1 = DeviceArena::Reserve(&total, g.decoder_net.b1.size() * 4);
+    o.net_w2 = DeviceArena::Reserve(&total, g.decoder_net.w2.size() * 4);
+    o.net_b2 = DeviceArena::Reserve(&total, g.decoder_net.b2.size() * 4);
     m->groups.push_back(o);
     m->symbol_offset.push_back(m->active);
     m->active += g.n_active();
@@ -88,6 +90,10 @@ Result<DeviceDckvDecoder> DeviceDckvDecoder::Create(dckv::DckvArtifact artifact,
     Stage(&staging, o.step, g.step);
     Stage(&staging, o.token_map, g.token_map);
     Stage(&staging, o.context_map, g.context_map);
+    Stage(&staging, o.net_w1, g.decoder_net.w1);
+    Stage(&staging, o.net_b1, g.decoder_net.b1);
+    Stage(&staging, o.net_w2, g.decoder_net.w2);
+    Stage(&staging, o.net_b2, g.decoder_net.b2);
   }
   Stage(&staging, m->even_tables, even);
   Stage(&staging, m->odd_tables, odd);
@@ -133,7 +139,8 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
       }
     }
     // Workspace: stream, directory, per-segment status, table indices, symbols,
-    // coefficients, token ids, RoPE table, output chunk.
+    // coefficients, token ids, RoPE table, output chunk, the decoder nets' hidden values
+    // (the largest group's; the groups' net and synthesis kernels run in stream order).
     const uint32_t half = a.head_dim / 2;
     const dckv::RopeTable rope(a.head_dim, a.rope_theta, parsed.token_offset + q.raw_head_rows, R);
     uint64_t total = 0;
@@ -147,6 +154,9 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
     const uint64_t w_cos = DeviceArena::Reserve(&total, static_cast<uint64_t>(R) * half * 4);
     const uint64_t w_sin = DeviceArena::Reserve(&total, static_cast<uint64_t>(R) * half * 4);
     const uint64_t w_out = DeviceArena::Reserve(&total, out.data.size());
+    uint32_t max_hidden = 0;
+    for (const dckv::DckvGroup& g : a.groups) max_hidden = std::max(max_hidden, g.decoder_net.hidden);
+    const uint64_t w_hidden = DeviceArena::Reserve(&total, static_cast<uint64_t>(R) * max_hidden * 4);
     DeviceArena w;
     KVSTASH_RETURN_IF_ERROR(w.Allocate(total, "dckv: cudaMalloc"));
     auto upload = [&](uint64_t at, const void* src, uint64_t bytes) {
@@ -202,9 +212,26 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
     }
     for (size_t gi = 0; gi < a.groups.size(); ++gi) {
       const dckv::DckvGroup& g = a.groups[gi];
+      const GroupOffsets& o = m.groups[gi];
+      const uint32_t hidden = g.decoder_net.hidden;
+      if (hidden > 0) {
+        dckv::DckvNetHiddenParams h;
+        h.w1 = m.arena.at<const float>(o.net_w1);
+        h.b1 = m.arena.at<const float>(o.net_b1);
+        h.hidden = hidden;
+        h.n_active = g.n_active();
+        h.rows = R;
+        h.stride = A;
+        h.offset = m.symbol_offset[gi];
+        h.coef = w.at<const float>(w_coef);
+        h.out = w.at<float>(w_hidden);
+        const uint64_t n = dckv::DckvNetHiddenCount(h);
+        kernels::DckvNetHiddenKernel<<<Blocks(n), kThreads, 0, stream>>>(h);
+        KVSTASH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+      }
       dckv::DckvSynthesisParams p;
-      p.mean = m.arena.at<const float>(m.groups[gi].mean);
-      p.basis = m.arena.at<const float>(m.groups[gi].basis);
+      p.mean = m.arena.at<const float>(o.mean);
+      p.basis = m.arena.at<const float>(o.basis);
       p.n_active = g.n_active();
       p.dims = g.dims;
       p.first_layer = g.first_layer;
@@ -218,6 +245,12 @@ Result<KvChunk> DeviceDckvDecoder::Decode(std::span<const uint8_t> payload,
       p.coef = w.at<const float>(w_coef);
       p.rope_cos = w.at<const float>(w_cos);
       p.rope_sin = w.at<const float>(w_sin);
+      p.hidden = hidden;
+      if (hidden > 0) {
+        p.net_w2 = m.arena.at<const float>(o.net_w2);
+        p.net_b2 = m.arena.at<const float>(o.net_b2);
+        p.net_hidden = w.at<const float>(w_hidden);
+      }
       p.out = w.at<uint16_t>(w_out);
       const uint64_t n = dckv::DckvSynthesisCount(p);
       if (n == 0) continue;

@@ -27,6 +27,16 @@ __global__ void DckvPassKernel(dckv::DckvPassParams p) {
   }
 }
 
+// The hidden layer of one group's decoder correction net (dckv::DckvNetHiddenElement
+// for every index).
+__global__ void DckvNetHiddenKernel(dckv::DckvNetHiddenParams p) {
+  const uint64_t n = dckv::DckvNetHiddenCount(p);
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
+  for (uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += stride) {
+    dckv::DckvNetHiddenElement(p, t);
+  }
+}
+
 // Synthesis, RoPE and bf16 of one group (dckv::DckvSynthesisElement for every index).
 __global__ void DckvSynthesisKernel(dckv::DckvSynthesisParams p) {
   const uint64_t n = dckv::DckvSynthesisCount(p);

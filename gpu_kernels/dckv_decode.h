@@ -6,7 +6,10 @@
 //   pass 2, odd coded rows: mu = checkerboard context map applied to [n | z], n the
 //     mean of the decoded even neighbours' first k coefficients (token map when the
 //     group has no context map), c_i = mu_i + s_i * step_i (dckv_conditional.h),
-//   synthesis x = mean + sum_i c_i basis_i per group, RoPE re-applied to K with the
+//   per group with a decoder correction net, its hidden layer Gelu(W1 c + b1) per coded
+//     row (codec/dckv/dckv_correction.h steps 1-2),
+//   synthesis x = mean + sum_i c_i basis_i (+ the net's output layer W2 h + b2, step 3-4)
+//     per group, RoPE re-applied to K with the
 //     cos/sin table computed on the host by dckv::RopeTable and uploaded, bf16 rounding
 //     into the canonical chunk layout;
 // the raw head/tail rows are copied in on the host, and the decoded chunk's content
@@ -17,8 +20,9 @@
 // codec/dckv/dckv_decode_element.h, which the host runs too (tested against the CPU
 // decoder in CI without a GPU): dckv_conditional.h PredictRows (bias first, inputs
 // ascending, zero inputs skipped), dckv_synthesis.h (mean first, components ascending,
-// zero coefficients skipped), dckv_rope.h RotatePair, each multiply and add an explicit
-// correctly rounded __fmul_rn / __fadd_rn / __fsub_rn (never fused; the library is
+// zero coefficients skipped), the correction net's layers in the same order and its GELU
+// (codec/dckv/dckv_gelu.h, IEEE division), dckv_rope.h RotatePair, each multiply and add an explicit
+// correctly rounded __fmul_rn / __fadd_rn / __fsub_rn / __fdiv_rn (never fused; the library is
 // also built with --fmad=false). The matrix products are therefore NOT done
 // with cuBLAS: its summation order (split-K, tensor-core accumulation, FMA) is
 // unspecified and differs between versions and GPUs, so its results would not match
@@ -27,13 +31,12 @@
 // reference is zero bits; tests/gpu_kernels/dckv_decode_gpu_test.cc compares bytes.
 //
 // Host API only (no device syntax). Create uploads the artifact once (tables via
-// DeviceRansTables, per group mean, decoder basis, steps, token map, context map, the
-// symbols' table indices, the bf16 token embeddings). Decode allocates its own device
+// DeviceRansTables, per group mean, decoder basis, steps, token map, context map, decoder
+// correction net, the symbols' table indices, the bf16 token embeddings). Decode allocates its own device
 // workspace per call (one cudaMalloc, freed on return), enqueues on `stream` and
 // synchronises it before returning.
 //
-// Errors: Create: InvalidArgument for an artifact DckvCodec::Create refuses or one
-// with a decoder correction net (dckv_correction.h; decoded on the CPU only); CUDA
+// Errors: Create: InvalidArgument for an artifact DckvCodec::Create refuses; CUDA
 //   errors as gpu::CudaStatus (Internal; ResourceExhausted when out of device memory,
 //   Unavailable without a device). Decode: Mismatch for another codec's payload,
 //   another artifact or model fingerprint; Corruption for a malformed header, body or

@@ -7,12 +7,16 @@
 // Each function computes the values of one index in the CPU contract's operation
 // order: dckv_conditional.h PredictRows (bias first, inputs ascending, zero inputs
 // skipped), c = mu + s * step, dckv_synthesis.h (mean first, components ascending,
-// zero coefficients skipped), dckv_rope.h RotatePair, kvstash/dtype_bits.h F32ToBf16.
+// zero coefficients skipped), dckv_correction.h's decoder net (steps 1-4: the hidden
+// layer from the coefficients, GELU of dckv_gelu.h, the output layer added to the
+// synthesis; both layers are the synthesis order again, zero inputs skipped),
+// dckv_rope.h RotatePair, kvstash/dtype_bits.h F32ToBf16.
 // Every multiply, add and subtract is a single correctly rounded fp32 operation
 // (numerics/det_math.h DMul/DAdd/DSub: __fmul_rn/__fadd_rn/__fsub_rn on the device,
 // plain operators under the host's -ffp-contract=off), never fused, so host and device
 // give the same bits. Indices are independent within one pass (odd rows read only even
-// rows, decoded by the previous pass).
+// rows, decoded by the previous pass; the synthesis reads the hidden values of the net
+// pass before it).
 //
 // Layouts: symbols and coefficients [rows, stride] (stride = active components of all
 // groups, the group's part from `offset`), as in the payload's stream (token-major,
@@ -23,6 +27,7 @@
 
 #include <cstdint>
 
+#include "codec/dckv/dckv_gelu.h"
 #include "kvstash/dtype_bits.h"
 #include "numerics/det_math.h"
 
@@ -90,6 +95,35 @@ KVSTASH_HD inline void DckvPassElement(const DckvPassParams& p, uint64_t t) {
   p.coef[at] = spec::DAdd(mu, spec::DMul(s, p.step[i]));
 }
 
+// The hidden layer of one group's decoder correction net (dckv_correction.h steps 1
+// and 2) for every coded row: hidden[r][k] = Gelu(b1[k] + sum_i c_i w1[k][i]), bias
+// first, components ascending, zero coefficients skipped.
+struct DckvNetHiddenParams {
+  const float* w1 = nullptr;  // [hidden, n_active] (nn.Linear order)
+  const float* b1 = nullptr;  // [hidden]
+  uint32_t hidden = 0, n_active = 0;
+  uint32_t rows = 0;                // coded rows
+  uint64_t stride = 0, offset = 0;  // as DckvPassParams
+  const float* coef = nullptr;      // [rows, stride]
+  float* out = nullptr;             // [rows, hidden]
+};
+
+// Indices: rows * hidden.
+KVSTASH_HD inline uint64_t DckvNetHiddenCount(const DckvNetHiddenParams& p) {
+  return static_cast<uint64_t>(p.rows) * p.hidden;
+}
+
+// Index t < DckvNetHiddenCount(p): unit k = t % hidden of coded row r = t / hidden.
+KVSTASH_HD inline void DckvNetHiddenElement(const DckvNetHiddenParams& p, uint64_t t) {
+  const uint64_t r = t / p.hidden;
+  const uint32_t k = static_cast<uint32_t>(t % p.hidden);
+  const float* c = p.coef + r * p.stride + p.offset;
+  const float* w = p.w1 + static_cast<uint64_t>(k) * p.n_active;
+  float a = p.b1[k];
+  for (uint32_t i = 0; i < p.n_active; ++i) a = DckvAccumulate(a, c[i], w[i]);
+  p.out[t] = Gelu(a);
+}
+
 // Synthesis, RoPE and bf16 rounding of one group's coded rows.
 struct DckvSynthesisParams {
   const float* mean = nullptr;   // [dims]
@@ -104,8 +138,23 @@ struct DckvSynthesisParams {
   const float* coef = nullptr;   // [rows, stride]
   const float* rope_cos = nullptr;  // [rows, head_dim / 2]: dckv::RopeTable from the
   const float* rope_sin = nullptr;  // position of coded row 0
+  // The group's decoder correction net, or hidden = 0 for none: its output layer and
+  // the hidden values of DckvNetHiddenElement.
+  uint32_t hidden = 0;
+  const float* net_w2 = nullptr;      // [dims, hidden] (nn.Linear order)
+  const float* net_b2 = nullptr;      // [dims]
+  const float* net_hidden = nullptr;  // [rows, hidden]
   uint16_t* out = nullptr;       // canonical chunk, bf16
 };
+
+// Column j's net output o_j = b2[j] + sum_k h_k w2[j][k] (hidden units ascending, zero
+// activations skipped) for the hidden values h of one row (dckv_correction.h step 3).
+KVSTASH_HD inline float DckvNetOutput(const DckvSynthesisParams& p, const float* h, uint32_t j) {
+  const float* w = p.net_w2 + static_cast<uint64_t>(j) * p.hidden;
+  float o = p.net_b2[j];
+  for (uint32_t k = 0; k < p.hidden; ++k) o = DckvAccumulate(o, h[k], w[k]);
+  return o;
+}
 
 // Indices: rows * dims / 2 (one per pair of columns a, a + head_dim / 2).
 KVSTASH_HD inline uint64_t DckvSynthesisCount(const DckvSynthesisParams& p) {
@@ -135,6 +184,11 @@ KVSTASH_HD inline void DckvSynthesisElement(const DckvSynthesisParams& p, uint64
       xa = spec::DAdd(xa, spec::DMul(ck, w[a]));
       xb = spec::DAdd(xb, spec::DMul(ck, w[b]));
     }
+  }
+  if (p.hidden > 0) {  // dckv_correction.h step 4, before RoPE
+    const float* h = p.net_hidden + r * p.hidden;
+    xa = spec::DAdd(xa, DckvNetOutput(p, h, a));
+    xb = spec::DAdd(xb, DckvNetOutput(p, h, b));
   }
   const uint32_t kv = block % 2;
   if (kv == 0) {  // RotatePair (dckv_rope.cc), forward

@@ -3,7 +3,7 @@
 // also verifies the payload's content checksum itself). Artifacts fitted from the
 // synthetic rows of tests/codec/dckv/dckv_test_data.h: plain PCA, token-conditioned with and
 // without the checkerboard context model (payloads with and without token ids),
-// weighted basis with an encoder scale; raw head/tail rows; chunk sizes 1, 2, odd,
+// weighted basis with an encoder scale, decoder correction nets; raw head/tail rows; chunk sizes 1, 2, odd,
 // 32 +- 1, 100; token offsets 0 and > 0. Damaged streams, raw rows and checksums are
 // Corruption, another model's payload Mismatch. The artifact check runs without a
 // device; the rest skips visibly when there is none (scripts/gpu_check.sh runs it on a
@@ -176,21 +176,39 @@ TEST(DckvDecodeGpu, DamageIsCorruptionAndAnotherModelIsMismatch) {
   EXPECT_STATUS(plain.gpu.Decode(payload, kModel, nullptr), kMismatch);
 }
 
+// Decoder correction nets (random weights) in every group but one, whose last layer is
+// zero, on the plain and the conditioned artifacts.
+TEST(DckvDecodeGpu, DecoderNetsDecodeLikeTheCpu) {
+  KVSTASH_SKIP_WITHOUT_GPU();
+  for (bool conditioned : {false, true}) {
+    ASSERT_OK_AND_ASSIGN(DckvArtifact a, conditioned ? dckv::testing::ConditionedArtifact(6.0, true)
+                                                     : dckv::testing::PlainArtifact(6.0, 2));
+    for (size_t gi = 0; gi < a.groups.size(); ++gi) {
+      dckv::DckvGroup& g = a.groups[gi];
+      g.decoder_net = dckv::testing::RandomNet(gi == 0 ? 16 : 5, g.n_active(), g.dims, gi == 1 ? 0.0f : 2e-3f,
+                                               40 + static_cast<uint32_t>(gi));
+    }
+    ASSERT_OK_AND_ASSIGN(Decoders d, MakeDecoders(std::move(a)));
+    const auto eval =
+        conditioned ? dckv::testing::MakeConditionedRows(160, 1) : dckv::testing::MakeRows(200, 1);
+    for (uint32_t len : {1u, 2u, 7u, 33u, 100u}) {
+      for (uint32_t offset : {0u, 9u}) ExpectSameDecode(d, eval, offset, len, 160, conditioned, DType::kBF16);
+    }
+  }
+}
+
 TEST(DckvDecodeGpuArgs, InconsistentArtifactIsInvalidArgumentWithoutTouchingTheDevice) {
   ASSERT_OK_AND_ASSIGN(DckvArtifact a, dckv::testing::PlainArtifact(6.0, 2));
   a.groups[0].mean.pop_back();
   EXPECT_STATUS(DeviceDckvDecoder::Create(a, nullptr), kInvalidArgument);
   a.tables = nullptr;
   EXPECT_STATUS(DeviceDckvDecoder::Create(a, nullptr), kInvalidArgument);
-  // A decoder correction net (dckv_correction.h) decodes on the CPU only.
+  // A malformed decoder correction net (dckv_correction.h CheckCorrectionNets: w2 one
+  // value short).
   ASSERT_OK_AND_ASSIGN(DckvArtifact net, dckv::testing::PlainArtifact(6.0, 2));
-  dckv::DckvNet& d = net.groups[0].decoder_net;
-  d.hidden = 1;
-  d.w1.assign(net.groups[0].n_active(), 0.0f);
-  d.b1.assign(1, 0.0f);
-  d.w2.assign(net.groups[0].dims, 0.0f);
-  d.b2.assign(net.groups[0].dims, 0.0f);
-  ASSERT_TRUE(net.HasDecoderCorrection());
+  dckv::DckvGroup& g = net.groups[0];
+  g.decoder_net = dckv::testing::RandomNet(3, g.n_active(), g.dims, 0.1f, 1);
+  g.decoder_net.w2.pop_back();
   EXPECT_STATUS(DeviceDckvDecoder::Create(net, nullptr), kInvalidArgument);
 }
 

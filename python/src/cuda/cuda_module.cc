@@ -1,11 +1,11 @@
-// kvstash._native._cuda (public face: python/kvstash/cuda.py): the optional CUDA part of the Python package, built only with
-// `pip install ./python -C cmake.define.KVSTASH_PYTHON_CUDA=ON` (nvcc required; see
+// kvstash._native._cuda (public face: python/kvstash/cuda.py): the optional CUDA part of the Python package,
+// built only with `pip install ./python -C cmake.define.KVSTASH_PYTHON_CUDA=ON` (nvcc required; see
 // python/CMakeLists.txt). Exposes:
 //   - DeviceDecoder(codec, stream): restores a PrefixCodec's payloads into torch CUDA
-//     tensors (any DLPack CUDA array). dckv (bf16, no correction net) and spec decode
+//     tensors (any DLPack CUDA array). dckv (bf16) and spec decode
 //     on the GPU (gpu::DeviceDckvDecoder / gpu::DeviceSpecDecoder, device_out variants;
-//     spec's predictor runs on the CPU as for restore_chunks); raw and other dckv
-//     artifacts are decoded and verified on the CPU by the codec (RestoreKvChunks) and
+//     spec's predictor runs on the CPU as for restore_chunks); raw and f16 dckv
+//     payloads are decoded and verified on the CPU by the codec (RestoreKvChunks) and
 //     copied host-to-device. A chunk that fails its checks raises: dckv never wrote its
 //     tensor, spec's holds unspecified bytes; either way the caller must not use the
 //     failing chunk's tensor (the vLLM connector never scatters it).
@@ -227,7 +227,7 @@ class DeviceDecoder {
     std::string why;
     if (!gpu::CudaDeviceAvailable(&why)) ThrowStatus(Status::Unavailable("DeviceDecoder: no CUDA device (" + why + ")"));
     if (const dckv::DckvCodec* dk = codec_->codec->dckv_codec();
-        dk != nullptr && codec_->codec->layout().dtype == DType::kBF16 && !dk->artifact().HasDecoderCorrection()) {
+        dk != nullptr && codec_->codec->layout().dtype == DType::kBF16) {
       Result<gpu::DeviceDckvDecoder> r = Status::Internal("unset");
       {
         nb::gil_scoped_release release;

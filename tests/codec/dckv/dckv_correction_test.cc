@@ -29,22 +29,6 @@ namespace {
 
 constexpr Digest256 kModel = {7, 7};
 
-DckvNet RandomNet(uint32_t hidden, uint32_t inputs, uint32_t outputs, float scale, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n01(0.0f, 1.0f);
-  DckvNet net;
-  net.hidden = hidden;
-  net.w1.resize(static_cast<size_t>(hidden) * inputs);
-  net.b1.resize(hidden);
-  net.w2.resize(static_cast<size_t>(outputs) * hidden);
-  net.b2.resize(outputs);
-  for (auto* v : {&net.w1, &net.b1})
-    for (float& x : *v) x = n01(rng);
-  for (auto* v : {&net.w2, &net.b2})
-    for (float& x : *v) x = n01(rng) * scale;
-  return net;
-}
-
 // Without a net the artifact is written as version 3, byte for byte as before, and
 // decodes to the same chunks: values from the code before this change.
 TEST(DckvCorrection, NoNetKeepsBytesAndChecksums) {
@@ -72,7 +56,7 @@ TEST(DckvCorrection, TiledNetEqualsReferenceBitForBit) {
     for (uint32_t n_active : {1u, 5u, 17u}) {
       for (uint32_t hidden : {1u, 16u, 33u}) {
         for (uint32_t dims : {1u, 16u, 40u}) {
-          const DckvNet net = RandomNet(hidden, n_active, dims, 0.3f, seed++);
+          const DckvNet net = testing::RandomNet(hidden, n_active, dims, 0.3f, seed++);
           std::mt19937 rng(seed);
           std::normal_distribution<float> n01(0.0f, 2.0f);
           std::vector<float> coef(static_cast<size_t>(rows) * n_active), x0(static_cast<size_t>(rows) * dims);
@@ -193,7 +177,7 @@ TEST(DckvCorrection, ZeroLastLayerDecodesAsNoNet) {
   for (float b2 : {0.0f, -0.0f}) {
     DckvArtifact a = testing::HandArtifact();
     for (auto& g : a.groups) {
-      g.decoder_net = RandomNet(7, g.n_active(), g.dims, 0.0f, 3);
+      g.decoder_net = testing::RandomNet(7, g.n_active(), g.dims, 0.0f, 3);
       for (float& v : g.decoder_net.w2) v = 0.0f;
       for (float& v : g.decoder_net.b2) v = b2;
     }
@@ -213,9 +197,9 @@ TEST(DckvCorrection, EncodeDecodeRoundTripWithNets) {
   DckvArtifact a = plain, zero = plain;
   for (size_t gi = 0; gi < a.groups.size(); ++gi) {
     auto& g = a.groups[gi];
-    g.decoder_net = RandomNet(16, g.n_active(), g.dims, 2e-5f, 10 + gi);
-    g.encoder_net = RandomNet(12, g.dims, g.n_active(), 2e-4f, 20 + gi);
-    zero.groups[gi].decoder_net = RandomNet(16, g.n_active(), g.dims, 0.0f, 30 + gi);
+    g.decoder_net = testing::RandomNet(16, g.n_active(), g.dims, 2e-5f, 10 + gi);
+    g.encoder_net = testing::RandomNet(12, g.dims, g.n_active(), 2e-4f, 20 + gi);
+    zero.groups[gi].decoder_net = testing::RandomNet(16, g.n_active(), g.dims, 0.0f, 30 + gi);
   }
   ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(a));
   ASSERT_OK_AND_ASSIGN(auto plain_codec, DckvCodec::Create(plain));
@@ -306,8 +290,8 @@ std::vector<uint8_t> Reseal(std::vector<uint8_t> bytes) {
 
 TEST(DckvCorrection, SerializeParseRoundTrip) {
   DckvArtifact a = testing::HandArtifact();
-  a.groups[0].decoder_net = RandomNet(5, a.groups[0].n_active(), a.groups[0].dims, 0.1f, 1);
-  a.groups[1].encoder_net = RandomNet(4, a.groups[1].dims, a.groups[1].n_active(), 0.1f, 2);
+  a.groups[0].decoder_net = testing::RandomNet(5, a.groups[0].n_active(), a.groups[0].dims, 0.1f, 1);
+  a.groups[1].encoder_net = testing::RandomNet(4, a.groups[1].dims, a.groups[1].n_active(), 0.1f, 2);
   EXPECT_TRUE(a.HasCorrection());
   EXPECT_TRUE(a.HasDecoderCorrection());
   const auto bytes = a.Serialize();
@@ -323,7 +307,7 @@ TEST(DckvCorrection, SerializeParseRoundTrip) {
   EXPECT_EQ(b.groups[1].encoder_net.b2, a.groups[1].encoder_net.b2);
   // Only an encoder net: version 4, decoder output unchanged.
   DckvArtifact enc = testing::HandArtifact();
-  enc.groups[0].encoder_net = RandomNet(3, enc.groups[0].dims, 5, 0.1f, 4);
+  enc.groups[0].encoder_net = testing::RandomNet(3, enc.groups[0].dims, 5, 0.1f, 4);
   EXPECT_TRUE(enc.HasCorrection());
   EXPECT_FALSE(enc.HasDecoderCorrection());
   ASSERT_OK_AND_ASSIGN(auto enc_back, DckvArtifact::Parse(enc.Serialize()));
@@ -340,7 +324,7 @@ TEST(DckvCorrection, SerializeParseRoundTrip) {
 TEST(DckvCorrection, MalformedNetsAreRefused) {
   const DckvArtifact good = [] {
     DckvArtifact a = testing::HandArtifact();
-    a.groups[0].decoder_net = RandomNet(5, a.groups[0].n_active(), a.groups[0].dims, 0.1f, 1);
+    a.groups[0].decoder_net = testing::RandomNet(5, a.groups[0].n_active(), a.groups[0].dims, 0.1f, 1);
     return a;
   }();
   const auto bytes = good.Serialize();
@@ -370,13 +354,13 @@ TEST(DckvCorrection, MalformedNetsAreRefused) {
     a.groups[0].mean[2] = -0.0f;
     refused(a, "-0.0 in the mean of a group with a decoder net");
     a.groups[0].decoder_net = DckvNet{};
-    a.groups[0].encoder_net = RandomNet(2, a.groups[0].dims, 5, 0.1f, 9);
+    a.groups[0].encoder_net = testing::RandomNet(2, a.groups[0].dims, 5, 0.1f, 9);
     ASSERT_OK(DckvArtifact::Parse(a.Serialize()).status());  // fine without a decoder net
   }
   {
     DckvArtifact a = good;
     a.groups[0].decoder_net =
-        RandomNet(kMaxCorrectionHidden + 1, a.groups[0].n_active(), a.groups[0].dims, 0.1f, 1);
+        testing::RandomNet(kMaxCorrectionHidden + 1, a.groups[0].n_active(), a.groups[0].dims, 0.1f, 1);
     refused(a, "too many hidden units");
   }
   {
@@ -393,7 +377,7 @@ TEST(DckvCorrection, MalformedNetsAreRefused) {
   {
     DckvArtifact a = testing::HandArtifact();
     const DckvGroup& g = a.groups[0];
-    a.groups[0].decoder_net = RandomNet(1, g.n_active(), g.dims, 0.1f, 1);
+    a.groups[0].decoder_net = testing::RandomNet(1, g.n_active(), g.dims, 0.1f, 1);
     const auto with = a.Serialize();
     ASSERT_OK(DckvArtifact::Parse(with).status());
     // Offset of group 0's decoder net: header (52 bytes up to and with n_groups, rank 0

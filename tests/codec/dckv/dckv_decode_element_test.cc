@@ -4,7 +4,8 @@
 // and the payload's content checksum: index maths, layouts and operation order of the
 // GPU path are checked in CI without a GPU (tests/gpu_kernels/dckv_decode_gpu_test.cc
 // runs the kernels themselves on a GPU). Plain, conditioned (with and without the
-// checkerboard model, with and without token ids) and weighted artifacts; chunk sizes
+// checkerboard model, with and without token ids), weighted artifacts and artifacts
+// with decoder correction nets (the net pass, then the synthesis with its output layer); chunk sizes
 // 1, 2, odd, 32 +- 1, 100; offsets 0 and > 0; raw head and tail rows.
 #include "codec/dckv/dckv_decode_element.h"
 
@@ -70,6 +71,21 @@ Result<KvChunk> DecodeWithElements(const DckvCodec& codec, std::span<const uint8
   }
   for (size_t gi = 0; gi < a.groups.size() && R > 0; ++gi) {
     const DckvGroup& g = a.groups[gi];
+    const DckvNet& net = g.decoder_net;
+    std::vector<float> hidden(static_cast<uint64_t>(R) * net.hidden, -1.0f);
+    if (net.hidden > 0) {
+      DckvNetHiddenParams h;
+      h.w1 = net.w1.data();
+      h.b1 = net.b1.data();
+      h.hidden = net.hidden;
+      h.n_active = g.n_active();
+      h.rows = R;
+      h.stride = A;
+      h.offset = group_offset[gi];
+      h.coef = coef.data();
+      h.out = hidden.data();
+      for (uint64_t t = 0; t < DckvNetHiddenCount(h); ++t) DckvNetHiddenElement(h, t);
+    }
     DckvSynthesisParams p;
     p.mean = g.mean.data();
     p.basis = g.basis.data();
@@ -86,6 +102,10 @@ Result<KvChunk> DecodeWithElements(const DckvCodec& codec, std::span<const uint8
     p.coef = coef.data();
     p.rope_cos = rope.cos_values().data();
     p.rope_sin = rope.sin_values().data();
+    p.hidden = net.hidden;
+    p.net_w2 = net.w2.data();
+    p.net_b2 = net.b2.data();
+    p.net_hidden = hidden.data();
     p.out = out.data();
     for (uint64_t t = 0; t < DckvSynthesisCount(p); ++t) DckvSynthesisElement(p, t);
   }
@@ -152,6 +172,39 @@ TEST(DckvDecodeElements, WeightedArtifactGivesTheCpuBytes) {
   ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(std::move(artifact)));
   const auto eval = testing::MakeRows(200, 3);
   for (uint32_t len : {1u, 33u, 100u}) ExpectSameDecode(codec, eval, 17, len, 200, false, DType::kF32);
+}
+
+// Decoder correction nets in every group (random weights, last layers small enough to
+// keep the reconstruction near the rows, large enough to change bf16 values), on the
+// plain and the conditioned artifacts; one group's net with a zero last layer.
+TEST(DckvDecodeElements, DecoderNetsGiveTheCpuBytes) {
+  ASSERT_OK_AND_ASSIGN(const DckvArtifact plain, testing::PlainArtifact(6.0, 2));
+  ASSERT_OK_AND_ASSIGN(const DckvArtifact conditioned, testing::ConditionedArtifact(6.0, true));
+  for (const DckvArtifact* base : {&plain, &conditioned}) {
+    DckvArtifact a = *base;
+    for (size_t gi = 0; gi < a.groups.size(); ++gi) {
+      DckvGroup& g = a.groups[gi];
+      const float scale = gi == 1 ? 0.0f : 2e-3f;
+      g.decoder_net = testing::RandomNet(gi == 0 ? 16 : 5, g.n_active(), g.dims, scale, 40 + gi);
+    }
+    ASSERT_TRUE(a.HasDecoderCorrection());
+    ASSERT_OK_AND_ASSIGN(auto codec, DckvCodec::Create(a));
+    ASSERT_OK_AND_ASSIGN(auto linear, DckvCodec::Create(*base));
+    const bool ids = base == &conditioned;
+    const auto eval = ids ? testing::MakeConditionedRows(160, 1) : testing::MakeRows(200, 1);
+    for (uint32_t len : {1u, 2u, 7u, 33u, 100u}) {
+      for (uint32_t offset : {0u, 9u}) ExpectSameDecode(codec, eval, offset, len, 160, ids, DType::kBF16);
+    }
+    // The nets change the decoded values (so the elements above really ran them).
+    const KvChunk chunk = testing::MakeChunk(eval, 9, 109, DType::kBF16);
+    std::span<const uint32_t> tokens;
+    if (ids) tokens = std::span<const uint32_t>(eval.tokens.data() + 9, 100);
+    ASSERT_OK_AND_ASSIGN(auto with_net, codec.Encode(chunk.view(), tokens, 9, 160, kModel));
+    ASSERT_OK_AND_ASSIGN(auto without, linear.Encode(chunk.view(), tokens, 9, 160, kModel));
+    ASSERT_OK_AND_ASSIGN(KvChunk a_out, codec.Decode(with_net, kModel));
+    ASSERT_OK_AND_ASSIGN(KvChunk b_out, linear.Decode(without, kModel));
+    EXPECT_NE(a_out.data, b_out.data);
+  }
 }
 
 }  // namespace

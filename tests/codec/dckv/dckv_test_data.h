@@ -182,6 +182,25 @@ inline Result<DckvArtifact> WeightedArtifact(double ratio) {
   return MakeDckvArtifact(basis, o);
 }
 
+// A correction net (dckv_artifact.h DckvNet) of `hidden` units from `inputs` to
+// `outputs` values: first layer N(0, 1), last layer N(0, 1) * scale (0: a zero last
+// layer, the trainer's initial state). Random weights for mechanics tests, no quality.
+inline DckvNet RandomNet(uint32_t hidden, uint32_t inputs, uint32_t outputs, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  DckvNet net;
+  net.hidden = hidden;
+  net.w1.resize(static_cast<size_t>(hidden) * inputs);
+  net.b1.resize(hidden);
+  net.w2.resize(static_cast<size_t>(outputs) * hidden);
+  net.b2.resize(outputs);
+  for (auto* v : {&net.w1, &net.b1})
+    for (float& x : *v) x = n01(rng);
+  for (auto* v : {&net.w2, &net.b2})
+    for (float& x : *v) x = n01(rng) * scale;
+  return net;
+}
+
 // Decoded bf16 / f32 chunk values as fp32, canonical order.
 inline std::vector<float> ChunkValues(const KvChunk& c) {
   const uint64_t n = c.layout.ScalarsPerToken() * c.tokens;
