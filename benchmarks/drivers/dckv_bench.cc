@@ -9,16 +9,18 @@
 #include <random>
 #include <sstream>
 
-#include "common/default_paths.h"
 #include "codec/baselines/kvtc.h"
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
+#include "codec/dckv/dckv_trained.h"
+#include "common/default_paths.h"
+#include "common/file_bytes.h"
 #include "common/logging.h"
+#include "model/corpus/text_corpus.h"
+#include "model/formats/model_loader.h"
 #include "model/forward/generate.h"
 #include "model/forward/kv_export.h"
-#include "model/formats/model_loader.h"
 #include "model/forward/prefill.h"
-#include "model/corpus/text_corpus.h"
 
 namespace kvstash::bench {
 namespace {
@@ -172,25 +174,27 @@ Result<OutputWeightsFile> ParseOutputWeights(const std::string& path) {
   return w;
 }
 
-Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
+// The calibration documents: ceil(cal_tokens / cal_doc_tokens) of the calibration
+// split, spread evenly over it.
+Result<model::Corpus> CalibrationCorpus(const model::Model& m, const DckvBenchOptions& o) {
   KVSTASH_ASSIGN_OR_RETURN(auto all, model::LoadCorpus(*m.tokenizer, model::CorpusSplit::kCalibration,
                                                        o.cal_doc_tokens, std::numeric_limits<uint64_t>::max()));
   model::Corpus corpus;
   corpus.documents = Spread(std::move(all.documents), (o.cal_tokens + o.cal_doc_tokens - 1) / o.cal_doc_tokens);
-  Calibrated c;
-  const bool measure = o.sensitivity_file.empty() && o.sensitivity_docs > 0;
-  if (!o.sensitivity_file.empty()) {
-    KVSTASH_ASSIGN_OR_RETURN(auto file, ParseOutputWeights(o.sensitivity_file));
-    if (file.n_layers != m.config.n_layers || file.n_kv_heads != m.config.n_kv_heads ||
-        file.head_dim != m.config.head_dim) {
-      return Status::InvalidArgument("calibrate dckv: " + o.sensitivity_file + " was made for another model shape");
-    }
-    c.output_weight = std::move(file.weight);
-  } else if (measure) {
-    c.output_weight.assign(2ull * m.config.n_layers * m.config.n_kv_heads, 0.0);
-  }
-  uint32_t sensitivity_done = 0;
-  double sensitivity_s = 0;
+  return corpus;
+}
+
+// Runs after a calibration document's prefill: the document, its index in the corpus
+// and its cache.
+using DocumentHook = std::function<Status(const model::CorpusDocument&, size_t, const model::KvCache&)>;
+
+// The calibration rows of `corpus` (see dckv_bench.h): K before RoPE and V of every
+// position but each document's first raw_head, with token ids and document row counts
+// when o.conditional (and the embedding table). `hook` (may be empty) runs per document;
+// `sources` gets each used document's source.
+Result<dckv::DckvRows> CalibrationRows(const model::Model& m, const DckvBenchOptions& o,
+                                       const model::Corpus& corpus, const DocumentHook& hook,
+                                       std::vector<std::string>* sources) {
   const auto& mc = m.config;
   const uint64_t hr = static_cast<uint64_t>(mc.n_kv_heads) * mc.head_dim;
   auto rows = dckv::DckvRows::ForShape(mc.n_layers, mc.n_kv_heads, mc.head_dim);
@@ -199,27 +203,16 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
     rows.vocab = mc.vocab_size;
     rows.embed_dim = mc.hidden;
   }
-  for (const auto& doc : corpus.documents) {
+  for (size_t doc_index = 0; doc_index < corpus.documents.size(); ++doc_index) {
+    const auto& doc = corpus.documents[doc_index];
     if (doc.tokens.size() <= o.raw_head) continue;
     auto cache = model::KvCache::ForModel(mc);
     model::PrefillOptions po;
     po.logits = model::PrefillOptions::Logits::kNone;
     po.keep_pre_rope_k = true;
     KVSTASH_ASSIGN_OR_RETURN(auto pr, model::Prefill(m, doc.tokens, &cache, po));
-    c.sources.push_back(doc.source);
-    // The sensitivity documents: full-length ones spread over the calibration documents.
-    const size_t doc_index = static_cast<size_t>(&doc - corpus.documents.data());
-    const size_t every = std::max<size_t>(1, corpus.documents.size() / std::max<uint32_t>(1, o.sensitivity_docs));
-    if (measure && sensitivity_done < o.sensitivity_docs && doc.tokens.size() == o.cal_doc_tokens &&
-        doc_index % every == 0) {
-      const auto t0 = Clock::now();
-      const uint32_t P = static_cast<uint32_t>(doc.tokens.size()) - o.sensitivity_tokens;
-      KVSTASH_ASSIGN_OR_RETURN(auto prompt_cache, cache.Prefix(P));
-      const std::vector<uint32_t> next(doc.tokens.begin() + P, doc.tokens.end());
-      KVSTASH_RETURN_IF_ERROR(AddSensitivity(m, prompt_cache, next, o, &c.output_weight));
-      ++sensitivity_done;
-      sensitivity_s += Seconds(t0);
-    }
+    sources->push_back(doc.source);
+    if (hook) KVSTASH_RETURN_IF_ERROR(hook(doc, doc_index, cache));
     const uint64_t skip = o.raw_head * hr;  // attention sinks are stored raw
     for (uint32_t l = 0; l < mc.n_layers; ++l) {
       rows.k[l].insert(rows.k[l].end(), pr.k_pre_rope[l].begin() + skip, pr.k_pre_rope[l].end());
@@ -232,6 +225,44 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
     }
   }
   KVSTASH_LOG_INFO("calibrate dckv: {} rows from {} documents", rows.rows, corpus.documents.size());
+  return rows;
+}
+
+Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
+  KVSTASH_ASSIGN_OR_RETURN(const model::Corpus corpus, CalibrationCorpus(m, o));
+  Calibrated c;
+  const bool measure = o.sensitivity_file.empty() && o.sensitivity_docs > 0;
+  if (!o.sensitivity_file.empty()) {
+    KVSTASH_ASSIGN_OR_RETURN(auto file, ParseOutputWeights(o.sensitivity_file));
+    if (file.n_layers != m.config.n_layers || file.n_kv_heads != m.config.n_kv_heads ||
+        file.head_dim != m.config.head_dim) {
+      return Status::InvalidArgument("calibrate dckv: " + o.sensitivity_file +
+                                     " was made for another model shape");
+    }
+    c.output_weight = std::move(file.weight);
+  } else if (measure) {
+    c.output_weight.assign(2ull * m.config.n_layers * m.config.n_kv_heads, 0.0);
+  }
+  uint32_t sensitivity_done = 0;
+  double sensitivity_s = 0;
+  // The sensitivity documents: full-length ones spread over the calibration documents.
+  const DocumentHook sensitivity = [&](const model::CorpusDocument& doc, size_t doc_index,
+                                       const model::KvCache& cache) -> Status {
+    const size_t every =
+        std::max<size_t>(1, corpus.documents.size() / std::max<uint32_t>(1, o.sensitivity_docs));
+    if (measure && sensitivity_done < o.sensitivity_docs && doc.tokens.size() == o.cal_doc_tokens &&
+        doc_index % every == 0) {
+      const auto t0 = Clock::now();
+      const uint32_t P = static_cast<uint32_t>(doc.tokens.size()) - o.sensitivity_tokens;
+      KVSTASH_ASSIGN_OR_RETURN(auto prompt_cache, cache.Prefix(P));
+      const std::vector<uint32_t> next(doc.tokens.begin() + P, doc.tokens.end());
+      KVSTASH_RETURN_IF_ERROR(AddSensitivity(m, prompt_cache, next, o, &c.output_weight));
+      ++sensitivity_done;
+      sensitivity_s += Seconds(t0);
+    }
+    return Status::Ok();
+  };
+  KVSTASH_ASSIGN_OR_RETURN(auto rows, CalibrationRows(m, o, corpus, sensitivity, &c.sources));
   if (!o.sensitivity_file.empty()) {
     KVSTASH_LOG_INFO("calibrate dckv: output weights per dimension from {}", o.sensitivity_file);
   } else if (measure) {
@@ -420,6 +451,64 @@ Status CalibrateDckv(const DckvBenchOptions& o) {
     KVSTASH_LOG_INFO("calibrate dckv: wrote {} ({} active components)", path, a.ActiveComponents());
   }
   return Status::Ok();
+}
+
+Result<std::string> ImportTrainedDckv(const DckvBenchOptions& o, const std::string& trained_path,
+                                      const std::string& base_path) {
+  if (std::error_code ec; !std::filesystem::create_directories(o.artifact_dir, ec) && ec) {
+    return Status::IOError("calibrate dckv: cannot create " + o.artifact_dir + ": " + ec.message());
+  }
+  KVSTASH_ASSIGN_OR_RETURN(const auto trained_bytes, ReadFileBytes(trained_path));
+  KVSTASH_ASSIGN_OR_RETURN(const auto base_bytes, ReadFileBytes(base_path));
+  auto imported = dckv::TrainedDckvTransform(trained_bytes, base_bytes);
+  if (!imported.ok()) return imported.status().WithContext("calibrate dckv: " + trained_path);
+  const dckv::DckvArtifact& t = imported->transform;
+  KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
+  if (!m->tokenizer) return Status::InvalidArgument("calibrate dckv: the model file has no tokenizer");
+  const auto& mc = m->config;
+  if (mc.n_layers != t.n_layers || mc.n_kv_heads != t.n_kv_heads || mc.head_dim != t.head_dim ||
+      mc.rope_theta != t.rope_theta || (t.conditioning.rank > 0 && t.conditioning.vocab != mc.vocab_size)) {
+    return Status::Mismatch("calibrate dckv: the base artifact " + base_path +
+                            " was calibrated for another model than " + o.model_path);
+  }
+  // The rows as calibration collects them, with the base artifact's raw head; token ids
+  // when it conditions on tokens (its reduced embeddings are kept).
+  DckvBenchOptions ro = o;
+  ro.raw_head = t.raw_head;
+  ro.conditional = t.conditioning.rank > 0;
+  KVSTASH_ASSIGN_OR_RETURN(const model::Corpus corpus, CalibrationCorpus(*m, ro));
+  std::vector<std::string> sources;
+  KVSTASH_ASSIGN_OR_RETURN(const auto rows, CalibrationRows(*m, ro, corpus, {}, &sources));
+  dckv::DckvRefitOptions fo;
+  fo.checkerboard = o.checkerboard;
+  dckv::DckvRefitReport report;
+  KVSTASH_ASSIGN_OR_RETURN(auto a, dckv::RefitDckvArtifact(t, rows, fo, &report));
+  const std::string path = (std::filesystem::path(o.artifact_dir) /
+                            (std::filesystem::path(trained_path).stem().string() + ".kvda"))
+                               .string();
+  KVSTASH_RETURN_IF_ERROR(WriteArtifact(a, path));
+  const auto bytes = a.Serialize();
+  std::ostringstream s;
+  s << "imported " << trained_path << " (format " << imported->metadata.at("format") << ", base " << base_path
+    << ")\n"
+    << "refitted on " << rows.rows << " calibration rows from " << sources.size() << " documents\n";
+  for (size_t gi = 0; gi < a.groups.size(); ++gi) {
+    const auto& g = a.groups[gi];
+    s << "group " << gi << ": layers " << g.first_layer << "-" << g.first_layer + g.layers - 1 << ", dims "
+      << g.dims << ", n_active " << g.n_active() << ", encoder "
+      << (g.encoder_basis.empty() ? "= decoder basis" : "own basis") << ", decoder net "
+      << (g.decoder_net.empty() ? std::string("none") : "H=" + std::to_string(g.decoder_net.hidden))
+      << ", encoder net "
+      << (g.encoder_net.empty() ? std::string("none") : "H=" + std::to_string(g.encoder_net.hidden))
+      << ", checkerboard " << (report.context[gi] ? "kept" : "off") << "\n";
+  }
+  const double bf16_bits = 16.0 * 2.0 * mc.n_layers * mc.n_kv_heads * mc.head_dim;
+  s << "estimated " << report.estimated_bits << " bits per coded token (ratio ~"
+    << (report.estimated_bits > 0 ? bf16_bits / report.estimated_bits : 0.0) << " vs bf16), "
+    << a.tables->size() << " tables\n"
+    << "wrote " << path << " (artifact version " << (bytes[4] | bytes[5] << 8) << ", " << bytes.size()
+    << " bytes)\n";
+  return s.str();
 }
 
 Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {

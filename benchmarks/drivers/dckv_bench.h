@@ -88,4 +88,17 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& options);
 // Writes one artifact per rate to options.artifact_dir as dckv-g<group>-r<rate>.kvda.
 Status CalibrateDckv(const DckvBenchOptions& options);
 
+// Imports a trained codec (`kvstash calibrate dckv --trained FILE --base ARTIFACT`):
+// the interchange file at trained_path on the base artifact at base_path
+// (codec/dckv/dckv_trained.h), its conditional models, table indices and tables
+// refitted (dckv::RefitDckvArtifact) on the calibration rows collected as above
+// (model_path, cal_tokens, cal_doc_tokens; the base artifact's raw_head; token ids
+// when the base conditions on tokens; checkerboard as given). Writes
+// options.artifact_dir/<stem of trained_path>.kvda and returns a summary (per group:
+// n_active, encoder basis, nets, checkerboard; estimated bits per token; the path).
+// Errors: those of TrainedDckvTransform and RefitDckvArtifact; Mismatch when the base
+// artifact's shape, RoPE base or vocabulary is not the model's; IOError for files.
+Result<std::string> ImportTrainedDckv(const DckvBenchOptions& options, const std::string& trained_path,
+                                      const std::string& base_path);
+
 }  // namespace kvstash::bench

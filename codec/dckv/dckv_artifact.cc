@@ -4,6 +4,7 @@
 
 #include <bit>
 #include <cmath>
+#include <string>
 
 #include "codec/dckv/dckv_correction.h"
 #include "common/byte_io.h"
@@ -74,12 +75,22 @@ bool DckvArtifact::HasDecoderCorrection() const {
   return false;
 }
 
+bool DckvArtifact::HasEncoderBasis() const {
+  for (const auto& g : groups) {
+    if (!g.encoder_basis.empty()) return true;
+  }
+  return false;
+}
+
 std::vector<uint8_t> DckvArtifact::Serialize() const {
   std::vector<uint8_t> out;
   ByteWriter w(&out);
   w.U32(kArtifactMagic);
-  const bool correction = HasCorrection();
-  w.U16(correction ? kArtifactVersionCorrection : kArtifactVersion);
+  const bool encoder_basis = HasEncoderBasis();
+  const bool correction = encoder_basis || HasCorrection();  // versions 4 and 5 carry the nets
+  w.U16(encoder_basis ? kArtifactVersionEncoderBasis
+        : correction  ? kArtifactVersionCorrection
+                      : kArtifactVersion);
   w.U16(0);
   w.U32(n_layers);
   w.U32(n_kv_heads);
@@ -112,6 +123,10 @@ std::vector<uint8_t> DckvArtifact::Serialize() const {
       PutNet(w, g.decoder_net);
       PutNet(w, g.encoder_net);
     }
+    if (encoder_basis) {
+      w.U32(g.encoder_basis.empty() ? 0u : 1u);
+      for (float v : g.encoder_basis) PutF32(w, v);
+    }
   }
   const std::vector<uint8_t> t = tables ? tables->Serialize() : std::vector<uint8_t>{};
   w.U32(static_cast<uint32_t>(t.size()));
@@ -131,7 +146,10 @@ Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
   DckvArtifact a;
   if (!r.U32(&magic) || magic != kArtifactMagic) return Status::Corruption("dckv artifact: bad magic");
   if (!r.U16(&version) || !r.U16(&reserved)) return Status::Corruption("dckv artifact: truncated");
-  if (version != kArtifactVersion && version != kArtifactVersionCorrection) return Status::Mismatch("dckv artifact: unknown version");
+  if (version != kArtifactVersion && version != kArtifactVersionCorrection &&
+      version != kArtifactVersionEncoderBasis) {
+    return Status::Mismatch("dckv artifact: unknown version " + std::to_string(version));
+  }
   if (reserved != 0) return Status::Corruption("dckv artifact: nonzero reserved field");
   if (!r.U32(&a.n_layers) || !r.U32(&a.n_kv_heads) || !r.U32(&a.head_dim) ||
       !GetF32(r, &a.rope_theta) || !r.U32(&a.group_layers) || !r.U32(&a.raw_head) ||
@@ -215,11 +233,27 @@ Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
     for (float v : g.context_map) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite context map");
     for (float v : g.mean) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite mean");
     for (float v : g.basis) if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite basis");
-    if (version == kArtifactVersionCorrection) {
+    if (version >= kArtifactVersionCorrection) {
       if (!GetNet(r, n_active, g.dims, &g.decoder_net) || !GetNet(r, g.dims, n_active, &g.encoder_net)) {
         return Status::Corruption("dckv artifact: truncated or oversized correction net");
       }
       if (Status st = CheckCorrectionNets(g); !st.ok()) return Status::Corruption("dckv artifact: " + st.message());
+    }
+    if (version == kArtifactVersionEncoderBasis) {
+      uint32_t has_encoder = 0;
+      if (!r.U32(&has_encoder) || has_encoder > 1)
+        return Status::Corruption("dckv artifact: bad encoder-basis flag");
+      if (has_encoder == 1) {
+        if (!g.encode_scale.empty())
+          return Status::Corruption("dckv artifact: encoder basis beside an encode scale");
+        if (r.remaining() < 4ull * n_active * g.dims)
+          return Status::Corruption("dckv artifact: truncated encoder basis");
+        g.encoder_basis.resize(static_cast<size_t>(n_active) * g.dims);
+        for (float& v : g.encoder_basis) {
+          GetF32(r, &v);
+          if (!std::isfinite(v)) return Status::Corruption("dckv artifact: non-finite encoder basis");
+        }
+      }
     }
     all_tables.insert(all_tables.end(), g.table_index.begin(), g.table_index.end());
     all_tables.insert(all_tables.end(), g.odd_table_index.begin(), g.odd_table_index.end());
@@ -228,6 +262,10 @@ Result<DckvArtifact> DckvArtifact::Parse(std::span<const uint8_t> bytes) {
   if (next_layer != a.n_layers) return Status::Corruption("dckv artifact: groups do not cover the layers");
   if (version == kArtifactVersionCorrection && !a.HasCorrection()) {
     return Status::Corruption("dckv artifact: version 4 without a correction net (written as version 3)");
+  }
+  if (version == kArtifactVersionEncoderBasis && !a.HasEncoderBasis()) {
+    return Status::Corruption(
+        "dckv artifact: version 5 without an encoder basis (written as version 3 or 4)");
   }
   uint32_t table_bytes = 0;
   std::span<const uint8_t> tb;

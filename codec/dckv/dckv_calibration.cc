@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 
+#include "codec/dckv/dckv_correction.h"
 #include "codec/dckv/dckv_ridge.h"
 #include "codec/entropy/pmf.h"
 #include "codec/entropy/table_builder.h"
@@ -26,6 +27,50 @@ int ScaleBucket(double b) {
 }
 
 double BucketScale(int j) { return kBucketMin * std::pow(kBucketRatio, j); }
+
+// The entropy tables of an artifact: one zero-centred Laplace table per used scale
+// bucket, in order of first use.
+class ScaleTables {
+ public:
+  explicit ScaleTables(int precision) : precision_(precision) {}
+  // Table index for a Laplace scale (mean |residual| in quantisation steps).
+  Result<uint16_t> For(double scale) {
+    const int bucket = ScaleBucket(scale);
+    auto it = bucket_table_.find(bucket);
+    if (it == bucket_table_.end()) {
+      KVSTASH_ASSIGN_OR_RETURN(auto pmf, entropy::LaplacePmf(16, entropy::SymbolMapping::kTwosComplement, 0.0,
+                                                             BucketScale(bucket)));
+      entropy::TableBuildOptions tb;
+      tb.precision = precision_;
+      KVSTASH_ASSIGN_OR_RETURN(auto table, entropy::BuildTable(pmf, tb));
+      it = bucket_table_.emplace(bucket, static_cast<uint16_t>(tables_.size())).first;
+      tables_.push_back(std::move(table));
+    }
+    return it->second;
+  }
+  bool empty() const { return tables_.empty(); }
+  Result<std::shared_ptr<const entropy::TableSet>> Finish() {
+    KVSTASH_ASSIGN_OR_RETURN(auto set, entropy::TableSet::Create(std::move(tables_)));
+    return std::make_shared<const entropy::TableSet>(std::move(set));
+  }
+
+ private:
+  int precision_;
+  std::map<int, uint16_t> bucket_table_;  // scale bucket -> table index
+  std::vector<entropy::FrequencyTable> tables_;
+};
+
+// Whether a group keeps its context model: its held-out odd-row residuals (odd_abs)
+// give fewer estimated bits than the token model's (token_abs) at the steps `step`.
+bool ContextPays(const std::vector<double>& odd_abs, const std::vector<double>& token_abs,
+                 const std::vector<double>& step) {
+  double with = 0, without = 0;
+  for (size_t i = 0; i < step.size(); ++i) {
+    with += QuantizedLaplaceEntropy(odd_abs[i] / step[i]);
+    without += QuantizedLaplaceEntropy(token_abs[i] / step[i]);
+  }
+  return with < without;
+}
 
 using RowMatrixF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
@@ -143,12 +188,13 @@ double FindStep(const DckvBasis& basis, const std::vector<WeightedGroup>& wgs, d
   return std::exp(hi);
 }
 
-// Calibration token embeddings z as fp32 [rows, rank].
-Eigen::MatrixXf CalibrationZ(const DckvBasis& basis) {
-  const uint32_t r = basis.conditioning.rank;
-  Eigen::MatrixXf z(static_cast<Eigen::Index>(basis.tokens.size()), r);
-  for (size_t t = 0; t < basis.tokens.size(); ++t) {
-    const uint16_t* e = basis.conditioning.embed_bf16.data() + static_cast<size_t>(basis.tokens[t]) * r;
+// Calibration token embeddings z as fp32 [rows, rank]. REQUIRES every token id <
+// conditioning.vocab.
+Eigen::MatrixXf CalibrationZ(const DckvConditioning& conditioning, const std::vector<uint32_t>& tokens) {
+  const uint32_t r = conditioning.rank;
+  Eigen::MatrixXf z(static_cast<Eigen::Index>(tokens.size()), r);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const uint16_t* e = conditioning.embed_bf16.data() + static_cast<size_t>(tokens[t]) * r;
     for (uint32_t k = 0; k < r; ++k) z(static_cast<Eigen::Index>(t), k) = std::bit_cast<float>(static_cast<uint32_t>(e[k]) << 16);
   }
   return z;
@@ -156,16 +202,17 @@ Eigen::MatrixXf CalibrationZ(const DckvBasis& basis) {
 
 // Two folds of the calibration rows by document (alternate documents; the halves of
 // the rows when there is one document): fold[t] in {0, 1}.
-std::vector<uint8_t> Folds(const DckvBasis& basis) {
-  std::vector<uint8_t> fold(basis.rows, 0);
-  if (basis.document_rows.size() < 2) {
-    for (uint64_t t = basis.rows / 2; t < basis.rows; ++t) fold[t] = 1;
+// REQUIRES document_rows empty or summing to rows.
+std::vector<uint8_t> Folds(uint64_t rows, const std::vector<uint64_t>& document_rows) {
+  std::vector<uint8_t> fold(rows, 0);
+  if (document_rows.size() < 2) {
+    for (uint64_t t = rows / 2; t < rows; ++t) fold[t] = 1;
     return fold;
   }
   uint64_t start = 0;
-  for (size_t d = 0; d < basis.document_rows.size(); ++d) {
-    std::fill_n(fold.begin() + start, basis.document_rows[d], static_cast<uint8_t>(d % 2));
-    start += basis.document_rows[d];
+  for (size_t d = 0; d < document_rows.size(); ++d) {
+    std::fill_n(fold.begin() + start, document_rows[d], static_cast<uint8_t>(d % 2));
+    start += document_rows[d];
   }
   return fold;
 }
@@ -192,41 +239,40 @@ Result<std::pair<Eigen::MatrixXd, std::vector<double>>> RidgeHeldOut(const Eigen
   return std::make_pair(std::move(all), std::move(abs_sum));
 }
 
-// The checkerboard model (b) of group g for its first `a` components in wg's order
-// (component wg.order[i] at step delta / wg.sqrt_s[i]), reading the first
-// k = min(a, max_inputs) of them from the neighbours.
+// The checkerboard model (b) of a group's `a` active components: y [rows, a] their
+// coefficients in artifact order, p [rank + 1, k] the token map of the first
+// k = min(a, max_inputs) of them (read from the neighbours), d [k] their steps.
 struct ContextFit {
   uint32_t inputs = 0;
   std::vector<float> map;           // [inputs + rank + 1, a]
   std::vector<double> odd_mean_abs; // [a] held-out E|y_i - mu_i| on the odd rows
 };
 
-Result<ContextFit> FitContext(const DckvBasis& basis, const DckvGroupBasis& g, const WeightedGroup& wg,
-                              const Eigen::MatrixXf& z, uint32_t a, double delta, double ridge,
-                              uint32_t max_inputs) {
-  const uint32_t r = basis.conditioning.rank;
-  const uint32_t k = std::min(a, max_inputs);
-  const Eigen::Index n = static_cast<Eigen::Index>(basis.rows);
-  Eigen::Map<const RowMatrixF> y_all(g.coeffs.data(), n, g.dims);
-  const std::vector<Eigen::Index> cols(wg.order.begin(), wg.order.begin() + a);
-  const Eigen::MatrixXf y = y_all(Eigen::all, cols);
-  Eigen::Map<const RowMatrixF> p_all(g.token_map.data(), r + 1, g.dims);
-  const Eigen::MatrixXf p = p_all(Eigen::all, std::vector<Eigen::Index>(cols.begin(), cols.begin() + k));
+// The calibration documents: `rows` rows, document_rows (empty: one document).
+struct CalibrationDocs {
+  uint64_t rows = 0;
+  const std::vector<uint64_t>& document_rows;
+};
+
+Result<ContextFit> FitContext(const CalibrationDocs& docs_in, const Eigen::MatrixXf& y,
+                              const Eigen::MatrixXf& p, const Eigen::RowVectorXf& d, const Eigen::MatrixXf& z,
+                              double ridge) {
+  const uint32_t r = static_cast<uint32_t>(z.cols());
+  const uint32_t a = static_cast<uint32_t>(y.cols());
+  const uint32_t k = static_cast<uint32_t>(p.cols());
   // Decoded coefficients of every row under model (a): mu + d_i round((y - mu) / d_i).
   Eigen::MatrixXf mu = z * p.topRows(r);
   mu.rowwise() += p.row(r);
-  Eigen::RowVectorXf d(k);
-  for (uint32_t i = 0; i < k; ++i) d(i) = static_cast<float>(delta / wg.sqrt_s[i]);
   const Eigen::MatrixXf yk = y.leftCols(k);
   const Eigen::MatrixXf c =
       mu + (((yk - mu).array().rowwise() / d.array()).round().rowwise() * d.array()).matrix();
   // Odd rows of every document and their inputs.
-  const std::vector<uint8_t> row_fold = Folds(basis);
+  const std::vector<uint8_t> row_fold = Folds(docs_in.rows, docs_in.document_rows);
   std::vector<Eigen::Index> odd, next;  // next -1: none
   std::vector<uint8_t> fold;
   uint64_t start = 0;
   const std::vector<uint64_t> docs =
-      basis.document_rows.empty() ? std::vector<uint64_t>{basis.rows} : basis.document_rows;
+      docs_in.document_rows.empty() ? std::vector<uint64_t>{docs_in.rows} : docs_in.document_rows;
   for (uint64_t len : docs) {
     for (uint64_t j = 1; j < len; j += 2) {
       odd.push_back(static_cast<Eigen::Index>(start + j));
@@ -357,7 +403,7 @@ Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers, cons
     KVSTASH_ASSIGN_OR_RETURN(out.conditioning, FitConditioning(rows, options.embed_rank));
     out.tokens = rows.tokens;
     out.document_rows = rows.document_rows;
-    z = CalibrationZ(out);
+    z = CalibrationZ(out.conditioning, out.tokens);
   }
   const uint32_t rank = out.conditioning.rank;
   KVSTASH_ASSIGN_OR_RETURN(const std::vector<double> dim_weight,
@@ -416,7 +462,8 @@ Result<DckvBasis> FitDckvBasis(const DckvRows& rows, uint32_t group_layers, cons
     g.token_map.assign(static_cast<size_t>(rank + 1) * d, 0.0f);
     g.token_mean_abs = g.mean_abs;
     if (rank > 0) {
-      KVSTASH_ASSIGN_OR_RETURN(auto fit, RidgeHeldOut(z, y, Folds(out), options.token_ridge));
+      KVSTASH_ASSIGN_OR_RETURN(auto fit,
+                               RidgeHeldOut(z, y, Folds(out.rows, out.document_rows), options.token_ridge));
       Eigen::Map<RowMatrixF>(g.token_map.data(), rank + 1, d) = fit.first.cast<float>();
       g.token_mean_abs = std::move(fit.second);
     }
@@ -443,7 +490,8 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
   double delta = FindStep(basis, wgs, budget, o.active_threshold, max_sd, odd_ratio);
   std::vector<ContextFit> fits(basis.groups.size());
   if (context) {
-    const Eigen::MatrixXf z = CalibrationZ(basis);
+    const Eigen::MatrixXf z = CalibrationZ(basis.conditioning, basis.tokens);
+    const CalibrationDocs docs{basis.rows, basis.document_rows};
     // Fit at the token-model step, measure the odd rows' residual ratio, find the step
     // again with it, and refit at the final step.
     for (int round = 0; round < 2; ++round) {
@@ -453,16 +501,22 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
         const uint32_t na = ActiveCount(wg, delta, o.active_threshold);
         fits[gi] = {};
         if (na == 0) continue;
-        KVSTASH_ASSIGN_OR_RETURN(fits[gi],
-                                 FitContext(basis, g, wg, z, na, delta, o.context_ridge, o.context_inputs));
-        // Keep the context model only where its held-out residuals cost fewer bits.
-        double with = 0, without = 0;
+        const uint32_t k = std::min(na, o.context_inputs);
+        Eigen::Map<const RowMatrixF> y_all(g.coeffs.data(), static_cast<Eigen::Index>(basis.rows), g.dims);
+        const std::vector<Eigen::Index> cols(wg.order.begin(), wg.order.begin() + na);
+        Eigen::Map<const RowMatrixF> p_all(g.token_map.data(), rank + 1, g.dims);
+        Eigen::RowVectorXf d(k);
+        for (uint32_t i = 0; i < k; ++i) d(i) = static_cast<float>(delta / wg.sqrt_s[i]);
+        KVSTASH_ASSIGN_OR_RETURN(
+            fits[gi], FitContext(docs, y_all(Eigen::all, cols),
+                                 p_all(Eigen::all, std::vector<Eigen::Index>(cols.begin(), cols.begin() + k)),
+                                 d, z, o.context_ridge));
+        std::vector<double> token_abs(na), step(na);
         for (uint32_t i = 0; i < na; ++i) {
-          const double step = delta / wg.sqrt_s[i];
-          with += QuantizedLaplaceEntropy(fits[gi].odd_mean_abs[i] / step);
-          without += QuantizedLaplaceEntropy(g.token_mean_abs[wg.order[i]] / step);
+          token_abs[i] = g.token_mean_abs[wg.order[i]];
+          step[i] = delta / wg.sqrt_s[i];
         }
-        if (!(with < without)) {
+        if (!ContextPays(fits[gi].odd_mean_abs, token_abs, step)) {
           fits[gi] = {};
           odd_ratio[gi].clear();
           continue;
@@ -489,22 +543,8 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
   a.raw_tail = o.raw_tail;
   a.target_ratio = static_cast<float>(o.target_ratio);
   a.conditioning = basis.conditioning;
-  std::map<int, uint16_t> bucket_table;  // scale bucket -> table index
-  std::vector<entropy::FrequencyTable> tables;
-  auto table_for = [&](double scale) -> Result<uint16_t> {
-    const int bucket = ScaleBucket(scale);
-    auto it = bucket_table.find(bucket);
-    if (it == bucket_table.end()) {
-      KVSTASH_ASSIGN_OR_RETURN(
-          auto pmf, entropy::LaplacePmf(16, entropy::SymbolMapping::kTwosComplement, 0.0, BucketScale(bucket)));
-      entropy::TableBuildOptions tb;
-      tb.precision = o.precision;
-      KVSTASH_ASSIGN_OR_RETURN(auto table, entropy::BuildTable(pmf, tb));
-      it = bucket_table.emplace(bucket, static_cast<uint16_t>(tables.size())).first;
-      tables.push_back(std::move(table));
-    }
-    return it->second;
-  };
+  ScaleTables tables(o.precision);
+  auto table_for = [&](double scale) { return tables.For(scale); };
   for (size_t gi = 0; gi < basis.groups.size(); ++gi) {
     const auto& gb = basis.groups[gi];
     DckvGroup g;
@@ -544,8 +584,134 @@ Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOpti
   if (tables.empty()) {
     return Status::InvalidArgument("dckv calibration: target ratio leaves no active component");
   }
-  KVSTASH_ASSIGN_OR_RETURN(auto set, entropy::TableSet::Create(std::move(tables)));
-  a.tables = std::make_shared<const entropy::TableSet>(std::move(set));
+  KVSTASH_ASSIGN_OR_RETURN(a.tables, tables.Finish());
+  return a;
+}
+
+Result<DckvArtifact> RefitDckvArtifact(DckvArtifact a, const DckvRows& rows, const DckvRefitOptions& o,
+                                       DckvRefitReport* report) {
+  if (rows.rows == 0 || rows.n_layers != a.n_layers || rows.n_kv_heads != a.n_kv_heads ||
+      rows.head_dim != a.head_dim) {
+    return Status::InvalidArgument("dckv refit: the rows have another shape than the transform, or none");
+  }
+  const uint64_t hr = a.HeadRow();
+  if (rows.k.size() != a.n_layers || rows.v.size() != a.n_layers) {
+    return Status::InvalidArgument("dckv refit: need K and V for every layer");
+  }
+  for (uint32_t l = 0; l < a.n_layers; ++l) {
+    if (rows.k[l].size() != rows.rows * hr || rows.v[l].size() != rows.rows * hr) {
+      return Status::InvalidArgument("dckv refit: layer tensor has the wrong size");
+    }
+  }
+  uint64_t doc_total = 0;
+  for (uint64_t d : rows.document_rows) doc_total += d;
+  if (!rows.document_rows.empty() && doc_total != rows.rows) {
+    return Status::InvalidArgument("dckv refit: document row counts do not sum to the rows");
+  }
+  const uint32_t rank = a.conditioning.rank;
+  const Eigen::Index n = static_cast<Eigen::Index>(rows.rows);
+  Eigen::MatrixXf z(n, 0);
+  if (rank > 0) {
+    if (rows.tokens.size() != rows.rows)
+      return Status::InvalidArgument("dckv refit: need one token id per row");
+    for (uint32_t t : rows.tokens) {
+      if (t >= a.conditioning.vocab) return Status::InvalidArgument("dckv refit: token id out of range");
+    }
+    z = CalibrationZ(a.conditioning, rows.tokens);
+  }
+  const std::vector<uint8_t> folds = Folds(rows.rows, rows.document_rows);
+  const CalibrationDocs docs{rows.rows, rows.document_rows};
+  ScaleTables tables(o.precision);
+  DckvRefitReport rep;
+  uint32_t next_layer = 0;
+  for (DckvGroup& g : a.groups) {
+    const uint32_t na = g.n_active();
+    const size_t d = g.dims;
+    if (g.first_layer != next_layer || g.layers == 0 || g.first_layer + g.layers > a.n_layers ||
+        d != 2 * g.layers * hr || g.mean.size() != d || g.basis.size() != na * d ||
+        (!g.encode_scale.empty() && (g.encode_scale.size() != d || !g.encoder_basis.empty())) ||
+        (!g.encoder_basis.empty() && g.encoder_basis.size() != na * d)) {
+      return Status::InvalidArgument("dckv refit: inconsistent transform group");
+    }
+    for (float st : g.step) {
+      if (!(std::isfinite(st) && st > 0))
+        return Status::InvalidArgument("dckv refit: steps must be finite and > 0");
+    }
+    if (Status st = CheckCorrectionNets(g); !st.ok())
+      return Status::InvalidArgument("dckv refit: " + st.message());
+    next_layer += g.layers;
+    // u = e (x - mean), rows [K | V] per layer as FitDckvBasis; y = u W_e^T + g_e(u).
+    RowMatrixF u(n, static_cast<Eigen::Index>(d));
+    for (uint32_t j = 0; j < g.layers; ++j) {
+      const auto& k = rows.k[g.first_layer + j];
+      const auto& v = rows.v[g.first_layer + j];
+      for (Eigen::Index t = 0; t < n; ++t) {
+        for (uint64_t c = 0; c < hr; ++c) {
+          const float kv = k[t * hr + c], vv = v[t * hr + c];
+          if (!std::isfinite(kv) || !std::isfinite(vv))
+            return Status::InvalidArgument("dckv refit: non-finite value");
+          const size_t ck = 2 * j * hr + c, cv = (2 * j + 1) * hr + c;
+          u(t, static_cast<Eigen::Index>(ck)) = kv - g.mean[ck];
+          u(t, static_cast<Eigen::Index>(cv)) = vv - g.mean[cv];
+        }
+      }
+    }
+    if (!g.encode_scale.empty()) {
+      for (size_t c = 0; c < d; ++c) u.col(static_cast<Eigen::Index>(c)) *= g.encode_scale[c];
+    }
+    const std::vector<float>& enc = g.encoder_basis.empty() ? g.basis : g.encoder_basis;
+    RowMatrixF y_rows =
+        u * Eigen::Map<const RowMatrixF>(enc.data(), na, static_cast<Eigen::Index>(d)).transpose();
+    if (!g.encoder_net.empty() && na > 0) {
+      AddEncoderCorrection(g.encoder_net, g.dims, na, std::span<const float>(u.data(), u.size()),
+                           static_cast<uint32_t>(rows.rows), std::span<float>(y_rows.data(), y_rows.size()));
+    }
+    const Eigen::MatrixXf y = y_rows;
+    if (!y.allFinite()) return Status::InvalidArgument("dckv refit: non-finite coefficients");
+    // Model (a).
+    g.token_map.assign(static_cast<size_t>(rank + 1) * na, 0.0f);
+    std::vector<double> token_abs(na);
+    for (uint32_t i = 0; i < na; ++i) token_abs[i] = y.col(i).cast<double>().cwiseAbs().mean();
+    if (rank > 0 && na > 0) {
+      KVSTASH_ASSIGN_OR_RETURN(auto fit, RidgeHeldOut(z, y, folds, o.token_ridge));
+      Eigen::Map<RowMatrixF>(g.token_map.data(), rank + 1, na) = fit.first.cast<float>();
+      token_abs = std::move(fit.second);
+    }
+    // Model (b) at the transform's steps.
+    g.context_inputs = 0;
+    g.context_map.clear();
+    std::vector<double> odd_abs = token_abs;
+    if (o.checkerboard && rank > 0 && na > 0) {
+      const uint32_t k = std::min(na, o.context_inputs);
+      Eigen::Map<const RowMatrixF> p_all(g.token_map.data(), rank + 1, na);
+      Eigen::RowVectorXf dk(k);
+      for (uint32_t i = 0; i < k; ++i) dk(i) = g.step[i];
+      KVSTASH_ASSIGN_OR_RETURN(ContextFit fit,
+                               FitContext(docs, y, p_all.leftCols(k), dk, z, o.context_ridge));
+      const std::vector<double> step(g.step.begin(), g.step.end());
+      if (ContextPays(fit.odd_mean_abs, token_abs, step)) {
+        g.context_inputs = fit.inputs;
+        g.context_map = std::move(fit.map);
+        odd_abs = std::move(fit.odd_mean_abs);
+      }
+    }
+    rep.context.push_back(g.context_inputs > 0);
+    g.table_index.clear();
+    g.odd_table_index.clear();
+    for (uint32_t i = 0; i < na; ++i) {
+      const float step = g.step[i];
+      KVSTASH_ASSIGN_OR_RETURN(uint16_t even, tables.For(token_abs[i] / step));
+      KVSTASH_ASSIGN_OR_RETURN(uint16_t odd, tables.For(odd_abs[i] / step));
+      g.table_index.push_back(even);
+      g.odd_table_index.push_back(odd);
+      rep.estimated_bits +=
+          0.5 * (QuantizedLaplaceEntropy(token_abs[i] / step) + QuantizedLaplaceEntropy(odd_abs[i] / step));
+    }
+  }
+  if (next_layer != a.n_layers) return Status::InvalidArgument("dckv refit: groups do not cover the layers");
+  if (tables.empty()) return Status::InvalidArgument("dckv refit: the transform has no active component");
+  KVSTASH_ASSIGN_OR_RETURN(a.tables, tables.Finish());
+  if (report) *report = std::move(rep);
   return a;
 }
 

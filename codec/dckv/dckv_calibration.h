@@ -154,6 +154,39 @@ struct DckvRateOptions {
 
 Result<DckvArtifact> MakeDckvArtifact(const DckvBasis& basis, const DckvRateOptions& options);
 
+// Step 2 for a fixed transform (a trained codec, dckv_trained.h): the conditional
+// models, table indices and tables refitted in closed form, exactly as
+// MakeDckvArtifact fits them for its own transform (the same ridge fits, held-out
+// folds, context-model test and scale buckets), at the transform's own steps (no
+// step search, every component of the transform active).
+struct DckvRefitOptions {
+  double token_ridge = 1e-3;      // DckvFitOptions::token_ridge
+  bool checkerboard = true;       // DckvRateOptions::checkerboard
+  double context_ridge = 0.05;    // DckvRateOptions::context_ridge
+  uint32_t context_inputs = 128;  // DckvRateOptions::context_inputs
+  int precision = 12;             // DckvRateOptions::precision
+};
+
+// What RefitDckvArtifact fitted.
+struct DckvRefitReport {
+  std::vector<bool> context;  // per group: the checkerboard model was kept
+  double estimated_bits = 0;  // per coded token: sum_i (H(even scale_i) + H(odd scale_i)) / 2
+};
+
+// transform: geometry, conditioning, and per group mean, encode_scale or
+// encoder_basis, basis, step and nets (its token maps, context maps, table indices
+// and tables are replaced). rows: the calibration rows (DckvRows; token ids needed
+// when the conditioning has rank > 0, its embedding table is not read: z comes from
+// transform.conditioning). Coefficients are the encoder's: y = W_e u + g_e(u) with
+// u = e (x - mean) (dckv_artifact.h). Model (a): ridge of y on [z, 1]
+// (token_ridge; with rank 0 the bias 0 and E|y_i|, as FitDckvBasis); model (b): as
+// MakeDckvArtifact at the steps `step`, kept only where it lowers the estimated rate;
+// tables from the held-out residual scales in steps.
+// Errors: InvalidArgument for rows of another shape, missing or out-of-range token
+// ids, an inconsistent transform group, non-finite rows, no active component.
+Result<DckvArtifact> RefitDckvArtifact(DckvArtifact transform, const DckvRows& rows,
+                                       const DckvRefitOptions& options, DckvRefitReport* report = nullptr);
+
 // Entropy in bits of a Laplace density with mean absolute value b (in quantisation
 // steps) quantised to integers (cells [k - 1/2, k + 1/2]). b <= 0 gives 0.
 double QuantizedLaplaceEntropy(double b);

@@ -85,13 +85,18 @@ Result<DckvCodec> DckvCodec::Create(DckvArtifact artifact) {
   if (!artifact.tables) return Status::InvalidArgument("dckv: artifact has no tables");
   uint32_t next = 0;
   for (const auto& g : artifact.groups) {
-    if (g.first_layer != next || g.dims != 2ull * g.layers * artifact.HeadRow() ||
-        g.mean.size() != g.dims || (!g.encode_scale.empty() && g.encode_scale.size() != g.dims) ||
+    if (g.first_layer != next || g.dims != 2ull * g.layers * artifact.HeadRow() || g.mean.size() != g.dims ||
+        (!g.encode_scale.empty() && g.encode_scale.size() != g.dims) ||
+        (!g.encoder_basis.empty() &&
+         (g.encoder_basis.size() != static_cast<size_t>(g.n_active()) * g.dims || !g.encode_scale.empty())) ||
         g.basis.size() != static_cast<size_t>(g.n_active()) * g.dims ||
         g.table_index.size() != g.n_active() || g.odd_table_index.size() != g.n_active() ||
         g.token_map.size() != static_cast<size_t>(artifact.conditioning.rank + 1) * g.n_active() ||
         g.context_inputs > g.n_active() || (g.context_inputs == 0) != g.context_map.empty() ||
-        g.context_map.size() != static_cast<size_t>(g.context_inputs == 0 ? 0 : g.context_inputs + artifact.conditioning.rank + 1) * g.n_active()) {
+        g.context_map.size() != static_cast<size_t>(g.context_inputs == 0
+                                                        ? 0
+                                                        : g.context_inputs + artifact.conditioning.rank + 1) *
+                                    g.n_active()) {
       return Status::InvalidArgument("dckv: inconsistent artifact group");
     }
     KVSTASH_RETURN_IF_ERROR(CheckCorrectionNets(g));
@@ -274,15 +279,17 @@ Result<DckvQuantized> DckvCodec::Quantize(const KvChunkView& chunk, std::span<co
   });
   if (!finite) return Status::InvalidArgument("dckv: non-finite KV value");
   // Projection y = (x - mean) W^T per group [R, n_active] as one GEMM (OpenBLAS, its
-  // own threads), plus the encoder correction net when the group has one. The encoder need not be bit-reproducible: the decoder only sees the
-  // symbols.
+  // own threads; W the encoder basis when the group has one, else the basis), plus the
+  // encoder correction net when the group has one. The encoder need not be
+  // bit-reproducible: the decoder only sees the symbols.
   std::vector<std::vector<float>> y(G);
   for (size_t gi = 0; gi < G; ++gi) {
     const DckvGroup& g = a.groups[gi];
     y[gi].resize(static_cast<size_t>(R) * g.n_active());
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(R), static_cast<int>(g.n_active()),
-                static_cast<int>(g.dims), 1.0f, x[gi].data(), static_cast<int>(g.dims), g.basis.data(),
-                static_cast<int>(g.dims), 0.0f, y[gi].data(), static_cast<int>(g.n_active()));
+                static_cast<int>(g.dims), 1.0f, x[gi].data(), static_cast<int>(g.dims),
+                g.encoder_basis.empty() ? g.basis.data() : g.encoder_basis.data(), static_cast<int>(g.dims),
+                0.0f, y[gi].data(), static_cast<int>(g.n_active()));
     if (!g.encoder_net.empty()) AddEncoderCorrection(g.encoder_net, g.dims, g.n_active(), x[gi], R, y[gi]);
   }
   std::vector<uint64_t> group_offset(G, 0);

@@ -40,7 +40,8 @@
 // -ffp-contract=off), plus the group's decoder correction net g_d(c) when the artifact
 // has one (dckv_correction.h, same guarantee), RoPE re-applied to K, rounded to bf16
 // (or f16: the header's layout dtype; round to nearest even either way).
-// The encoder adds the encoder net g_e to its projection when the group has one. The header's content
+// The encoder projects on the group's encoder basis when it has one (a trained codec;
+// else on the basis with the encode scale) and adds the encoder net g_e when it has one. The header's content
 // checksum is that of the decoded chunk, and the decoder verifies it.
 // gpu_kernels/dckv_decode.h decodes the same payloads on a GPU to the same bytes.
 // Speed: the synthesis runs as a register-tiled kernel (AVX-512 or AVX2 when the CPU

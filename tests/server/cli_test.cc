@@ -300,6 +300,21 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
   EXPECT_EQ(rc, 2) << out;
   std::tie(rc, out) = Sh(kBench + " codec --codec dckv --model /nonexistent --rate 0");
   EXPECT_EQ(rc, 2) << out;
+  // calibrate dckv --trained: --base is needed, the options the base fixes are refused,
+  // missing files are usage errors; a malformed trained file fails (exit 1, naming the
+  // problem) before the model is loaded.
+  WriteFile(P("t.safetensors"), {1, 2, 3});
+  WriteFile(P("base.kvda"), {4, 5, 6});
+  const std::string t = " --trained " + P("t.safetensors"), b = " --base " + P("base.kvda");
+  for (const std::string& bad :
+       {t, b, t + b + " --rate 8", t + b + " --group-layers 3", t + b + " --raw-head 2",
+        " --trained " + P("none") + b, t + " --base " + P("none")}) {
+    std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent --out " + P("imp") + bad);
+    EXPECT_EQ(rc, 2) << bad << ": " << out;
+  }
+  std::tie(rc, out) = Sh(kCli + " calibrate dckv --model /nonexistent --out " + P("imp") + t + b);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("safetensors: file shorter than its 8-byte header length"), std::string::npos) << out;
   // Every bench's --json FILE is checked before the run: a missing folder, a folder as
   // FILE or an unwritable folder is a usage error naming it (before, bench store,
   // trace, link and prefill ran and then exited 0 without writing it).
