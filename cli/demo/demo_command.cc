@@ -126,6 +126,7 @@ const bool kRegistered = RegisterCommand(
              "With --engine llama.cpp: dckv's per-dimension output weights (weighted PCA): auto (the "
              "committed Fisher weights with the default model, else none), none, or a file of "
              "tools/dckv_output_fisher.py")
+          ->check(CLI::IsMember({"auto", "none"}) | CLI::ExistingFile)
           ->capture_default_str();
       cmd->add_option("--restore-policy", o->restore_policy,
                       "Which LOOKUP hits are restored: cost (only when the restore is estimated faster than "
