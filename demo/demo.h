@@ -57,6 +57,18 @@ struct DemoOptions {
   // on llama.cpp's KV; "auto" picks ggml when model::GgmlArithmeticSupport accepts the
   // model, else int, and prints which and why. Default: "auto".
   std::string predictor_arithmetic = "auto";
+  // With engine llama.cpp: how dckv's basis is fitted (DemoArtifactOptions::
+  // dckv_engine_rows, dckv_conditional, dckv_weights_file). dckv_rows: "engine"
+  // (llama.cpp's own KV of the calibration text, K rotated back with the codec's
+  // inverse RoPE) or "reference" (our runtime's fp32 KV, the fitting before issue 35).
+  // dckv_conditional: token-conditioned and checkerboard entropy models. dckv_weights:
+  // "auto" (the committed Fisher weights, DefaultDckvSensitivityFile(), when the model
+  // is the default model file and the file exists; else none), "none", or a weights
+  // file (dckv::ReadOutputWeights). The reference engine keeps its fitting (our runtime's
+  // rows, no conditional models, no weights). Defaults: "engine", true, "auto".
+  std::string dckv_rows = "engine";
+  bool dckv_conditional = true;
+  std::string dckv_weights = "auto";
   std::string json;               // also write the report as JSON here ("" = no)
   bool quiet = false;             // no per-request progress lines
   // Which LOOKUP hits are restored (DemoRunOptions::restore_policy). Default: kCost.

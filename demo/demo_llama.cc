@@ -1,6 +1,7 @@
 #include "demo/demo_llama.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -122,6 +123,19 @@ Result<LlamaPredictorChoice> LlamaPredictor(const model::Model& model, const Dem
   return c;
 }
 
+// The output weights file of options.dckv_weights ("" = none): "auto" is the committed
+// Fisher file when the model is the default model file (the weights are per dimension
+// of that model) and the file exists, as `kvstash calibrate dckv` decides.
+std::string DckvWeightsFile(const DemoOptions& o) {
+  if (o.dckv_weights == "none") return "";
+  if (o.dckv_weights != "auto") return o.dckv_weights;
+  std::error_code ec;
+  if (!std::filesystem::equivalent(o.model_path, DefaultModelPath(), ec))
+    return "";  // false on any error too
+  const std::string file = DefaultDckvSensitivityFile();
+  return std::filesystem::is_regular_file(file, ec) ? file : "";
+}
+
 // llama.cpp's demo (see the header).
 class LlamaDemo final : public DemoEngine {
  public:
@@ -221,7 +235,8 @@ class LlamaDemo final : public DemoEngine {
                       {"n_ctx", n_ctx_},
                       {"kv_dtype", DTypeName(o_.llama_kv_dtype)},
                       {"predictor_arithmetic", predictor_arithmetic_},
-                      {"predictor_arithmetic_reason", predictor_reason_}},
+                      {"predictor_arithmetic_reason", predictor_reason_},
+                      {"dckv_fit", setup_.codecs.want_dckv ? dckv_fit_ : nlohmann::json(nullptr)}},
                      {{"spec_bits_per_scalar", spec_bits_}}, &server_);
   }
 
@@ -235,12 +250,29 @@ class LlamaDemo final : public DemoEngine {
     ao.engine_kv = [this](std::span<const uint32_t> tokens) {
       return LlamaKv(lm_.get(), ro_.params, tokens);
     };
+    ao.dckv_engine_rows = o_.dckv_rows == "engine";
+    ao.dckv_conditional = o_.dckv_conditional;
+    ao.dckv_weights_file = DckvWeightsFile(o_);
     auto artifacts = LoadOrCalibrateArtifacts(*setup_.model, setup_.fingerprint, predictor_.get(),
                                               setup_.codecs.want_spec, setup_.codecs.want_dckv, ao);
     if (!artifacts.ok()) return Fail("codec artifacts", artifacts.status());
     artifacts_ = std::move(artifacts).value();
+    dckv_fit_ = {{"rows", ao.dckv_engine_rows ? "llama.cpp " + std::string(DTypeName(o_.llama_kv_dtype)) +
+                                                    " KV, K rotated back to before RoPE"
+                                              : std::string("our runtime's fp32 KV")},
+                 {"conditional", ao.dckv_conditional},
+                 {"weights", ao.dckv_weights_file.empty() ? "none" : ao.dckv_weights_file}};
+    if (artifacts_.dckv_rows_rms_k >= 0) {
+      dckv_fit_["rows_rel_rms_vs_our_runtime"] = {{"k_pre_rope", artifacts_.dckv_rows_rms_k},
+                                                  {"v", artifacts_.dckv_rows_rms_v}};
+    }
     PrintArtifacts(artifacts_,
                    "; tables of llama.cpp's " + std::string(DTypeName(o_.llama_kv_dtype)) + " KV");
+    if (setup_.codecs.want_dckv) {
+      std::printf("dckv fitted on %s, conditional models %s, output weights %s\n",
+                  dckv_fit_["rows"].get<std::string>().c_str(), ao.dckv_conditional ? "on" : "off",
+                  dckv_fit_["weights"].get<std::string>().c_str());
+    }
     std::printf(
         "engine: llama.cpp (llama-cpp-python 0.3.36), %s KV, flash attention off, %d threads, context %u\n",
         std::string(DTypeName(o_.llama_kv_dtype)).c_str(), o_.llama_threads, n_ctx_);
@@ -270,6 +302,7 @@ class LlamaDemo final : public DemoEngine {
   LlamaDemoReference reference_;
   std::vector<DemoCodecRow> rows_;
   nlohmann::json spec_bits_ = nullptr;
+  nlohmann::json dckv_fit_ = nullptr;  // how dckv was fitted (JSON setup "dckv_fit")
 };
 
 }  // namespace

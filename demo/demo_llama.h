@@ -13,10 +13,16 @@
 // int arithmetic ("w8a16-g128": Qwen2's q/k/v biases and Q4_K/Q5_0/Q6_K/Q8_0 blocks;
 // lossless, more bits), printed with the reason and recorded in the JSON setup; its
 // tables are calibrated on llama.cpp's KV of
-// the calibration text in that dtype (cached like every demo artifact); dckv's basis comes from our runtime's
-// fp32 cache of the same text (it is dtype-free). With spec, the report also codes every document prefix's KV
-// from our runtime (rounded to the same dtype) with the same codec, so spec's bits per scalar on llama.cpp's
-// KV stand beside those on our runtime's KV of the same tokens.
+// the calibration text in that dtype (cached like every demo artifact); dckv's basis is
+// fitted on llama.cpp's own KV of the same text too (in that dtype, K rotated back to
+// before RoPE with the codec's inverse RoPE, dckv::AppendChunkRows; the relative RMS
+// difference from our runtime's rows of the same tokens is printed and in the JSON
+// setup's dckv_fit), with the token-conditioned and checkerboard entropy models and,
+// for the default model, the committed per-dimension Fisher weights
+// (options.dckv_rows / dckv_conditional / dckv_weights; "reference", off, "none" give
+// the fitting before issue 35: our runtime's fp32 rows, plain PCA). With spec, the report also codes every
+// document prefix's KV from our runtime (rounded to the same dtype) with the same codec, so spec's bits per
+// scalar on llama.cpp's KV stand beside those on our runtime's KV of the same tokens.
 //
 // Acceptance (exit code 0): token hit rate > 50%; every raw/spec hit logit-identical to
 // llama.cpp continuing from its own cache of the prefix (demo_llama_runner.h: the

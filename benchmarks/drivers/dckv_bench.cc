@@ -12,6 +12,7 @@
 #include "codec/baselines/kvtc.h"
 #include "codec/dckv/dckv_calibration.h"
 #include "codec/dckv/dckv_codec.h"
+#include "codec/dckv/dckv_output_weights.h"
 #include "codec/dckv/dckv_trained.h"
 #include "common/default_paths.h"
 #include "common/file_bytes.h"
@@ -132,48 +133,6 @@ std::vector<double> BlockSums(const std::vector<double>& w, const model::ModelCo
   return out;
 }
 
-// Per-dimension output weights of a file of tools/dckv_output_fisher.py (JSON with
-// n_layers, n_kv_heads, head_dim and `weight`, [n_layers, 2, n_kv_heads, head_dim],
-// finite and > 0).
-struct OutputWeightsFile {
-  uint32_t n_layers = 0, n_kv_heads = 0, head_dim = 0;
-  std::vector<double> weight;
-};
-
-Result<OutputWeightsFile> ParseOutputWeights(const std::string& path) {
-  std::error_code ec;
-  std::ifstream f(path);
-  if (!std::filesystem::is_regular_file(path, ec) || !f) {
-    return Status::IOError("calibrate dckv: cannot read the sensitivity file " + path + " (not a readable regular file)");
-  }
-  std::stringstream text;
-  text << f.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  auto shape = [&](const char* key) -> uint32_t {
-    if (!j.contains(key) || !j[key].is_number_unsigned()) return 0;
-    const uint64_t v = j[key].get<uint64_t>();
-    return v <= std::numeric_limits<uint32_t>::max() ? static_cast<uint32_t>(v) : 0;
-  };
-  if (j.is_discarded()) return Status::InvalidArgument("calibrate dckv: " + path + " is not valid JSON");
-  if (!j.is_object() || !j.contains("weight") || !j["weight"].is_array()) {
-    return Status::InvalidArgument("calibrate dckv: " + path + " is not a sensitivity file (a JSON object with a `weight` array)");
-  }
-  OutputWeightsFile w{shape("n_layers"), shape("n_kv_heads"), shape("head_dim"), {}};
-  if (w.n_layers == 0 || w.n_kv_heads == 0 || w.head_dim == 0 ||
-      j["weight"].size() != 2ull * w.n_layers * w.n_kv_heads * w.head_dim) {
-    return Status::InvalidArgument("calibrate dckv: " + path + " needs n_layers, n_kv_heads, head_dim and " +
-                                   "2 * n_layers * n_kv_heads * head_dim weights");
-  }
-  w.weight.reserve(j["weight"].size());
-  for (const auto& x : j["weight"]) {
-    if (!x.is_number() || !(x.get<double>() > 0) || !std::isnormal(x.get<double>())) {
-      return Status::InvalidArgument("calibrate dckv: " + path + " has a weight that is not a finite, normal number > 0");
-    }
-    w.weight.push_back(x.get<double>());
-  }
-  return w;
-}
-
 // The calibration documents: ceil(cal_tokens / cal_doc_tokens) of the calibration
 // split, spread evenly over it.
 Result<model::Corpus> CalibrationCorpus(const model::Model& m, const DckvBenchOptions& o) {
@@ -233,7 +192,7 @@ Result<Calibrated> Calibrate(const model::Model& m, const DckvBenchOptions& o) {
   Calibrated c;
   const bool measure = o.sensitivity_file.empty() && o.sensitivity_docs > 0;
   if (!o.sensitivity_file.empty()) {
-    KVSTASH_ASSIGN_OR_RETURN(auto file, ParseOutputWeights(o.sensitivity_file));
+    KVSTASH_ASSIGN_OR_RETURN(auto file, dckv::ReadOutputWeights(o.sensitivity_file));
     if (file.n_layers != m.config.n_layers || file.n_kv_heads != m.config.n_kv_heads ||
         file.head_dim != m.config.head_dim) {
       return Status::InvalidArgument("calibrate dckv: " + o.sensitivity_file +
@@ -440,7 +399,7 @@ Status CalibrateDckv(const DckvBenchOptions& o) {
   if (std::error_code ec; !std::filesystem::create_directories(o.artifact_dir, ec) && ec) {
     return Status::IOError("calibrate dckv: cannot create " + o.artifact_dir + ": " + ec.message());
   }
-  if (!o.sensitivity_file.empty()) KVSTASH_RETURN_IF_ERROR(ParseOutputWeights(o.sensitivity_file).status());
+  if (!o.sensitivity_file.empty()) KVSTASH_RETURN_IF_ERROR(dckv::ReadOutputWeights(o.sensitivity_file).status());
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
   if (!m->tokenizer) return Status::InvalidArgument("calibrate dckv: the model file has no tokenizer");
   KVSTASH_ASSIGN_OR_RETURN(auto cal, Calibrate(*m, o));
@@ -514,7 +473,7 @@ Result<std::string> ImportTrainedDckv(const DckvBenchOptions& o, const std::stri
 Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
   if (o.rates.empty()) return Status::InvalidArgument("bench codec dckv: no rate given");
   if (o.chunk_tokens == 0) return Status::InvalidArgument("bench codec dckv: chunk_tokens is 0");
-  if (!o.sensitivity_file.empty()) KVSTASH_RETURN_IF_ERROR(ParseOutputWeights(o.sensitivity_file).status());
+  if (!o.sensitivity_file.empty()) KVSTASH_RETURN_IF_ERROR(dckv::ReadOutputWeights(o.sensitivity_file).status());
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
   if (!m->tokenizer) return Status::InvalidArgument("bench codec dckv: the model file has no tokenizer");
   const auto& mc = m->config;

@@ -15,6 +15,7 @@ struct Options {
   ClientFlags client;
   std::string kv_dtype = "f16";
   std::string restore_policy = "cost";
+  std::string dckv_conditional = "on";
 };
 
 // --model-kind, --hybrid-model, --hybrid-chunk-tokens, --state-every, --hybrid-cal-tokens,
@@ -110,6 +111,23 @@ const bool kRegistered = RegisterCommand(
              "supports it, else int; the demo prints which and why)")
           ->check(CLI::IsMember({"auto", "ggml", "int"}))
           ->capture_default_str();
+      cmd->add_option(
+             "--dckv-rows", o->demo.dckv_rows,
+             "With --engine llama.cpp: the KV dckv's basis is fitted on: engine (llama.cpp's own KV of "
+             "the calibration text, K rotated back to before RoPE) or reference (our runtime's)")
+          ->check(CLI::IsMember({"engine", "reference"}))
+          ->capture_default_str();
+      cmd->add_option("--dckv-conditional", o->dckv_conditional,
+                      "With --engine llama.cpp: dckv's token-conditioned and checkerboard entropy models")
+          ->check(CLI::IsMember({"on", "off"}))
+          ->capture_default_str();
+      cmd->add_option(
+             "--dckv-weights", o->demo.dckv_weights,
+             "With --engine llama.cpp: dckv's per-dimension output weights (weighted PCA): auto (the "
+             "committed Fisher weights with the default model, else none), none, or a file of "
+             "tools/dckv_output_fisher.py")
+          ->check(CLI::IsMember({"auto", "none"}) | CLI::ExistingFile)
+          ->capture_default_str();
       cmd->add_option("--restore-policy", o->restore_policy,
                       "Which LOOKUP hits are restored: cost (only when the restore is estimated faster than "
                       "the engine's prefill; the others run as misses and are counted as declined) or always")
@@ -131,6 +149,7 @@ const bool kRegistered = RegisterCommand(
         d.client = o->client.Options();
         d.llama_kv_dtype = o->kv_dtype == "bf16" ? DType::kBF16 : DType::kF16;
         ParseRestorePolicy(o->restore_policy, &d.restore_policy);  // checked by IsMember
+        d.dckv_conditional = o->dckv_conditional == "on";          // checked by IsMember
         return demo::RunDemo(std::move(d));
       };
     });

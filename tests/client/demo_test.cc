@@ -164,6 +164,18 @@ TEST(DemoTest, LlamaCppEngineDemoPassesItsChecks) {
   EXPECT_GT(j["rows"][2]["ratio"].get<double>(), 1.5);            // dckv, lossy
   EXPECT_GT(j["rows"][2]["scored_positions"].get<int>(), 0);
   EXPECT_GT(j["rows"][2]["top1_agreement"].get<double>(), 0.5);
+  // dckv is fitted on llama.cpp's own f16 KV of the calibration text (K rotated back to
+  // before RoPE), with the conditional models and the committed Fisher weights; those
+  // rows are within 3% (K) and 7% (V) relative RMS of our runtime's (llama.cpp's Q8_1
+  // activations; tests/llama_cpp/llama_dckv_rows_test.cc derives the bounds).
+  const auto& fit = j["setup"]["dckv_fit"];
+  ASSERT_TRUE(fit.is_object()) << run.out;
+  EXPECT_EQ(fit["rows"], "llama.cpp f16 KV, K rotated back to before RoPE");
+  EXPECT_EQ(fit["conditional"], true);
+  EXPECT_NE(fit["weights"].get<std::string>().find("smollm2-135m-dckv-fisher.json"), std::string::npos);
+  EXPECT_GT(fit["rows_rel_rms_vs_our_runtime"]["k_pre_rope"].get<double>(), 0.0);
+  EXPECT_LT(fit["rows_rel_rms_vs_our_runtime"]["k_pre_rope"].get<double>(), 0.03);
+  EXPECT_LT(fit["rows_rel_rms_vs_our_runtime"]["v"].get<double>(), 0.07);
   const auto& bits = j["spec_bits_per_scalar"];
   ASSERT_TRUE(bits.is_object()) << run.out;
   EXPECT_NEAR(bits["llama_cpp_kv"].get<double>(), 16.0 / j["rows"][1]["ratio"].get<double>(), 1e-9);
