@@ -744,8 +744,9 @@ def main(argv=None):
             save_checkpoint(a, art, li, tr)
         path = out_path(a, tr.lam)
         kept = tr.export(path)
-        dt = (time.time() - t0) / max(1, tr.step_count - s0)
-        cpu = (time.process_time() - c0) / max(1, tr.step_count - s0)
+        ran = tr.step_count - s0  # 0 when a finished checkpoint is only exported
+        dt = (time.time() - t0) / ran if ran else float("nan")
+        cpu = (time.process_time() - c0) / ran if ran else float("nan")
         h = tr.history
         print(
             "lambda %g: %d steps (%.2f s/step wall, %.2f CPU s/step, this run's steps incl. exact passes); first %s, "
@@ -753,8 +754,8 @@ def main(argv=None):
             % (tr.lam, tr.step_count, dt, cpu, h[0] if h else None, h[-1] if h else None, path, kept)
         )
         history[repr(tr.lam)] = {
-            "seconds_per_step": dt,
-            "cpu_seconds_per_step": cpu,
+            "seconds_per_step": dt if ran else None,
+            "cpu_seconds_per_step": cpu if ran else None,
             "history": h,
             "file": path,
             "active": kept,

@@ -158,7 +158,15 @@ def test_kl_decreases_on_a_fixed_prompt(setup):
     torch, tok, model, path = setup
     # lambda 0, one prompt (a fixed batch), default rates but faster steps. Measured
     # (deterministic): 0.0734, 0.0708, 0.0470, 0.0390, 0.0338, 0.0327.
-    a = T.parse_args(args(path, "/nonexistent", 0.0, 1, ("--prompts", "1", "--lr-log", "0.05", "--lr", "2e-5", "--lr-net", "1e-4")))
+    a = T.parse_args(
+        args(
+            path,
+            "/nonexistent",
+            0.0,
+            1,
+            ("--prompts", "1", "--lr-log", "0.05", "--lr", "2e-5", "--lr-net", "1e-4"),
+        )
+    )
     tr = next(T.make_trainers(a, T.read_artifact(path), model, tok))[1]
     kls = [tr.step()[2] for _ in range(6)]
     assert kls[-1] < 0.7 * kls[0], kls
