@@ -22,6 +22,8 @@
 #      built as a wheel (build-python-cuda/) and its tests run without a device;
 #   6. the vLLM connector tests (engines/vllm/tests, real vLLM in .venv-vllm, real
 #      kvstash-server from build/): installs the kvstash package into .venv-vllm first;
+#      before them the tests of tools/ that need torch (tools/tests_torch: the dckv
+#      trainer tools/train_dckv.py for a few steps on short prompts, ~1 min of CPU);
 #   6b. the determinism variants (docs/determinism.md): decoder-only builds clang -O3
 #      and gcc -O3 -march=x86-64-v4 (the latter SKIPPED on a CPU without AVX-512), run
 #      with forced SIMD paths, thread counts and batch splits against
@@ -138,6 +140,8 @@ if [[ "${KVSTASH_SKIP_VLLM:-0}" != 1 && -x .venv-vllm/bin/python ]]; then
   CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" .venv-vllm/bin/uv pip install -q --python .venv-vllm/bin/python ./python
   # The torch case of the package tests (.venv keeps torch out; .venv-vllm has it).
   .venv-vllm/bin/python -m pytest -q -p no:cacheprovider python/tests/test_codec.py -k torch
+  # The tools that need torch (the dckv trainer; skipped without models/smollm2-135m-hf).
+  .venv-vllm/bin/python -m pytest -q -rs -p no:cacheprovider tools/tests_torch
   # Each engine reply has its own deadline (harness.Engine); the step as a whole is capped
   # too (SIGINT: pytest reports the test it was in), and the slowest tests are listed.
   KVSTASH_SERVER="$ROOT/build/kvstash-server" KVSTASH_FAULT_PROXY_BIN="$ROOT/build/kvstash_fault_proxy" \
