@@ -399,7 +399,8 @@ Status CalibrateDckv(const DckvBenchOptions& o) {
   if (std::error_code ec; !std::filesystem::create_directories(o.artifact_dir, ec) && ec) {
     return Status::IOError("calibrate dckv: cannot create " + o.artifact_dir + ": " + ec.message());
   }
-  if (!o.sensitivity_file.empty()) KVSTASH_RETURN_IF_ERROR(dckv::ReadOutputWeights(o.sensitivity_file).status());
+  if (!o.sensitivity_file.empty())
+    KVSTASH_RETURN_IF_ERROR(dckv::ReadOutputWeights(o.sensitivity_file).status());
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
   if (!m->tokenizer) return Status::InvalidArgument("calibrate dckv: the model file has no tokenizer");
   KVSTASH_ASSIGN_OR_RETURN(auto cal, Calibrate(*m, o));
@@ -470,10 +471,41 @@ Result<std::string> ImportTrainedDckv(const DckvBenchOptions& o, const std::stri
   return s.str();
 }
 
+// The codec of an artifact file given with --dckv-artifact, checked against the model and
+// the raw-position options the bench's rows are measured with.
+Result<dckv::DckvCodec> LoadArtifactFile(const std::string& path, const model::Model& m,
+                                         const DckvBenchOptions& o) {
+  KVSTASH_ASSIGN_OR_RETURN(auto bytes, ReadFileBytes(path));
+  auto parsed = dckv::DckvArtifact::Parse(bytes);
+  if (!parsed.ok())
+    return Status::InvalidArgument("bench codec dckv: " + path + ": " + parsed.status().ToString());
+  const dckv::DckvArtifact& a = *parsed;
+  const auto& mc = m.config;
+  if (a.n_layers != mc.n_layers || a.n_kv_heads != mc.n_kv_heads || a.head_dim != mc.head_dim ||
+      a.rope_theta != mc.rope_theta) {
+    return Status::InvalidArgument("bench codec dckv: " + path +
+                                   " was made for another model shape or RoPE base");
+  }
+  if (a.conditioning.rank > 0 && a.conditioning.vocab != mc.vocab_size) {
+    return Status::InvalidArgument("bench codec dckv: " + path + " conditions on another vocabulary");
+  }
+  if (a.raw_head != o.raw_head || a.raw_tail != o.raw_tail) {
+    return Status::InvalidArgument("bench codec dckv: " + path + " keeps " + std::to_string(a.raw_head) +
+                                   " + " + std::to_string(a.raw_tail) + " raw positions; pass --raw-head " +
+                                   std::to_string(a.raw_head) + " --raw-tail " + std::to_string(a.raw_tail));
+  }
+  auto codec = dckv::DckvCodec::Create(std::move(parsed).value());
+  if (!codec.ok())
+    return Status::InvalidArgument("bench codec dckv: " + path + ": " + codec.status().ToString());
+  return codec;
+}
+
 Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
   if (o.rates.empty()) return Status::InvalidArgument("bench codec dckv: no rate given");
   if (o.chunk_tokens == 0) return Status::InvalidArgument("bench codec dckv: chunk_tokens is 0");
-  if (!o.sensitivity_file.empty()) KVSTASH_RETURN_IF_ERROR(dckv::ReadOutputWeights(o.sensitivity_file).status());
+  if (!o.sensitivity_file.empty())
+    KVSTASH_RETURN_IF_ERROR(dckv::ReadOutputWeights(o.sensitivity_file).status());
+  for (const std::string& path : o.artifact_files) KVSTASH_RETURN_IF_ERROR(ReadFileBytes(path).status());
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
   if (!m->tokenizer) return Status::InvalidArgument("bench codec dckv: the model file has no tokenizer");
   const auto& mc = m->config;
@@ -598,6 +630,22 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
       r["allocated_bits_per_token"] = codec.BitsPerToken();
       out["rows"].push_back(r);
     }
+  }
+  for (const std::string& path : o.artifact_files) {
+    KVSTASH_ASSIGN_OR_RETURN(dckv::DckvCodec codec, LoadArtifactFile(path, *m, o));
+    const uint64_t active = codec.artifact().ActiveComponents();
+    const double rate = codec.artifact().target_ratio;
+    KVSTASH_ASSIGN_OR_RETURN(
+        auto r, measure(
+                    "dckv-file", rate,
+                    [&](const KvChunk& c, std::span<const uint32_t> ids, uint32_t b, uint32_t P) {
+                      return codec.Encode(c.view(), ids, b, P, fingerprint);
+                    },
+                    [&](std::span<const uint8_t> pl) { return codec.Decode(pl, fingerprint); }));
+    r["active_components"] = active;
+    r["artifact"] = path;
+    r["decoder_nets"] = codec.artifact().HasDecoderCorrection();
+    out["rows"].push_back(r);
   }
   return out;
 }

@@ -72,6 +72,11 @@ struct DckvBenchOptions {
   // per-component steps of an unweighted PCA (DckvRateOptions::output_weight).
   bool weighted_pca = true;
   std::string artifact_dir;            // where artifacts are written ("" = none)
+  // Artifacts scored beside the calibrated rate points (e.g. trained codecs imported by
+  // `kvstash calibrate dckv --trained`), one "dckv-file" row each on the same prompts.
+  // Each must fit the model (shape, RoPE base, vocabulary when it conditions on tokens)
+  // and use raw_head / raw_tail (the rows' raw-position rule): InvalidArgument otherwise.
+  std::vector<std::string> artifact_files;
   bool run_dckv = true;                // rows of the dckv codec
   bool run_kvtc = false;               // rows of the KVTC-like baseline (codec/baselines/kvtc.h)
 };

@@ -89,10 +89,11 @@ int RunState(const Options& o) {
 }
 
 void PrintDckvTable(const nlohmann::json& out) {
-  std::cout << std::left << std::setw(8) << "codec" << std::right << std::setw(8) << "rate" << std::setw(8)
+  std::cout << std::left << std::setw(10) << "codec" << std::right << std::setw(8) << "rate" << std::setw(8)
             << "tokens" << std::setw(12) << "B/token" << std::setw(12) << "req B/tok" << std::setw(9)
             << "ratio" << std::setw(11) << "KL mean" << std::setw(9) << "top1" << std::setw(9) << "greedy"
-            << std::setw(10) << "enc MB/s" << std::setw(10) << "dec MB/s" << "\n";
+            << std::setw(10) << "enc MB/s" << std::setw(10) << "dec MB/s"
+            << "\n";
   auto num = [](const nlohmann::json& v, int prec) {
     if (v.is_null()) return std::string("-");
     std::ostringstream s;
@@ -100,12 +101,13 @@ void PrintDckvTable(const nlohmann::json& out) {
     return s.str();
   };
   for (const auto& r : out["rows"]) {
-    std::cout << std::left << std::setw(8) << r["codec"].get<std::string>() << std::right << std::setw(8)
+    std::cout << std::left << std::setw(10) << r["codec"].get<std::string>() << std::right << std::setw(8)
               << num(r["rate"], 1) << std::setw(8) << r["tokens"].get<uint64_t>() << std::setw(12)
               << num(r["bytes_per_token"], 1) << std::setw(12) << num(r["request_bytes_per_token"], 1)
               << std::setw(9) << num(r["ratio_vs_bf16"], 2) << std::setw(11) << num(r["kl_mean"], 5)
               << std::setw(9) << num(r["top1_agreement"], 4) << std::setw(9) << num(r["greedy_match"], 3)
-              << std::setw(10) << num(r["encode_mb_s"], 1) << std::setw(10) << num(r["decode_mb_s"], 1) << "\n";
+              << std::setw(10) << num(r["encode_mb_s"], 1) << std::setw(10) << num(r["decode_mb_s"], 1)
+              << "\n";
   }
 }
 
@@ -268,6 +270,9 @@ const bool kRegistered = RegisterCommand(
                     "dckv: sensitivity weights on the steps of a plain PCA instead of a weighted PCA");
       cmd->add_option("--threshold", o->dckv.active_threshold, "dckv: component off below scale/step")
           ->capture_default_str()->check(CLI::NonNegativeNumber);
+      cmd->add_option("--dckv-artifact", o->dckv.artifact_files,
+                      "dckv: also score this artifact file (repeatable; e.g. a trained codec imported by "
+                      "kvstash calibrate dckv --trained): one dckv-file row each");
       cmd->add_option("--dckv-artifact-dir", o->dckv.artifact_dir,
                       "dckv: write the artifacts here (empty: do not write)")->capture_default_str();
       cmd->add_option("--dtype", o->dtype,

@@ -358,6 +358,11 @@ TEST_F(CliTest, UnusableOutputFoldersAreErrorsNotCrashes) {
     EXPECT_EQ(rc, 1) << bad << ": " << out;
     EXPECT_NE(out.find(P("w.json")), std::string::npos) << bad << ": " << out;
   }
+  // An artifact to score that does not exist fails before the model is loaded.
+  std::tie(rc, out) =
+      Sh(kBench + " codec --codec dckv --model /nonexistent --dckv-artifact " + P("none.kvda"));
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find(P("none.kvda")), std::string::npos) << out;
   // A bad output folder fails first, as a usage error, before the model is loaded and
   // calibrated (P("file") is a regular file).
   for (const char* codec : {"dckv", "spec"}) {
