@@ -26,8 +26,8 @@ split `kvstash-bench codec` scores), each file tokenised whole and cut into piec
 prompt_tokens + continuation_tokens tokens; `--prompts` of them spread evenly over the
 split. The tokenizer of the model folder is checked against kvstash's golden token ids
 (tests/model/data/smollm2_tokenizer.json) before anything runs.
-Export (one file per lambda, safetensors, "kvstash-dckv-trained/1": /work-agreed
-format, docs/format/dckv.md "Training"): components whose trained scale / step is below
+Export (one file per lambda, safetensors, format "kvstash-dckv-trained/1" of
+docs/format/dckv.md "Trained codecs"): components whose trained scale / step is below
 --threshold are removed; `kvstash calibrate dckv` imports the file with the base
 artifact and refits the conditional entropy models and tables in closed form.
 
@@ -284,7 +284,7 @@ def laplace_cell_bits(v, step, scale):
 def build_codec(art, hidden, init_scales, input_stds):
     """The trainable codec (torch.nn.Module) initialised from the artifact dict `art`;
     init_scales: per group a numpy [n_active] of initial Laplace scales; input_stds: per
-    group (std of x - m [dims], std of y [n_active]) over the first prompt's coded rows:
+    group (std of x - m [dims], std of y [n_active]) over every prompt's coded rows:
     each net's first layer (PyTorch's default init) has its input columns divided by
     them, so the pre-activations start O(1) whatever the inputs' units."""
     import torch
@@ -367,11 +367,16 @@ class Trainer:
             )
         self.exact = {}
         torch.manual_seed(a.seed)
-        first = self.exact_pass(0)
+        # Initial Laplace scales mean |y| and the nets' input scales over the coded rows of
+        # EVERY prompt (their exact passes are cached for training anyway): one prompt's rows
+        # put some components below --threshold that the calibration's statistic (E|y| over
+        # its documents) kept, so an untrained export lost them.
         init_scales, input_stds = [], []
         with torch.no_grad():
             for g in art["groups"]:
-                x = torch.from_numpy(self.rows(first, g))
+                x = torch.from_numpy(
+                    np.concatenate([self.rows(self.exact_pass(i), g) for i in range(len(prompts))])
+                )
                 e = g["encode_scale"] if g["encode_scale"] is not None else np.ones(g["dims"], np.float32)
                 y = ((x - torch.from_numpy(g["mean"])) * torch.from_numpy(e)) @ torch.from_numpy(
                     g["basis"]
@@ -667,8 +672,12 @@ def parse_args(argv=None):
     ap.add_argument(
         "--prompts", type=int, default=16, help="calibration pieces, spread over the split, cycled"
     )
-    ap.add_argument("--prompt-tokens", type=int, default=1024)
-    ap.add_argument("--continuation-tokens", type=int, default=64)
+    ap.add_argument(
+        "--prompt-tokens", type=int, default=1024, help="tokens per prompt (> the artifact's raw head + tail)"
+    )
+    ap.add_argument(
+        "--continuation-tokens", type=int, default=64, help="teacher-forced tokens scored per prompt"
+    )
     ap.add_argument("--hidden", type=int, default=256, help="GELU units of each correction net (0: none)")
     ap.add_argument("--lr", type=float, default=5e-6, help="Adam rate of the mean and the bases")
     ap.add_argument("--lr-log", type=float, default=1e-3, help="Adam rate of the log-steps and log-scales")
@@ -679,18 +688,33 @@ def parse_args(argv=None):
         default=0.3,
         help="export: components with trained scale / step below it are removed (the codec's default)",
     )
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--checkpoint", default="", help="checkpoint file: resumed from when it exists")
+    ap.add_argument("--seed", type=int, default=1, help="torch seed (init of the nets, rate-proxy noise)")
+    ap.add_argument(
+        "--threads", type=int, default=2, help="torch threads (part of what makes a run reproducible)"
+    )
+    ap.add_argument(
+        "--checkpoint",
+        default="",
+        help="checkpoint file, written every --checkpoint-every steps; when it exists the run resumes from it "
+        "(the same command again resumes; other settings are refused)",
+    )
     ap.add_argument(
         "--checkpoint-every", type=int, default=50, help="steps between checkpoints (and one at the end)"
     )
     ap.add_argument("--history", default="", help="optional JSON file: per step (step, loss, kl, bits/token)")
     ap.add_argument("--no-progress", action="store_true")
     a = ap.parse_args(argv)
-    if a.steps < 0 or a.prompts < 1 or a.continuation_tokens < 1 or a.hidden < 0 or a.checkpoint_every < 1:
+    if (
+        a.steps < 0
+        or a.prompts < 1
+        or a.continuation_tokens < 1
+        or a.hidden < 0
+        or a.checkpoint_every < 1
+        or a.threads < 1
+    ):
         ap.error(
-            "--steps >= 0, --prompts >= 1, --continuation-tokens >= 1, --hidden >= 0, --checkpoint-every >= 1"
+            "--steps >= 0, --prompts >= 1, --continuation-tokens >= 1, --hidden >= 0, --checkpoint-every >= 1, "
+            "--threads >= 1"
         )
     if any(not (lam >= 0 and math.isfinite(lam)) for lam in a.lambdas):
         ap.error("--lambda must be finite and >= 0")
@@ -713,19 +737,82 @@ def make_trainers(a, art, model, tok):
         yield li, Trainer(a, art, model, prompts, lam)
 
 
+# The arguments a checkpoint must have been written with to be resumed (--steps may grow:
+# training continues; the rest only names files or sets the display).
+RESUME_SETTINGS = (
+    "lambdas",
+    "seed",
+    "prompts",
+    "prompt_tokens",
+    "continuation_tokens",
+    "hidden",
+    "lr",
+    "lr_log",
+    "lr_net",
+    "threads",
+)
+
+
+def settings(a):
+    return {k: getattr(a, k) for k in RESUME_SETTINGS}
+
+
+def load_checkpoint(a, art):
+    """The checkpoint to resume from (None: start), or exit 1 with the reason."""
+    import torch
+
+    if not a.checkpoint or not os.path.exists(a.checkpoint):
+        return None
+    try:  # tensors and plain containers only: a checkpoint cannot run code when loaded
+        ck = torch.load(a.checkpoint, weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises several types for a damaged file
+        sys.exit(
+            "train_dckv: cannot read the checkpoint %s (%s: %s); delete it to start again"
+            % (a.checkpoint, type(e).__name__, str(e).splitlines()[0] if str(e) else "damaged")
+        )
+    if not isinstance(ck, dict) or ck.get("base") != art["sha256"]:
+        sys.exit(
+            "train_dckv: %s was written for another --base-artifact (or is not a checkpoint)" % a.checkpoint
+        )
+    differ = [k for k in RESUME_SETTINGS if ck.get("settings", {}).get(k) != getattr(a, k)]
+    if differ:
+        flags = ", ".join("--lambda" if k == "lambdas" else "--" + k.replace("_", "-") for k in differ)
+        sys.exit(
+            "train_dckv: %s was written with other settings (%s); use the same arguments or another --checkpoint"
+            % (a.checkpoint, flags)
+        )
+    return ck
+
+
 def main(argv=None):
     a = parse_args(argv)
-    torch = setup_torch(a.threads)
-    art = read_artifact(a.base_artifact)
+    setup_torch(a.threads)
+    for f in (a.checkpoint, a.history):  # fail now, not after the steps
+        if f:
+            os.makedirs(os.path.dirname(os.path.abspath(f)), exist_ok=True)
+    try:
+        art = read_artifact(a.base_artifact)
+    except (OSError, ValueError) as e:
+        sys.exit("train_dckv: --base-artifact %s: %s" % (a.base_artifact, e))
     tok, model = load_model(a.model)
     check_tokenizer(tok)
-    ck = (
-        torch.load(a.checkpoint, weights_only=False)
-        if a.checkpoint and os.path.exists(a.checkpoint)
-        else None
-    )
-    if ck is not None and (ck["lambdas"] != a.lambdas or ck["base"] != art["sha256"] or ck["seed"] != a.seed):
-        sys.exit("train_dckv: %s was written with other --lambda/--seed/--base-artifact" % a.checkpoint)
+    ck = load_checkpoint(a, art)
+    try:
+        return run(a, art, tok, model, ck)
+    except KeyboardInterrupt:
+        print(
+            "\ntrain_dckv: interrupted%s"
+            % (
+                "; the same command resumes from " + a.checkpoint
+                if a.checkpoint
+                else " (no --checkpoint: nothing kept)"
+            ),
+            file=sys.stderr,
+        )
+        return 130
+
+
+def run(a, art, tok, model, ck):
     history = {}
     for li, tr in make_trainers(a, art, model, tok):
         if ck is not None and li < ck["index"]:
@@ -771,9 +858,7 @@ def save_checkpoint(a, art, li, tr):
     import torch
 
     tmp = a.checkpoint + ".tmp"
-    torch.save(
-        {"lambdas": a.lambdas, "base": art["sha256"], "seed": a.seed, "index": li, "state": tr.state()}, tmp
-    )
+    torch.save({"base": art["sha256"], "settings": settings(a), "index": li, "state": tr.state()}, tmp)
     os.replace(tmp, a.checkpoint)
 
 

@@ -509,6 +509,11 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
   if (!m->tokenizer) return Status::InvalidArgument("bench codec dckv: the model file has no tokenizer");
   const auto& mc = m->config;
+  std::vector<dckv::DckvCodec> file_codecs;  // checked before the long calibration
+  for (const std::string& path : o.artifact_files) {
+    KVSTASH_ASSIGN_OR_RETURN(dckv::DckvCodec codec, LoadArtifactFile(path, *m, o));
+    file_codecs.push_back(std::move(codec));
+  }
   const auto t_cal = Clock::now();
   KVSTASH_ASSIGN_OR_RETURN(auto cal, Calibrate(*m, o));
   const double cal_s = Seconds(t_cal);
@@ -631,8 +636,9 @@ Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
       out["rows"].push_back(r);
     }
   }
-  for (const std::string& path : o.artifact_files) {
-    KVSTASH_ASSIGN_OR_RETURN(dckv::DckvCodec codec, LoadArtifactFile(path, *m, o));
+  for (size_t fi = 0; fi < file_codecs.size(); ++fi) {
+    const std::string& path = o.artifact_files[fi];
+    const dckv::DckvCodec& codec = file_codecs[fi];
     const uint64_t active = codec.artifact().ActiveComponents();
     const double rate = codec.artifact().target_ratio;
     KVSTASH_ASSIGN_OR_RETURN(

@@ -108,6 +108,11 @@ void PrintDckvTable(const nlohmann::json& out) {
               << std::setw(9) << num(r["top1_agreement"], 4) << std::setw(9) << num(r["greedy_match"], 3)
               << std::setw(10) << num(r["encode_mb_s"], 1) << std::setw(10) << num(r["decode_mb_s"], 1)
               << "\n";
+    if (r.contains("artifact")) {  // a --dckv-artifact row: which file, what it holds
+      std::cout << "          " << r["artifact"].get<std::string>() << ": "
+                << r["active_components"].get<uint64_t>() << " active components"
+                << (r["decoder_nets"].get<bool>() ? ", decoder nets" : "") << "\n";
+    }
   }
 }
 

@@ -185,6 +185,9 @@ def test_export_determinism_and_resume(setup, tmp_path):
     assert T.main(args(path, half, lam, 2, ("--checkpoint", ck, "--checkpoint-every", "1"))) == 0
     assert T.main(args(path, again, lam, 2)) == 0
     assert T.main(args(path, resumed, lam, 4, ("--checkpoint", ck))) == 0
+    # Other settings than the checkpoint's are refused, naming the flags (nothing is loaded).
+    with pytest.raises(SystemExit, match="other settings \\(--hidden, --lr\\)"):
+        T.main(args(path, resumed, lam, 4, ("--checkpoint", ck, "--hidden", str(HIDDEN + 1), "--lr", "1e-3")))
     name = "dckv-trained-lambda%s-seed1.safetensors" % repr(lam)
     rd = lambda d: open(os.path.join(d, name), "rb").read()  # noqa: E731
     assert rd(half) == rd(again)
