@@ -413,6 +413,17 @@ Status CalibrateDckv(const DckvBenchOptions& o) {
   return Status::Ok();
 }
 
+namespace {
+
+// Whether an artifact was made for a model of this config: KV shape, RoPE base and, when
+// it conditions on tokens, the vocabulary.
+bool FitsModel(const dckv::DckvArtifact& a, const model::ModelConfig& mc) {
+  return a.n_layers == mc.n_layers && a.n_kv_heads == mc.n_kv_heads && a.head_dim == mc.head_dim &&
+         a.rope_theta == mc.rope_theta && (a.conditioning.rank == 0 || a.conditioning.vocab == mc.vocab_size);
+}
+
+}  // namespace
+
 Result<std::string> ImportTrainedDckv(const DckvBenchOptions& o, const std::string& trained_path,
                                       const std::string& base_path) {
   if (std::error_code ec; !std::filesystem::create_directories(o.artifact_dir, ec) && ec) {
@@ -426,8 +437,7 @@ Result<std::string> ImportTrainedDckv(const DckvBenchOptions& o, const std::stri
   KVSTASH_ASSIGN_OR_RETURN(auto m, model::LoadModel(o.model_path));
   if (!m->tokenizer) return Status::InvalidArgument("calibrate dckv: the model file has no tokenizer");
   const auto& mc = m->config;
-  if (mc.n_layers != t.n_layers || mc.n_kv_heads != t.n_kv_heads || mc.head_dim != t.head_dim ||
-      mc.rope_theta != t.rope_theta || (t.conditioning.rank > 0 && t.conditioning.vocab != mc.vocab_size)) {
+  if (!FitsModel(t, mc)) {
     return Status::Mismatch("calibrate dckv: the base artifact " + base_path +
                             " was calibrated for another model than " + o.model_path);
   }
@@ -471,6 +481,8 @@ Result<std::string> ImportTrainedDckv(const DckvBenchOptions& o, const std::stri
   return s.str();
 }
 
+namespace {
+
 // The codec of an artifact file given with --dckv-artifact, checked against the model and
 // the raw-position options the bench's rows are measured with.
 Result<dckv::DckvCodec> LoadArtifactFile(const std::string& path, const model::Model& m,
@@ -480,14 +492,9 @@ Result<dckv::DckvCodec> LoadArtifactFile(const std::string& path, const model::M
   if (!parsed.ok())
     return Status::InvalidArgument("bench codec dckv: " + path + ": " + parsed.status().ToString());
   const dckv::DckvArtifact& a = *parsed;
-  const auto& mc = m.config;
-  if (a.n_layers != mc.n_layers || a.n_kv_heads != mc.n_kv_heads || a.head_dim != mc.head_dim ||
-      a.rope_theta != mc.rope_theta) {
+  if (!FitsModel(a, m.config)) {
     return Status::InvalidArgument("bench codec dckv: " + path +
-                                   " was made for another model shape or RoPE base");
-  }
-  if (a.conditioning.rank > 0 && a.conditioning.vocab != mc.vocab_size) {
-    return Status::InvalidArgument("bench codec dckv: " + path + " conditions on another vocabulary");
+                                   " was made for another model (shape, RoPE base or vocabulary)");
   }
   if (a.raw_head != o.raw_head || a.raw_tail != o.raw_tail) {
     return Status::InvalidArgument("bench codec dckv: " + path + " keeps " + std::to_string(a.raw_head) +
@@ -499,6 +506,8 @@ Result<dckv::DckvCodec> LoadArtifactFile(const std::string& path, const model::M
     return Status::InvalidArgument("bench codec dckv: " + path + ": " + codec.status().ToString());
   return codec;
 }
+
+}  // namespace
 
 Result<nlohmann::json> RunDckvBench(const DckvBenchOptions& o) {
   if (o.rates.empty()) return Status::InvalidArgument("bench codec dckv: no rate given");

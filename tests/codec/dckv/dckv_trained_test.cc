@@ -96,12 +96,7 @@ double RoundTripRms(const DckvArtifact& a, const DckvRows& eval) {
 // byte (version 3: W_e equals W_d, so no encoder basis is stored).
 TEST(DckvTrained, IdentityImportPlainIsByteEqual) {
   const auto rows = testing::MakeRows(800, 0);
-  ASSERT_OK_AND_ASSIGN(auto basis, FitDckvBasis(rows, 2));
-  DckvRateOptions o;
-  o.target_ratio = 6.0;
-  o.raw_head = 2;
-  o.raw_tail = 3;
-  ASSERT_OK_AND_ASSIGN(const DckvArtifact a, MakeDckvArtifact(basis, o));
+  ASSERT_OK_AND_ASSIGN(const DckvArtifact a, testing::PlainArtifact(6.0, 2));  // fitted on `rows`
   const auto base = a.Serialize();
   DckvRefitReport report;
   const auto file = testing::SafetensorsBytes(TransformTensors(a), Metadata(base));
@@ -186,12 +181,7 @@ TEST(DckvTrained, IdentityImportConditionedAndWeightedMatchCalibration) {
 // reference evaluation of the decoder with W_d, and the symbols those of W_e.
 TEST(DckvTrained, SeparateEncoderAndNetsDecodeAsDefined) {
   const auto rows = testing::MakeRows(800, 0);
-  ASSERT_OK_AND_ASSIGN(auto basis, FitDckvBasis(rows, 2));
-  DckvRateOptions o;
-  o.target_ratio = 6.0;
-  o.raw_head = 2;
-  o.raw_tail = 3;
-  ASSERT_OK_AND_ASSIGN(const DckvArtifact a, MakeDckvArtifact(basis, o));
+  ASSERT_OK_AND_ASSIGN(const DckvArtifact a, testing::PlainArtifact(6.0, 2));  // fitted on `rows`
   const auto base = a.Serialize();
   Tensors t = TransformTensors(a);
   std::mt19937 rng(5);
