@@ -89,13 +89,17 @@ bool SetTlsName(asio::ssl::stream<tcp::socket>& s, const std::string& name, bool
 
 }  // namespace
 
-ClientConnection::ClientConnection(asio::io_context& ioc, asio::ssl::context* tls_ctx,
-                                   size_t server,
+ClientConnection::ClientConnection(asio::io_context& ioc, asio::ssl::context* tls_ctx, size_t server,
                                    std::shared_ptr<const ClientConnectionOptions> options,
                                    ClientConnectionEvents events)
-    : ioc_(ioc), tls_ctx_(tls_ctx), server_(server), options_(std::move(options)),
-      events_(std::move(events)), transport_(std::make_shared<Transport>(ioc, tls_ctx)),
-      parser_(options_->max_reply_bytes, FrameParser::Direction::kReplies) {}
+    : ioc_(ioc),
+      tls_ctx_(tls_ctx),
+      server_(server),
+      options_(std::move(options)),
+      events_(std::move(events)),
+      transport_(std::make_shared<Transport>(ioc, tls_ctx)),
+      parser_(options_->max_reply_bytes, FrameParser::Direction::kReplies),
+      probe_timer_(ioc) {}
 
 ClientConnection::~ClientConnection() = default;
 
@@ -114,6 +118,8 @@ void ClientConnection::Connect() {
   parser_ = FrameParser(options_->max_reply_bytes, FrameParser::Direction::kReplies);
   outq_.clear();
   writing_ = false;
+  probe_timer_.cancel();
+  probe_armed_ = false;
   asio::co_spawn(ioc_, Run(gen, transport_),
                  [](std::exception_ptr e) { LogFailure("client connection", e); });
 }
@@ -128,13 +134,46 @@ std::vector<CallPtr> ClientConnection::TakeWaiting() {
 
 void ClientConnection::Send(CallPtr call) {
   call->request_id = next_id_++;
+  if (pending_.empty()) quiet_since_ = Clock::now();
+  const uint64_t id = call->request_id;
+  const uint8_t opcode = call->opcode;
+  const uint16_t flags = call->flags;
+  Queue(opcode, flags, id, pending_.emplace(id, std::move(call)).first->second->body);
+  ArmProbe();
+}
+
+void ClientConnection::Queue(uint8_t opcode, uint16_t flags, uint64_t request_id,
+                             std::span<const uint8_t> body) {
   std::vector<uint8_t> frame;
-  protocol::AppendFrame(protocol::FrameHeader{.opcode = call->opcode, .flags = call->flags,
-                                              .request_id = call->request_id},
-                        call->body, &frame);
-  pending_[call->request_id] = std::move(call);
+  protocol::AppendFrame(protocol::FrameHeader{.opcode = opcode, .flags = flags, .request_id = request_id},
+                        body, &frame);
   outq_.push_back(std::move(frame));
   Pump();
+}
+
+void ClientConnection::ArmProbe() {
+  const auto period = options_->unacked_timeout;
+  if (probe_armed_ || period.count() <= 0) return;
+  probe_armed_ = true;
+  probe_timer_.expires_at(quiet_since_ + period);
+  const uint64_t gen = generation_;
+  probe_timer_.async_wait([this, gen](boost::system::error_code ec) {
+    if (ec) return;  // cancelled: a reconnect, Fail() or Close() owns the state now
+    OnProbeTimer(gen);
+  });
+}
+
+void ClientConnection::OnProbeTimer(uint64_t gen) {
+  if (generation_ != gen) return;
+  probe_armed_ = false;
+  if (pending_.empty() || state_ != State::kReady) return;
+  const auto now = Clock::now();
+  if (now - quiet_since_ >= options_->unacked_timeout) {
+    // Its reply matches no pending call and is dropped (Client::Impl::OnReply).
+    Queue(static_cast<uint8_t>(protocol::Opcode::kPing), 0, next_id_++, {});
+    quiet_since_ = now;
+  }
+  ArmProbe();
 }
 
 CallPtr ClientConnection::TakePending(uint64_t request_id) {
@@ -148,6 +187,8 @@ CallPtr ClientConnection::TakePending(uint64_t request_id) {
 std::vector<CallPtr> ClientConnection::Close() {
   ++generation_;
   transport_->Close();
+  probe_timer_.cancel();
+  probe_armed_ = false;
   std::vector<CallPtr> calls;
   for (auto& [id, call] : pending_) calls.push_back(std::move(call));
   pending_.clear();
@@ -310,6 +351,7 @@ asio::awaitable<void> ClientConnection::Serve(uint64_t gen, Transport& t,
     size_t n = direct ? co_await t.ReadSome(asio::buffer(tail.data(), tail.size()), ec)
                       : co_await t.ReadSome(asio::buffer(buf), ec);
     if (generation_ != gen) co_return;
+    quiet_since_ = Clock::now();
     if (ec) {
       peer_timed_out_ = ec == asio::error::timed_out;
       Report(gen, Status::Unavailable("connection lost: " + ec.message()));

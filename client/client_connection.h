@@ -11,6 +11,13 @@
 //      async write at a time, batching what is queued); every reply frame goes to
 //      on_frame. A reply larger than max_reply_bytes, a bad frame or a lost stream
 //      ends the connection with on_state(error); a rejected HELLO with its status.
+//      Liveness probe (unacked_timeout > 0): while calls are pending and nothing has
+//      been read for unacked_timeout, a PING frame is sent (its reply is dropped). A
+//      request the server's host acknowledged before it vanished leaves no unacked
+//      bytes, so TCP_USER_TIMEOUT alone would never fire; the probe's bytes stay
+//      unacknowledged, and the connection ends with ETIMEDOUT (peer_timed_out())
+//      about 2 x unacked_timeout after the host was last heard from. A host that is
+//      alive but slow acknowledges the probe and nothing happens.
 //   3. The owner then calls Fail() (back to kIdle, the calls on it returned to be
 //      retried or failed) or Close() at client shutdown.
 // A (re)connect starts a new generation: a coroutine or write of an older generation
@@ -25,6 +32,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -32,6 +40,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -130,6 +139,12 @@ class ClientConnection {
   void Report(uint64_t gen, Status s);
   // Writes what is queued: one async write at a time, up to 64 frames per write.
   void Pump();
+  // Queues one request frame (request id next_id_++) and writes it.
+  void Queue(uint8_t opcode, uint16_t flags, uint64_t request_id, std::span<const uint8_t> body);
+  // Arms the liveness probe's timer unless armed (see the file comment).
+  void ArmProbe();
+  // The probe timer fired for generation `gen`: probe, re-arm or stop.
+  void OnProbeTimer(uint64_t gen);
 
   boost::asio::io_context& ioc_;
   boost::asio::ssl::context* tls_ctx_;
@@ -147,6 +162,11 @@ class ClientConnection {
   std::deque<std::vector<uint8_t>> outq_;
   bool writing_ = false;
   bool peer_timed_out_ = false;
+  // Liveness probe: the later of the last read and the moment a call was sent to an
+  // idle connection; the timer and whether it is armed.
+  Clock::time_point quiet_since_{};
+  boost::asio::steady_timer probe_timer_;
+  bool probe_armed_ = false;
 };
 
 }  // namespace kvstash::client_detail

@@ -9,7 +9,7 @@
 # print SKIPPED with that reason; `ruff check` still runs. A base given as $1 that is not
 # a commit is an error (exit 2). Only tracked files are checked: `git add` a new file
 # first.
-# Fix what it reports: `git clang-format BASE` and `.venv/bin/ruff format FILE...`.
+# Fix what it reports: `git clang-format BASE -- '*.h' '*.cc' '*.cu' '*.cuh' '*.cpp'` and `.venv/bin/ruff format FILE...`.
 # Needs: clang-format (Debian clang-format, which ships git-clang-format) and ruff
 # (tools/requirements.txt, in .venv), both installed by scripts/setup.sh.
 # Exit status: 0 clean (or skipped), 1 a file needs formatting or a lint fails.
@@ -39,10 +39,13 @@ if ! git cat-file -e "$BASE^{commit}" 2>/dev/null; then
   exit "$status"
 fi
 
-cxx_diff="$(git clang-format --quiet --diff "$BASE" -- '*.h' '*.cc' '*.cu' '*.cuh' '*.cpp' 2>&1 || true)"
+# Only these paths: a bare `git clang-format BASE` also reformats the committed JSON
+# under benchmarks/results (clang-format formats .json too).
+CXX_PATHS=("*.h" "*.cc" "*.cu" "*.cuh" "*.cpp")
+cxx_diff="$(git clang-format --quiet --diff "$BASE" -- "${CXX_PATHS[@]}" 2>&1 || true)"
 if [[ -n "$cxx_diff" && "$cxx_diff" != *"no modified files to format"* && "$cxx_diff" != *"did not modify any files"* ]]; then
   printf '%s\n' "$cxx_diff"
-  echo "check_format: lines changed since $BASE are not in .clang-format's style; run: git clang-format $BASE" >&2
+  echo "check_format: lines changed since $BASE are not in .clang-format's style; run: git clang-format $BASE -- ${CXX_PATHS[*]@Q}" >&2
   status=1
 fi
 

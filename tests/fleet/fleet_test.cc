@@ -342,6 +342,57 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
   EXPECT_LT(total_s, 120.0);
 }
 
+// A node's host that acknowledged a request and then vanished (process stopped, link
+// down: no reply, no RST, and no unacknowledged bytes of ours for TCP_USER_TIMEOUT to
+// notice): the client's liveness probe (client/client_connection.h) ends the connection
+// after about 2 x unacked_timeout and the call fails over to the chain's second
+// server, well within its deadline. Without the probe the call waits for its deadline
+// (DeadlineExceeded at 2 s): the race that phase 3b of the scenario above lost 4 times
+// in one CI run.
+TEST_F(FleetTest, HostGoneAfterAcknowledgingARequestFailsOverBeforeTheDeadline) {
+  auto client = MakeClient(3);
+  const CallOptions call;
+  const std::vector<FleetChain> chains = MakeFleetChains(3, 30, 1);
+  LoadCounts fill;
+  VisitAll(*client, chains, /*put_missing=*/true, kThreads, call, &fill);
+  ExpectClean(fill);
+  constexpr size_t kVictim = 1;
+  const FleetChain* chain = nullptr;
+  for (const FleetChain& c : chains) {
+    if (client->ServerFor(c.keys[0]) == kVictim) chain = &c;
+  }
+  ASSERT_NE(chain, nullptr);
+  ASSERT_OK(client->Ping(kVictim));
+  nodes_[kVictim]->Signal(SIGSTOP);  // its kernel still acknowledges what we send
+  const auto sent = std::chrono::steady_clock::now();
+  auto reply = client->GetAsync(chain->keys[0], chain->keys[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_EQ(reply.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  std::string out;
+  const std::vector<std::string> link = {"ip", "-n", lab_->name(node_host_[kVictim]), "link", "set", "eth0"};
+  auto with = [&](const char* word) {
+    std::vector<std::string> v = link;
+    v.push_back(word);
+    return v;
+  };
+  ASSERT_EQ(store::testing::RunProgram(with("down"), &out), 0) << out;
+  Result<GetResult> got = reply.get();
+  const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
+  std::printf("[fleet] GET to a host gone after acknowledging it: %s after %.2f s\n",
+              got.ok() ? "hit" : got.status().ToString().c_str(), waited_s);
+  // The second server has the chunk in T2 (a hit, its own bytes) or not (a miss).
+  if (got.ok()) {
+    EXPECT_EQ(got->payload, ExpectedPayload(chain->keys[0]));
+  } else {
+    EXPECT_TRUE(got.status().IsNotFound()) << got.status().ToString();
+  }
+  // Probe after 0.5 s of silence, aborted about 0.9 s later (1.43 s measured), then
+  // the second server.
+  EXPECT_LT(waited_s, 1.8);
+  ASSERT_EQ(store::testing::RunProgram(with("up"), &out), 0) << out;
+  nodes_[kVictim]->Signal(SIGCONT);
+}
+
 // docker/compose.yaml and the config it gives its nodes describe the shape FleetTest
 // runs: three kvstash nodes with their own names and server ids, six Redis nodes
 // joined as 3 masters with one replica each, every Redis node a T2 endpoint.
