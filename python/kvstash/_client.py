@@ -114,8 +114,10 @@ class Client:
                 stopped acknowledging, is skipped by routed calls (they fail over to the
                 chain's next rendezvous choice); 0: no failover. Default 1000.
             unacked_timeout_ms: a connection whose sent bytes stay unacknowledged this
-                long is aborted and its server marked down (TCP_USER_TIMEOUT); 0: the
-                kernel's default (~15 min). Default 3000.
+                long is aborted and its server marked down (TCP_USER_TIMEOUT), and a
+                connection waiting on replies that has read nothing this long sends a
+                PING so that a host gone after acknowledging is noticed too; 0: the
+                kernel's default (~15 min), no probe. Default 3000.
         Raises:
             InvalidArgumentError: no servers, a bad address, an empty tenant, zero counts,
                 a TLS CA file that does not load.
