@@ -64,10 +64,10 @@ MAX_SYMBOL = 32767  # the codec clamps symbols to +-32767 (16-bit two's-compleme
 
 # Measured wall seconds per training step (default settings: 1,024 + 64-token prompts, base
 # artifact rate 24 with 3,092 active components in 5 groups of 2,304 dims, 256-unit nets,
-# --threads 2) on the 2-core development VM at load average ~7 (other work running):
-# 8.5 s (tqdm's rate over steps 21-28, ~6 CPU-s per step); at load 10-14 steps took 37-300 s.
-# DEFAULT_STEPS keeps one rate point under 60 min.
-MEASURED_S_PER_STEP = 8.5
+# --threads 2) on the 2-core development VM (Intel Xeon, Sapphire Rapids class) at load
+# average ~2: 1.79 s (400 steps in 11.9 min, 3.5 CPU-s per step, exact passes included);
+# at load ~7 (other work running) 8.5 s, at load 10-14 37-300 s.
+MEASURED_S_PER_STEP = 1.79
 DEFAULT_STEPS = 400
 
 
@@ -642,11 +642,11 @@ def parse_args(argv=None):
 
     minutes = MEASURED_S_PER_STEP * DEFAULT_STEPS / 60
     epilog = (
-        "CPU time per rate point: %.1f s of wall time per step measured on a 2-core VM (--threads 2, default "
+        "CPU time per rate point: %.2f s of wall time per step measured on a 2-core VM (--threads 2, default "
         "1,024 + 64-token prompts, a rate-24 base artifact with 3,092 active components, 256-unit nets; load "
-        "average ~7 from other work), so one --lambda at the default %d steps takes about %.0f min, plus a few "
-        "seconds per prompt for its exact pass (once; cached in memory, ~60 MB per prompt). Under heavier load "
-        "(10-14) steps took 37-300 s." % (MEASURED_S_PER_STEP, DEFAULT_STEPS, minutes)
+        "average ~2), so one --lambda at the default %d steps takes about %.0f min, exact passes included "
+        "(once per prompt; cached in memory, ~60 MB per prompt). With other work running steps take longer: "
+        "8.5 s at load ~7, 37-300 s at load 10-14." % (MEASURED_S_PER_STEP, DEFAULT_STEPS, minutes)
     )
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=Formatter, epilog=epilog)
     ap.add_argument(
@@ -679,9 +679,9 @@ def parse_args(argv=None):
         "--continuation-tokens", type=int, default=64, help="teacher-forced tokens scored per prompt"
     )
     ap.add_argument("--hidden", type=int, default=256, help="GELU units of each correction net (0: none)")
-    ap.add_argument("--lr", type=float, default=5e-6, help="Adam rate of the mean and the bases")
+    ap.add_argument("--lr", type=float, default=1e-7, help="Adam rate of the mean and the bases")
     ap.add_argument("--lr-log", type=float, default=1e-3, help="Adam rate of the log-steps and log-scales")
-    ap.add_argument("--lr-net", type=float, default=1e-5, help="Adam rate of the correction nets")
+    ap.add_argument("--lr-net", type=float, default=2e-6, help="Adam rate of the correction nets")
     ap.add_argument(
         "--threshold",
         type=float,
