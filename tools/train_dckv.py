@@ -17,8 +17,9 @@ teacher-forced continuation tokens (nats) + lambda * rate, rate = bits per coded
 summed over groups and components under the additive-uniform-noise proxy: y + U(-D/2,
 D/2) (D the step) costed as -log2 of the zero-mean Laplace(scale) mass of the cell of
 width D centred on it. The cache the continuation sees is the reconstruction m + W_d^T c
-+ g_d(c) with c = D round(y / D) (straight-through gradient for y, the learned-step-size
-gradient round(u) - u for D) at the coded positions, the exact rows at the first
++ g_d(c) with c = mu + D round((y - mu) / D) (straight-through gradient for y, the
+learned-step-size gradient round(u) - u for D) at the coded positions, mu the codec's
+token-conditioned centre from the base artifact (--centre), the exact rows at the first
 raw_head and last raw_tail positions (the codec stores those), keys re-rotated with
 the model's RoPE.
 Data: the CALIBRATION split of model/corpus/text_corpus.cc (disjoint from the evaluation
@@ -77,10 +78,11 @@ DEFAULT_STEPS = 400
 def read_artifact(path):
     """Parses a dckv artifact (codec/dckv/dckv_artifact.h, versions 3 and 4) into a dict:
     n_layers, n_kv_heads, head_dim, rope_theta, group_layers, raw_head, raw_tail,
-    target_ratio, vocab, rank, and groups (list of dicts: first_layer, layers, dims,
-    mean [dims] f32, encode_scale [dims] f32 or None, basis [n_active, dims] f32,
-    step [n_active] f32, table_index / odd_table_index [n_active] u16, decoder_net /
-    encoder_net (dict w1, b1, w2, b2 or None)). Also sha256 (hex of the file's bytes).
+    target_ratio, vocab, rank, embed [vocab, rank] f32 (the reduced token embeddings),
+    and groups (list of dicts: first_layer, layers, dims, mean [dims] f32, encode_scale
+    [dims] f32 or None, basis [n_active, dims] f32, step [n_active] f32, table_index /
+    odd_table_index [n_active] u16, token_map [rank + 1, n_active] f32, has_context,
+    decoder_net / encoder_net (dict w1, b1, w2, b2 or None)). Also sha256 (hex of the file's bytes).
     The XXH3-64 trailer is verified when the xxhash module is importable.
     Raises ValueError on a malformed file (any check of the C++ parser that concerns
     the fields read here)."""
@@ -134,7 +136,10 @@ def read_artifact(path):
         a["vocab"],
         a["rank"],
     ) = take("IIIfIIIfII")
-    take("H", a["vocab"] * a["rank"])  # reduced token embeddings: not trained
+    # Reduced token embeddings (bf16 bits -> f32) [vocab, rank]: not trained; they give the
+    # centre mu of the token-conditioned model (--centre base).
+    a["embed"] = (take("H", a["vocab"] * a["rank"]).astype(np.uint32) << 16).view(np.float32)
+    a["embed"] = a["embed"].reshape(a["vocab"], a["rank"])
     n_groups = take("I")
     hr = a["n_kv_heads"] * a["head_dim"]
     groups, next_layer = [], 0
@@ -161,8 +166,11 @@ def read_artifact(path):
             raise ValueError("dckv artifact: bad step")
         g["table_index"] = take("H", n_active)
         g["odd_table_index"] = take("H", n_active)
-        take("f", (a["rank"] + 1) * n_active)  # token map: refitted by the import
+        # Token map P [rank + 1, n_active] (mu = P^T [z; 1]): the base's, used as the
+        # training centre; the import refits it for the trained transform.
+        g["token_map"] = take("f", (a["rank"] + 1) * n_active).reshape(a["rank"] + 1, n_active)
         context_rows = take("I")
+        g["has_context"] = context_rows > 0
         take("f", context_rows * n_active)  # context map: refitted by the import
         g["decoder_net"] = g["encoder_net"] = None
         if version == 4:
@@ -325,25 +333,29 @@ def build_codec(art, hidden, init_scales, input_stds):
             y = u @ self.w_e.t()
             return y + self.enc_net(u) if self.enc_net is not None else y
 
-        def quantise(self, y):
-            """-> (c, q): the dequantised coefficients D round(y / D) (value exact; gradient
-            1 for y, round(u) - u for D) and the integer symbols q."""
+        def quantise(self, y, mu=None):
+            """-> (c, q): the dequantised coefficients mu + D round((y - mu) / D) (value
+            exact; gradient 1 for y, round(u) - u for D) and the integer symbols q; mu
+            [R, n_active] the predicted centre (None: 0), a constant."""
             step = self.log_step.exp()
-            u = y / step
+            r = y if mu is None else y - mu
+            u = r / step
             q = torch.round(u).clamp(-MAX_SYMBOL, MAX_SYMBOL)
-            lsq = y + step * (q - u).detach()
+            lsq = r + step * (q - u).detach()
             c = (step * q).detach() + (lsq - lsq.detach())
-            return c, q
+            return (c if mu is None else c + mu), q
 
         def decode(self, c):
             x = self.mean + c @ self.w_d
             return x + self.dec_net(c) if self.dec_net is not None else x
 
-        def bits(self, y, gen):
-            """Rate proxy: bits of y + U(-D/2, D/2) under Laplace(0, scale), [R, n_active]."""
+        def bits(self, y, gen, mu=None):
+            """Rate proxy: bits of y - mu + U(-D/2, D/2) under Laplace(0, scale), [R,
+            n_active] (mu None: 0)."""
             step = self.log_step.exp()
             noise = (torch.rand(y.shape, generator=gen) - 0.5) * step
-            return laplace_cell_bits(y + noise, step, self.log_scale.exp())
+            r = y if mu is None else y - mu
+            return laplace_cell_bits(r + noise, step, self.log_scale.exp())
 
     return nn.ModuleList([Group(g, s, d) for g, s, d in zip(art["groups"], init_scales, input_stds)])
 
@@ -366,6 +378,7 @@ class Trainer:
                 % (art["n_layers"], art["n_kv_heads"], art["head_dim"], self.L, self.H, self.D)
             )
         self.exact = {}
+        self.centres = {}
         torch.manual_seed(a.seed)
         # Initial Laplace scales mean |y| and the nets' input scales over the coded rows of
         # EVERY prompt (their exact passes are cached for training anyway): one prompt's rows
@@ -373,7 +386,7 @@ class Trainer:
         # its documents) kept, so an untrained export lost them.
         init_scales, input_stds = [], []
         with torch.no_grad():
-            for g in art["groups"]:
+            for gi, g in enumerate(art["groups"]):
                 x = torch.from_numpy(
                     np.concatenate([self.rows(self.exact_pass(i), g) for i in range(len(prompts))])
                 )
@@ -381,7 +394,9 @@ class Trainer:
                 y = ((x - torch.from_numpy(g["mean"])) * torch.from_numpy(e)) @ torch.from_numpy(
                     g["basis"]
                 ).t()
-                init_scales.append(np.maximum(y.abs().mean(0).numpy(), 0.01 * g["step"]).astype(np.float32))
+                mu = [self.centre(i, gi) for i in range(len(prompts))]
+                r = y if mu[0] is None else y - torch.cat(mu)
+                init_scales.append(np.maximum(r.abs().mean(0).numpy(), 0.01 * g["step"]).astype(np.float32))
                 input_stds.append(((x - torch.from_numpy(g["mean"])).std(0).numpy(), y.std(0).numpy()))
         self.codec = build_codec(art, a.hidden, init_scales, input_stds)
         base, logs, nets = [], [], []
@@ -429,6 +444,28 @@ class Trainer:
         P = self.a.prompt_tokens
         return self.art["raw_head"], P - self.art["raw_tail"]
 
+    def centre(self, i, gi):
+        """The predicted centre mu [coded positions, n_active] of group gi's coefficients
+        at prompt i's coded positions: the base artifact's token-conditioned model P^T
+        [z; 1] (z the position's reduced token embedding), a constant; None with
+        --centre none. (A group whose base has a checkerboard context map predicts its
+        odd rows from their decoded neighbours too; training uses the token model for
+        every row.)"""
+        import torch
+
+        if self.a.centre == "none":
+            return None
+        key = (i, gi)
+        if key not in self.centres:
+            lo, hi = self.coded_range()
+            ids = np.asarray(self.prompts[i][2][lo:hi])
+            p = self.art["groups"][gi]["token_map"]
+            mu = np.repeat(p[-1][None, :], len(ids), axis=0)  # the bias row (all of it at rank 0)
+            if self.art["rank"] > 0:
+                mu = self.art["embed"][ids] @ p[:-1] + mu
+            self.centres[key] = torch.from_numpy(mu.astype(np.float32))
+        return self.centres[key]
+
     def rows(self, ex, g):
         """Numpy [coded positions, dims] rows [K_l | V_l ...] of group g of an exact pass."""
         lo, hi = self.coded_range()
@@ -452,7 +489,8 @@ class Trainer:
         k_new, v_new = list(k), list(v)
         bits = torch.zeros(())
         recon = []
-        for g, grp in zip(self.art["groups"], self.codec):
+        for gi, (g, grp) in enumerate(zip(self.art["groups"], self.codec)):
+            mu = self.centre(i, gi)
             x = torch.cat(
                 [
                     t
@@ -462,10 +500,10 @@ class Trainer:
                 dim=1,
             )
             y = grp.encode(x)
-            c, _ = grp.quantise(y)
+            c, _ = grp.quantise(y, mu)
             xh = grp.decode(c)
             recon.append(xh)
-            bits = bits + grp.bits(y, self.gen).sum() / (hi - lo)
+            bits = bits + grp.bits(y, self.gen, mu).sum() / (hi - lo)
             for j in range(g["layers"]):
                 l = g["first_layer"] + j
                 k_new[l] = torch.cat((k[l][:lo], xh[:, 2 * j * hr : (2 * j + 1) * hr], k[l][hi:]), dim=0)
@@ -567,6 +605,7 @@ class Trainer:
             "steps": str(self.step_count),
             "model": os.path.basename(os.path.normpath(self.a.model)),
             "threshold": repr(self.a.threshold),
+            "centre": self.a.centre,
         }
         write_safetensors(path, tensors, meta)
         return kept
@@ -679,6 +718,13 @@ def parse_args(argv=None):
         "--continuation-tokens", type=int, default=64, help="teacher-forced tokens scored per prompt"
     )
     ap.add_argument("--hidden", type=int, default=256, help="GELU units of each correction net (0: none)")
+    ap.add_argument(
+        "--centre",
+        choices=("base", "none"),
+        default="base",
+        help="quantise around the codec's predicted centre (the base artifact's token-conditioned model, as "
+        "the codec does) or around 0",
+    )
     ap.add_argument("--lr", type=float, default=1e-7, help="Adam rate of the mean and the bases")
     ap.add_argument("--lr-log", type=float, default=1e-3, help="Adam rate of the log-steps and log-scales")
     ap.add_argument("--lr-net", type=float, default=2e-6, help="Adam rate of the correction nets")
@@ -746,6 +792,7 @@ RESUME_SETTINGS = (
     "prompt_tokens",
     "continuation_tokens",
     "hidden",
+    "centre",
     "lr",
     "lr_log",
     "lr_net",

@@ -342,6 +342,26 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
   EXPECT_LT(total_s, 120.0);
 }
 
+// Whether every thread of process `pid` is stopped (/proc/PID/task/*/stat state T)
+// within `wait`.
+bool AllThreadsStopped(pid_t pid, std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  while (std::chrono::steady_clock::now() < until) {
+    bool all = true;
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+      std::ifstream in(t.path() / "stat");
+      const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const size_t close = stat.rfind(") ");  // the state follows the parenthesised name
+      all = all && close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'T';
+    }
+    if (!ec && all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
 // A node's host that acknowledged a request and then vanished (process stopped, link
 // down: no reply, no RST, and no unacknowledged bytes of ours for TCP_USER_TIMEOUT to
 // notice): the client's liveness probe (client/client_connection.h) ends the connection
@@ -364,6 +384,9 @@ TEST_F(FleetTest, HostGoneAfterAcknowledgingARequestFailsOverBeforeTheDeadline) 
   ASSERT_NE(chain, nullptr);
   ASSERT_OK(client->Ping(kVictim));
   nodes_[kVictim]->Signal(SIGSTOP);  // its kernel still acknowledges what we send
+  // kill() returns before every thread has stopped (a loaded CI machine answered the GET
+  // below in that window): wait until each thread of the server shows state T.
+  ASSERT_TRUE(AllThreadsStopped(nodes_[kVictim]->pid(), std::chrono::seconds(5)));
   const auto sent = std::chrono::steady_clock::now();
   auto reply = client->GetAsync(chain->keys[0], chain->keys[0]);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));

@@ -1,6 +1,7 @@
 """A small dckv artifact (version 3 byte layout of codec/dckv/dckv_artifact.h) written
 from numpy for the trainer's tests: a weighted PCA of real rows, no token conditioning
-(rank 0), no context map, and an EMPTY table section (the trainer does not read the
+(rank 0) unless reduced token embeddings and token maps are given, no context map, and
+an EMPTY table section (the trainer does not read the
 tables; the C++ parser would refuse the file, so it is for tools/train_dckv.py only)."""
 
 import struct
@@ -39,16 +40,22 @@ def pca_groups(rows_per_group, n_active, seed):
 
 
 def write_artifact(
-    path, n_layers, n_kv_heads, head_dim, rope_theta, group_layers, raw_head, raw_tail, groups
+    path, n_layers, n_kv_heads, head_dim, rope_theta, group_layers, raw_head, raw_tail, groups, embed=None
 ):
     """Writes groups (dicts mean [dims], encode_scale [dims] or None, basis [n, dims],
-    step [n]) as a version 3 artifact; returns the bytes."""
+    step [n], optional token_map [rank + 1, n]) as a version 3 artifact; returns the
+    bytes. embed: None (rank 0: each token map is a zero bias row) or the reduced token
+    embeddings [vocab, rank] float32, stored as bf16 by truncation (give values that are
+    bf16 already to read back the same)."""
     b = bytearray()
     b += struct.pack("<IHH", 0x414B4344, 3, 0)
     b += struct.pack(
         "<IIIfIIIf", n_layers, n_kv_heads, head_dim, rope_theta, group_layers, raw_head, raw_tail, 16.0
     )
-    b += struct.pack("<II", 0, 0)  # vocab, rank: no token conditioning
+    vocab, rank = (0, 0) if embed is None else embed.shape
+    b += struct.pack("<II", vocab, rank)
+    if embed is not None:
+        b += (np.ascontiguousarray(embed, "<f4").view("<u4") >> 16).astype("<u2").tobytes()
     b += struct.pack("<I", len(groups))
     first = 0
     for g in groups:
@@ -63,7 +70,9 @@ def write_artifact(
             b += struct.pack("<I", 1) + g["encode_scale"].astype("<f4").tobytes()
         b += g["basis"].astype("<f4").tobytes() + g["step"].astype("<f4").tobytes()
         b += np.zeros(2 * n, "<u2").tobytes()  # table_index, odd_table_index
-        b += np.zeros(n, "<f4").tobytes()  # token map: the bias row only (rank 0)
+        token_map = g.get("token_map", np.zeros((rank + 1, n), np.float32))
+        assert token_map.shape == (rank + 1, n)
+        b += token_map.astype("<f4").tobytes()
         b += struct.pack("<I", 0)  # no context map
         first += layers
     b += struct.pack("<I", 0)  # table section (empty: not read by the trainer)

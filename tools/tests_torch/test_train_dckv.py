@@ -114,9 +114,9 @@ def test_exact_cache_gives_zero_kl(setup):
     )[1]
     for grp in tr.codec:
         grp.encode = lambda x: x
-        grp.quantise = lambda y: (y, None)
+        grp.quantise = lambda y, mu=None: (y, None)
         grp.decode = lambda c: c
-        grp.bits = lambda y, gen: torch.zeros(())
+        grp.bits = lambda y, gen, mu=None: torch.zeros(())
     with torch.no_grad():
         _, kl, _, _ = tr.forward(0)
     assert abs(float(kl)) < 1e-5
@@ -152,6 +152,79 @@ def test_first_step_is_the_linear_codec(setup):
         assert np.abs(s).sum() > 0  # not a trivial all-zero reconstruction
         compared += int(ok_rows.sum())
     assert compared > 0
+
+
+def test_first_step_quantises_around_the_token_conditioned_centre(setup, tmp_path):
+    """--centre base: with a token-conditioned model in the artifact, the first step's
+    symbols are round((y - mu) / step) and its reconstruction m + sum_i (mu_i + s_i step_i)
+    basis_i, mu = P^T [z; 1] for the position's token, computed here with numpy in float64
+    (centres of a few steps' size, so the symbols differ from rounding around 0)."""
+    import dckv_test_artifact as A
+
+    torch, tok, model, path = setup
+    art0 = T.read_artifact(path)
+    cfg = model.config
+    rng = np.random.default_rng(5)
+    rank = 3
+    # bf16-exact embeddings: small integers over 8.
+    embed = (rng.integers(-8, 9, (cfg.vocab_size, rank)) / 8.0).astype(np.float32)
+    groups = []
+    for g in art0["groups"]:
+        n = g["basis"].shape[0]
+        groups.append(
+            {
+                "mean": g["mean"],
+                "encode_scale": g["encode_scale"],
+                "basis": g["basis"],
+                "step": g["step"],
+                "token_map": (rng.standard_normal((rank + 1, n)) * g["step"][None, :]).astype(np.float32),
+            }
+        )
+    p = str(tmp_path / "conditioned.kvda")
+    theta = float(cfg.rope_parameters["rope_theta"])
+    A.write_artifact(
+        p,
+        cfg.num_hidden_layers,
+        cfg.num_key_value_heads,
+        cfg.head_dim,
+        theta,
+        6,
+        RAW_HEAD,
+        RAW_TAIL,
+        groups,
+        embed,
+    )
+    art = T.read_artifact(p)
+    assert np.array_equal(art["embed"], embed)
+    tr = next(T.make_trainers(T.parse_args(args(p, "/nonexistent", 0.0, 1)), art, model, tok))[1]
+    with torch.no_grad():
+        _, _, _, recon = tr.forward(0)
+    lo, hi = tr.coded_range()
+    z = embed[np.asarray(tr.prompts[0][2][lo:hi])].astype(np.float64)
+    differs = 0
+    for g, xh in zip(art["groups"], recon):
+        x = tr.rows(tr.exact_pass(0), g).astype(np.float64)
+        m, e = g["mean"].astype(np.float64), g["encode_scale"].astype(np.float64)
+        b, step = g["basis"].astype(np.float64), g["step"].astype(np.float64)
+        pm = g["token_map"].astype(np.float64)
+        mu = z @ pm[:-1] + pm[-1]
+        y = ((x - m) * e) @ b.T
+        u = (y - mu) / step
+        s = np.round(u)
+        ref = m + (mu + s * step) @ b
+        near_tie = np.abs(np.abs(u - np.floor(u)) - 0.5) < 1e-3
+        ok_rows = ~near_tie.any(axis=1)
+        assert ok_rows.mean() > 0.9
+        err = np.abs(xh.detach().numpy().astype(np.float64) - ref)[ok_rows]
+        tol = 1e-5 * (np.abs(m) + np.abs(mu + s * step) @ np.abs(b) + 1)[ok_rows]
+        assert np.all(err <= tol), float((err - tol).max())
+        differs += int((s != np.round(y / step)).sum())
+    assert differs > 0  # the centre changed symbols: the test would catch quantising around 0
+    # --centre none quantises around 0 whatever the artifact holds.
+    tr0 = next(
+        T.make_trainers(T.parse_args(args(p, "/nonexistent", 0.0, 1, ("--centre", "none"))), art, model, tok)
+    )[1]
+    assert tr0.centre(0, 0) is None
 
 
 def test_kl_decreases_on_a_fixed_prompt(setup):
@@ -207,6 +280,7 @@ def test_export_determinism_and_resume(setup, tmp_path):
         "steps": "4",
         "model": "smollm2-135m-hf",
         "threshold": "0.3",
+        "centre": "base",
     }
     assert len(t) == len(art["groups"]) * 13
     for gi, g in enumerate(art["groups"]):
