@@ -135,10 +135,8 @@ std::vector<CallPtr> ClientConnection::TakeWaiting() {
 void ClientConnection::Send(CallPtr call) {
   call->request_id = next_id_++;
   if (pending_.empty()) quiet_since_ = Clock::now();
-  const uint64_t id = call->request_id;
-  const uint8_t opcode = call->opcode;
-  const uint16_t flags = call->flags;
-  Queue(opcode, flags, id, pending_.emplace(id, std::move(call)).first->second->body);
+  Queue(call->opcode, call->flags, call->request_id, call->body);
+  pending_[call->request_id] = std::move(call);
   ArmProbe();
 }
 

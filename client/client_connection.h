@@ -139,7 +139,7 @@ class ClientConnection {
   void Report(uint64_t gen, Status s);
   // Writes what is queued: one async write at a time, up to 64 frames per write.
   void Pump();
-  // Queues one request frame (request id next_id_++) and writes it.
+  // Queues one request frame (copying `body`) and writes it.
   void Queue(uint8_t opcode, uint16_t flags, uint64_t request_id, std::span<const uint8_t> body);
   // Arms the liveness probe's timer unless armed (see the file comment).
   void ArmProbe();

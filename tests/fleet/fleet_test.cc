@@ -116,6 +116,17 @@ class FleetTest : public ::testing::Test {
                             launch);
   }
 
+  // Sets node i's host link "up" or "down" (down: packets vanish, no RST). Whether `ip`
+  // succeeded; its output is printed when not.
+  ::testing::AssertionResult SetLink(size_t i, const char* state) const {
+    std::string out;
+    if (store::testing::RunProgram({"ip", "-n", lab_->name(node_host_[i]), "link", "set", "eth0", state},
+                                   &out) == 0) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << "ip link set eth0 " << state << ": " << out;
+  }
+
   // Node i's server-wide /v1/stats (null when it does not answer).
   nlohmann::json NodeStats(size_t i) const {
     return nlohmann::json::parse(
@@ -238,12 +249,9 @@ TEST_F(FleetTest, NodesFailOverRestartGrowAndSurviveARedisMasterFailover) {
     {
       LoadRun run(*client, chains, kThreads, call, &load);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      std::string out;
-      ASSERT_EQ(store::testing::RunProgram({"ip", "-n", lab_->name(node_host_[kVictim]), "link",
-                                            "set", "eth0", "down"}, &out), 0) << out;
+      ASSERT_TRUE(SetLink(kVictim, "down"));
       std::this_thread::sleep_for(std::chrono::milliseconds(3000));
-      ASSERT_EQ(store::testing::RunProgram({"ip", "-n", lab_->name(node_host_[kVictim]), "link",
-                                            "set", "eth0", "up"}, &out), 0) << out;
+      ASSERT_TRUE(SetLink(kVictim, "up"));
       std::this_thread::sleep_for(std::chrono::milliseconds(1500));
       run.Stop();
     }
@@ -391,14 +399,7 @@ TEST_F(FleetTest, HostGoneAfterAcknowledgingARequestFailsOverBeforeTheDeadline) 
   auto reply = client->GetAsync(chain->keys[0], chain->keys[0]);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   ASSERT_EQ(reply.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
-  std::string out;
-  const std::vector<std::string> link = {"ip", "-n", lab_->name(node_host_[kVictim]), "link", "set", "eth0"};
-  auto with = [&](const char* word) {
-    std::vector<std::string> v = link;
-    v.push_back(word);
-    return v;
-  };
-  ASSERT_EQ(store::testing::RunProgram(with("down"), &out), 0) << out;
+  ASSERT_TRUE(SetLink(kVictim, "down"));
   Result<GetResult> got = reply.get();
   const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count();
   std::printf("[fleet] GET to a host gone after acknowledging it: %s after %.2f s\n",
@@ -412,7 +413,7 @@ TEST_F(FleetTest, HostGoneAfterAcknowledgingARequestFailsOverBeforeTheDeadline) 
   // Probe after 0.5 s of silence, aborted about 0.9 s later (1.43 s measured), then
   // the second server.
   EXPECT_LT(waited_s, 1.8);
-  ASSERT_EQ(store::testing::RunProgram(with("up"), &out), 0) << out;
+  ASSERT_TRUE(SetLink(kVictim, "up"));
   nodes_[kVictim]->Signal(SIGCONT);
 }
 
