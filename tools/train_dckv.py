@@ -778,6 +778,12 @@ def make_trainers(a, art, model, tok):
     pieces = calibration_pieces(tok, n)
     if not pieces:
         sys.exit("train_dckv: no calibration piece of %d tokens" % n)
+    if a.prompts > len(pieces):
+        print(
+            "train_dckv: --prompts %d: the calibration split has %d pieces of %d tokens; using all %d"
+            % (a.prompts, len(pieces), n, len(pieces)),
+            file=sys.stderr,
+        )
     prompts = spread(pieces, a.prompts)
     for li, lam in enumerate(a.lambdas):
         yield li, Trainer(a, art, model, prompts, lam)
@@ -834,6 +840,8 @@ def load_checkpoint(a, art):
 def main(argv=None):
     a = parse_args(argv)
     setup_torch(a.threads)
+    if os.path.exists(a.out_dir) and not os.path.isdir(a.out_dir):
+        sys.exit("train_dckv: --out-dir %s exists and is not a folder" % a.out_dir)
     for f in (a.checkpoint, a.history):  # fail now, not after the steps
         if f:
             os.makedirs(os.path.dirname(os.path.abspath(f)), exist_ok=True)
