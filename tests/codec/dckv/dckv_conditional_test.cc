@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstring>
 #include <random>
 
@@ -186,6 +187,66 @@ TEST(DckvConditional, BadTokenIds) {
   bad[136 + 20] = 0xFF;
   bad[136 + 21] = 0xFF;
   EXPECT_STATUS(codec.Decode(bad, kModel), kCorruption);
+}
+
+// The reference of PredictRows, written from dckv_conditional.h's definition: bias,
+// then j ascending, each non-zero term's product rounded to fp32, then the sum.
+std::vector<float> PredictRowsByDefinition(const std::vector<float>& map, uint32_t inputs, uint32_t na,
+                                           const std::vector<float>& u, uint32_t count) {
+  std::vector<float> mu(static_cast<size_t>(count) * na);
+  for (uint32_t b = 0; b < count; ++b) {
+    for (uint32_t i = 0; i < na; ++i) {
+      float acc = map[static_cast<size_t>(inputs) * na + i];
+      for (uint32_t j = 0; j < inputs; ++j) {
+        const float v = u[static_cast<size_t>(b) * inputs + j];
+        if (v == 0.0f) continue;
+        acc = acc + v * map[static_cast<size_t>(j) * na + i];  // -ffp-contract=off: no FMA
+      }
+      mu[static_cast<size_t>(b) * na + i] = acc;
+    }
+  }
+  return mu;
+}
+
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
+}
+
+// Every ISA path of PredictRows equals the definition bit for bit: the AVX-512 tiles
+// (1 to 8 rows, 32 columns with a masked tail), the AVX2 tiles (1 to 4 rows, 16
+// columns, portable tail) and the portable loop, over row counts and widths around
+// the tile edges. Zeros (+0 and -0) in u are skipped: a bias of -0.0 stays -0.0 where
+// every u of the row is zero (adding a +0 product would give +0).
+TEST(DckvConditional, PredictRowsEveryPathEqualsDefinitionBitForBit) {
+  std::vector<SynthesisPath> paths = {SynthesisPath::kPortable};
+  if (SynthesisHasAvx2()) paths.push_back(SynthesisPath::kAvx2);
+  if (SynthesisHasAvx512()) paths.push_back(SynthesisPath::kAvx512);
+  std::mt19937 rng(77);
+  std::normal_distribution<float> n01(0.0f, 1.0f);
+  for (uint32_t na : {1u, 15u, 16u, 17u, 31u, 32u, 33u, 48u, 613u}) {
+    for (uint32_t count : {1u, 3u, 4u, 5u, 8u, 9u, 17u}) {
+      const uint32_t inputs = 11;
+      std::vector<float> map(static_cast<size_t>(inputs + 1) * na), u(static_cast<size_t>(count) * inputs);
+      for (auto& v : map) v = n01(rng);
+      for (auto& v : u) v = n01(rng);
+      for (size_t t = 0; t < u.size(); t += 3) u[t] = (t % 2 == 0) ? 0.0f : -0.0f;
+      map[static_cast<size_t>(inputs) * na + na / 2] = -0.0f;  // a bias of -0
+      for (uint32_t j = 0; j < inputs; ++j) u[j] = 0.0f;       // row 0: every term skipped
+      const std::vector<float> want = PredictRowsByDefinition(map, inputs, na, u, count);
+      ASSERT_EQ(std::bit_cast<uint32_t>(want[na / 2]), 0x80000000u);
+      for (SynthesisPath path : paths) {
+        std::vector<float> got(want.size(), 123.0f);
+        PredictRows(map, inputs, na, u, count, got, path);
+        EXPECT_EQ(Bits(got), Bits(want)) << na << " x " << count << " path " << static_cast<int>(path);
+      }
+    }
+  }
+  if (!SynthesisHasAvx512()) {
+    GTEST_SKIP() << "AVX-512 path SKIPPED: no AVX-512 F/BW/DQ/VL on this CPU (or KVSTASH_CPU_PATH forbids "
+                    "it); the portable and AVX2 paths were checked";
+  }
 }
 
 // The batched form equals the one-row functions bit for bit (the decoder's passes use
