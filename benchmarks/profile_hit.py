@@ -52,7 +52,7 @@ FREQ_HZ = 2000  # perf samples per CPU-second: one sample = 0.5 ms of CPU
 GROUPS = [
     ("checksums", r"XXH|Xxh|Crc32"),
     ("rANS decode", r"entropy::"),
-    ("dckv centre prediction", r"dckv::.*PredictRows"),
+    ("dckv centre prediction", r"dckv::.*Predict"),
     ("dckv synthesis", r"dckv::"),
     ("predictor: int8 GEMM", r"Gemm|gemm|Amx|Vnni"),
     ("predictor: attention", r"Attention|attention|Softmax|softmax|WeightedSum"),

@@ -14,7 +14,8 @@ namespace {
 constexpr uint32_t kRows = 4;
 
 template <uint32_t kTileRows>
-void Tile(const float* map, uint32_t inputs, uint32_t n_active, const float* u, uint32_t col, float* mu) {
+void PredictTile(const float* map, uint32_t inputs, uint32_t n_active, const float* u, uint32_t col,
+                 float* mu) {
   const float* bias = map + static_cast<size_t>(inputs) * n_active + col;
   __m256 a0[kTileRows], a1[kTileRows];
 #pragma GCC unroll 4
@@ -40,7 +41,8 @@ void Tile(const float* map, uint32_t inputs, uint32_t n_active, const float* u, 
 
 template <uint32_t kTileRows>
 void Rows(const float* map, uint32_t inputs, uint32_t n_active, const float* u, float* mu) {
-  for (uint32_t col = 0; col + 16 <= n_active; col += 16) Tile<kTileRows>(map, inputs, n_active, u, col, mu);
+  for (uint32_t col = 0; col + 16 <= n_active; col += 16)
+    PredictTile<kTileRows>(map, inputs, n_active, u, col, mu);
 }
 
 }  // namespace

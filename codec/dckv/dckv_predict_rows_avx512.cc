@@ -15,8 +15,8 @@ namespace {
 constexpr uint32_t kRows = 8;
 
 template <uint32_t kTileRows>
-void Tile(const float* map, uint32_t inputs, uint32_t n_active, const float* u, uint32_t col, __mmask16 k0,
-          __mmask16 k1, float* mu) {
+void PredictTile(const float* map, uint32_t inputs, uint32_t n_active, const float* u, uint32_t col,
+                 __mmask16 k0, __mmask16 k1, float* mu) {
   const float* bias = map + static_cast<size_t>(inputs) * n_active + col;
   __m512 a0[kTileRows], a1[kTileRows];
   const __m512 b0 = _mm512_maskz_loadu_ps(k0, bias), b1 = _mm512_maskz_loadu_ps(k1, bias + 16);
@@ -49,7 +49,8 @@ template <uint32_t kTileRows>
 void Rows(const float* map, uint32_t inputs, uint32_t n_active, const float* u, float* mu) {
   for (uint32_t col = 0; col < n_active; col += 32) {
     const uint32_t left = n_active - col;
-    Tile<kTileRows>(map, inputs, n_active, u, col, LaneMask(left), LaneMask(left > 16 ? left - 16 : 0), mu);
+    PredictTile<kTileRows>(map, inputs, n_active, u, col, LaneMask(left), LaneMask(left > 16 ? left - 16 : 0),
+                           mu);
   }
 }
 
