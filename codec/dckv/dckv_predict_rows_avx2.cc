@@ -49,24 +49,9 @@ void Rows(const float* map, uint32_t inputs, uint32_t n_active, const float* u, 
 
 void PredictRowsAvx2(const float* map, uint32_t inputs, uint32_t n_active, const float* u, uint32_t count,
                      float* mu) {
-  for (uint32_t b = 0; b < count; b += kRows) {
-    const float* ub = u + static_cast<size_t>(b) * inputs;
-    float* mb = mu + static_cast<size_t>(b) * n_active;
-    switch (count - b < kRows ? count - b : kRows) {
-      case 1:
-        Rows<1>(map, inputs, n_active, ub, mb);
-        break;
-      case 2:
-        Rows<2>(map, inputs, n_active, ub, mb);
-        break;
-      case 3:
-        Rows<3>(map, inputs, n_active, ub, mb);
-        break;
-      default:
-        Rows<4>(map, inputs, n_active, ub, mb);
-        break;
-    }
-  }
+  ForRowBlocks<kRows>(u, count, inputs, n_active, mu, [&](auto rows, const float* ub, float* mb) {
+    Rows<decltype(rows)::value>(map, inputs, n_active, ub, mb);
+  });
   PredictRowsPortableColumns(map, inputs, n_active, u, count, n_active / 16 * 16, mu);
 }
 

@@ -13,7 +13,9 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace kvstash::dckv::internal {
 
@@ -26,5 +28,27 @@ void PredictRowsAvx2(const float* map, uint32_t inputs, uint32_t n_active, const
                      float* mu);
 void PredictRowsAvx512(const float* map, uint32_t inputs, uint32_t n_active, const float* u, uint32_t count,
                        float* mu);
+
+// Calls fn(std::integral_constant<uint32_t, n>{}) for 1 <= n <= kMax: the kernels' tile
+// height as a compile-time constant (so the row loops unroll and stay in registers).
+template <uint32_t kMax, typename Fn>
+void WithTileRows(uint32_t n, Fn&& fn) {
+  if constexpr (kMax > 1) {
+    if (n < kMax) return WithTileRows<kMax - 1>(n, fn);
+  }
+  fn(std::integral_constant<uint32_t, kMax>{});
+}
+
+// The kernels' loop over row blocks of kRows (the last one shorter): calls
+// rows_fn(height constant, u of the block's first row, mu of it) for each.
+template <uint32_t kRows, typename RowsFn>
+void ForRowBlocks(const float* u, uint32_t count, uint32_t inputs, uint32_t n_active, float* mu,
+                  RowsFn&& rows_fn) {
+  for (uint32_t b = 0; b < count; b += kRows) {
+    const float* ub = u + static_cast<size_t>(b) * inputs;
+    float* mb = mu + static_cast<size_t>(b) * n_active;
+    WithTileRows<kRows>(count - b < kRows ? count - b : kRows, [&](auto rows) { rows_fn(rows, ub, mb); });
+  }
+}
 
 }  // namespace kvstash::dckv::internal

@@ -245,7 +245,8 @@ TEST(DckvConditional, PredictRowsEveryPathEqualsDefinitionBitForBit) {
   }
   if (!SynthesisHasAvx512()) {
     GTEST_SKIP() << "AVX-512 path SKIPPED: no AVX-512 F/BW/DQ/VL on this CPU (or KVSTASH_CPU_PATH forbids "
-                    "it); the portable and AVX2 paths were checked";
+                    "it); checked: portable"
+                 << (SynthesisHasAvx2() ? ", AVX2" : " (AVX2 SKIPPED too)");
   }
 }
 
