@@ -10,8 +10,9 @@
 //                        kAuto backends take their AVX2 code, and an explicit AVX-512
 //                        request is NotSupported as it would be on such a CPU
 //   "scalar"             behave as a CPU without AVX2: kAuto backends (spec GEMM and
-//                        predictor, rANS decoder, dckv synthesis) resolve to the portable
-//                        code, and an explicit AVX2 or AVX-512 request is NotSupported
+//                        predictor, rANS decoder, dckv synthesis and centre prediction)
+//                        resolve to the portable code, and an explicit AVX2 or AVX-512
+//                        request is NotSupported
 // Any other value is treated as "scalar" and reported once on stderr, so a typo never
 // silently runs the fast path in a determinism check.
 //
@@ -33,7 +34,8 @@ bool CpuPathAllowsAvx512();
 bool CpuPathAllowsAmx();
 
 // True when the CPU has AVX2 and BMI2 and KVSTASH_CPU_PATH allows AVX2: the condition
-// of every AVX2 kernel (rANS decode, spec GEMM and contexts, dckv synthesis, predictor).
+// of every AVX2 kernel (rANS decode, spec GEMM and contexts, dckv synthesis and centre
+// prediction, predictor).
 bool CpuMayUseAvx2();
 
 // True when CpuMayUseAvx2(), the CPU has AVX-512 F, BW, DQ and VL (with the operating

@@ -45,10 +45,12 @@ void PredictTokenMean(const DckvGroup& g, uint32_t rank, std::span<const float> 
 // (a) is map = token_map, inputs = rank, u = z; (b) is map = context_map,
 // inputs = k + rank, u = [n | z]. mu: [count, n_active].
 // REQUIRES map.size() >= (inputs + 1) * n_active, u.size() >= count * inputs,
-// mu.size() >= count * n_active. path picks the ISA as SynthesizeRows' does (kAuto: the
-// widest this CPU and KVSTASH_CPU_PATH allow; kAvx512 without AVX-512 runs AVX2, and
-// either without AVX2 the portable loop); every path gives the same bits
-// (dckv_predict_rows_internal.h: register-tiled, 8 rows x 32 columns with AVX-512).
+// mu.size() >= count * n_active, mu overlapping neither map nor u. Bit-identity across
+// paths holds for finite map and u (what artifacts and decoded coefficients are); with
+// NaNs the result is NaN on every path, its payload unspecified. path picks the ISA as SynthesizeRows' does
+// (kAuto: the widest this CPU and KVSTASH_CPU_PATH allow; kAvx512 without AVX-512 runs AVX2, and either
+// without AVX2 the portable loop); every path gives the same bits (dckv_predict_rows_internal.h:
+// register-tiled, 8 rows x 32 columns with AVX-512).
 void PredictRows(std::span<const float> map, uint32_t inputs, uint32_t n_active, std::span<const float> u,
                  uint32_t count, std::span<float> mu, SynthesisPath path = SynthesisPath::kAuto);
 

@@ -17,14 +17,17 @@ constexpr uint32_t kRows = 8;
 template <uint32_t kTileRows>
 void PredictTile(const float* map, uint32_t inputs, uint32_t n_active, const float* u, uint32_t col,
                  __mmask16 k0, __mmask16 k1, float* mu) {
+  // Offset of the second 16 columns; 0 when they are all masked off, so that no pointer
+  // is formed past the end of map or mu (the masked accesses touch nothing).
+  const uint32_t h1 = k1 != 0 ? 16 : 0;
   const float* bias = map + static_cast<size_t>(inputs) * n_active + col;
   __m512 a0[kTileRows], a1[kTileRows];
-  const __m512 b0 = _mm512_maskz_loadu_ps(k0, bias), b1 = _mm512_maskz_loadu_ps(k1, bias + 16);
+  const __m512 b0 = _mm512_maskz_loadu_ps(k0, bias), b1 = _mm512_maskz_loadu_ps(k1, bias + h1);
 #pragma GCC unroll 8
   for (uint32_t r = 0; r < kTileRows; ++r) a0[r] = b0, a1[r] = b1;
   for (uint32_t j = 0; j < inputs; ++j) {
     const float* m = map + static_cast<size_t>(j) * n_active + col;
-    const __m512 w0 = _mm512_maskz_loadu_ps(k0, m), w1 = _mm512_maskz_loadu_ps(k1, m + 16);
+    const __m512 w0 = _mm512_maskz_loadu_ps(k0, m), w1 = _mm512_maskz_loadu_ps(k1, m + h1);
 #pragma GCC unroll 8
     for (uint32_t r = 0; r < kTileRows; ++r) {
       const __m512 v = _mm512_set1_ps(u[static_cast<size_t>(r) * inputs + j]);
@@ -37,7 +40,7 @@ void PredictTile(const float* map, uint32_t inputs, uint32_t n_active, const flo
   for (uint32_t r = 0; r < kTileRows; ++r) {
     float* out = mu + static_cast<size_t>(r) * n_active + col;
     _mm512_mask_storeu_ps(out, k0, a0[r]);
-    _mm512_mask_storeu_ps(out + 16, k1, a1[r]);
+    _mm512_mask_storeu_ps(out + h1, k1, a1[r]);
   }
 }
 

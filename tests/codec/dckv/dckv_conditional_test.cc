@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "codec/dckv/dckv_calibration.h"
@@ -216,30 +217,47 @@ std::vector<uint32_t> Bits(const std::vector<float>& v) {
 
 // Every ISA path of PredictRows equals the definition bit for bit: the AVX-512 tiles
 // (1 to 8 rows, 32 columns with a masked tail), the AVX2 tiles (1 to 4 rows, 16
-// columns, portable tail) and the portable loop, over row counts and widths around
-// the tile edges. Zeros (+0 and -0) in u are skipped: a bias of -0.0 stays -0.0 where
-// every u of the row is zero (adding a +0 product would give +0).
+// columns, portable tail) and the portable loop, over every row count 0..17, widths
+// around the tile edges and 0, 11 and 130 inputs. Skipped terms: a third of u is +0 or
+// -0, and input 1 is zero in every row while its map row is +inf, so a term that is not
+// skipped turns its lanes into NaN (0 * inf); a bias of -0 in every 7th lane stays -0
+// where the row's terms are all skipped (adding a +0 product would give +0), which
+// row 0 is. Nothing is written past count rows (sentinels).
 TEST(DckvConditional, PredictRowsEveryPathEqualsDefinitionBitForBit) {
   std::vector<SynthesisPath> paths = {SynthesisPath::kPortable};
   if (SynthesisHasAvx2()) paths.push_back(SynthesisPath::kAvx2);
   if (SynthesisHasAvx512()) paths.push_back(SynthesisPath::kAvx512);
   std::mt19937 rng(77);
   std::normal_distribution<float> n01(0.0f, 1.0f);
-  for (uint32_t na : {1u, 15u, 16u, 17u, 31u, 32u, 33u, 48u, 613u}) {
-    for (uint32_t count : {1u, 3u, 4u, 5u, 8u, 9u, 17u}) {
-      const uint32_t inputs = 11;
-      std::vector<float> map(static_cast<size_t>(inputs + 1) * na), u(static_cast<size_t>(count) * inputs);
-      for (auto& v : map) v = n01(rng);
-      for (auto& v : u) v = n01(rng);
-      for (size_t t = 0; t < u.size(); t += 3) u[t] = (t % 2 == 0) ? 0.0f : -0.0f;
-      map[static_cast<size_t>(inputs) * na + na / 2] = -0.0f;  // a bias of -0
-      for (uint32_t j = 0; j < inputs; ++j) u[j] = 0.0f;       // row 0: every term skipped
-      const std::vector<float> want = PredictRowsByDefinition(map, inputs, na, u, count);
-      ASSERT_EQ(std::bit_cast<uint32_t>(want[na / 2]), 0x80000000u);
-      for (SynthesisPath path : paths) {
-        std::vector<float> got(want.size(), 123.0f);
-        PredictRows(map, inputs, na, u, count, got, path);
-        EXPECT_EQ(Bits(got), Bits(want)) << na << " x " << count << " path " << static_cast<int>(path);
+  constexpr size_t kPad = 40;
+  constexpr float kSentinel = 123.0f;
+  for (uint32_t inputs : {0u, 11u, 130u}) {
+    for (uint32_t na : {1u, 15u, 16u, 17u, 31u, 32u, 33u, 48u, 613u}) {
+      for (uint32_t count = 0; count <= 17; ++count) {
+        std::vector<float> map(static_cast<size_t>(inputs + 1) * na), u(static_cast<size_t>(count) * inputs);
+        for (auto& v : map) v = n01(rng);
+        for (auto& v : u) v = n01(rng);
+        for (size_t t = 0; t < u.size(); t += 3) u[t] = (t % 2 == 0) ? 0.0f : -0.0f;
+        for (uint32_t i = 0; i < na; i += 7) map[static_cast<size_t>(inputs) * na + i] = -0.0f;  // bias -0
+        if (inputs > 1) {
+          for (uint32_t i = 0; i < na; ++i) map[na + i] = std::numeric_limits<float>::infinity();
+          for (uint32_t b = 0; b < count; ++b)
+            u[static_cast<size_t>(b) * inputs + 1] = (b % 2) ? 0.0f : -0.0f;
+        }
+        for (uint32_t j = 0; j < inputs && count > 0; ++j)
+          u[j] = (j % 2) ? 0.0f : -0.0f;  // row 0: all skipped
+        const std::vector<float> want = PredictRowsByDefinition(map, inputs, na, u, count);
+        if (count > 0) ASSERT_EQ(std::bit_cast<uint32_t>(want[0]), 0x80000000u);
+        for (SynthesisPath path : paths) {
+          std::vector<float> got(want.size() + kPad, kSentinel);
+          PredictRows(map, inputs, na, u, count, got, path);
+          const std::vector<float> tail(got.begin() + static_cast<ptrdiff_t>(want.size()), got.end());
+          got.resize(want.size());
+          EXPECT_EQ(Bits(got), Bits(want))
+              << inputs << " inputs, " << na << " x " << count << " path " << static_cast<int>(path);
+          EXPECT_EQ(tail, std::vector<float>(kPad, kSentinel))
+              << "wrote past the rows: " << na << " x " << count;
+        }
       }
     }
   }
