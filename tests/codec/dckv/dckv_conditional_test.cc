@@ -210,8 +210,8 @@ std::vector<float> PredictRowsByDefinition(const std::vector<float>& map, uint32
 }
 
 std::vector<uint32_t> Bits(const std::vector<float>& v) {
-  std::vector<uint32_t> b(v.size());
-  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  std::vector<uint32_t> b;
+  for (float x : v) b.push_back(std::bit_cast<uint32_t>(x));
   return b;
 }
 
